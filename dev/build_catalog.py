@@ -1,0 +1,206 @@
+"""Dev-only: assemble vramlint's offline model catalog (``vramlint/data/catalog.json``).
+
+Each entry holds the model's config.json (the keys that shape memory), where it comes from, and
+the parameter count transformers gives for it (``params``, built on the meta device) so the
+tests can hold vramlint to it. Sources, in order of preference: the real config files in
+../shared/corpus/hf_models (byte copies of published configs, see SOURCES.md), the exact configs
+of the H200 measurements in ../shared/groundtruth, and the published config.json of the
+HuggingFace repo, transcribed (``"source": "hf:<repo> config.json"``).
+
+    python dev/build_catalog.py ../shared > vramlint/data/catalog.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from param_counts import count, count_language_model, text_config  # noqa: E402
+
+CORPUS = "corpus/hf_models/"
+AIC = CORPUS + "ai-dynamo__aiconfigurator__aic-core__src__aiconfigurator_core__model_configs__"
+AIC_OLD = CORPUS + "ai-dynamo__aiconfigurator__src__aiconfigurator__model_configs__"
+KEEP_OUT = {"auto_map", "transformers_version", "_name_or_path", "bos_token_id", "eos_token_id", "pad_token_id",
+            "vision_config", "audio_config", "id2label", "label2id", "task_specific_params"}
+
+L2 = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 32000,
+      "max_position_embeddings": 4096, "torch_dtype": "float16", "rms_norm_eps": 1e-5}
+QWEN25 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "torch_dtype": "bfloat16",
+          "use_sliding_window": False, "sliding_window": 131072, "max_position_embeddings": 131072}
+G2 = {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "vocab_size": 256000,
+      "sliding_window": 4096, "torch_dtype": "bfloat16", "max_position_embeddings": 8192}
+G3 = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "torch_dtype": "bfloat16"}
+NEOX = {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "torch_dtype": "float16",
+        "max_position_embeddings": 2048, "tie_word_embeddings": False}
+SC2 = {"model_type": "starcoder2", "architectures": ["Starcoder2ForCausalLM"], "vocab_size": 49152,
+       "sliding_window": 4096, "max_position_embeddings": 16384, "torch_dtype": "bfloat16", "use_bias": True}
+
+# (HF id, short name, source: a shared/ file or a config dict transcribed from the HF repo)
+ENTRIES: list[tuple[str, str, object]] = [
+    ("meta-llama/Llama-2-7b-hf", "llama-2-7b", AIC_OLD + "meta-llama--Llama-2-7b-hf_config.json"),
+    ("meta-llama/Llama-2-13b-hf", "llama-2-13b", dict(L2, hidden_size=5120, num_hidden_layers=40,
+        num_attention_heads=40, num_key_value_heads=40, intermediate_size=13824)),
+    ("meta-llama/Llama-2-70b-hf", "llama-2-70b", dict(L2, hidden_size=8192, num_hidden_layers=80,
+        num_attention_heads=64, num_key_value_heads=8, intermediate_size=28672)),
+    ("codellama/CodeLlama-7b-hf", "codellama-7b", dict(L2, vocab_size=32016, hidden_size=4096,
+        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32, intermediate_size=11008,
+        max_position_embeddings=16384, rope_theta=1000000, torch_dtype="bfloat16")),
+    ("meta-llama/Llama-3.2-1B", "llama-3.2-1b", CORPUS + "MatthewGoldsberry__LLM-Projects__Llama-3.2-1B__config.json"),
+    ("meta-llama/Llama-3.2-3B", "llama-3.2-3b", {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 24, "num_key_value_heads": 8,
+        "head_dim": 128, "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True,
+        "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}),
+    ("meta-llama/Llama-3.1-8B", "llama-3.1-8b", AIC + "meta-llama--Meta-Llama-3.1-8B_config.json"),
+    ("meta-llama/Llama-3.1-70B", "llama-3.1-70b", AIC + "meta-llama--Meta-Llama-3.1-70B_config.json"),
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b", AIC + "meta-llama--Meta-Llama-3.1-70B_config.json"),
+    ("meta-llama/Llama-3.1-405B", "llama-3.1-405b", AIC + "meta-llama--Meta-Llama-3.1-405B_config.json"),
+    ("nvidia/Llama-3.1-70B-Instruct-FP8", "llama-3.1-70b-fp8", AIC + "nvidia--Llama-3.1-70B-Instruct-FP8_config.json"),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama-4-scout",
+        AIC + "meta-llama--Llama-4-Scout-17B-16E-Instruct_config.json"),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama-4-maverick",
+        AIC + "meta-llama--Llama-4-Maverick-17B-128E-Instruct_config.json"),
+    ("mistralai/Mistral-7B-v0.1", "mistral-7b-v0.1", {"model_type": "mistral", "architectures": ["MistralForCausalLM"],
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "intermediate_size": 14336, "vocab_size": 32000, "sliding_window": 4096,
+        "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}),
+    ("mistralai/Mistral-7B-v0.3", "mistral-7b-v0.3", {"model_type": "mistral", "architectures": ["MistralForCausalLM"],
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "intermediate_size": 14336, "vocab_size": 32768, "sliding_window": None, "rope_theta": 1000000.0,
+        "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}),
+    ("mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b", AIC + "mistralai--Mixtral-8x7B-v0.1_config.json"),
+    ("mistralai/Mixtral-8x22B-v0.1", "mixtral-8x22b", AIC + "mistralai--Mixtral-8x22B-v0.1_config.json"),
+    ("Qwen/Qwen2.5-0.5B", "qwen2.5-0.5b", dict(QWEN25, hidden_size=896, num_hidden_layers=24,
+        num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864, vocab_size=151936,
+        tie_word_embeddings=True, max_window_layers=24, max_position_embeddings=32768)),
+    ("Qwen/Qwen2.5-1.5B", "qwen2.5-1.5b", AIC_OLD + "Qwen--Qwen2.5-1.5B_config.json"),
+    ("Qwen/Qwen2.5-7B", "qwen2.5-7b", AIC_OLD + "Qwen--Qwen2.5-7B_config.json"),
+    ("Qwen/Qwen2.5-14B", "qwen2.5-14b", dict(QWEN25, hidden_size=5120, num_hidden_layers=48,
+        num_attention_heads=40, num_key_value_heads=8, intermediate_size=13824, vocab_size=152064,
+        tie_word_embeddings=False, max_window_layers=48)),
+    ("Qwen/Qwen2.5-32B", "qwen2.5-32b", dict(QWEN25, hidden_size=5120, num_hidden_layers=64,
+        num_attention_heads=40, num_key_value_heads=8, intermediate_size=27648, vocab_size=152064,
+        tie_word_embeddings=False, max_window_layers=64)),
+    ("Qwen/Qwen2.5-72B", "qwen2.5-72b", AIC_OLD + "Qwen--Qwen2.5-72B_config.json"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "deepseek-r1-distill-qwen-32b",
+        AIC_OLD + "deepseek-ai--DeepSeek-R1-Distill-Qwen-32B_config.json"),
+    ("Qwen/Qwen1.5-MoE-A2.7B", "qwen1.5-moe-a2.7b", {"model_type": "qwen2_moe",
+        "architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 24,
+        "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632, "num_experts": 60,
+        "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+        "vocab_size": 151936, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}),
+    ("Qwen/Qwen3-0.6B", "qwen3-0.6b", AIC + "Qwen--Qwen3-0.6B_config.json"),
+    ("Qwen/Qwen3-8B", "qwen3-8b", AIC + "Qwen--Qwen3-8B_config.json"),
+    ("Qwen/Qwen3-32B-FP8", "qwen3-32b-fp8", AIC + "Qwen--Qwen3-32B-FP8_config.json"),
+    ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b", AIC + "Qwen--Qwen3-30B-A3B_config.json"),
+    ("Qwen/Qwen3-235B-A22B", "qwen3-235b-a22b", AIC + "Qwen--Qwen3-235B-A22B_config.json"),
+    ("Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b", AIC_OLD + "Qwen--Qwen3-Next-80B-A3B-Thinking_config.json"),
+    ("Qwen/Qwen3-VL-8B-Instruct", "qwen3-vl-8b", AIC + "Qwen--Qwen3-VL-8B-Instruct_config.json"),
+    ("google/gemma-2b", "gemma-2b", {"model_type": "gemma", "architectures": ["GemmaForCausalLM"],
+        "hidden_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 8, "num_key_value_heads": 1,
+        "head_dim": 256, "intermediate_size": 16384, "vocab_size": 256000, "max_position_embeddings": 8192,
+        "torch_dtype": "bfloat16"}),
+    ("google/gemma-7b", "gemma-7b", {"model_type": "gemma", "architectures": ["GemmaForCausalLM"],
+        "hidden_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
+        "head_dim": 256, "intermediate_size": 24576, "vocab_size": 256000, "max_position_embeddings": 8192,
+        "torch_dtype": "bfloat16"}),
+    ("google/gemma-2-2b", "gemma-2-2b", "groundtruth:gemma-2-2b"),
+    ("google/gemma-2-9b-it", "gemma-2-9b", CORPUS + "doggy8088__GemmaTokenizerExtractor__gemma-2-9b-it__config.json"),
+    ("google/gemma-2-27b-it", "gemma-2-27b", dict(G2, hidden_size=4608, num_hidden_layers=46,
+        num_attention_heads=32, num_key_value_heads=16, head_dim=128, intermediate_size=36864,
+        query_pre_attn_scalar=144)),
+    ("google/gemma-3-1b-it", "gemma-3-1b", {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"],
+        "hidden_size": 1152, "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1,
+        "head_dim": 256, "intermediate_size": 6912, "vocab_size": 262144, "sliding_window": 512,
+        "sliding_window_pattern": 6, "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}),
+    ("google/gemma-3-4b-it", "gemma-3-4b", dict(G3, text_config={"hidden_size": 2560, "num_hidden_layers": 34,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 10240, "sliding_window": 1024})),
+    ("google/gemma-3-12b-it", "gemma-3-12b", dict(G3, text_config={"hidden_size": 3840, "num_hidden_layers": 48,
+        "num_attention_heads": 16, "num_key_value_heads": 8, "intermediate_size": 15360, "sliding_window": 1024})),
+    ("google/gemma-3-27b-it", "gemma-3-27b", dict(G3, text_config={"hidden_size": 5376, "num_hidden_layers": 62,
+        "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128, "intermediate_size": 21504,
+        "sliding_window": 1024, "query_pre_attn_scalar": 168})),
+    ("google/gemma-4-26B-A4B", "gemma-4-26b-a4b", AIC + "google--gemma-4-26B-A4B_config.json"),
+    ("microsoft/Phi-3-mini-4k-instruct", "phi-3-mini-4k", "groundtruth:phi-3-mini"),
+    ("microsoft/Phi-3-mini-128k-instruct", "phi-3-mini-128k", CORPUS + "ollama__ollama__convert__testdata__phi3__config.json"),
+    ("microsoft/Phi-3-medium-4k-instruct", "phi-3-medium-4k", {"model_type": "phi3",
+        "architectures": ["Phi3ForCausalLM"], "hidden_size": 5120, "num_hidden_layers": 40,
+        "num_attention_heads": 40, "num_key_value_heads": 10, "intermediate_size": 17920, "vocab_size": 32064,
+        "sliding_window": 2047, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}),
+    ("openai-community/gpt2", "gpt2", CORPUS + "vanu23__chatbot__gpt2__config.json"),
+    ("openai-community/gpt2-medium", "gpt2-medium", {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+        "n_embd": 1024, "n_layer": 24, "n_head": 16, "n_positions": 1024, "vocab_size": 50257}),
+    ("openai-community/gpt2-large", "gpt2-large", CORPUS + "xu737__PeFAD__gpt2__config.json"),
+    ("openai-community/gpt2-xl", "gpt2-xl", {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+        "n_embd": 1600, "n_layer": 48, "n_head": 25, "n_positions": 1024, "vocab_size": 50257}),
+    ("EleutherAI/pythia-410m", "pythia-410m", CORPUS + "Avent-IQ__pythia-410m-chatbot__config.json"),
+    ("EleutherAI/pythia-1b", "pythia-1b", "groundtruth:pythia-1b"),
+    ("EleutherAI/pythia-6.9b", "pythia-6.9b", dict(NEOX, hidden_size=4096, num_hidden_layers=32,
+        num_attention_heads=32, intermediate_size=16384, vocab_size=50432)),
+    ("EleutherAI/pythia-12b", "pythia-12b", dict(NEOX, hidden_size=5120, num_hidden_layers=36,
+        num_attention_heads=40, intermediate_size=20480, vocab_size=50688)),
+    ("tiiuae/falcon-7b", "falcon-7b", {"model_type": "falcon", "architectures": ["FalconForCausalLM"],
+        "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71, "multi_query": True,
+        "parallel_attn": True, "bias": False, "new_decoder_architecture": False, "vocab_size": 65024,
+        "torch_dtype": "bfloat16"}),
+    ("tiiuae/falcon-40b", "falcon-40b", CORPUS + "Decentralised-AI__falcon-40b__config.json"),
+    ("bigcode/starcoder", "starcoder", CORPUS + "Decentralised-AI__WizardCoder-15B-1.0-GPTQ__config.json"),
+    ("bigcode/starcoder2-3b", "starcoder2-3b", dict(SC2, hidden_size=3072, num_hidden_layers=30,
+        num_attention_heads=24, num_key_value_heads=2, intermediate_size=12288)),
+    ("bigcode/starcoder2-7b", "starcoder2-7b", dict(SC2, hidden_size=4608, num_hidden_layers=32,
+        num_attention_heads=36, num_key_value_heads=4, intermediate_size=18432)),
+    ("bigcode/starcoder2-15b", "starcoder2-15b", dict(SC2, hidden_size=6144, num_hidden_layers=40,
+        num_attention_heads=48, num_key_value_heads=4, intermediate_size=24576)),
+    ("allenai/OLMo-2-1124-7B", "olmo-2-7b", {"model_type": "olmo2", "architectures": ["Olmo2ForCausalLM"],
+        "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "intermediate_size": 11008, "vocab_size": 100352, "max_position_embeddings": 4096,
+        "torch_dtype": "float32"}),
+    ("allenai/OLMo-2-1124-13B", "olmo-2-13b", {"model_type": "olmo2", "architectures": ["Olmo2ForCausalLM"],
+        "hidden_size": 5120, "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 40,
+        "intermediate_size": 13824, "vocab_size": 100352, "max_position_embeddings": 4096,
+        "torch_dtype": "float32"}),
+    ("deepseek-ai/DeepSeek-V2-Lite", "deepseek-v2-lite", {"model_type": "deepseek_v2",
+        "architectures": ["DeepseekV2ForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 27,
+        "num_attention_heads": 16, "num_key_value_heads": 16, "q_lora_rank": None, "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 10944,
+        "moe_intermediate_size": 1408, "n_routed_experts": 64, "num_experts_per_tok": 6, "n_shared_experts": 2,
+        "first_k_dense_replace": 1, "moe_layer_freq": 1, "vocab_size": 102400, "max_position_embeddings": 163840,
+        "torch_dtype": "bfloat16"}),
+    ("deepseek-ai/DeepSeek-V3", "deepseek-v3", AIC + "deepseek-ai--DeepSeek-V3_config.json"),
+    ("deepseek-ai/DeepSeek-R1", "deepseek-r1", AIC + "deepseek-ai--DeepSeek-R1_config.json"),
+    ("moonshotai/Kimi-K2-Instruct", "kimi-k2", AIC + "moonshotai--Kimi-K2-Instruct_config.json"),
+    ("openai/gpt-oss-20b", "gpt-oss-20b", AIC + "openai--gpt-oss-20b_config.json"),
+    ("openai/gpt-oss-120b", "gpt-oss-120b", AIC + "openai--gpt-oss-120b_config.json"),
+]
+
+
+def load(shared: Path, source: object) -> tuple[dict, str]:
+    if isinstance(source, dict):
+        return source, "transcribed from the HuggingFace repo's config.json"
+    if str(source).startswith("groundtruth:"):
+        name = str(source).split(":", 1)[1]
+        for line in (shared / "groundtruth/h200-calibration.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            if record.get("model") == name:
+                return record["config"], f"shared/groundtruth/h200-calibration.jsonl ({name}, measured on H200)"
+        raise KeyError(name)
+    return json.loads((shared / str(source)).read_text()), f"shared/{source} (see corpus/SOURCES.md)"
+
+
+def main(shared: str) -> None:
+    entries = []
+    for hf_id, short, source in ENTRIES:
+        raw, where = load(Path(shared), source)
+        raw = {k: v for k, v in raw.items() if k not in KEEP_OUT}
+        config, _ = text_config(dict(raw))
+        params, _ = count_language_model(config) if "text_config" in raw else count(config)
+        entries.append({"id": hf_id, "short": short, "source": where, "params": params, "config": raw})
+        print(hf_id, params, file=sys.stderr)
+    json.dump({"_about": "vramlint offline catalog; built by dev/build_catalog.py", "models": entries},
+              sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

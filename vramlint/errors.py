@@ -1,0 +1,10 @@
+"""The one exception type the command line turns into a one-line message and exit code 2.
+
+Anything a user can get wrong (a GPU spec, a model name, a file that is not a model config)
+raises :class:`UsageError` with a message that says what was wrong and what is accepted.
+Problems *inside* a config file that has a location are Findings, not exceptions.
+"""
+
+
+class UsageError(Exception):
+    """Bad input from the command line or a referenced file; exit code 2, never a traceback."""

@@ -1,0 +1,134 @@
+"""GPUs and clusters: ``--gpus 8xH100``, ``2x8xA100-80GB``, ``1x24GB``, ``2x79.19GiB``.
+
+The memory that decides an OOM is the total the driver reports (``cudaMemGetInfo`` /
+``torch.cuda.get_device_properties().total_memory``), which is less than the marketed size:
+an "80GB" H100 shows 79.19 GiB to PyTorch and vLLM because ECC and the driver keep the rest.
+The catalog records that reported total for each accelerator, with where the number was seen.
+
+A size in GB (``8x80GB``) names the class of card a vendor sells as that many GB, so it resolves
+to the smallest reported total among catalog cards of that nominal size; a size nobody sells is
+read as decimal gigabytes. GiB and MiB sizes are taken literally, as reported by a driver.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from vramlint.errors import UsageError
+from vramlint.units import GB, GiB, parse_size
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One accelerator model: the memory its driver reports, and where that number comes from."""
+
+    name: str
+    memory_bytes: int
+    nominal_gb: int | None = None
+    source: str = ""
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``nodes`` machines with ``per_node`` identical GPUs each."""
+
+    gpu: Gpu
+    per_node: int
+    nodes: int = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.per_node * self.nodes
+
+    def describe(self) -> str:
+        count = f"{self.nodes}x{self.per_node}" if self.nodes > 1 else f"{self.per_node}"
+        return f"{count}x{self.gpu.name} ({self.gpu.memory_bytes / GiB:.2f} GiB each)"
+
+
+def _gib(value: float) -> int:
+    return round(value * GiB)
+
+
+_OOM = "torch's OOM message 'total capacity' as published in user reports"
+# name, reported total, nominal GB, source, aliases.
+GPUS: tuple[Gpu, ...] = (
+    Gpu("H200", 150_109_880_320, 141, "cudaMemGetInfo total measured on an H200 (shared/groundtruth)",
+        ("H200-141GB", "H200-SXM")),
+    Gpu("H100-80GB", 85_029_158_912, 80, "vLLM start-up logs on H100 80GB HBM3: 79.19 GiB",
+        ("H100", "H100-SXM", "H100-SXM5", "H100-PCIE", "H800", "H800-80GB")),
+    Gpu("H100-NVL", _gib(93.10), 94, "nvidia-smi 95,830 MiB less driver reserve (approx.)", ("H100-94GB",)),
+    Gpu("GH200", _gib(94.50), 96, "GH200 96GB HBM3 as reported by torch (approx.)", ("GH200-96GB",)),
+    Gpu("H20", _gib(95.00), 96, "H20 96GB HBM3 as reported by torch (approx.)", ("H20-96GB",)),
+    Gpu("B200", _gib(178.35), 180, "B200 as reported by torch (approx.)", ("B200-180GB", "B200-192GB")),
+    Gpu("A100-80GB", _gib(79.25), 80, _OOM, ("A100-SXM4-80GB", "A100-PCIE-80GB")),
+    Gpu("A800-80GB", _gib(79.33), 80, _OOM, ("A800",)),
+    Gpu("A100-40GB", _gib(39.39), 40, _OOM, ("A100", "A100-SXM4-40GB", "A100-PCIE-40GB")),
+    Gpu("L40S", _gib(44.53), 48, _OOM, ("L40S-48GB",)),
+    Gpu("L40", _gib(44.40), 48, _OOM, ("L40-48GB",)),
+    Gpu("RTX-A6000", _gib(47.54), 48, _OOM, ("A6000",)),
+    Gpu("RTX-6000-Ada", _gib(47.50), 48, _OOM, ("RTX6000ADA", "RTX-6000")),
+    Gpu("A40", _gib(44.35), 48, _OOM, ("A40-48GB",)),
+    Gpu("L4", _gib(22.05), 24, _OOM, ("L4-24GB",)),
+    Gpu("A10G", _gib(22.19), 24, _OOM, ("A10G-24GB",)),
+    Gpu("A10", _gib(22.20), 24, _OOM, ("A10-24GB",)),
+    Gpu("RTX-4090", _gib(23.64), 24, _OOM, ("4090", "RTX4090")),
+    Gpu("RTX-3090", _gib(23.69), 24, _OOM, ("3090", "RTX3090")),
+    Gpu("A30", _gib(23.53), 24, _OOM, ("A30-24GB",)),
+    Gpu("V100-32GB", _gib(31.74), 32, _OOM, ("V100-SXM2-32GB",)),
+    Gpu("V100-16GB", _gib(15.77), 16, _OOM, ("V100",)),
+    Gpu("RTX-A4000", _gib(15.61), 16, _OOM, ("A4000",)),
+    Gpu("T4", _gib(14.75), 16, _OOM, ("T4-16GB",)),
+    Gpu("MI300X", 205_822_885_888, 192, "ROCm reported total for MI300X (191.69 GiB)", ("MI300X-192GB",)),
+    Gpu("MI325X", _gib(255.98), 256, "ROCm reported total for MI325X (approx.)", ("MI325X-256GB",)),
+    Gpu("MI250X", _gib(63.98), 64, "ROCm reported total per MI250X GCD (approx.)", ("MI250",)),
+)
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_]+", "-", name.strip()).upper()
+
+
+GPU_BY_NAME: dict[str, Gpu] = {_key(alias): gpu for gpu in GPUS for alias in (gpu.name, *gpu.aliases)}
+
+_SPEC = re.compile(r"^\s*(?:(\d+)\s*[xX*]\s*)?(?:(\d+)\s*[xX*]\s*)?(.+?)\s*$")
+
+
+def gpu_from_text(text: str) -> Gpu:
+    """A catalog name (``H100``), a nominal size (``80GB``) or a reported size (``79.19GiB``)."""
+    found = GPU_BY_NAME.get(_key(text))
+    if found:
+        return found
+    size = parse_size(text)
+    if size is None:
+        known = ", ".join(gpu.name for gpu in GPUS)
+        raise UsageError(
+            f"unknown GPU {text!r}: give a size (24GB, 79.19GiB, 81559MiB) or one of: {known}"
+        )
+    if text.strip().upper().endswith("GB") and size % GB == 0:
+        same_class = [gpu for gpu in GPUS if gpu.nominal_gb == size // GB]
+        if same_class:
+            smallest = min(same_class, key=lambda gpu: gpu.memory_bytes)
+            return Gpu(f"{size // GB}GB", smallest.memory_bytes, size // GB,
+                       f"smallest reported total of cards sold as {size // GB}GB ({smallest.name})")
+        return Gpu(f"{size // GB}GB", size, size // GB, "decimal gigabytes: no catalog card is sold at this size")
+    return Gpu(text.strip(), size, None, "size given on the command line")
+
+
+def parse_gpus(spec: str) -> Cluster:
+    """``8x80GB``, ``8xH100``, ``2x8xA100-80GB`` (nodes x GPUs per node), ``1xL4``, ``4xH200``."""
+    match = _SPEC.match(spec or "")
+    if not match or not match.group(3):
+        raise UsageError(f"cannot read --gpus {spec!r}: expected COUNTxGPU or NODESxCOUNTxGPU, e.g. 8xH100")
+    first, second, gpu_text = match.groups()
+    if second is not None:
+        nodes, per_node = int(first), int(second)
+    else:
+        nodes, per_node = 1, int(first) if first else 1
+    if nodes < 1 or per_node < 1:
+        raise UsageError(f"--gpus {spec!r}: GPU and node counts must be at least 1")
+    return Cluster(gpu_from_text(gpu_text), per_node, nodes)
+
+
+__all__ = ["Cluster", "GPUS", "Gpu", "gpu_from_text", "parse_gpus"]

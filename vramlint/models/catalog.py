@@ -1,0 +1,44 @@
+"""The offline model catalog: popular models by HuggingFace id or short name, no network.
+
+Entries live in ``data/catalog.json`` (built by ``dev/build_catalog.py``): each holds the model's
+config.json, where that config comes from, and transformers' own parameter count for it, which
+the tests hold vramlint's count to.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import lru_cache
+from importlib import resources
+
+from vramlint.errors import UsageError
+from vramlint.models.shape import ModelShape
+
+
+@lru_cache(maxsize=1)
+def entries() -> tuple[dict, ...]:
+    text = resources.files("vramlint").joinpath("data/catalog.json").read_text()
+    return tuple(json.loads(text)["models"])
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, dict]:
+    """Every way a user may write a model: ``meta-llama/Llama-3.1-8B``, ``Llama-3.1-8B``,
+    ``llama-3.1-8b``; case does not matter."""
+    index: dict[str, dict] = {}
+    for entry in entries():
+        for key in (entry["id"], entry["id"].split("/")[-1], entry["short"]):
+            index.setdefault(key.lower(), entry)
+    return index
+
+
+def lookup(name: str) -> ModelShape:
+    entry = _index().get(name.strip().lower())
+    if entry is None:
+        close = difflib.get_close_matches(name.lower(), list(_index()), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UsageError(f"model {name!r} is neither a config.json path, a folder holding one, nor in the "
+                         f"offline catalog (vramlint models lists it){hint}")
+    from vramlint.models.hfconfig import shape_from_dict
+    return shape_from_dict(dict(entry["config"]), name=entry["id"])

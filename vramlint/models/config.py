@@ -1,0 +1,59 @@
+"""A HuggingFace config dict with its model type's transformers defaults behind it.
+
+``save_pretrained`` writes only the values that differ from the class defaults, so a real
+config.json may omit ``num_key_value_heads`` or ``vocab_size``. :class:`HfConfig` answers a key
+from the file first, then from the defaults of that model type (``data/model_defaults.json``,
+dumped from transformers' configuration classes by ``dev/model_defaults.py``), and remembers
+which keys came from where so reports can say so.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+_MISSING = object()
+
+
+@lru_cache(maxsize=1)
+def model_defaults() -> dict[str, dict[str, Any]]:
+    text = resources.files("vramlint").joinpath("data/model_defaults.json").read_text()
+    return json.loads(text)
+
+
+class HfConfig:
+    """Read-only view: file values over the model type's transformers defaults."""
+
+    def __init__(self, raw: dict[str, Any], defaults_for: str) -> None:
+        self.raw = raw
+        self.defaults = model_defaults().get(defaults_for, {})
+        self.defaults_for = defaults_for
+
+    def get(self, *keys: str, default: Any = None) -> Any:
+        """The first key present in the file (a ``None`` value counts as present), else the first
+        key with a transformers default, else ``default``. Aliases are tried in the order given."""
+        for key in keys:
+            if key in self.raw:
+                return self.raw[key]
+        for key in keys:
+            value = self.defaults.get(key, _MISSING)
+            if value is not _MISSING:
+                return value
+        return default
+
+    def int(self, *keys: str, default: int | None = None) -> int:
+        value = self.get(*keys, default=default)
+        if value is None:
+            raise KeyError(keys[0])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise ValueError(f"{keys[0]} must be an integer, got {value!r}")
+        return int(value)
+
+    def opt_int(self, *keys: str) -> int | None:
+        value = self.get(*keys)
+        return None if value is None else self.int(*keys)
+
+    def flag(self, *keys: str, default: bool = False) -> bool:
+        return bool(self.get(*keys, default=default))

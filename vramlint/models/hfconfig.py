@@ -1,0 +1,164 @@
+"""Read a HuggingFace ``config.json`` (a file, a folder holding one, or a catalog name) into a
+:class:`ModelShape`.
+
+The reader knows the quirks of real checkpoints (../shared/docs/config-formats.md section D):
+multimodal configs keep the language model in ``text_config`` (with ``tie_word_embeddings`` or
+``quantization_config`` sometimes only at the top level); remote-code model types
+(``RefinedWeb``, ``kimi_k2``) and configs without ``model_type`` are read through the
+architecture they declare; ``torch_dtype`` became ``dtype``; ModelOpt keeps its quantization in
+a side file ``hf_quant_config.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from vramlint.errors import UsageError
+from vramlint.models.architectures import FAMILIES
+from vramlint.models.config import HfConfig, model_defaults
+from vramlint.models.quantization import read_quantization
+from vramlint.models.shape import ModelShape
+
+# Multimodal wrappers: the model type of their text_config when the file leaves it out.
+TEXT_TYPES = {
+    "gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
+    "qwen3_vl_moe": "qwen3_vl_moe_text", "kimi_k25": "kimi_k2", "gemma4": "gemma4_text",
+}
+# Remote-code or renamed types, read as the family whose layout they share.
+ALIASES = {
+    "RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3",
+    "mistral3": "mistral", "qwen2_5": "qwen2",
+}
+# ``architectures`` class names, for configs without a model_type.
+ARCHITECTURES = {
+    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
+    "Qwen2ForCausalLM": "qwen2", "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe", "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2",
+    "Gemma3ForCausalLM": "gemma3_text", "Phi3ForCausalLM": "phi3", "GPT2LMHeadModel": "gpt2",
+    "GPTNeoXForCausalLM": "gpt_neox", "FalconForCausalLM": "falcon", "RWForCausalLM": "falcon",
+    "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3",
+    "Olmo2ForCausalLM": "olmo2", "Starcoder2ForCausalLM": "starcoder2", "GptOssForCausalLM": "gpt_oss",
+    "GPTBigCodeForCausalLM": "gpt_bigcode", "Llama4ForCausalLM": "llama4_text",
+}
+SUPPORTED = sorted(set(FAMILIES) | set(TEXT_TYPES) | set(ALIASES))
+DTYPE_NAMES = {"float32": "float32", "float": "float32", "fp32": "float32", "float16": "float16",
+               "half": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a model config is a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _family_by_keys(raw: dict[str, Any]) -> str | None:
+    """The family a config's keys show, for configs with neither model_type nor architectures."""
+    if "kv_lora_rank" in raw:
+        return "deepseek_v3"
+    if "n_head_kv" in raw or "new_decoder_architecture" in raw:
+        return "falcon"
+    if "n_embd" in raw:
+        return "gpt2"
+    if {"hidden_size", "num_attention_heads", "intermediate_size"} <= raw.keys():
+        return "llama"
+    return None
+
+
+def _resolve_type(raw: dict[str, Any]) -> tuple[str, str | None]:
+    """(family to build with, the reason when it is not the file's own model_type)."""
+    model_type = raw.get("model_type")
+    if model_type in FAMILIES:
+        return model_type, None
+    if model_type in ALIASES:
+        return ALIASES[model_type], f"model_type {model_type!r} read as {ALIASES[model_type]}"
+    if model_type:
+        raise UsageError(f"unsupported model_type {model_type!r}; vramlint reads: {', '.join(SUPPORTED)}")
+    for arch in raw.get("architectures") or []:
+        if arch in ARCHITECTURES:
+            return ARCHITECTURES[arch], f"no model_type: read as {ARCHITECTURES[arch]} from architectures [{arch}]"
+    family = _family_by_keys(raw)
+    if family:
+        return family, f"no model_type or known architectures: read as {family} from its keys"
+    raise UsageError("config has no model_type, no known architectures and no recognisable keys; "
+                     f"vramlint reads: {', '.join(SUPPORTED)}")
+
+
+def _text_part(raw: dict[str, Any]) -> dict[str, Any]:
+    """The language model's config: ``text_config`` of a multimodal checkpoint, with the
+    top-level keys it inherits (tie_word_embeddings, dtype, quantization_config)."""
+    if raw.get("model_type") not in TEXT_TYPES:
+        return raw
+    text = raw.get("text_config")
+    merged = dict(text) if isinstance(text, dict) else {}
+    merged.setdefault("model_type", TEXT_TYPES[raw["model_type"]])
+    for key in ("tie_word_embeddings", "dtype", "torch_dtype", "quantization_config"):
+        if key in raw and key not in merged:
+            merged[key] = raw[key]
+    wrapper_tie = model_defaults().get(raw["model_type"], {}).get("tie_word_embeddings")
+    if "tie_word_embeddings" not in merged and wrapper_tie is not None:
+        merged["tie_word_embeddings"] = wrapper_tie   # the wrapper class decides lm_head tying
+    return merged
+
+
+def _dtype(raw: dict[str, Any], notes: list[str]) -> str:
+    value = raw.get("dtype") or raw.get("torch_dtype")
+    if value is None:
+        notes.append("no dtype in config: transformers loads float32")
+        return "float32"
+    name = DTYPE_NAMES.get(str(value).replace("torch.", ""))
+    if name is None:
+        raise UsageError(f"unknown dtype {value!r} in config (expected float32, float16 or bfloat16)")
+    return name
+
+
+def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
+                    side_quant: dict[str, Any] | None = None) -> ModelShape:
+    """Build the ModelShape of one config dict (already loaded)."""
+    if "producer" in raw and "quantization" in raw and "model_type" not in raw:
+        raise UsageError("this is a ModelOpt hf_quant_config.json (quantization only, no architecture): "
+                         "point vramlint at the config.json beside it, or at the folder holding both")
+    outer_type = raw.get("model_type")
+    raw = _text_part(raw)
+    family, read_as = _resolve_type(raw)
+    if raw.get("model_type") == "RefinedWeb" and "new_decoder_architecture" not in raw:
+        raw = dict(raw, new_decoder_architecture=True)   # falcon-40b/180b layout (transformers' converter)
+    builder, defaults_for = FAMILIES[family]
+    notes: list[str] = [read_as] if read_as else []
+    try:
+        dec = builder(HfConfig(raw, defaults_for))
+    except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
+        raise UsageError(f"{family} config is missing or has an invalid value for {exc}") from None
+    quant = read_quantization(raw.get("quantization_config"))
+    if quant is None and side_quant:
+        quant = read_quantization(side_quant.get("quantization"))
+    return ModelShape(
+        model_type=str(outer_type or family), hidden_size=dec.hidden_size, vocab_size=dec.vocab_size,
+        layers=dec.layers, embedding_params=dec.embedding_params, head_params=dec.head_params,
+        final_norm_params=dec.final_norm_params, max_position_embeddings=dec.max_position_embeddings,
+        dtype=_dtype(raw, notes), quantization=quant,
+        architecture=(raw.get("architectures") or [None])[0], read_as=family if read_as else None,
+        name=name, notes=tuple(notes), extra_params=dec.extra_params, extra_largest=dec.extra_largest)
+
+
+def read_model(source: str) -> ModelShape:
+    """A path to a config.json, a folder holding one, or a catalog name / HuggingFace id."""
+    path = Path(source)
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.is_file():
+            raise UsageError(f"{path}: no config.json in this folder")
+        side = path / "hf_quant_config.json"
+        return shape_from_dict(load_json(config), name=str(path),
+                               side_quant=load_json(side) if side.is_file() else None)
+    if path.is_file():
+        return shape_from_dict(load_json(path), name=str(path))
+    from vramlint.models.catalog import lookup   # catalog only when no file of that name exists
+    return lookup(source)

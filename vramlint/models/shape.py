@@ -1,0 +1,173 @@
+"""What is in a model: layers, their attention and MLP, and the numbers derived from them.
+
+A :class:`ModelShape` is built once from a HuggingFace ``config.json`` (see ``hfconfig``) and is
+all the memory model needs to know about the network. Parameter counts are kept per layer and per
+group (attention, dense MLP, routed experts, router, small tensors) because the groups behave
+differently: quantization methods skip some of them, MoE routing activates a fraction of the
+experts, and ZeRO-3 gathers one module at a time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+# Attention kinds. "linear" layers (Gated DeltaNet, Mamba-like) keep a fixed-size state, no KV.
+FULL, SLIDING, CHUNKED, MLA, LINEAR = "full", "sliding", "chunked", "mla", "linear"
+
+
+@dataclass(frozen=True)
+class Attention:
+    """One layer's attention: what it costs in weights and what it adds to the KV cache."""
+
+    kind: str
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    window: int | None = None      # sliding window or attention chunk, in tokens
+    kv_latent_dim: int = 0         # MLA: kv_lora_rank + qk_rope_head_dim elements per token
+    v_head_dim: int = 0            # MLA: value head size (transformers caches decompressed K and V)
+    shares_kv: bool = False        # K doubles as V (gemma4 attention_k_eq_v): one tensor cached
+
+    def kv_elements_per_token(self, engine: str = "vllm") -> int:
+        """Elements one token adds to this layer's cache.
+
+        Standard: 2 (K and V) x kv_heads x head_dim (REFERENCE.md section 5). MLA in vLLM caches
+        the compressed latent once (kv_lora_rank + qk_rope_head_dim, vLLM ``get_head_size``);
+        transformers caches the decompressed K (nope + rope per head) and V per head instead.
+        """
+        if self.kind == LINEAR:
+            return 0
+        if self.kind == MLA:
+            if engine == "vllm":
+                return self.kv_latent_dim
+            return self.num_heads * (self.head_dim + self.v_head_dim)
+        return (1 if self.shares_kv else 2) * self.num_kv_heads * self.head_dim
+
+
+@dataclass(frozen=True)
+class Params:
+    """Parameter counts of one layer, by the group that decides how they are stored and used."""
+
+    attention: int = 0     # attention projection weights (q, k, v, o or their MLA/fused forms)
+    mlp: int = 0           # dense MLP weights, including shared experts
+    experts: int = 0       # routed expert weights, all experts
+    router: int = 0        # router / gate weights
+    small: int = 0         # norms, biases, sinks, scales: kept in 16 bit by every quantizer
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.mlp + self.experts + self.router + self.small
+
+    def __add__(self, other: Params) -> Params:
+        return Params(self.attention + other.attention, self.mlp + other.mlp,
+                      self.experts + other.experts, self.router + other.router, self.small + other.small)
+
+
+@dataclass(frozen=True)
+class Mlp:
+    """The feed-forward block: dense (gated or plain) or mixture-of-experts."""
+
+    kind: str                      # "gated", "plain" or "moe"
+    intermediate: int              # dense width, or one expert's width for MoE
+    experts: int = 0
+    experts_per_token: int = 0
+    shared_intermediate: int = 0   # total width of always-on shared experts
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One decoder block."""
+
+    attention: Attention
+    mlp: Mlp
+    params: Params
+    largest_module: int            # largest single module's own parameters (DeepSpeed's "layer")
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token passes through: routed experts count k of E."""
+        if not self.mlp.experts:
+            return self.params.total
+        routed = self.params.experts * self.mlp.experts_per_token // self.mlp.experts
+        return self.params.total - self.params.experts + routed
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """How the checkpoint stores its weights, reduced to what decides bytes per parameter."""
+
+    method: str                    # bitsandbytes-4bit, gptq, awq, fp8, mxfp4, compressed-tensors, ...
+    bits: float                    # stored bits per quantized weight, scales included
+    groups: frozenset[str]         # Params groups it quantizes ("attention", "mlp", "experts")
+    detail: str = ""               # the formula, for the breakdown
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The model as vramlint sees it; built by ``hfconfig.read_model``."""
+
+    model_type: str
+    hidden_size: int
+    vocab_size: int
+    layers: tuple[Layer, ...]
+    embedding_params: int          # token embeddings (+ learned positions)
+    head_params: int               # lm_head; 0 when tied to the embeddings
+    final_norm_params: int
+    max_position_embeddings: int | None
+    dtype: str                     # checkpoint dtype: float32, bfloat16, float16
+    quantization: Quantization | None = None
+    architecture: str | None = None
+    read_as: str | None = None     # family used when model_type is remote-code or missing
+    name: str | None = None
+    notes: tuple[str, ...] = field(default=())
+    extra_params: int = 0          # model-level tensors besides embeddings/head (gemma4 PLE)
+    extra_largest: int = 0
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def outside_layers(self) -> int:
+        """Embeddings, lm_head, final norm and other model-level tensors."""
+        return self.embedding_params + self.head_params + self.final_norm_params + self.extra_params
+
+    @property
+    def params(self) -> int:
+        """Exactly ``model.num_parameters()`` of the transformers causal LM."""
+        return self.outside_layers + sum(layer.params.total for layer in self.layers)
+
+    @property
+    def active_params(self) -> int:
+        return self.outside_layers + sum(layer.active_params for layer in self.layers)
+
+    @property
+    def layer_params(self) -> Params:
+        total = Params()
+        for layer in self.layers:
+            total = total + layer.params
+        return total
+
+    @property
+    def largest_layer_params(self) -> int:
+        """The largest single module's own parameters, as DeepSpeed's ZeRO-3 estimator takes it
+        (``max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())``):
+        usually the embedding or lm_head, or a fused expert block in large MoE models."""
+        token_embedding = self.vocab_size * self.hidden_size   # learned positions are a module apart
+        return max([token_embedding, self.head_params, self.extra_largest,
+                    *(l.largest_module for l in self.layers)])
+
+    @property
+    def is_moe(self) -> bool:
+        return any(layer.mlp.experts for layer in self.layers)
+
+    def kv_bytes_per_token(self, dtype_bytes: float, engine: str = "vllm") -> float:
+        """Bytes one token adds to the KV cache, summed over every attention layer."""
+        return sum(l.attention.kv_elements_per_token(engine) for l in self.layers) * dtype_bytes
+
+    def layer_kinds(self) -> list[dict]:
+        """Layers grouped by attention kind (and window), with counts, for reports."""
+        kinds = Counter((l.attention.kind, l.attention.window, l.mlp.kind) for l in self.layers)
+        return [{"attention": kind, "window": window, "mlp": mlp, "count": count}
+                for (kind, window, mlp), count in kinds.items()]

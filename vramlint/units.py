@@ -1,0 +1,42 @@
+"""Byte units, in one place.
+
+GPU vendors sell memory in GB (10^9) while drivers, PyTorch and vLLM report GiB (2^30).
+vramlint keeps bytes internally and prints GiB, the unit of ``torch.cuda`` error messages and
+of vLLM's start-up log; ``--gpus 1x24GB`` is read as decimal gigabytes like a spec sheet.
+"""
+
+from __future__ import annotations
+
+import re
+
+KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
+KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
+
+UNITS = {
+    "B": 1, "KB": KB, "MB": MB, "GB": GB, "TB": TB,
+    "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB,
+}
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?I?B)\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int | None:
+    """``'24GB'`` → 24e9, ``'79.19GiB'`` → bytes, ``'81559MiB'`` → bytes; None if not a size."""
+    match = _SIZE.match(text)
+    if not match:
+        return None
+    number, unit = match.groups()
+    return round(float(number) * UNITS[unit.upper()])
+
+
+def gib(n: float) -> str:
+    """Bytes as GiB with two decimals: the unit nvidia-smi users read off OOM messages."""
+    return f"{n / GiB:.2f} GiB"
+
+
+def human(n: float) -> str:
+    """Bytes in the largest binary unit that keeps the number >= 1."""
+    for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
