@@ -1,0 +1,135 @@
+"""Command line: ``vramlint check``, ``vramlint model``, ``vramlint models``, ``vramlint gpus``.
+
+Exit codes (DESIGN.md): 0 nothing at or above the failing severity, 1 findings that fail the
+check, 2 usage errors, unreadable input or an internal error — never a traceback (set
+``VRAMLINT_DEBUG=1`` to see one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from vramlint import __version__
+from vramlint.errors import UsageError
+from vramlint.findings import SEVERITY_RANK
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.9, got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    from vramlint.reporters import REPORTERS
+    parser = argparse.ArgumentParser(prog="vramlint", description="Lint training configs for GPU memory.")
+    parser.add_argument("--version", action="version", version=f"vramlint {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    check = sub.add_parser("check", help="predict the per-GPU peak of DeepSpeed configs and fail if it will not fit")
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("--gpus", required=True, help="e.g. 8x80GB, 8xH100, 2x8xA100-80GB, 1x24GB, 2x79.19GiB")
+    check.add_argument("--model", required=True, help="HF id or short name from the catalog, or a config.json path")
+    check.add_argument("--seq-len", type=_positive, help="tokens per sequence (required for training configs)")
+    check.add_argument("--micro-batch", type=_positive, help="micro-batch per GPU when the file says 'auto'")
+    check.add_argument("--grad-accum", type=_positive, help="gradient accumulation when the file says 'auto'")
+    check.add_argument("--mixed-precision", choices=["bf16", "fp16", "no"], help="when the file says 'auto'")
+    check.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="when the file's stage is unusable")
+    check.add_argument("--grad-checkpointing", action="store_true", help="the trainer enables gradient checkpointing")
+    check.add_argument("--near-threshold", type=_fraction, default=0.90,
+                       help="warn above this share of GPU memory (default 0.90)")
+    check.add_argument("--strict", action="store_true", help="warnings fail the check too")
+    check.add_argument("--format", choices=sorted(REPORTERS), default="text")
+
+    model = sub.add_parser("model", help="what is in a model: parameters, layers, KV cache bytes per token")
+    model.add_argument("model", metavar="NAME|PATH")
+    model.add_argument("--format", choices=sorted(REPORTERS), default="text")
+
+    sub.add_parser("models", help="list the offline model catalog")
+    sub.add_parser("gpus", help="list the GPU catalog with the memory their drivers report")
+    return parser
+
+
+def _check(args: argparse.Namespace) -> int:
+    from vramlint.checker import check_file
+    from vramlint.hardware import parse_gpus
+    from vramlint.models import read_model
+    from vramlint.plan import Flags
+    from vramlint.reporters import REPORTERS
+
+    cluster = parse_gpus(args.gpus)
+    model = read_model(args.model)
+    precision = {"no": "fp32"}.get(args.mixed_precision, args.mixed_precision)
+    flags = Flags(micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
+                  precision=precision, zero_stage=args.zero_stage, grad_checkpointing=args.grad_checkpointing)
+    results = [check_file(path, model, cluster, flags, args.near_threshold) for path in args.files]
+    REPORTERS[args.format](results, cluster, sys.stdout)
+    failing = SEVERITY_RANK["warning" if args.strict else "error"]
+    failed = any(SEVERITY_RANK[f.severity] >= failing for r in results for f in r.findings)
+    return EXIT_FINDINGS if failed else EXIT_OK
+
+
+def _model(args: argparse.Namespace) -> int:
+    from vramlint.models import read_model
+    from vramlint.reporters import MODEL_REPORTERS
+    MODEL_REPORTERS[args.format](read_model(args.model), sys.stdout)
+    return EXIT_OK
+
+
+def _models(_: argparse.Namespace) -> int:
+    from vramlint.models.catalog import entries
+    for entry in entries():
+        print(f"{entry['id']:<50} {entry['short']:<30} {entry['params'] / 1e9:>9.2f}B")
+    return EXIT_OK
+
+
+def _gpus(_: argparse.Namespace) -> int:
+    from vramlint.hardware import GPUS
+    from vramlint.units import GiB
+    for gpu in GPUS:
+        aliases = ", ".join(gpu.aliases)
+        print(f"{gpu.name:<14} {gpu.memory_bytes / GiB:>7.2f} GiB  {aliases:<40} {gpu.source}")
+    return EXIT_OK
+
+
+COMMANDS = {"check": _check, "model": _model, "models": _models, "gpus": _gpus}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"vramlint: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+        if os.environ.get("VRAMLINT_DEBUG"):
+            raise
+        print(f"vramlint: internal error: {type(exc).__name__}: {exc} (VRAMLINT_DEBUG=1 shows where)",
+              file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

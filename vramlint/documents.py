@@ -1,0 +1,206 @@
+"""Load config files and keep where every key sits, so a finding points at the line to edit.
+
+A :class:`Document` is the parsed data plus a map from JSON path (``$.zero_optimization.stage``)
+to the line and column of that key. JSON is read by a small position-tracking parser that also
+accepts what DeepSpeed's hjson loader accepts and HF's strict ``json.load`` does not — ``//``,
+``#`` and ``/* */`` comments and trailing commas — and records that it did, so a rule can warn that
+the HF/Accelerate path would reject the file. A file that does not parse raises
+:class:`ParseError` with a position; the caller turns it into a ``parse-error`` finding.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a finding points: file, JSON path, 1-based line and column."""
+
+    path: str
+    json_path: str = "$"
+    line: int = 1
+    column: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+class ParseError(Exception):
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(message)
+        self.message, self.line, self.column = message, line, column
+
+
+@dataclass
+class Document:
+    path: str
+    text: str
+    data: Any
+    positions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    lenient: list[str] = field(default_factory=list)   # non-JSON syntax that was accepted
+
+    def locate(self, json_path: str) -> Location:
+        """The key's own position, else its nearest ancestor's, else the top of the file."""
+        probe = json_path
+        while probe not in self.positions and "." in probe:
+            probe = probe.rsplit(".", 1)[0]
+        line, column = self.positions.get(probe, (1, 1))
+        return Location(self.path, json_path, line, column)
+
+    def has(self, json_path: str) -> bool:
+        return json_path in self.positions
+
+
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+_WORDS = {"true": True, "false": False, "null": None}
+
+
+class _JsonReader:
+    """Recursive-descent JSON with positions; comments and trailing commas tolerated."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.i = text, 0
+        self.positions: dict[str, tuple[int, int]] = {}
+        self.lenient: set[str] = set()
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def where(self, index: int | None = None) -> tuple[int, int]:
+        index = self.i if index is None else index
+        lo, hi = 0, len(self._line_starts) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._line_starts[mid] <= index:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo + 1, index - self._line_starts[lo] + 1
+
+    def fail(self, message: str) -> ParseError:
+        return ParseError(message, *self.where())
+
+    def skip(self) -> None:
+        text = self.text
+        while self.i < len(text):
+            ch = text[self.i]
+            if ch in " \t\r\n\ufeff":
+                self.i += 1
+            elif text.startswith("//", self.i) or ch == "#":
+                self.lenient.add("comments")
+                end = text.find("\n", self.i)
+                self.i = len(text) if end < 0 else end
+            elif text.startswith("/*", self.i):
+                self.lenient.add("comments")
+                end = text.find("*/", self.i + 2)
+                if end < 0:
+                    raise self.fail("unterminated /* comment")
+                self.i = end + 2
+            else:
+                return
+
+    def value(self, path: str) -> Any:
+        self.skip()
+        if self.i >= len(self.text):
+            raise self.fail("unexpected end of file")
+        ch = self.text[self.i]
+        if ch == "{":
+            return self.obj(path)
+        if ch == "[":
+            return self.arr(path)
+        if ch == '"':
+            return self.string()
+        match = _NUMBER.match(self.text, self.i)
+        if match:
+            self.i = match.end()
+            token = match.group()
+            return float(token) if any(c in token for c in ".eE") else int(token)
+        for word, result in _WORDS.items():
+            if self.text.startswith(word, self.i):
+                self.i += len(word)
+                return result
+        bare = re.match(r"[A-Za-z_][\w.\-]*", self.text[self.i:])
+        if bare:
+            raise self.fail(f"bare word {bare.group()!r} is not a JSON value (a template placeholder?)")
+        raise self.fail(f"unexpected character {ch!r}")
+
+    def string(self) -> str:
+        start = self.i
+        try:
+            value, end = json.decoder.scanstring(self.text, self.i + 1)
+        except json.JSONDecodeError as exc:
+            self.i = start
+            raise self.fail(f"bad string: {exc.msg}") from None
+        self.i = end
+        return value
+
+    def obj(self, path: str) -> dict[str, Any]:
+        self.i += 1
+        out: dict[str, Any] = {}
+        while True:
+            self.skip()
+            if self.text.startswith("}", self.i):
+                self.i += 1
+                return out
+            if not self.text.startswith('"', self.i):
+                raise self.fail("expected a quoted key or '}'")
+            key_at = self.where()
+            key = self.string()
+            if key in out:
+                raise ParseError(f"duplicate key {key!r}", *key_at)
+            self.skip()
+            if not self.text.startswith(":", self.i):
+                raise self.fail(f"expected ':' after key {key!r}")
+            self.i += 1
+            child = f"{path}.{key}"
+            self.positions[child] = key_at
+            out[key] = self.value(child)
+            self.skip()
+            if self.text.startswith(",", self.i):
+                self.i += 1
+                self.skip()
+                if self.text.startswith("}", self.i):
+                    self.lenient.add("trailing commas")
+            elif not self.text.startswith("}", self.i):
+                raise self.fail("expected ',' or '}'")
+
+    def arr(self, path: str) -> list[Any]:
+        self.i += 1
+        out: list[Any] = []
+        while True:
+            self.skip()
+            if self.text.startswith("]", self.i):
+                self.i += 1
+                return out
+            child = f"{path}[{len(out)}]"
+            self.positions[child] = self.where()
+            out.append(self.value(child))
+            self.skip()
+            if self.text.startswith(",", self.i):
+                self.i += 1
+                self.skip()
+                if self.text.startswith("]", self.i):
+                    self.lenient.add("trailing commas")
+            elif not self.text.startswith("]", self.i):
+                raise self.fail("expected ',' or ']'")
+
+
+def parse_json(text: str, path: str = "<string>") -> Document:
+    reader = _JsonReader(text)
+    data = reader.value("$")
+    reader.skip()
+    if reader.i < len(text):
+        raise reader.fail("extra data after the top-level value")
+    positions = {"$": (1, 1), **reader.positions}
+    return Document(path, text, data, positions, sorted(reader.lenient))
+
+
+def read_text(path: Path) -> str:
+    """The file's text; OSError and undecodable bytes become a ParseError at line 1."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"not UTF-8 text ({exc.reason})", 1, 1) from None

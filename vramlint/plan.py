@@ -1,0 +1,154 @@
+"""The Plan: the job that will run, whatever file it came from, and where each value came from.
+
+A Plan is filled from a config file first, then from command-line flags for what the file leaves
+open (``"auto"`` or absent), then from defaults; ``origins`` remembers which, so a finding can
+point at the file line that set a value or say that a default was assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vramlint.documents import Location
+from vramlint.errors import UsageError
+from vramlint.hardware import Cluster
+from vramlint.models.shape import ModelShape
+from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
+
+PRECISIONS = ("bf16", "fp16", "fp32")
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a plan value came from: a file location, a flag, or a default."""
+
+    kind: str                      # "file", "flag" or "default"
+    location: Location | None = None
+    text: str = ""
+
+    def __str__(self) -> str:
+        if self.location:
+            return str(self.location)
+        return self.text or self.kind
+
+
+@dataclass(frozen=True)
+class Flags:
+    """The command-line values a check may need; None means not given."""
+
+    micro_batch: int | None = None
+    seq_len: int | None = None
+    grad_accum: int | None = None
+    precision: str | None = None
+    zero_stage: int | None = None
+    grad_checkpointing: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: ModelShape
+    cluster: Cluster
+    precision: str                 # mixed-precision training dtype: bf16, fp16 or fp32
+    zero_stage: int
+    offload_optimizer: str
+    offload_param: str
+    micro_batch: int
+    seq_len: int
+    grad_checkpointing: bool = False
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    origins: dict[str, Origin] = field(default_factory=dict, compare=False)
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def data_parallel(self) -> int:
+        """ZeRO shards over the data-parallel degree: world / (TP x PP) (REFERENCE.md section 2)."""
+        return max(1, self.cluster.world_size // (self.tensor_parallel * self.pipeline_parallel))
+
+    def with_changes(self, **changes) -> Plan:
+        from dataclasses import replace
+        return replace(self, **changes)
+
+
+def _from_file(fact: Fact, name: str, origins: dict[str, Origin]) -> None:
+    origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text="DeepSpeed default")
+
+
+def _micro_batch(ds: DeepSpeedConfig, flags: Flags, world: int, origins: dict, notes: list[str]) -> int:
+    """DeepSpeed's own inference of the micro-batch (runtime/config.py ``_set_batch_related_parameters``):
+    given explicitly, or train_batch // world // grad_accum with integer division."""
+    mb, tb, ga = ds.micro_batch.value, ds.train_batch.value, ds.grad_accum.value
+    if isinstance(mb, int) and not isinstance(mb, bool):
+        origins["micro_batch"] = Origin("file", ds.micro_batch.location)
+        return mb
+    if flags.micro_batch is not None:
+        origins["micro_batch"] = Origin("flag", text="--micro-batch")
+        return flags.micro_batch
+    if isinstance(tb, int) and not isinstance(tb, bool) and tb > 0:
+        accum = ga if isinstance(ga, int) and ga > 0 else (flags.grad_accum or 1)
+        origins["micro_batch"] = Origin("file", ds.train_batch.location)
+        return max(1, tb // world // accum)
+    notes.append("micro-batch not set in the file ('auto' or absent) and no --micro-batch: assumed 1")
+    origins["micro_batch"] = Origin("default", text="assumed 1")
+    return 1
+
+
+def _precision(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str]) -> str:
+    value = ds.precision.value
+    if value in PRECISIONS:
+        _from_file(ds.precision, "precision", origins)
+        return value
+    if flags.precision:
+        origins["precision"] = Origin("flag", text="--mixed-precision")
+        return flags.precision
+    notes.append("precision is 'auto' in the file and no --mixed-precision: assumed bf16")
+    origins["precision"] = Origin("default", text="assumed bf16")
+    return "bf16"
+
+
+def _stage(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str]) -> int:
+    value = ds.zero_stage.value
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3:
+        _from_file(ds.zero_stage, "zero_stage", origins)
+        return value
+    if flags.zero_stage is not None:
+        origins["zero_stage"] = Origin("flag", text="--zero-stage")
+        return flags.zero_stage
+    raise UsageError(f"{ds.zero_stage.location or ds.document.path}: zero_optimization.stage must be 0, 1, 2 "
+                     f"or 3 (got {value!r}); pass --zero-stage to check it anyway")
+
+
+def _device(fact: Fact, name: str, origins: dict, notes: list[str]) -> str:
+    device = str(fact.value)
+    if device not in OFFLOAD_DEVICES:
+        notes.append(f"{name} device {fact.value!r} is not none/cpu/nvme: read as none")
+        device = "none"
+    _from_file(fact, name, origins)
+    return device
+
+
+def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster, flags: Flags) -> Plan:
+    origins: dict[str, Origin] = {}
+    notes: list[str] = list(ds.notes)
+    stage = _stage(ds, flags, origins, notes)
+    if flags.seq_len is None:
+        raise UsageError("--seq-len is required: DeepSpeed configs do not say how long the sequences are")
+    origins["seq_len"] = Origin("flag", text="--seq-len")
+    origins["grad_checkpointing"] = Origin("flag" if flags.grad_checkpointing else "default",
+                                           text="--grad-checkpointing" if flags.grad_checkpointing else "off")
+    return Plan(
+        model=model, cluster=cluster,
+        precision=_precision(ds, flags, origins, notes),
+        zero_stage=stage,
+        offload_optimizer=_device(ds.offload_optimizer, "offload_optimizer", origins, notes),
+        offload_param=_device(ds.offload_param, "offload_param", origins, notes),
+        micro_batch=_micro_batch(ds, flags, cluster.world_size, origins, notes),
+        seq_len=flags.seq_len,
+        grad_checkpointing=flags.grad_checkpointing,
+        origins=origins,
+        assumptions=tuple(notes),
+    )
+
+
+__all__ = ["AUTO", "Flags", "Origin", "Plan", "plan_from_deepspeed"]

@@ -1,0 +1,109 @@
+"""DeepSpeed config JSON → the facts that shape memory (../shared/docs/config-formats.md §A).
+
+Knows the legacy forms DeepSpeed still accepts: ``"zero_optimization": true`` (stage 1),
+``cpu_offload`` / ``cpu_offload_param`` inside ``zero_optimization``, the ``bfloat16`` section
+name, and the string ``"auto"`` that the HF Trainer / Accelerate integrations fill in.
+Readers never compute memory; they only say what the file asks for and where.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vramlint.documents import Document, Location
+
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A value the file sets, or the framework default when it does not (``location`` None)."""
+
+    value: Any
+    location: Location | None = None
+
+    @property
+    def from_file(self) -> bool:
+        return self.location is not None
+
+
+@dataclass(frozen=True)
+class DeepSpeedConfig:
+    document: Document
+    zero_stage: Fact
+    offload_optimizer: Fact        # "none", "cpu" or "nvme"
+    offload_param: Fact
+    precision: Fact                # "bf16", "fp16", "fp32" or "auto"
+    micro_batch: Fact              # int, "auto" or None
+    train_batch: Fact
+    grad_accum: Fact
+    notes: tuple[str, ...] = field(default=())
+
+
+def _fact(doc: Document, path: str, value: Any) -> Fact:
+    return Fact(value, doc.locate(path) if doc.has(path) else None)
+
+
+def _section(data: dict, *names: str) -> tuple[str | None, dict]:
+    for name in names:
+        if isinstance(data.get(name), dict):
+            return name, data[name]
+    return None, {}
+
+
+def _precision(doc: Document, data: dict) -> Fact:
+    """bf16 wins when enabled; fp16 when enabled; both ``"auto"`` stays auto; else fp32.
+    (DeepSpeed asserts when both are true: that is a consistency rule, not the reader's call.)"""
+    bf16_name, bf16 = _section(data, "bf16", "bfloat16")
+    _, fp16 = _section(data, "fp16")
+    if bf16.get("enabled") is True:
+        return _fact(doc, f"$.{bf16_name}.enabled", "bf16")
+    if fp16.get("enabled") is True:
+        return _fact(doc, "$.fp16.enabled", "fp16")
+    if AUTO in (bf16.get("enabled"), fp16.get("enabled")):
+        path = f"$.{bf16_name}.enabled" if bf16.get("enabled") == AUTO else "$.fp16.enabled"
+        return _fact(doc, path, AUTO)
+    return Fact("fp32", doc.locate("$.fp16") if doc.has("$.fp16") else None)
+
+
+def _offload(doc: Document, zero: dict, key: str, legacy: str) -> Fact:
+    section = zero.get(key)
+    if isinstance(section, dict):
+        device = str(section.get("device", "none")).lower()
+        return _fact(doc, f"$.zero_optimization.{key}.device" if "device" in section
+                     else f"$.zero_optimization.{key}", device)
+    if zero.get(legacy) is True:
+        return _fact(doc, f"$.zero_optimization.{legacy}", "cpu")
+    return Fact("none")
+
+
+def read_deepspeed(doc: Document) -> DeepSpeedConfig:
+    data = doc.data if isinstance(doc.data, dict) else {}
+    notes: list[str] = []
+    zero_raw = data.get("zero_optimization")
+    if isinstance(zero_raw, bool):
+        notes.append("legacy boolean zero_optimization: DeepSpeed reads true as stage 1")
+        stage = _fact(doc, "$.zero_optimization", 1 if zero_raw else 0)
+        zero: dict = {}
+    else:
+        zero = zero_raw if isinstance(zero_raw, dict) else {}
+        stage = _fact(doc, "$.zero_optimization.stage", zero.get("stage", 0))
+    return DeepSpeedConfig(
+        document=doc,
+        zero_stage=stage,
+        offload_optimizer=_offload(doc, zero, "offload_optimizer", "cpu_offload"),
+        offload_param=_offload(doc, zero, "offload_param", "cpu_offload_param"),
+        precision=_precision(doc, data),
+        micro_batch=_fact(doc, "$.train_micro_batch_size_per_gpu", data.get("train_micro_batch_size_per_gpu")),
+        train_batch=_fact(doc, "$.train_batch_size", data.get("train_batch_size")),
+        grad_accum=_fact(doc, "$.gradient_accumulation_steps", data.get("gradient_accumulation_steps")),
+        notes=tuple(notes),
+    )
+
+
+def looks_like_deepspeed(data: Any) -> bool:
+    """Content sniffing: DeepSpeed's own top-level keys, whatever the file is called."""
+    keys = {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size", "fp16", "bf16",
+            "bfloat16", "gradient_accumulation_steps", "optimizer", "zero_allow_untested_optimizer"}
+    return isinstance(data, dict) and bool(keys & data.keys())

@@ -1,0 +1,74 @@
+"""Machine-readable output: a stable JSON document on stdout.
+
+``vramlint check --format json``::
+
+    {"version": "...", "gpus": {...}, "files": [{"path", "findings": [{code, name, severity, path,
+     line, column, message, hint}], "estimate": {"per_gpu_peak_bytes", "host_ram_bytes",
+     "components": [{name, bytes, formula, source, where}], "assumptions": [...]},
+     "plan": {...}}]}
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from vramlint import __version__
+from vramlint.models.shape import ModelShape
+from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
+
+
+def _plan(plan) -> dict:
+    return {"model": plan.model.name or plan.model.model_type, "precision": plan.precision,
+            "zero_stage": plan.zero_stage, "offload_optimizer": plan.offload_optimizer,
+            "offload_param": plan.offload_param, "micro_batch": plan.micro_batch, "seq_len": plan.seq_len,
+            "grad_checkpointing": plan.grad_checkpointing, "data_parallel": plan.data_parallel,
+            "origins": {k: str(v) for k, v in plan.origins.items()}}
+
+
+def report(results, cluster, out: TextIO) -> None:
+    files = []
+    for result in results:
+        entry = {"path": result.path, "findings": [f.as_dict() for f in result.findings]}
+        if result.estimate is not None:
+            est = result.estimate
+            entry["estimate"] = {"per_gpu_peak_bytes": est.per_gpu_peak, "host_ram_bytes": est.host_ram,
+                                 "components": [c.as_dict() for c in est.components],
+                                 "assumptions": list(est.assumptions)}
+            entry["plan"] = _plan(result.plan)
+        files.append(entry)
+    doc = {"version": __version__,
+           "gpus": {"name": cluster.gpu.name, "memory_bytes": cluster.gpu.memory_bytes,
+                    "per_node": cluster.per_node, "nodes": cluster.nodes, "source": cluster.gpu.source},
+           "files": files}
+    json.dump(doc, out, indent=2)
+    out.write("\n")
+
+
+def model_dict(shape: ModelShape) -> dict:
+    dtype_bytes = DTYPE_BYTES[shape.dtype]
+    out = {
+        "name": shape.name, "model_type": shape.model_type, "read_as": shape.read_as,
+        "architecture": shape.architecture, "params": shape.params, "active_params": shape.active_params,
+        "largest_layer_params": shape.largest_layer_params, "hidden_size": shape.hidden_size,
+        "vocab_size": shape.vocab_size, "num_layers": shape.num_layers, "dtype": shape.dtype,
+        "max_position_embeddings": shape.max_position_embeddings,
+        "kv_bytes_per_token": shape.kv_bytes_per_token(dtype_bytes),
+        "layers": shape.layer_kinds(),
+        "weight_bytes": weight_bytes(shape),
+        "quantization": None if shape.quantization is None else {
+            "method": shape.quantization.method, "bits": shape.quantization.bits,
+            "groups": sorted(shape.quantization.groups), "detail": shape.quantization.detail},
+        "notes": list(shape.notes),
+    }
+    if any(layer.attention.kind == "mla" for layer in shape.layers):
+        # vLLM caches MLA's compressed latent; transformers the decompressed K and V.
+        out["kv_bytes_per_token_transformers"] = shape.kv_bytes_per_token(dtype_bytes, "transformers")
+    return out
+
+
+def model_report(shape: ModelShape, out: TextIO) -> None:
+    json.dump(model_dict(shape), out, indent=2)
+    out.write("\n")
+
+

@@ -1,0 +1,109 @@
+"""Text for people: findings in ``path:line:col CODE severity message`` form, then the breakdown.
+
+Uses rich for tables and bars; plain text (no colour, no box drawing beyond ASCII) when output is
+not a terminal or ``NO_COLOR`` is set, so pre-commit logs and CI logs stay readable.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TextIO
+
+from vramlint.models.shape import ModelShape
+from vramlint.units import GiB
+
+STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+BAR = 24
+
+
+def _console(out: TextIO):
+    from rich.console import Console
+    plain = bool(os.environ.get("NO_COLOR")) or not getattr(out, "isatty", lambda: False)()
+    return Console(file=out, no_color=plain, force_terminal=not plain and None, highlight=False,
+                   width=None if not plain else 120, soft_wrap=plain)
+
+
+def _bar(share: float) -> str:
+    filled = round(share * BAR)
+    return "█" * filled + "·" * (BAR - filled)
+
+
+def _estimate_table(result, cluster):
+    from rich.table import Table
+    est = result.estimate
+    budget = cluster.gpu.memory_bytes
+    table = Table(title=f"{result.path}: per-GPU memory on {cluster.describe()}", title_justify="left",
+                  show_edge=False, pad_edge=False)
+    table.add_column("component")
+    table.add_column("GiB", justify="right")
+    table.add_column("", no_wrap=True)
+    table.add_column("formula", overflow="fold")
+    for comp in est.gpu:
+        table.add_row(comp.name, f"{comp.bytes / GiB:.2f}", _bar(comp.bytes / max(est.per_gpu_peak, 1)),
+                      comp.formula)
+    share = est.per_gpu_peak / budget
+    verdict = "[bold red]does not fit[/]" if share > 1 else "[green]fits[/]"
+    table.add_row("[bold]peak[/]", f"[bold]{est.per_gpu_peak / GiB:.2f}[/]", _bar(min(share, 1.0)),
+                  f"{share:.0%} of {budget / GiB:.2f} GiB — {verdict}")
+    for comp in est.components:
+        if comp.where == "host":
+            table.add_row(f"{comp.name}", f"{comp.bytes / GiB:.2f}", "", f"per node: {comp.formula}")
+    return table
+
+
+def report(results, cluster, out: TextIO) -> None:
+    console = _console(out)
+    for result in results:
+        for finding in result.findings:
+            style = STYLE.get(finding.severity, "")
+            console.print(f"{finding.location}  {finding.code} [{style}]{finding.severity}[/]  {finding.message}")
+            if finding.detail:
+                console.print(f"    {finding.detail}")
+            if finding.hint:
+                console.print(f"    hint: {finding.hint}")
+        if result.estimate is not None:
+            console.print(_estimate_table(result, cluster))
+            plan = result.plan
+            console.print(f"  plan: ZeRO-{plan.zero_stage} {plan.precision}, micro-batch {plan.micro_batch} "
+                          f"({plan.origins.get('micro_batch')}), seq {plan.seq_len}, DP {plan.data_parallel}, "
+                          f"offload optimizer {plan.offload_optimizer} / params {plan.offload_param}, "
+                          f"checkpointing {'on' if plan.grad_checkpointing else 'off'}")
+            for note in result.estimate.assumptions:
+                console.print(f"  assumed: {note}")
+    errors = sum(1 for r in results for f in r.findings if f.severity == "error")
+    warnings = sum(1 for r in results for f in r.findings if f.severity == "warning")
+    console.print(f"{len(results)} file(s) checked: {errors} error(s), {warnings} warning(s)")
+
+
+def model_report(shape: ModelShape, out: TextIO) -> None:
+    from rich.table import Table
+
+    from vramlint.reporters.json_report import model_dict
+    info = model_dict(shape)
+    console = _console(out)
+    table = Table(title=f"{shape.name or shape.model_type}", title_justify="left", show_header=False,
+                  show_edge=False, pad_edge=False)
+    table.add_column("key")
+    table.add_column("value", overflow="fold")
+    table.add_row("model_type", f"{info['model_type']}" + (f" (read as {info['read_as']})" if info["read_as"] else ""))
+    table.add_row("parameters", f"{info['params']:,}")
+    if info["active_params"] != info["params"]:
+        table.add_row("active per token", f"{info['active_params']:,}")
+    table.add_row("largest layer", f"{info['largest_layer_params']:,}")
+    table.add_row("layers", ", ".join(
+        f"{k['count']}x {k['attention']}{'(' + str(k['window']) + ')' if k['window'] else ''} + {k['mlp']}"
+        for k in info["layers"]))
+    table.add_row("hidden / vocab", f"{info['hidden_size']:,} / {info['vocab_size']:,}")
+    table.add_row("dtype", info["dtype"])
+    table.add_row("weights", f"{info['weight_bytes'] / GiB:.2f} GiB ({info['weight_bytes']:,} bytes)")
+    if info["quantization"]:
+        q = info["quantization"]
+        table.add_row("quantization", f"{q['method']}: {q['detail']} on {', '.join(q['groups'])}")
+    table.add_row("KV cache / token", f"{info['kv_bytes_per_token']:,} bytes at {info['dtype']}")
+    if "kv_bytes_per_token_transformers" in info:
+        table.add_row("", f"{info['kv_bytes_per_token_transformers']:,} bytes in transformers (decompressed MLA)")
+    if info["max_position_embeddings"]:
+        table.add_row("max positions", f"{info['max_position_embeddings']:,}")
+    for note in info["notes"]:
+        table.add_row("note", note)
+    console.print(table)

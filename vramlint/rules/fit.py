@@ -1,0 +1,62 @@
+"""Fit rules: the predicted per-GPU peak against the GPU's memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vramlint.documents import Location
+from vramlint.findings import ERROR, WARNING, Finding
+from vramlint.memory import Estimate
+from vramlint.memory.fit import fitting_changes
+from vramlint.plan import Plan
+from vramlint.rules.base import Rule
+from vramlint.units import GiB
+
+EXCEEDS = ("VL201", "exceeds-gpu-memory", ERROR)
+NEAR = ("VL202", "near-gpu-memory", WARNING)
+NEAR_THRESHOLD = 0.90
+
+
+def _rules() -> tuple[Rule, ...]:
+    return (
+        Rule(*EXCEEDS, summary="The predicted per-GPU peak is larger than the GPU's memory: the job will OOM.",
+             bad='{"zero_optimization": {"stage": 1}, "train_micro_batch_size_per_gpu": 8}   # 70B on 8x80GB',
+             good='{"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1}'),
+        Rule(*NEAR, summary="The predicted peak is above 90 % of the GPU's memory: fragmentation or a longer "
+                            "batch can still tip it over.",
+             bad='{"train_micro_batch_size_per_gpu": 16}   # 93 % of 80 GB',
+             good='{"train_micro_batch_size_per_gpu": 12}  # 74 % of 80 GB'),
+    )
+
+
+def _where(plan: Plan, path: str) -> Location:
+    """Point at the line most worth changing: the micro-batch if the file sets it, else the stage."""
+    for key in ("micro_batch", "zero_stage", "precision"):
+        origin = plan.origins.get(key)
+        if origin and origin.location:
+            return origin.location
+    return Location(path)
+
+
+def _breakdown(estimate: Estimate) -> str:
+    return " · ".join(f"{c.name} {c.bytes / GiB:.1f}" for c in estimate.gpu if c.bytes)
+
+
+def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRESHOLD) -> Iterator[Finding]:
+    budget = plan.cluster.gpu.memory_bytes
+    peak = estimate.per_gpu_peak
+    where = _where(plan, path)
+    gpus = plan.cluster.describe()
+    if peak > budget:
+        changes = fitting_changes(plan, budget)
+        hint = "; or ".join(f"{c.text} fits at {c.peak / GiB:.1f} GiB" for c in changes) or \
+            "no single change fits: more GPUs, tensor parallelism or a smaller model"
+        yield Finding(*EXCEEDS, where, f"per-GPU peak {peak / GiB:.1f} GiB exceeds {budget / GiB:.1f} GiB on {gpus}",
+                      hint=hint, detail=_breakdown(estimate))
+    elif peak > near * budget:
+        yield Finding(*NEAR, where, f"per-GPU peak {peak / GiB:.1f} GiB is {peak / budget:.0%} of "
+                                    f"{budget / GiB:.1f} GiB on {gpus} (warning above {near:.0%})",
+                      detail=_breakdown(estimate))
+
+
+RULES = _rules()
