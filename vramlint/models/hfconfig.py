@@ -108,9 +108,14 @@ def _text_part(raw: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _dtype(raw: dict[str, Any], notes: list[str]) -> str:
+def _dtype(raw: dict[str, Any], notes: list[str], quantized: bool) -> str:
+    """The checkpoint's dtype. Missing: transformers loads float32, except that a quantized
+    checkpoint stores its unquantized tensors in bfloat16 (gpt-oss ships no dtype)."""
     value = raw.get("dtype") or raw.get("torch_dtype")
     if value is None:
+        if quantized:
+            notes.append("no dtype in config: unquantized tensors of a quantized checkpoint read as bfloat16")
+            return "bfloat16"
         notes.append("no dtype in config: transformers loads float32")
         return "float32"
     name = DTYPE_NAMES.get(str(value).replace("torch.", ""))
@@ -138,12 +143,13 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
         raise UsageError(f"{family} config is missing or has an invalid value for {exc}") from None
     quant = read_quantization(raw.get("quantization_config"))
     if quant is None and side_quant:
-        quant = read_quantization(side_quant.get("quantization"))
+        section = side_quant.get("quantization")
+        quant = read_quantization(dict(section, quant_method="modelopt") if isinstance(section, dict) else None)
     return ModelShape(
         model_type=str(outer_type or family), hidden_size=dec.hidden_size, vocab_size=dec.vocab_size,
         layers=dec.layers, embedding_params=dec.embedding_params, head_params=dec.head_params,
         final_norm_params=dec.final_norm_params, max_position_embeddings=dec.max_position_embeddings,
-        dtype=_dtype(raw, notes), quantization=quant,
+        dtype=_dtype(raw, notes, quant is not None), quantization=quant,
         architecture=(raw.get("architectures") or [None])[0], read_as=family if read_as else None,
         name=name, notes=tuple(notes), extra_params=dec.extra_params, extra_largest=dec.extra_largest)
 

@@ -1,0 +1,58 @@
+"""DeepSpeed facts from real files, including the legacy forms."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CORPUS, shared_or_skip
+from vramlint.documents import parse_json
+from vramlint.readers.deepspeed import read_deepspeed
+
+DS = "deepspeed"
+
+
+def read(name: str):
+    path = shared_or_skip(CORPUS / DS / name)
+    return read_deepspeed(parse_json(path.read_text(), str(path)))
+
+
+def test_zero3_with_cpu_offload_and_auto_precision():
+    ds = read("huggingface__accelerate__tests__deepspeed__ds_config_zero3.json")
+    assert ds.zero_stage.value == 3
+    assert (ds.offload_optimizer.value, ds.offload_param.value) == ("cpu", "cpu")
+    assert ds.precision.value == "auto" and ds.micro_batch.value == "auto"
+    assert ds.zero_stage.location.line > 1
+
+
+def test_legacy_boolean_zero_optimization_is_stage_1():
+    ds = read("microsoft__DeepSpeedExamples__Megatron-LM__scripts__ds_config.json")
+    assert ds.zero_stage.value == 1 and ds.notes
+
+
+def test_legacy_cpu_offload_flag_is_optimizer_offload():
+    ds = read("microsoft__DeepSpeedExamples__Megatron-LM__scripts__ds_zero2_cpu_offload_config.json")
+    assert ds.zero_stage.value == 2 and ds.offload_optimizer.value == "cpu"
+    assert ds.precision.value == "fp16"
+
+
+def test_no_zero_section_means_stage_0_and_defaults_have_no_location():
+    ds = read("microsoft__DeepSpeedExamples__BingBertSquad__deepspeed_bsz24_config.json")
+    assert ds.zero_stage.value == 0 and ds.zero_stage.location is None
+    assert ds.micro_batch.value == 3 and ds.train_batch.value == 24
+
+
+@pytest.mark.parametrize("text, precision", [
+    ('{"bf16": {"enabled": true}}', "bf16"), ('{"bfloat16": {"enabled": true}}', "bf16"),
+    ('{"fp16": {"enabled": true}}', "fp16"), ('{"fp16": {"enabled": false}}', "fp32"),
+    ('{"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}}', "auto"), ('{}', "fp32"),
+])
+def test_precision(text, precision):
+    assert read_deepspeed(parse_json(text)).precision.value == precision
+
+
+def test_every_corpus_file_reads_without_error():
+    for path in sorted(shared_or_skip(CORPUS / DS).iterdir()):
+        if "TEMPLATE" in path.name:
+            continue
+        ds = read_deepspeed(parse_json(path.read_text(), str(path)))
+        assert ds.zero_stage.value in (0, 1, 2, 3), path.name

@@ -1,0 +1,174 @@
+"""Model shapes: parameter counts equal transformers' ``model.num_parameters()`` exactly.
+
+The expected numbers in tests/data/param_counts.json were produced by dev/param_counts.py, which
+builds every corpus config and every family's default config with transformers on torch's meta
+device. Configs transformers cannot build (remote-code RefinedWeb, kimi_k2, a config without
+model_type) were built through the architecture they declare; those are also held to their
+published sizes below.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import CORPUS, shared_or_skip
+from vramlint.errors import UsageError
+from vramlint.memory.weights import weight_bytes
+from vramlint.models import read_model
+from vramlint.models.hfconfig import shape_from_dict
+
+COUNTS = json.loads((__import__("conftest").DATA / "param_counts.json").read_text())
+CORPUS_CASES = sorted(k for k in COUNTS if not k.startswith("default:"))
+DEFAULT_CASES = sorted(k for k in COUNTS if k.startswith("default:"))
+
+
+def test_expected_counts_cover_the_corpus_and_every_listed_type():
+    assert len(CORPUS_CASES) == 46          # 49 files less 3 ModelOpt side files
+    listed = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
+              "gemma3", "gemma3_text", "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v2", "deepseek_v3",
+              "olmo2", "starcoder2", "gpt_oss", "llama4"}
+    assert listed <= {k.split(":", 1)[1] for k in DEFAULT_CASES}
+
+
+@pytest.mark.parametrize("case", CORPUS_CASES)
+def test_corpus_config_counts_are_exact(case):
+    path = shared_or_skip(CORPUS / "hf_models" / case)
+    shape = read_model(str(path))
+    assert shape.params == COUNTS[case]["params"]
+    assert shape.largest_layer_params == COUNTS[case]["largest_layer_params"]
+
+
+@pytest.mark.parametrize("case", DEFAULT_CASES)
+def test_default_config_counts_are_exact(case):
+    shape = shape_from_dict({"model_type": case.split(":", 1)[1]})
+    assert shape.params == COUNTS[case]["params"]
+    assert shape.largest_layer_params == COUNTS[case]["largest_layer_params"]
+
+
+# Published sizes of the configs transformers cannot build itself.
+PUBLISHED = {
+    "Decentralised-AI__falcon-40b__config.json": (40e9, None),      # "Falcon-40B", 40B parameters
+    "ollama__ollama__convert__testdata__llama3.1__config.json": (8.03e9, None),   # Llama-3.1-8B: 8.03B
+    "ai-dynamo__aiconfigurator__aic-core__src__aiconfigurator_core__model_configs__moonshotai--Kimi-K2-Instruct_config.json":
+        (1.04e12, 32e9),                                            # Kimi K2: 1T total, 32B activated
+}
+
+
+@pytest.mark.parametrize("case", sorted(PUBLISHED))
+def test_remote_code_and_typeless_configs_match_published_sizes(case):
+    shape = read_model(str(shared_or_skip(CORPUS / "hf_models" / case)))
+    total, active = PUBLISHED[case]
+    assert shape.read_as is not None and shape.notes, "the output must say which family it was read as"
+    assert abs(shape.params - total) / total < 0.04
+    if active:
+        assert abs(shape.active_params - active) / active < 0.04
+
+
+def test_modelopt_side_file_is_a_clear_usage_error():
+    side = shared_or_skip(CORPUS / "hf_models" /
+                          "ai-dynamo__aiconfigurator__aic-core__src__aiconfigurator_core__model_configs__nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant_config.json")
+    with pytest.raises(UsageError, match="hf_quant_config.json"):
+        read_model(str(side))
+
+
+def test_folder_with_modelopt_side_file_reads_its_quantization(tmp_path):
+    prefix = "ai-dynamo__aiconfigurator__aic-core__src__aiconfigurator_core__model_configs__nvidia--Llama-3.1-70B-Instruct-FP8_"
+    folder = tmp_path / "Llama-3.1-70B-Instruct-FP8"
+    folder.mkdir()
+    for name in ("config.json", "hf_quant_config.json"):
+        (folder / name).write_text((shared_or_skip(CORPUS / "hf_models" / (prefix + name))).read_text())
+    shape = read_model(str(folder))
+    assert shape.quantization is not None and shape.quantization.method == "modelopt fp8"
+    # 70.55B params, 16-bit embeddings and lm_head (2 x 128256 x 8192), everything else 1 byte
+    outside = 2 * 128256 * 8192
+    layer_norms = shape.layer_params.small
+    assert weight_bytes(shape) == (shape.params - outside - layer_norms - 8192) + 2 * (outside + layer_norms + 8192)
+
+
+def test_unknown_model_type_names_the_supported_ones():
+    with pytest.raises(UsageError) as err:
+        shape_from_dict({"model_type": "mamba", "hidden_size": 768})
+    assert "mamba" in str(err.value) and "llama" in str(err.value) and "deepseek_v3" in str(err.value)
+
+
+def test_missing_required_key_is_a_usage_error_not_a_traceback():
+    with pytest.raises(UsageError, match="intermediate_size|hidden_size"):
+        shape_from_dict({"model_type": "llama", "hidden_size": None})
+
+
+# KV cache geometry
+
+
+def test_llama2_70b_kv_bytes_per_token_and_seed_worked_example():
+    shape = read_model("meta-llama/Llama-2-70b-hf")
+    assert shape.params == 68_976_648_192
+    assert weight_bytes(shape) == 68_976_648_192 * 2               # fp16
+    per_token = shape.kv_bytes_per_token(2)
+    assert per_token == 2 * 80 * 8 * 128 * 2 == 327_680
+    assert round(per_token * 16 * 4096 / 1e9, 2) == 21.47         # batch 16 x 4k tokens
+
+
+def test_multi_query_falcon_7b_caches_one_kv_head():
+    shape = read_model("tiiuae/falcon-7b")
+    assert {layer.attention.num_kv_heads for layer in shape.layers} == {1}
+    assert shape.kv_bytes_per_token(2) == 32 * 2 * 1 * 64 * 2
+
+
+def test_qwen2_sliding_window_ignored_unless_use_sliding_window():
+    raw = json.loads((shared_or_skip(CORPUS / "hf_models" /
+                      "ai-dynamo__aiconfigurator__src__aiconfigurator__model_configs__Qwen--Qwen2.5-7B_config.json")).read_text())
+    assert raw["sliding_window"] and raw["use_sliding_window"] is False
+    assert {k["attention"] for k in shape_from_dict(raw).layer_kinds()} == {"full"}
+    slid = shape_from_dict(dict(raw, use_sliding_window=True, max_window_layers=20))
+    kinds = {(k["attention"], k["window"]): k["count"] for k in slid.layer_kinds()}
+    assert kinds == {("full", None): 20, ("sliding", raw["sliding_window"]): 8}
+
+
+def test_gemma2_alternates_sliding_layers_with_explicit_head_dim():
+    shape = read_model("google/gemma-2-9b-it")
+    kinds = {(k["attention"], k["window"]): k["count"] for k in shape.layer_kinds()}
+    assert kinds == {("sliding", 4096): 21, ("full", None): 21}
+    assert {layer.attention.head_dim for layer in shape.layers} == {256}   # not 3584 / 16
+    assert shape.layers[0].attention.kind == "sliding"
+
+
+def test_gemma3_text_config_nested_in_multimodal_checkpoint():
+    shape = read_model("google/gemma-3-12b-it")
+    kinds = {(k["attention"], k["window"]): k["count"] for k in shape.layer_kinds()}
+    assert kinds == {("sliding", 1024): 40, ("full", None): 8}
+    assert shape.vocab_size == 262208 and shape.head_params == 0          # defaults and tied head
+
+
+def test_deepseek_mla_caches_the_latent_in_vllm_and_decompressed_kv_in_transformers():
+    shape = read_model("deepseek-ai/DeepSeek-V3")
+    assert shape.kv_bytes_per_token(2) == 61 * (512 + 64) * 2
+    assert shape.kv_bytes_per_token(2, engine="transformers") == 61 * 128 * (192 + 128) * 2
+    assert shape.active_params < shape.params / 15
+    kinds = {(k["attention"], k["mlp"]): k["count"] for k in shape.layer_kinds()}
+    assert kinds == {("mla", "gated"): 3, ("mla", "moe"): 58}
+
+
+def test_gpt_oss_mxfp4_quantizes_only_the_experts():
+    shape = read_model("openai/gpt-oss-20b")
+    assert shape.quantization.groups == frozenset({"experts"})
+    experts = shape.layer_params.experts
+    assert weight_bytes(shape) == int((shape.params - experts) * 2 + experts * 4.25 / 8)
+    kinds = {(k["attention"], k["window"]): k["count"] for k in shape.layer_kinds()}
+    assert kinds == {("sliding", 128): 12, ("full", None): 12}
+
+
+def test_qwen3_next_linear_attention_layers_hold_no_kv():
+    shape = read_model("Qwen/Qwen3-Next-80B-A3B-Thinking")
+    full = [l for l in shape.layers if l.attention.kind == "full"]
+    assert len(full) == 12
+    assert shape.kv_bytes_per_token(2) == 12 * 2 * 2 * 256 * 2
+
+
+def test_bitsandbytes_nf4_keeps_embeddings_and_head_in_16_bit():
+    shape = read_model(str(shared_or_skip(CORPUS / "hf_models" / "DocWobble__Orpheus_3B_Quantized__config.json")))
+    q = shape.quantization
+    assert q.method.startswith("bitsandbytes-4bit") and 4 < q.bits < 4.6
+    linear = shape.layer_params.attention + shape.layer_params.mlp
+    assert weight_bytes(shape) == int((shape.params - linear) * 2 + linear * q.bits / 8)
