@@ -47,19 +47,36 @@ class Flags:
 
 @dataclass(frozen=True)
 class Plan:
+    """One training step or one inference forward, as the memory model needs to know it."""
+
     model: ModelShape
     cluster: Cluster
-    precision: str                 # mixed-precision training dtype: bf16, fp16 or fp32
-    zero_stage: int
-    offload_optimizer: str
-    offload_param: str
-    micro_batch: int
-    seq_len: int
+    precision: str                 # compute dtype: bf16, fp16 or fp32
+    zero_stage: int = 0
+    offload_optimizer: str = "none"
+    offload_param: str = "none"
+    micro_batch: int = 1
+    seq_len: int = 2048
     grad_checkpointing: bool = False
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    mode: str = "train"            # "train" or "infer"
+    runtime: str = "deepspeed"     # "deepspeed", "torch" (single GPU / DDP) or "fsdp"
+    weights_dtype: str | None = None   # torch runtime: dtype the parameters live in (float32 + autocast)
+    optimizer: str = "adamw"       # adamw (foreach), adamw-8bit, sgd, adafactor
+    lora_rank: int = 0
+    lora_targets: tuple[str, ...] = ("all-linear",)
+    load_in_4bit: bool = False
+    attn: str = "sdpa"             # sdpa / flash_attention_2 (no s^2 term) or eager
+    sub_group_size: int = 1_000_000_000        # DeepSpeed ZeRO-3 optimizer sub-group (elements)
+    max_live_parameters: int = 1_000_000_000   # DeepSpeed ZeRO-3 stage3_max_live_parameters
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
     assumptions: tuple[str, ...] = ()
+
+    @property
+    def autocast(self) -> bool:
+        """torch runtime with fp32 weights and a 16-bit compute dtype: torch.autocast."""
+        return self.runtime == "torch" and self.weights_dtype == "float32" and self.precision != "fp32"
 
     @property
     def data_parallel(self) -> int:

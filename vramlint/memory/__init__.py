@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
-from vramlint.memory.activations import activations
-from vramlint.memory.components import Component, Estimate
+from dataclasses import replace
+
+from vramlint.memory.reserve import headroom
+from vramlint.memory.components import CONTEXT, Component, Estimate
 from vramlint.memory.fixed import fixed_costs
-from vramlint.memory.states import model_states
 from vramlint.plan import Plan
 
 
 def estimate(plan: Plan) -> Estimate:
-    """Per-GPU peak of one training step: model states + activations + logits + fixed costs."""
-    parts = model_states(plan) + activations(plan) + fixed_costs(plan)
-    return Estimate(tuple(parts), plan.assumptions)
+    """Per-GPU peak: the tensors alive at the step's peak moment, the caching allocator's reserve
+    above them, and the context every process pays."""
+    if plan.mode == "infer":
+        from vramlint.memory.inference import inference_components
+        tensors, moment, host = inference_components(plan), "prefill", []
+    else:
+        from vramlint.memory.training import training_peak
+        peak, _, states = training_peak(plan)
+        tensors, moment, host = list(peak.components), peak.name, states.host
+    tensors = [c for c in tensors if c.bytes]
+    reserve = headroom(plan, tensors, moment)
+    context = replace(fixed_costs(plan), kind=CONTEXT)
+    return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions, moment)
 
 
 __all__ = ["Component", "Estimate", "estimate"]

@@ -1,42 +1,172 @@
-"""Activations saved for the backward pass, and the language-model head's logits.
+"""Activations: the tensors autograd saves for the backward pass, counted per token.
 
-First-order model (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
-Models", 2022, Table 2; REFERENCE.md section 3): a transformer layer saves 34·s·b·h bytes in
-16-bit precision with a fused attention kernel (SDPA / FlashAttention: no s² score matrix). With
-gradient checkpointing each layer keeps only its 16-bit input (2·s·b·h) and one layer at a time is
-re-materialised in the backward pass. fp32 training doubles every saved tensor.
+Instead of a one-size constant (Korthikanti et al. 2022, Table 2: 34·s·b·h per GPT layer), each
+block is walked op by op as transformers runs it, counting what PyTorch's autograd keeps — an op
+saves an input only when the gradient of another input needs it (REFERENCE.md section 3):
 
-The logits are often the largest single activation: b·s·V values that HF upcasts to fp32 for the
-loss; at the loss the 16-bit logits, their fp32 copy, the log-softmax output and its gradient are
-alive together, about 14 bytes per logit (REFERENCE.md section 3, vramcalc's calibration).
+- HF ``RMSNorm``: ``x.to(fp32)`` (4h, kept by ``pow``), the normalised ``y`` in the input dtype
+  (kept by ``weight * y``) and the product, kept by the linears it feeds.
+- Gemma norms compute ``y * (1 + w)`` in fp32 (4h + 4h) and cast back (a·h) for the linears.
+- ``nn.LayerNorm`` keeps its input; the linears keep its output.
+- SDPA / FlashAttention keeps q, k, v (after RoPE: new tensors; GQA keeps k, v at their own
+  head count), its output, and ``o_proj`` keeps the contiguous copy of that output. A fused qkv
+  projection stays alive whole through the v view. Eager attention adds the b·a·s² softmax in fp32
+  plus its 16-bit cast (6 bytes per score).
+- Gated MLP: gate, up, act(gate) and the product (4·I); plain GELU MLP: fc output and GELU
+  output (2·I); GPT-2's python tanh-GELU keeps five I-sized tensors.
+- MoE (transformers' expert loop): each routed copy of a token keeps its gathered input, the
+  fused gate_up output, act, product and the expert output: k·(2h + 4·I_expert).
+- Dropout in training keeps a 1-byte mask per element.
+- torch.autocast over fp32 weights: the residual stream is fp32 (r = 4 bytes), linears cast their
+  input to 16 bit (a = 2) and keep the cast, and keep a 16-bit copy of their weight.
+
+The language-model head: the 16-bit logits are upcast to fp32 for the loss (transformers
+``ForCausalLMLoss``); ``log_softmax`` keeps its fp32 output (4 B per logit) for backward. At the
+loss in forward the 16-bit logits, the fp32 copy and the log-softmax output coexist
+(2 + 4 + 4 B); at the start of backward the kept output, the incoming gradient and the outgoing
+gradient (4 + 4 + 4 B). Gemma-2's final soft-capping keeps one more 16-bit tanh output.
+
+Every count here was checked against H200 measurements (../shared/groundtruth) through the
+allocator's ``memory_allocated`` after the forward pass, within 1-2 % per layer.
 """
 
 from __future__ import annotations
 
-from vramlint.memory.components import Component
+from dataclasses import dataclass
+
+from vramlint.models.shape import MLA, Block, Layer, ModelShape
 from vramlint.plan import Plan
 
-KORTHIKANTI = "Korthikanti et al. 2022 Table 2 (fused attention), REFERENCE.md §3"
-LOGIT_BYTES = 14
+FORWARD_LOGIT_BYTES = 2 + 4 + 4    # 16-bit logits + fp32 upcast + log_softmax output
+BACKWARD_LOGIT_BYTES = 4 + 4 + 4   # kept log_softmax output + its gradient + the input gradient
+KEPT_LOGIT_BYTES = 4               # log_softmax output, kept from forward to backward
 
 
-def activations(plan: Plan) -> list[Component]:
-    m = plan.model
-    s, b, h, layers = plan.seq_len, plan.micro_batch, m.hidden_size, m.num_layers
-    scale = 2 if plan.precision == "fp32" else 1
-    tokens = s * b
-    per_layer = 34 * tokens * h * scale // plan.tensor_parallel
-    if plan.grad_checkpointing:
-        kept = 2 * tokens * h * scale * layers
-        total = kept + per_layer
-        formula = (f"checkpointed: 2·s·b·h x L + 34·s·b·h (one layer recomputed) = "
-                   f"2·{s}·{b}·{h}·{layers} + 34·{s}·{b}·{h}")
+@dataclass(frozen=True)
+class Widths:
+    """Bytes per element: ``a`` for 16-bit compute tensors, ``r`` for the residual stream."""
+
+    a: int
+    r: int
+
+
+def widths(plan: Plan) -> Widths:
+    if plan.precision == "fp32":
+        return Widths(4, 4)
+    if plan.autocast:
+        return Widths(2, 4)
+    return Widths(2, 2)
+
+
+def _pre_norm(block: Block, h: int, w: Widths, frozen: bool) -> list[int]:
+    """A norm whose output feeds linears: what it keeps, and the linears' copy of its output."""
+    if block.norm == "layer":
+        kept = [w.r * h]                               # nn.LayerNorm keeps its input
+    elif block.norm == "gemma":
+        kept = [4 * h, 4 * h]                          # fp32 input copy, fp32 y * (1 + w)
     else:
-        total = per_layer * layers
-        formula = f"34·s·b·h x L = 34·{s}·{b}·{h} x {layers}"
-    if scale == 2:
-        formula += " x 2 (fp32)"
-    logits = LOGIT_BYTES * tokens * m.vocab_size
-    return [Component("activations", total, formula, KORTHIKANTI),
-            Component("logits + loss", logits, f"{LOGIT_BYTES} B x b·s·V = {LOGIT_BYTES}·{b}·{s}·{m.vocab_size}",
-                      "fp32 loss upcast (transformers ForCausalLMLoss), REFERENCE.md §3")]
+        kept = [4 * h] + ([] if frozen else [w.r * h])  # fp32 copy (pow); y (weight * y)
+    return kept + ([] if frozen else [w.a * h])        # the linears' input (frozen linears keep none)
+
+
+def _post_norm(block: Block, h: int, w: Widths, frozen: bool) -> list[int]:
+    if block.norm == "gemma":
+        return [4 * h, 4 * h]
+    return [4 * h] + ([] if frozen else [w.r * h])
+
+
+def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool) -> list[int]:
+    """q, k, v as SDPA keeps them, its output, o_proj's contiguous input (+ eager's scores)."""
+    att = layer.attention
+    if att.kind == MLA:
+        q = att.num_heads * att.head_dim
+        v = att.num_heads * att.v_head_dim
+        return [w.a * q, w.a * q, w.a * v, w.a * v, w.a * v]
+    q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
+    tensors = [w.a * (q + 2 * kv)] if block.fused_qkv else []
+    if block.qk_norm:
+        tensors += [4 * q, 2 * q, 4 * kv, 2 * kv]       # fp32 copy + normalised q and k
+    if block.rope:
+        tensors += [w.a * q, w.a * kv] + ([] if block.fused_qkv else [w.a * kv])   # new q, k; own v
+    elif not block.fused_qkv:
+        tensors += [w.a * q, w.a * kv, w.a * kv]
+    if eager:
+        if att.num_kv_heads != att.num_heads:
+            tensors += [w.a * q, w.a * q]                # repeat_kv copies of k and v
+        scores = att.num_heads * min(seq, att.window or seq)
+        tensors += [4 * scores, w.a * scores]            # fp32 softmax, its 16-bit cast
+    return tensors + [w.a * q, w.a * q]                  # output, o_proj's contiguous input
+
+
+def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[int]:
+    mlp = layer.mlp
+    if mlp.kind == "moe":
+        k, i = mlp.experts_per_token, mlp.intermediate
+        routed = [w.a * k * h, w.a * k * 2 * i, w.a * k * i, w.a * k * i, w.a * k * h]
+        shared = [w.a * mlp.shared_intermediate] * 4 if mlp.shared_intermediate else []
+        return [2 * mlp.experts, 4 * mlp.experts, 4 * mlp.experts] + routed + shared
+    i = mlp.intermediate
+    if mlp.kind == "gated":
+        return [w.a * i] * (3 if frozen else 4)        # gate, up, act(gate), product (kept by down)
+    if block.act == "gelu_new":
+        return [w.a * i] * 5
+    return [w.a * i] * (1 if frozen else 2)
+
+
+def _lora_inputs(layer: Layer, h: int) -> list[int]:
+    """PEFT LoRA on every linear: the frozen base linears keep no input, but PEFT casts each adapted
+    linear's input to the fp32 adapter dtype and lora_A keeps that copy."""
+    q = layer.attention.num_heads * layer.attention.head_dim
+    mlp = layer.mlp
+    inputs = [4 * h] * 3 + [4 * q]
+    if mlp.kind == "gated":
+        inputs += [4 * h, 4 * h, 4 * mlp.intermediate]
+    elif mlp.kind == "plain":
+        inputs += [4 * h, 4 * mlp.intermediate]
+    return inputs
+
+
+def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
+    """Bytes per token of every tensor one decoder layer keeps for backward, in forward order."""
+    w, block, h = widths(plan), model.block, model.hidden_size
+    frozen = plan.lora_rank > 0
+    tensors: list[int] = []
+    sublayers = [lambda: _attention(layer, block, w, plan.seq_len, plan.attn == "eager"),
+                 lambda: _mlp(layer, block, h, w, frozen)]
+    for index, sublayer in enumerate(sublayers):
+        if index < block.pre_norms:
+            tensors += _pre_norm(block, h, w, frozen)
+        elif block.raw_inputs and not frozen:
+            tensors.append(w.a * h)
+        tensors += sublayer()
+        if index < block.post_norms:
+            tensors += _post_norm(block, h, w, frozen)
+        tensors += [h] * (block.dropout_masks // 2)
+    if frozen:
+        tensors += _lora_inputs(layer, h)
+    return [max(1, t // plan.tensor_parallel) for t in tensors]
+
+
+def layer_bytes_per_token(layer: Layer, model: ModelShape, plan: Plan) -> int:
+    """Everything one decoder layer keeps for backward, per token (no checkpointing)."""
+    return sum(layer_tensors(layer, model, plan))
+
+
+def checkpointed_bytes_per_token(model: ModelShape, plan: Plan) -> int:
+    """With gradient checkpointing each layer keeps only its input (the residual stream)."""
+    return widths(plan).r * model.hidden_size
+
+
+def head_bytes_per_token(model: ModelShape, plan: Plan) -> int:
+    """The final norm's kept tensors and, without LoRA, lm_head's input."""
+    w = widths(plan)
+    block = model.block
+    if block.norm == "layer":
+        return w.r * model.hidden_size + w.a * model.hidden_size
+    if block.norm == "gemma":
+        return (8 + w.a) * model.hidden_size
+    return (4 + w.r + w.a) * model.hidden_size
+
+
+def kept_logit_bytes(model: ModelShape) -> int:
+    return KEPT_LOGIT_BYTES + (2 if model.block.logit_softcap else 0)

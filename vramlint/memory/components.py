@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GPU, HOST = "gpu", "host"
+ALLOCATOR, CONTEXT = "allocator", "context"    # components not counted by max_memory_allocated
 
 
 @dataclass(frozen=True)
@@ -14,6 +15,7 @@ class Component:
     formula: str                   # one line a person can check by hand
     source: str                    # where the formula comes from
     where: str = GPU               # "gpu" (per GPU) or "host" (per node)
+    kind: str = "tensor"           # "tensor", "allocator" or "context"
 
     def as_dict(self) -> dict:
         return {"name": self.name, "bytes": self.bytes, "formula": self.formula,
@@ -24,6 +26,8 @@ class Component:
 class Estimate:
     components: tuple[Component, ...]
     assumptions: tuple[str, ...] = ()
+    moment: str = ""               # when the peak happens ("optimizer step", ...)
+    band: float = 0.05             # relative half-width of the low/high band
 
     @property
     def gpu(self) -> tuple[Component, ...]:
@@ -33,6 +37,19 @@ class Estimate:
     def per_gpu_peak(self) -> int:
         """What nvidia-smi would show on one GPU at the step's peak."""
         return sum(c.bytes for c in self.gpu)
+
+    @property
+    def allocated_peak(self) -> int:
+        """What torch.cuda.max_memory_allocated() would report: tensors only."""
+        return sum(c.bytes for c in self.gpu if c.kind == "tensor")
+
+    @property
+    def low(self) -> int:
+        return int(self.per_gpu_peak * (1 - self.band))
+
+    @property
+    def high(self) -> int:
+        return int(self.per_gpu_peak * (1 + self.band))
 
     @property
     def host_ram(self) -> int:

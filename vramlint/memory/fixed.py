@@ -1,8 +1,9 @@
-"""Fixed costs a real GPU pays before the first tensor: what nvidia-smi shows beyond PyTorch.
+"""Fixed costs a real GPU pays beyond PyTorch's tensors: what nvidia-smi shows on top.
 
-Measured on an H200 (../shared/groundtruth, device_used − max_memory_reserved): the CUDA context
-alone is 0.55 GB; with cuBLAS loaded in a training step, 0.81 GB; under DeepSpeed (NCCL
-communicator and its buffers, even on one GPU) 1.39 GB for ZeRO 0-2 and 1.80 GB for ZeRO-3.
+Measured on an H200 (../shared/groundtruth: device_used − max_memory_reserved): the CUDA context
+alone is 0.55 GB; with cuBLAS loaded for inference 0.73 GB, for a training step 0.82 GB; under
+DeepSpeed (NCCL communicator and its buffers, even on one GPU) 1.39 GB for ZeRO 0-2 and 1.80 GB for
+ZeRO-3. Other drivers and CUDA versions differ by a few hundred MB; the band covers that.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from vramlint.memory.components import Component
 from vramlint.plan import Plan
 
 MEASURED = "H200 measurement: device_used − peak_reserved (shared/groundtruth), REFERENCE.md §4"
-TRAINING_CONTEXT = 812_000_000
+CONTEXT = {"infer": 730_000_000, "torch": 820_000_000}
 DEEPSPEED_CONTEXT = {0: 1_391_000_000, 1: 1_391_000_000, 2: 1_391_000_000, 3: 1_800_000_000}
 
 
-def fixed_costs(plan: Plan, runtime: str = "deepspeed") -> list[Component]:
-    if runtime == "deepspeed":
+def fixed_costs(plan: Plan) -> Component:
+    if plan.mode == "infer":
+        return Component("CUDA context + cuBLAS", CONTEXT["infer"], "measured, inference", MEASURED)
+    if plan.runtime == "deepspeed":
         size = DEEPSPEED_CONTEXT[plan.zero_stage]
-        return [Component("CUDA context + NCCL", size, f"measured, DeepSpeed ZeRO-{plan.zero_stage}", MEASURED)]
-    return [Component("CUDA context + cuBLAS", TRAINING_CONTEXT, "measured, training step", MEASURED)]
+        return Component("CUDA context + NCCL", size, f"measured, DeepSpeed ZeRO-{plan.zero_stage}", MEASURED)
+    return Component("CUDA context + cuBLAS", CONTEXT["torch"], "measured, training step", MEASURED)

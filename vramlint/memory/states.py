@@ -1,69 +1,198 @@
-"""Model states under ZeRO: weights, gradients and optimizer states, sharded as the stage says.
+"""Model states: weights, gradients, optimizer states and the optimizer step's temporaries.
 
-One rule serves DeepSpeed ZeRO and (later) FSDP: stage 1 shards optimizer states, stage 2 also
-gradients, stage 3 also the weights, each over the data-parallel degree N_d — never over TP or
-PP ranks (Rajbhandari et al., "ZeRO", 2020; REFERENCE.md section 2). FSDP SHARD_GRAD_OP is
-stage 2 and FULL_SHARD stage 3.
+One sharding rule serves DeepSpeed ZeRO and FSDP: stage 1 shards optimizer states, stage 2 also
+gradients, stage 3 also the weights, each over the data-parallel degree N_d, never over TP or PP
+ranks (Rajbhandari et al., "ZeRO", 2020; REFERENCE.md section 2). FSDP SHARD_GRAD_OP is stage 2,
+FULL_SHARD stage 3, NO_SHARD stage 0.
 
-Bytes per parameter, mixed-precision AdamW (16-bit training): 2 (16-bit weights) + 2 (16-bit
-gradients) + 12 (fp32 master copy 4, Adam m 4, Adam v 4) = 16 (REFERENCE.md section 1). In fp32
-training the weights are the master copy: 4 + 4 + 8.
+Three runtimes keep different states (bytes per parameter P, trainable parameters T):
 
-Offload follows DeepSpeed's own estimators (``estimate_zero2_model_states_mem_needs``,
-``estimate_zero3_model_states_mem_needs``): optimizer offload moves the fp32 states and the
-gradient partitions to the host (ZeRO-2: GPU keeps 2P), parameter offload (ZeRO-3) the 16-bit
-weights; ZeRO-3 keeps the largest module gathered with its gradient on the GPU (4 x largest layer);
-host RAM is DeepSpeed's formula including its 1.5 buffer factor.
+- ``torch`` (plain PyTorch / Accelerate / DDP): parameters in their own dtype (fp32 under
+  autocast, or bf16); AdamW keeps m and v in the parameter's dtype (2 x); gradients in the
+  parameter's dtype; ``optimizer.step()`` with the default foreach implementation allocates one
+  parameter-sized temporary per dtype group (measured on H200: +4 B/P in fp32, +2 B/P in bf16).
+  DDP keeps its gradient buckets as a second copy of the gradients (``gradient_as_bucket_view``
+  is off by default).
+- ``deepspeed`` (16-bit mixed precision): 16-bit weights (2) + fp32 master, Adam m, v (12) at
+  rest. ZeRO-0 steps with fp32 gradients (4) next to the 16-bit ones (2) plus a foreach temporary
+  (4): +10 B/P. ZeRO-1/2 hold fp32 gradient partitions (4/N) and the temporary (4/N). ZeRO-3
+  keeps a 16-bit gradient partition (2/N) at rest and steps one ``sub_group_size`` of fp32
+  gradients and temporary at a time; DeepSpeed's own estimator adds 4 x the largest layer.
+  Measured on one H200 (shared/groundtruth): 14.0 B/P at rest for ZeRO 0-2, 16.9 for ZeRO-3.
+- Offload follows DeepSpeed's estimators: optimizer offload moves fp32 states and gradient
+  partitions to the host; parameter offload (ZeRO-3) moves the 16-bit weights, which are then
+  fetched into up to ``stage3_max_live_parameters`` live parameters on the GPU.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from vramlint.memory.components import HOST, Component
+from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
+from vramlint.models.shape import ModelShape
 from vramlint.plan import Plan
 
-SHARDED = {0: frozenset(), 1: frozenset({"optimizer"}), 2: frozenset({"optimizer", "gradients"}),
-           3: frozenset({"optimizer", "gradients", "weights"})}
-# bytes per parameter: (weights, gradients, optimizer states)
-BYTES = {"bf16": (2, 2, 12), "fp16": (2, 2, 12), "fp32": (4, 4, 8)}
 ZERO_PAPER = "ZeRO (Rajbhandari et al. 2020), REFERENCE.md §1-2"
 DS_ESTIMATOR = "DeepSpeed estimate_zero{2,3}_model_states_mem_needs, REFERENCE.md §2"
+DS_MEASURED = "DeepSpeed 0.19 on H200 (shared/groundtruth/h200-deepspeed-calibration.jsonl)"
+TORCH_MEASURED = "torch.optim.AdamW foreach on H200 (shared/groundtruth/h200-calibration.jsonl)"
+SHARDED = {0: frozenset(), 1: frozenset({"optimizer"}), 2: frozenset({"optimizer", "gradients"}),
+           3: frozenset({"optimizer", "gradients", "weights"})}
+PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
-def _share(plan: Plan, state: str, total: int, per_param: int) -> tuple[int, str]:
-    n = plan.data_parallel
-    if state in SHARDED[plan.zero_stage]:
-        return -(-total // n), f"{per_param} B x P / N_d = {per_param} x {plan.model.params:,} / {n}"
-    return total, f"{per_param} B x P = {per_param} x {plan.model.params:,}"
+@dataclass(frozen=True)
+class States:
+    """Model states by when they are alive in a training step."""
+
+    resting: list[Component] = field(default_factory=list)       # the whole step
+    gradients: list[Component] = field(default_factory=list)     # from backward to the step
+    step: list[Component] = field(default_factory=list)          # inside optimizer.step()
+    host: list[Component] = field(default_factory=list)
 
 
-def model_states(plan: Plan) -> list[Component]:
-    p = plan.model.params
-    w_b, g_b, o_b = BYTES[plan.precision]
-    out: list[Component] = []
-    on_host = plan.offload_param != "none" and plan.zero_stage == 3
-    size, formula = _share(plan, "weights", w_b * p, w_b)
-    out.append(Component("weights", 0 if on_host else size,
-                         "offloaded to host (offload_param)" if on_host else formula, ZERO_PAPER))
+def lora_params(model: ModelShape, rank: int) -> int:
+    """Trainable LoRA parameters on every linear of the decoder ("all-linear"): r x (d_in + d_out)
+    per adapted matrix; routed experts get one adapter pair per expert matrix."""
+    total = 0
+    h = model.hidden_size
+    for layer in model.layers:
+        att, mlp = layer.attention, layer.mlp
+        q, kv = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
+        total += (h + q) + 2 * (h + kv) + (q + h)
+        if mlp.kind == "moe":
+            total += mlp.experts * ((h + 2 * mlp.intermediate) + (mlp.intermediate + h)) + (h + mlp.experts)
+            if mlp.shared_intermediate:
+                total += 3 * (h + mlp.shared_intermediate)
+        else:
+            total += (3 if mlp.kind == "gated" else 2) * (h + mlp.intermediate)
+    return rank * total
+
+
+def trainable(plan: Plan) -> int:
+    return lora_params(plan.model, plan.lora_rank) if plan.lora_rank else plan.model.params
+
+
+def _shard(plan: Plan, state: str, size: int) -> int:
+    return -(-size // plan.data_parallel) if state in SHARDED[plan.zero_stage] else size
+
+
+def torch_states(plan: Plan) -> States:
+    m, t = plan.model, trainable(plan)
+    w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
+    s_b = 4 if plan.lora_rank else w_b          # PEFT keeps adapters in fp32
+    resting = [_torch_weights(plan, w_b)]
+    if plan.lora_rank:
+        resting.append(Component("LoRA adapters", 4 * t, f"4 B x {t:,} adapter params (fp32)",
+                                 "PEFT LoRA (autocast_adapter_dtype keeps adapters fp32)"))
+    resting.append(_optimizer_states(plan, t, s_b))
+    grads = [Component("gradients", t * s_b, f"{s_b} B x {t:,} trainable params", ZERO_PAPER)]
+    if plan.cluster.world_size > 1:
+        grads.append(Component("DDP gradient buckets", t * s_b, "a second copy of the gradients (buckets, "
+                               "gradient_as_bucket_view off)", "torch DistributedDataParallel, REFERENCE.md §7"))
+    step = _step_temporaries(plan, t, s_b, m)
+    return States(resting, grads, step)
+
+
+def _torch_weights(plan: Plan, w_b: int) -> Component:
+    m = plan.model
+    if plan.load_in_4bit:
+        from dataclasses import replace
+
+        from vramlint.models.quantization import read_quantization
+        nf4 = read_quantization({"quant_method": "bitsandbytes", "load_in_4bit": True,
+                                 "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_type": "nf4"})
+        size = weight_bytes(replace(m, quantization=nf4), 2)
+        return Component("weights (NF4)", size, f"{nf4.detail} on linears, 16-bit elsewhere",
+                         "bitsandbytes 4-bit, models/quantization.py")
+    return Component("weights", m.params * w_b, f"{w_b} B x {m.params:,} params", ZERO_PAPER)
+
+
+def _optimizer_states(plan: Plan, t: int, s_b: int) -> Component:
+    h = plan.model.hidden_size
+    per = {"adamw": (2 * s_b, f"Adam m, v: 2 x {s_b} B"), "sgd": (s_b, f"momentum: {s_b} B"),
+           "adamw-8bit": (2, "8-bit m, v: 2 x 1 B (bitsandbytes)")}
+    if plan.optimizer == "adafactor":
+        size = 4 * 2 * t // h
+        return Component("optimizer states", size, "factored second moment: a row and a column per matrix "
+                         "(~2/h of the params, fp32)", "Adafactor (Shazeer & Stern 2018)")
+    b, text = per[plan.optimizer]
+    return Component("optimizer states", b * t, f"{text} x {t:,} trainable params", TORCH_MEASURED)
+
+
+def _step_temporaries(plan: Plan, t: int, s_b: int, m: ModelShape) -> list[Component]:
+    if plan.optimizer == "adamw":
+        return [Component("optimizer step temporaries", t * s_b, f"foreach AdamW: one {s_b}-byte copy of "
+                          f"{t:,} params", TORCH_MEASURED)]
+    if plan.optimizer == "adafactor":
+        largest = m.largest_layer_params if not plan.lora_rank else 0
+        return [Component("optimizer step temporaries", 4 * largest, "one fp32 update of the largest tensor",
+                          "Adafactor (per-parameter update)")]
+    return []
+
+
+def deepspeed_states(plan: Plan) -> States:
+    if plan.precision == "fp32":
+        return _deepspeed_fp32(plan)
+    p, n, stage = plan.model.params, plan.data_parallel, plan.zero_stage
     opt_off = plan.offload_optimizer != "none"
-    size, formula = _share(plan, "gradients", g_b * p, g_b)
-    out.append(Component("gradients", 0 if opt_off else size,
-                         "partitions kept on host with the optimizer (offload_optimizer)" if opt_off else formula,
-                         DS_ESTIMATOR if opt_off else ZERO_PAPER))
-    size, formula = _share(plan, "optimizer", o_b * p, o_b)
-    label = "fp32 master + Adam m, v" if o_b == 12 else "Adam m, v"
-    out.append(Component("optimizer states", 0 if opt_off else size,
-                         f"offloaded to {plan.offload_optimizer}" if opt_off else f"{formula} ({label})",
-                         ZERO_PAPER))
-    if plan.zero_stage == 3:
+    par_off = plan.offload_param != "none" and stage == 3
+    resting: list[Component] = []
+    weights = 0 if par_off else _shard(plan, "weights", 2 * p)
+    resting.append(Component("weights (16-bit)", weights, "offloaded to host" if par_off else
+                             f"2 B x P{' / N_d' if stage == 3 else ''}", ZERO_PAPER))
+    resting.append(Component("optimizer states", 0 if opt_off else _shard(plan, "optimizer", 12 * p),
+                             f"offloaded to {plan.offload_optimizer}" if opt_off else
+                             f"12 B x P{' / N_d' if stage else ''} (fp32 master + Adam m, v)", ZERO_PAPER))
+    if stage == 3:
         largest = plan.model.largest_layer_params
-        out.append(Component("gathered parameters", 4 * largest,
-                             f"4 B x largest layer = 4 x {largest:,} (16-bit weights + gradient in flight)",
-                             DS_ESTIMATOR))
-    out += host_states(plan)
-    return out
+        if not opt_off:
+            resting.append(Component("gradient partition (16-bit)", -(-2 * p // n), "2 B x P / N_d",
+                                     DS_MEASURED))
+        resting.append(Component("largest layer gathered + its gradient", 4 * largest,
+                                 f"4 B x largest layer ({largest:,})", DS_ESTIMATOR))
+        if par_off or n > 1:
+            live = min(plan.max_live_parameters, p)
+            resting.append(Component("live gathered parameters", 2 * live,
+                                     f"2 B x min(stage3_max_live_parameters, P) = 2 x {live:,}", DS_MEASURED))
+    elif opt_off:
+        largest = plan.model.largest_layer_params
+        resting.append(Component("gradient staging (16-bit)", 2 * largest,
+                                 "2 B x largest layer, staged before the copy to host", DS_MEASURED))
+    grads, step = _deepspeed_step(plan, opt_off)
+    return States(resting, grads, step, _host(plan))
 
 
-def host_states(plan: Plan) -> list[Component]:
+def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Component]]:
+    p, n, stage = plan.model.params, plan.data_parallel, plan.zero_stage
+    if opt_off:
+        return [], []
+    if stage == 0:
+        grads = [Component("gradients (16-bit + fp32)", 6 * p, "2 B + 4 B x P", DS_MEASURED)]
+        return grads, [Component("optimizer step temporaries", 4 * p, "foreach AdamW: 4 B x P", DS_MEASURED)]
+    if stage in (1, 2):
+        size = -(-4 * p // n)
+        grads = [Component("fp32 gradient partition", size, "4 B x P / N_d", DS_MEASURED)]
+        if stage == 1 and n > 1:
+            grads.append(Component("gradients (16-bit, before reduce)", 2 * p, "2 B x P", ZERO_PAPER))
+        return grads, [Component("optimizer step temporaries", size, "foreach AdamW: 4 B x P / N_d", DS_MEASURED)]
+    group = min(plan.sub_group_size, -(-p // n))
+    return ([Component("fp32 gradients of one sub-group", 4 * group, f"4 B x min(sub_group_size, P/N_d) = 4 x {group:,}",
+                       DS_MEASURED)],
+            [Component("optimizer step temporaries", 4 * group, "foreach AdamW over one sub-group", DS_MEASURED)])
+
+
+def _deepspeed_fp32(plan: Plan) -> States:
+    p = plan.model.params
+    resting = [Component("weights (fp32)", _shard(plan, "weights", 4 * p), "4 B x P", ZERO_PAPER),
+               Component("optimizer states", _shard(plan, "optimizer", 8 * p), "8 B x P (Adam m, v)", ZERO_PAPER)]
+    grads = [Component("gradients (fp32)", _shard(plan, "gradients", 4 * p), "4 B x P", ZERO_PAPER)]
+    step = [Component("optimizer step temporaries", _shard(plan, "optimizer", 4 * p), "4 B x P", TORCH_MEASURED)]
+    return States(resting, grads, step, _host(plan))
+
+
+def _host(plan: Plan) -> list[Component]:
     """Host RAM per node for offloaded states (DeepSpeed estimators, additional_buffer_factor 1.5)."""
     p, nodes, gpus = plan.model.params, plan.cluster.nodes, plan.cluster.world_size
     if plan.offload_optimizer != "cpu":
@@ -74,3 +203,12 @@ def host_states(plan: Plan) -> list[Component]:
                           f"{per_param} B x P / nodes x 1.5", DS_ESTIMATOR, HOST)]
     return [Component("offloaded states (host)", int(p * max(4 * gpus, 16) * 1.5),
                       "P x max(4 x GPUs, 16) x 1.5", DS_ESTIMATOR, HOST)]
+
+
+def model_states(plan: Plan) -> States:
+    if plan.runtime == "torch":
+        return torch_states(plan)
+    return deepspeed_states(plan)
+
+
+__all__ = ["PRECISION_BYTES", "States", "lora_params", "model_states", "trainable"]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vramlint.models.config import HfConfig
-from vramlint.models.shape import (CHUNKED, FULL, LINEAR, MLA, SLIDING, Attention, Layer, Mlp,
+from vramlint.models.shape import (CHUNKED, FULL, LINEAR, MLA, SLIDING, Attention, Block, Layer, Mlp,
                                    Params)
 
 
@@ -41,6 +41,8 @@ class Decoder:
     max_position_embeddings: int | None
     extra_params: int = 0          # other model-level tensors (gemma4 per-layer embeddings)
     extra_largest: int = 0
+    block: Block = Block()
+    embedding_dropout: bool = False
 
 
 def linear(name: str, group: str, n_in: int, n_out: int, bias: bool = False) -> Module:
@@ -56,7 +58,8 @@ def layer(attention: Attention, mlp: Mlp, modules: list[Module]) -> Layer:
     sums = {group: 0 for group in ("attention", "mlp", "experts", "router", "small")}
     for module in modules:
         sums[module.group] += module.params
-    return Layer(attention, mlp, Params(**sums), max(m.params for m in modules))
+    return Layer(attention, mlp, Params(**sums), max(m.params for m in modules),
+                 tuple((m.group, m.params) for m in modules))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,10 +133,16 @@ def heads(c: HfConfig) -> tuple[int, int, int, int]:
 
 
 def decoder(c: HfConfig, layers: list[Layer], h: int, *, final_norm: int | None = None,
-            positions: int = 0, tie_default: bool | None = None) -> Decoder:
+            positions: int = 0, tie_default: bool | None = None, block: Block = Block(),
+            embedding_dropout: bool = False) -> Decoder:
     vocab, embed, head = embeddings(c, h, tie_default)
     return Decoder(h, vocab, tuple(layers), embed + positions, head,
-                   h if final_norm is None else final_norm, c.opt_int("max_position_embeddings", "n_positions"))
+                   h if final_norm is None else final_norm, c.opt_int("max_position_embeddings", "n_positions"),
+                   block=block, embedding_dropout=embedding_dropout)
+
+
+def dropout_on(c: HfConfig, *keys: str) -> bool:
+    return any((c.get(key) or 0) > 0 for key in keys)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,7 +151,8 @@ def decoder(c: HfConfig, layers: list[Layer], h: int, *, final_norm: int | None 
 
 def llama_like(c: HfConfig, *, qkv_bias: bool | None = None, o_bias: bool | None = None,
                qk_norm: str | None = None, norms: int = 2, types: Callable[[int], str] | None = None,
-               moe: Callable[[int, int], tuple[Mlp, list[Module]] | None] | None = None) -> Decoder:
+               moe: Callable[[int, int], tuple[Mlp, list[Module]] | None] | None = None,
+               block: Block | None = None) -> Decoder:
     """The decoder most families share. ``qk_norm``: "head" (hd weights, qwen3/gemma3) or "full"
     (projection-sized, olmo2). ``moe(i, h)`` returns the MoE block of layer i or None if dense."""
     h, nh, nkv, hd = heads(c)
@@ -159,16 +169,16 @@ def llama_like(c: HfConfig, *, qkv_bias: bool | None = None, o_bias: bool | None
             modules += [norm("q_norm", hd), norm("k_norm", hd)]
         elif qk_norm == "full":
             modules += [norm("q_norm", nh * hd), norm("k_norm", nkv * hd)]
-        block = moe(i, h) if moe else None
-        if block:
-            mlp, mlp_modules = block
+        sparse = moe(i, h) if moe else None
+        if sparse:
+            mlp, mlp_modules = sparse
         else:
             width = c.int("intermediate_size")
             mlp, mlp_modules = Mlp("gated", width), gated_mlp(h, width, bias=c.flag("mlp_bias"))
         modules += mlp_modules + [norm(f"norm{n}", h) for n in range(norms)]
         attn = Attention(kind, nh, nkv, hd, window if kind == SLIDING else None)
         layers.append(layer(attn, mlp, modules))
-    return decoder(c, layers, h)
+    return decoder(c, layers, h, block=block or Block(qk_norm=qk_norm is not None))
 
 
 def routed(h: int, count: int, top_k: int, width: int, *, shared: int = 0, shared_gate: bool = False,
@@ -290,12 +300,14 @@ def qwen3_next(c: HfConfig) -> Decoder:
 
 
 def gemma(c: HfConfig) -> Decoder:
-    return llama_like(c)
+    return llama_like(c, block=Block(norm="gemma"))
 
 
 def gemma2(c: HfConfig) -> Decoder:
     """Four norms per block; even layers slide (transformers: sliding if ``(i + 1) % 2``)."""
-    return llama_like(c, norms=4, types=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
+    softcap = bool(c.get("final_logit_softcapping"))
+    return llama_like(c, norms=4, types=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention",
+                      block=Block(norm="gemma", post_norms=2, logit_softcap=softcap))
 
 
 def gemma3_text(c: HfConfig) -> Decoder:
@@ -303,12 +315,14 @@ def gemma3_text(c: HfConfig) -> Decoder:
     ``sliding_window_pattern`` layers slide (transformers ``Gemma3TextConfig``)."""
     pattern = c.int("sliding_window_pattern", "_sliding_window_pattern", default=6)
     return llama_like(c, qk_norm="head", norms=4,
-                      types=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention")
+                      types=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention",
+                      block=Block(norm="gemma", post_norms=2, qk_norm=True,
+                                  logit_softcap=bool(c.get("final_logit_softcapping"))))
 
 
 def olmo2(c: HfConfig) -> Decoder:
     """q/k norms over the whole projection; post-attention and post-feedforward norms only."""
-    return llama_like(c, qk_norm="full")
+    return llama_like(c, qk_norm="full", block=Block(pre_norms=0, post_norms=2, raw_inputs=2, qk_norm=True))
 
 
 def phi3(c: HfConfig) -> Decoder:
@@ -324,7 +338,9 @@ def phi3(c: HfConfig) -> Decoder:
                    norm("input_norm", h), norm("post_norm", h)]
         attn = Attention(SLIDING if window else FULL, nh, nkv, hd, window)
         layers.append(layer(attn, Mlp("gated", width), modules))
-    return decoder(c, layers, h)
+    drops = 2 if dropout_on(c, "resid_pdrop") else 0
+    return decoder(c, layers, h, block=Block(fused_qkv=True, dropout_masks=drops),
+                   embedding_dropout=dropout_on(c, "embd_pdrop"))
 
 
 def starcoder2(c: HfConfig) -> Decoder:
@@ -339,7 +355,9 @@ def starcoder2(c: HfConfig) -> Decoder:
         modules += [norm("input_norm", h, bias=True), norm("post_norm", h, bias=True)]
         attn = Attention(SLIDING if window else FULL, nh, nkv, hd, window)
         layers.append(layer(attn, Mlp("plain", width), modules))
-    return decoder(c, layers, h, final_norm=2 * h)
+    drops = 2 if dropout_on(c, "residual_dropout") else 0
+    return decoder(c, layers, h, final_norm=2 * h, block=Block(norm="layer", dropout_masks=drops),
+                   embedding_dropout=dropout_on(c, "embedding_dropout"))
 
 
 def gpt_oss(c: HfConfig) -> Decoder:
@@ -446,7 +464,11 @@ def gpt2(c: HfConfig) -> Decoder:
                    linear("c_proj", "attention", h, h, True), norm("ln_2", h, True)] + plain_mlp(h, width, True)
         layers.append(layer(Attention(FULL, nh, nh, h // nh), Mlp("plain", width), modules))
     positions = c.int("n_positions", "max_position_embeddings") * h
-    return decoder(c, layers, h, final_norm=2 * h, positions=positions, tie_default=True)
+    act = "gelu_new" if c.get("activation_function", default="gelu_new") == "gelu_new" else "native"
+    block = Block(norm="layer", fused_qkv=True, rope=False, act=act,
+                  dropout_masks=2 if dropout_on(c, "resid_pdrop") else 0)
+    return decoder(c, layers, h, final_norm=2 * h, positions=positions, tie_default=True, block=block,
+                   embedding_dropout=dropout_on(c, "embd_pdrop"))
 
 
 def gpt_bigcode(c: HfConfig) -> Decoder:
@@ -461,7 +483,9 @@ def gpt_bigcode(c: HfConfig) -> Decoder:
                    linear("c_proj", "attention", h, h, True), norm("ln_2", h, True)] + plain_mlp(h, width, True)
         layers.append(layer(Attention(FULL, nh, nkv, hd), Mlp("plain", width), modules))
     positions = c.int("n_positions", "max_position_embeddings") * h
-    return decoder(c, layers, h, final_norm=2 * h, positions=positions, tie_default=True)
+    block = Block(norm="layer", fused_qkv=True, rope=False, dropout_masks=2 if dropout_on(c, "resid_pdrop") else 0)
+    return decoder(c, layers, h, final_norm=2 * h, positions=positions, tie_default=True, block=block,
+                   embedding_dropout=dropout_on(c, "embd_pdrop"))
 
 
 def gpt_neox(c: HfConfig) -> Decoder:
@@ -475,7 +499,8 @@ def gpt_neox(c: HfConfig) -> Decoder:
                    linear("query_key_value", "attention", h, 3 * h, bias),
                    linear("dense", "attention", h, h, bias)] + plain_mlp(h, width, True)
         layers.append(layer(Attention(FULL, nh, nh, h // nh), Mlp("plain", width), modules))
-    return decoder(c, layers, h, final_norm=2 * h)
+    drops = 2 if dropout_on(c, "hidden_dropout") else 0
+    return decoder(c, layers, h, final_norm=2 * h, block=Block(norm="layer", fused_qkv=True, dropout_masks=drops))
 
 
 def falcon(c: HfConfig) -> Decoder:
@@ -501,7 +526,8 @@ def falcon(c: HfConfig) -> Decoder:
                    linear("dense", "attention", h, h, bias)] + plain_mlp(h, width, bias)
         modules += [norm(f"ln{n}", h, True) for n in range(norms)]
         layers.append(layer(Attention(FULL, nh, nkv, hd), Mlp("plain", width), modules))
-    return decoder(c, layers, h, final_norm=2 * h, tie_default=True)
+    return decoder(c, layers, h, final_norm=2 * h, tie_default=True,
+                   block=Block(norm="layer", pre_norms=norms, fused_qkv=True))
 
 
 def gemma4_text(c: HfConfig) -> Decoder:

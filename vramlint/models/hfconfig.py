@@ -151,7 +151,8 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
         final_norm_params=dec.final_norm_params, max_position_embeddings=dec.max_position_embeddings,
         dtype=_dtype(raw, notes, quant is not None), quantization=quant,
         architecture=(raw.get("architectures") or [None])[0], read_as=family if read_as else None,
-        name=name, notes=tuple(notes), extra_params=dec.extra_params, extra_largest=dec.extra_largest)
+        name=name, notes=tuple(notes), extra_params=dec.extra_params, extra_largest=dec.extra_largest,
+        block=dec.block, embedding_dropout=dec.embedding_dropout)
 
 
 def read_model(source: str) -> ModelShape:

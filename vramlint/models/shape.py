@@ -83,6 +83,7 @@ class Layer:
     mlp: Mlp
     params: Params
     largest_module: int            # largest single module's own parameters (DeepSpeed's "layer")
+    modules: tuple[tuple[str, int], ...] = ()   # (group, parameters) of each module, in order
 
     @property
     def active_params(self) -> int:
@@ -91,6 +92,27 @@ class Layer:
             return self.params.total
         routed = self.params.experts * self.mlp.experts_per_token // self.mlp.experts
         return self.params.total - self.params.experts + routed
+
+
+@dataclass(frozen=True)
+class Block:
+    """How a decoder block computes, as far as the tensors it saves for backward go.
+
+    Read by ``memory/activations.py``; set by each family builder from the modeling code.
+    """
+
+    norm: str = "rms"              # "rms": HF RMSNorm (fp32 inside, weight * y); "gemma": (1 + w) in fp32;
+                                   # "layer": nn.LayerNorm
+    pre_norms: int = 2             # norms whose output feeds linears (attention input, MLP input)
+    post_norms: int = 0            # norms on a sublayer's output before the residual add (gemma2/3, olmo2)
+    raw_inputs: int = 0            # sublayers that read the residual stream un-normed (olmo2)
+    fused_qkv: bool = False        # one q/k/v projection whose output the v view keeps alive
+    rope: bool = True              # rotary embedding rebuilds q and k as new tensors
+    qk_norm: bool = False          # RMSNorm on q and k before RoPE (qwen3, gemma3, olmo2)
+    act: str = "native"            # "native" (silu/gelu kernels save their input); "gelu_new": python
+                                   # tanh-GELU (gpt2) that saves four I-sized tensors
+    dropout_masks: int = 0         # dropout layers per block active in training (1-byte masks)
+    logit_softcap: bool = False    # gemma2 final logit soft-capping keeps a tanh output
 
 
 @dataclass(frozen=True)
@@ -123,6 +145,8 @@ class ModelShape:
     notes: tuple[str, ...] = field(default=())
     extra_params: int = 0          # model-level tensors besides embeddings/head (gemma4 PLE)
     extra_largest: int = 0
+    block: Block = field(default_factory=Block)
+    embedding_dropout: bool = False
 
     @property
     def num_layers(self) -> int:

@@ -1,0 +1,105 @@
+"""A model of PyTorch's CUDA caching allocator, to predict ``max_memory_reserved``.
+
+What nvidia-smi shows is not the tensors alive at the peak but the segments the caching allocator
+holds: PyTorch never returns a freed block to the driver during a step, so a request that no
+cached block can serve gets a new segment even when enough memory sits free in smaller blocks
+(REFERENCE.md section 4: reserved exceeds the allocated peak by 0.3-45 %). The rules below are
+those of ``c10/cuda/CUDACachingAllocator.cpp`` (default settings):
+
+- sizes round up to 512 bytes; requests up to 1 MiB come from a small pool of 2 MiB segments
+  (modelled as exact: small tensors barely fragment);
+- a larger request takes the smallest cached free block that fits (best fit), splitting it when
+  more than 1 MiB would remain;
+- otherwise a new segment is reserved: 20 MiB for requests up to 10 MiB, else the request
+  rounded up to 2 MiB;
+- a freed block merges with free neighbours of the same segment; ``empty_cache`` releases only
+  segments that are entirely free.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+
+SMALL, ROUND, LARGE_BUFFER, MIN_LARGE, ROUND_LARGE = 1 << 20, 512, 20 << 20, 10 << 20, 2 << 20
+
+
+class CachingAllocator:
+    """Replays allocations and frees; tracks allocated and reserved bytes and their peaks."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count()
+        self._free: list[tuple[int, int, int]] = []          # (size, segment, offset), sorted
+        self._free_at: dict[tuple[int, int], int] = {}       # (segment, offset) -> size
+        self._free_end: dict[tuple[int, int], int] = {}      # (segment, end) -> offset
+        self._segments: dict[int, int] = {}                  # segment -> size
+        self._live: dict[int, tuple[int, int, int]] = {}     # handle -> (segment, offset, size)
+        self.allocated = self.reserved = self.peak_allocated = self.peak_reserved = 0
+
+    def malloc(self, size: int) -> int:
+        size = max(ROUND, -(-int(size) // ROUND) * ROUND)
+        handle = next(self._ids)
+        if size <= SMALL:
+            self._live[handle] = (-1, 0, size)
+            self._account(size, size)
+            return handle
+        index = bisect.bisect_left(self._free, (size, -1, -1))
+        if index < len(self._free):
+            block, segment, offset = self._free.pop(index)
+            del self._free_at[(segment, offset)]
+            del self._free_end[(segment, offset + block)]
+        else:
+            block = LARGE_BUFFER if size <= MIN_LARGE else -(-size // ROUND_LARGE) * ROUND_LARGE
+            segment, offset = next(self._ids), 0
+            self._segments[segment] = block
+            self._account(0, block)
+        if block - size > SMALL:
+            self._add_free(segment, offset + size, block - size)
+            block = size
+        self._live[handle] = (segment, offset, block)
+        self._account(block, 0)
+        return handle
+
+    def free(self, handle: int) -> None:
+        segment, offset, size = self._live.pop(handle)
+        self.allocated -= size
+        if segment < 0:
+            self.reserved -= size
+            return
+        after = self._free_at.get((segment, offset + size))
+        if after is not None:
+            self._remove_free(segment, offset + size, after)
+            size += after
+        before = self._free_end.get((segment, offset))
+        if before is not None:
+            self._remove_free(segment, before, offset - before)
+            offset, size = before, size + offset - before
+        self._add_free(segment, offset, size)
+
+    def empty_cache(self) -> None:
+        """Release every segment that holds no live block (torch.cuda.empty_cache)."""
+        for segment, size in list(self._segments.items()):
+            if self._free_at.get((segment, 0)) == size:
+                self._remove_free(segment, 0, size)
+                del self._segments[segment]
+                self.reserved -= size
+
+    def reset_peaks(self) -> None:
+        self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
+
+    def _account(self, allocated: int, reserved: int) -> None:
+        self.allocated += allocated
+        self.reserved += reserved
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+
+    def _add_free(self, segment: int, offset: int, size: int) -> None:
+        bisect.insort(self._free, (size, segment, offset))
+        self._free_at[(segment, offset)] = size
+        self._free_end[(segment, offset + size)] = offset
+
+    def _remove_free(self, segment: int, offset: int, size: int) -> None:
+        index = bisect.bisect_left(self._free, (size, segment, offset))
+        del self._free[index]
+        del self._free_at[(segment, offset)]
+        del self._free_end[(segment, offset + size)]

@@ -1,0 +1,59 @@
+"""Inference with transformers (``model.generate`` / a prefill forward): weights, KV cache, and the
+largest working set of one layer.
+
+Under ``torch.no_grad`` nothing is kept for backward: each layer's intermediates die as the
+forward moves on (REFERENCE.md section 3, "the inference peak is KV cache + logits"). The peak is
+weights + the full KV cache + the widest moment inside one layer: the residual stream and its
+normed copy plus, in a gated MLP, act(gate), up and their product (3·I); plus the logits of the
+positions kept (``logits_to_keep=1`` in generate: b·V, 16-bit and fp32).
+"""
+
+from __future__ import annotations
+
+from vramlint.memory.components import Component
+from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
+from vramlint.plan import Plan
+
+SOURCE = "no_grad prefill working set, checked on H200 (shared/groundtruth infer_prefill)"
+
+
+def kv_cache(plan: Plan) -> Component:
+    """Per layer: 2 x kv_heads x head_dim x bytes per token, for min(seq, window) tokens."""
+    m = plan.model
+    dtype_bytes = DTYPE_BYTES[plan.weights_dtype or m.dtype]
+    per_seq = sum(l.attention.kv_elements_per_token("transformers") * min(plan.seq_len, l.attention.window or plan.seq_len)
+                  for l in m.layers) * dtype_bytes
+    per_token = m.kv_bytes_per_token(dtype_bytes, engine="transformers")
+    return Component("KV cache", int(per_seq * plan.micro_batch) // plan.tensor_parallel,
+                     f"{int(per_token):,} B/token x {plan.seq_len:,} tokens (sliding layers: window) x batch "
+                     f"{plan.micro_batch}", "2 x layers x kv_heads x head_dim x bytes, REFERENCE.md §5")
+
+
+def working_set(plan: Plan) -> Component:
+    m = plan.model
+    a = DTYPE_BYTES[plan.weights_dtype or m.dtype]
+    tokens = plan.micro_batch * plan.seq_len
+    widest = 0
+    for layer in m.layers:
+        mlp = layer.mlp
+        if mlp.kind == "moe":
+            width = mlp.experts_per_token * (m.hidden_size + 3 * mlp.intermediate) + 3 * mlp.shared_intermediate
+        else:
+            width = (3 if mlp.kind == "gated" else 2) * mlp.intermediate
+        att = layer.attention
+        attention = 2 * att.num_heads * att.head_dim + 2 * att.num_kv_heads * att.head_dim
+        widest = max(widest, width, attention)
+    per = a * (widest + 2 * m.hidden_size)
+    return Component("activations (one layer)", per * tokens // plan.tensor_parallel,
+                     f"{per:,} B/token x {tokens:,} tokens", SOURCE)
+
+
+def inference_components(plan: Plan) -> list[Component]:
+    m = plan.model
+    dtype = plan.weights_dtype or m.dtype
+    weights = weight_bytes(m, DTYPE_BYTES[dtype]) // (plan.tensor_parallel * plan.pipeline_parallel)
+    logits = plan.micro_batch * m.vocab_size * 6
+    return [Component("weights", weights, f"{m.params:,} params as stored ({dtype}"
+                      f"{', ' + m.quantization.method if m.quantization else ''})", "memory/weights.py"),
+            kv_cache(plan), working_set(plan),
+            Component("logits (last position)", logits, "b x V x (2 + 4) B", SOURCE)]

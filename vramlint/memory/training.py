@@ -1,0 +1,99 @@
+"""A training step's peak: the largest of the moments at which memory piles up.
+
+PyTorch frees activations as the backward pass consumes them and allocates gradients as it
+produces them, so the peak sits at one of a few moments (each checked on H200 measurements):
+
+- **forward, at the loss**: model states + every kept activation + the 16-bit logits, their fp32
+  copy and the log-softmax output (10 B per logit); under autocast the cached 16-bit weight
+  copies of every linear are alive too;
+- **backward, at the loss**: the same kept activations + 12 B per logit (kept log-softmax output,
+  its gradient, the input gradient) — usually the activation peak;
+- **backward, last layer** (gradient checkpointing): every gradient + one layer re-materialised;
+- **optimizer step**: model states + gradients + the step's temporaries — the peak of large
+  models at small batches (REFERENCE.md section 4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramlint.memory import activations as act
+from vramlint.memory.components import Component
+from vramlint.memory.states import States, model_states
+from vramlint.plan import Plan
+
+MEASURED = "per-op saved-tensor count checked on H200 (memory/activations.py)"
+
+
+@dataclass(frozen=True)
+class Moment:
+    name: str
+    components: tuple[Component, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(c.bytes for c in self.components)
+
+
+def _kept_activations(plan: Plan) -> Component:
+    m, tokens = plan.model, plan.micro_batch * plan.seq_len
+    if plan.grad_checkpointing:
+        per = act.checkpointed_bytes_per_token(m, plan)
+        return Component("activations (checkpointed inputs)", per * tokens * m.num_layers,
+                         f"{per} B/token x {tokens:,} tokens x {m.num_layers} layers (layer inputs)", MEASURED)
+    per_layer = [act.layer_bytes_per_token(layer, m, plan) for layer in m.layers]
+    total = sum(per_layer) * tokens
+    return Component("activations", total, f"{sum(per_layer) // m.num_layers:,} B/token/layer x {tokens:,} tokens "
+                     f"x {m.num_layers} layers", MEASURED)
+
+
+def _head(plan: Plan) -> Component:
+    tokens = plan.micro_batch * plan.seq_len
+    per = act.head_bytes_per_token(plan.model, plan)
+    return Component("final norm + lm_head input", per * tokens, f"{per} B/token x {tokens:,}", MEASURED)
+
+
+def _logits(plan: Plan, per_logit: int, when: str) -> Component:
+    m = plan.model
+    count = plan.micro_batch * plan.seq_len * m.vocab_size // plan.tensor_parallel
+    per = per_logit + (2 if m.block.logit_softcap else 0)
+    return Component(f"logits + loss ({when})", per * count, f"{per} B x b·s·V = {per} x {count:,}",
+                     "transformers ForCausalLMLoss fp32 upcast, REFERENCE.md §3")
+
+
+def _cast_weights(plan: Plan) -> Component | None:
+    """autocast caches a 16-bit copy of every linear weight it casts (and lm_head's)."""
+    if not plan.autocast:
+        return None
+    m = plan.model
+    g = m.layer_params
+    linear = g.attention + g.mlp + g.experts + g.router + m.vocab_size * m.hidden_size
+    return Component("autocast weight copies", 2 * linear, f"2 B x {linear:,} linear weights",
+                     "torch.autocast weight cast cache, REFERENCE.md §4")
+
+
+def _one_layer(plan: Plan) -> Component:
+    m, tokens = plan.model, plan.micro_batch * plan.seq_len
+    biggest = max(act.layer_bytes_per_token(layer, m, plan) for layer in m.layers)
+    return Component("one layer re-materialised", biggest * tokens, f"{biggest:,} B/token x {tokens:,}", MEASURED)
+
+
+def moments(plan: Plan, states: States) -> list[Moment]:
+    kept, head = _kept_activations(plan), _head(plan)
+    cast = _cast_weights(plan)
+    rest = tuple(states.resting)
+    forward = rest + (kept, head, _logits(plan, act.FORWARD_LOGIT_BYTES, "forward")) + ((cast,) if cast else ())
+    backward = rest + (kept, head, _logits(plan, act.BACKWARD_LOGIT_BYTES, "backward"))
+    if cast and not plan.grad_checkpointing:
+        backward += (cast,)
+    out = [Moment("forward at the loss", forward), Moment("backward at the loss", backward),
+           Moment("optimizer step", rest + tuple(states.gradients) + tuple(states.step))]
+    if plan.grad_checkpointing:
+        out.append(Moment("backward, last layer", rest + tuple(states.gradients) + (_one_layer(plan),)))
+    return out
+
+
+def training_peak(plan: Plan) -> tuple[Moment, list[Moment], States]:
+    states = model_states(plan)
+    all_moments = moments(plan, states)
+    return max(all_moments, key=lambda m: m.bytes), all_moments, states
