@@ -1,12 +1,30 @@
-"""The allocator reserve component: reserved − allocated, from the replayed step."""
+"""The allocator reserve component: reserved − allocated at the peak, from the replayed step.
+
+``timeline`` replays the step's allocations through the caching-allocator model; the difference
+between the reserved and the allocated peak of that replay is what nvidia-smi shows on top of
+the tensors. When the allocated peak fits the GPU but the reserve would not, PyTorch frees its
+cache and retries the allocation instead of failing, so the reserve is capped at what is left.
+"""
 
 from __future__ import annotations
 
 from vramlint.memory.components import ALLOCATOR, Component
+from vramlint.memory.timeline import simulate_deepspeed, simulate_inference, simulate_training
 from vramlint.plan import Plan
 
-SOURCE = "PyTorch caching allocator replay (memory/allocator.py, memory/timeline.py)"
+SOURCE = "PyTorch caching-allocator replay (memory/allocator.py, memory/timeline.py), REFERENCE.md §4"
 
 
-def headroom(plan: Plan, tensors: list[Component], moment: str) -> Component:
-    return Component("allocator reserve", 0, "not modelled", SOURCE, kind=ALLOCATOR)
+def headroom(plan: Plan, allocated: int, context: int) -> Component:
+    if plan.mode == "infer":
+        peaks = simulate_inference(plan)
+    elif plan.runtime == "deepspeed":
+        peaks = simulate_deepspeed(plan)
+    else:
+        peaks = simulate_training(plan)
+    reserve = max(0, peaks.reserved - peaks.allocated)
+    left = plan.cluster.gpu.memory_bytes - allocated - context
+    capped = 0 < left < reserve
+    formula = (f"replayed reserved {peaks.reserved / 1e9:.2f} GB − allocated {peaks.allocated / 1e9:.2f} GB"
+               + (f", capped at the {left / 1e9:.2f} GB left (the allocator frees its cache first)" if capped else ""))
+    return Component("allocator reserve", min(reserve, left) if capped else reserve, formula, SOURCE, kind=ALLOCATOR)

@@ -183,3 +183,149 @@ def simulate_training(plan: Plan) -> Peaks:
     alloc.reset_peaks()
     step.run(first=False)
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)
+
+
+def _load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> None:
+    m = plan.model
+    sizes = [m.embedding_params] + [size for layer in m.layers for _, size in layer.modules] + [m.head_params]
+    for size in sizes:
+        if size:
+            alloc.malloc(dtype_bytes * size)
+
+
+def _infer_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tokens: int, a: int) -> tuple[int, list[int]]:
+    """One layer of a no_grad prefill: every intermediate dies as soon as the next op consumed it;
+    the cache keeps k (after RoPE) and v."""
+    m, h = plan.model, plan.model.hidden_size
+    att, mlp = layer.attention, layer.mlp
+    q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
+    window = min(plan.seq_len, att.window or plan.seq_len)
+    fp32 = alloc.malloc(4 * h * tokens)
+    normed = alloc.malloc(a * h * tokens)
+    alloc.free(fp32)
+    q_h, k_h, v_h = (alloc.malloc(a * n * tokens) for n in (q, kv, kv))
+    q_rot, k_rot = alloc.malloc(a * q * tokens), alloc.malloc(a * kv * tokens * window // plan.seq_len)
+    alloc.free(q_h)
+    alloc.free(k_h)
+    out = alloc.malloc(a * q * tokens)
+    alloc.free(q_rot)
+    contiguous = alloc.malloc(a * q * tokens)
+    alloc.free(out)
+    projected = alloc.malloc(a * h * tokens)
+    alloc.free(contiguous)
+    residual = _add(alloc, residual, [projected, normed], a * h * tokens)
+    fp32 = alloc.malloc(4 * h * tokens)
+    normed = alloc.malloc(a * h * tokens)
+    alloc.free(fp32)
+    down = _infer_mlp(alloc, mlp, m.block.act, h, tokens, a)
+    residual = _add(alloc, residual, [down, normed], a * h * tokens)
+    return residual, [k_rot, v_h]
+
+
+def _infer_mlp(alloc: CachingAllocator, mlp, act_kind: str, h: int, tokens: int, a: int) -> int:
+    """The MLP's intermediates in evaluation order; returns the output handle. MoE runs
+    transformers' grouped experts: every routed copy of a token at once."""
+    m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
+    i = mlp.intermediate
+    if mlp.kind == "moe":
+        k = mlp.experts_per_token
+        gathered, gate_up = m(k * h), m(2 * k * i)
+        act_, product = m(k * i), m(k * i)
+        for handle in (gate_up, act_, gathered):
+            f(handle)
+        down = m(k * h)
+        f(product)
+        out = m(h)
+        f(down)
+        return out
+    if mlp.kind == "gated":
+        gate = m(i)
+        act_ = m(i)
+        f(gate)
+        up, product = m(i), m(i)
+        f(act_)
+        f(up)
+    else:
+        product = m(i)
+        for _ in range(3 if act_kind == "gelu_new" else 1):   # python tanh-GELU's temporaries
+            temp = m(i)
+            f(product)
+            product = temp
+    down = m(h)
+    f(product)
+    return down
+
+
+def _add(alloc: CachingAllocator, residual: int, consumed: list[int], size: int) -> int:
+    new = alloc.malloc(size)
+    for handle in [residual] + consumed:
+        alloc.free(handle)
+    return new
+
+
+def simulate_inference(plan: Plan) -> Peaks:
+    """A no_grad prefill with a KV cache: weights loaded, then one forward pass."""
+    alloc = CachingAllocator()
+    m = plan.model
+    a = DTYPE_BYTES[plan.weights_dtype or m.dtype]
+    _load_weights(plan, alloc, a)
+    alloc.reset_peaks()
+    tokens = plan.micro_batch * plan.seq_len
+    residual = alloc.malloc(a * m.hidden_size * tokens)
+    for layer in m.layers:
+        residual, _cache = _infer_layer(plan, alloc, layer, residual, tokens, a)
+    logits = alloc.malloc(6 * plan.micro_batch * m.vocab_size)
+    alloc.free(logits)
+    return Peaks(alloc.peak_allocated, alloc.peak_reserved)
+
+
+class _DeepSpeedStep(_Step):
+    """DeepSpeed's engine: flat 16-bit and fp32 buffers instead of per-parameter states.
+
+    ZeRO-0/1/2 keep per-parameter 16-bit gradients until the step, which converts them into a
+    flat fp32 gradient buffer (ZeRO-1/2: the local partition) and runs the client optimizer on the
+    flat fp32 master copy (one temporary of the same size). ZeRO-3 reduce-scatters gradients into
+    a flat 16-bit partition during backward and steps one ``sub_group_size`` at a time.
+    Optimizer offload moves master, states and fp32 gradients to the host.
+    """
+
+    def _param_grads(self, modules) -> list[int]:
+        if self.plan.zero_stage == 3:
+            return []
+        return [self.a.malloc(2 * size) for _, size in modules if size]
+
+    def optimizer(self, grads: list[int], first: bool) -> None:
+        a, plan = self.a, self.plan
+        p, n = plan.model.params, plan.data_parallel
+        if plan.offload_optimizer != "none":
+            for handle in grads:
+                a.free(handle)
+            return
+        part = p if plan.zero_stage == 0 else -(-p // n)
+        group = min(plan.sub_group_size, part) if plan.zero_stage == 3 else part
+        fp32_grads = a.malloc(4 * group)
+        if plan.zero_stage:                 # ZeRO-1/2 release the 16-bit gradients once reduced
+            for handle in grads:
+                a.free(handle)
+        temp = a.malloc(4 * group)
+        for handle in [temp, fp32_grads] + (grads if plan.zero_stage == 0 else []):
+            a.free(handle)
+
+
+def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
+    """What ``deepspeed.initialize`` leaves on the GPU (see memory/states.py for the bytes)."""
+    from vramlint.memory.states import deepspeed_states
+    for component in deepspeed_states(plan).resting:
+        if component.bytes:
+            alloc.malloc(component.bytes)
+
+
+def simulate_deepspeed(plan: Plan) -> Peaks:
+    alloc = CachingAllocator()
+    _deepspeed_persistent(plan, alloc)
+    step = _DeepSpeedStep(plan, alloc, [])
+    step.run(first=True)
+    step.run(first=False)          # the DeepSpeed calibration runs did not empty the cache
+    alloc.reset_peaks()
+    step.run(first=False)
+    return Peaks(alloc.peak_allocated, alloc.peak_reserved)
