@@ -1,4 +1,5 @@
-"""The memory model: ZeRO sharding over the data-parallel degree, offload, worked examples."""
+"""The memory model: ZeRO sharding over the data-parallel degree, offload, worked examples,
+activation accounting and the allocator replay."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import pytest
 
 from vramlint.hardware import parse_gpus
 from vramlint.memory import estimate
+from vramlint.memory.activations import layer_bytes_per_token
+from vramlint.memory.allocator import CachingAllocator
 from vramlint.memory.fit import fitting_changes, largest_micro_batch
-from vramlint.memory.states import BYTES
+from vramlint.memory.states import deepspeed_states, lora_params
 from vramlint.models import read_model
 from vramlint.plan import Plan
 
@@ -17,50 +20,90 @@ P = LLAMA_8B.params
 
 def plan(**kw) -> Plan:
     base = dict(model=LLAMA_8B, cluster=parse_gpus("8xH100"), precision="bf16", zero_stage=0,
-                offload_optimizer="none", offload_param="none", micro_batch=1, seq_len=2048)
+                micro_batch=1, seq_len=2048)
     base.update(kw)
     return Plan(**base)
 
 
-def parts(p: Plan) -> dict[str, int]:
-    return {c.name: c.bytes for c in estimate(p).components}
+def resting(p: Plan) -> dict[str, int]:
+    return {c.name: c.bytes for c in deepspeed_states(p).resting}
 
 
 def test_full_finetune_is_16_bytes_per_parameter_before_activations():
     """Seed example: 2 (weights) + 2 (grads) + 12 (fp32 master, m, v); a nominal 70B needs 1,120 GB."""
-    assert sum(BYTES["bf16"]) == 16
-    assert 70e9 * sum(BYTES["bf16"]) == 1120e9
-    c = parts(plan(zero_stage=0))
-    assert (c["weights"], c["gradients"], c["optimizer states"]) == (2 * P, 2 * P, 12 * P)
+    states = deepspeed_states(plan(zero_stage=0))
+    weights = sum(c.bytes for c in states.resting)
+    assert weights == 14 * P                     # 2 + 12 at rest
+    sixteen_bit_grads = 2 * P
+    assert (weights + sixteen_bit_grads) / P == 16
+    assert 70e9 * 16 == 1120e9
 
 
-@pytest.mark.parametrize("stage, sharded", [(0, set()), (1, {"optimizer states"}),
-                                            (2, {"optimizer states", "gradients"}),
-                                            (3, {"optimizer states", "gradients", "weights"})])
-def test_each_stage_shards_what_zero_says_over_dp(stage, sharded):
-    c = parts(plan(zero_stage=stage))
-    full = {"weights": 2 * P, "gradients": 2 * P, "optimizer states": 12 * P}
-    for name, size in full.items():
-        assert c[name] == (-(-size // 8) if name in sharded else size), name
-    assert ("gathered parameters" in c) == (stage == 3)
+@pytest.mark.parametrize("stage, expected", [
+    (0, {"weights (16-bit)": 2 * P, "optimizer states": 12 * P}),
+    (1, {"weights (16-bit)": 2 * P, "optimizer states": -(-12 * P // 8)}),
+    (2, {"weights (16-bit)": 2 * P, "optimizer states": -(-12 * P // 8)}),
+    (3, {"weights (16-bit)": -(-2 * P // 8), "optimizer states": -(-12 * P // 8)}),
+])
+def test_each_stage_shards_what_zero_says_over_dp(stage, expected):
+    got = resting(plan(zero_stage=stage))
+    for name, size in expected.items():
+        assert got[name] == size
 
 
 def test_sharding_is_over_data_parallel_not_world_size():
     p = plan(zero_stage=3, tensor_parallel=2)          # 8 GPUs, TP 2 -> DP 4
     assert p.data_parallel == 4
-    assert parts(p)["optimizer states"] == -(-12 * P // 4)
+    assert resting(p)["optimizer states"] == -(-12 * P // 4)
 
 
 def test_cpu_offload_moves_optimizer_states_to_host():
-    c = parts(plan(zero_stage=2, offload_optimizer="cpu"))
-    assert c["optimizer states"] == 0 and c["gradients"] == 0 and c["weights"] == 2 * P
-    assert c["offloaded states (host)"] == int(P * max(4 * 8, 16) * 1.5)     # DeepSpeed's estimator
+    p = plan(zero_stage=2, offload_optimizer="cpu")
+    states = deepspeed_states(p)
+    assert {c.name: c.bytes for c in states.resting}["optimizer states"] == 0
+    assert states.host[0].bytes == int(P * max(4 * 8, 16) * 1.5)     # DeepSpeed's estimator
 
 
-def test_activations_grow_with_micro_batch_and_checkpointing_shrinks_them():
-    one, four = parts(plan(micro_batch=1)), parts(plan(micro_batch=4))
-    assert four["activations"] == 4 * one["activations"]
-    assert parts(plan(micro_batch=4, grad_checkpointing=True))["activations"] < four["activations"] / 5
+def test_llama_layer_keeps_what_autograd_saves():
+    """bf16, SDPA: 2 RMSNorms x 8h + attention 2·(3q + 2kv) + gated MLP 8·I bytes per token."""
+    m = read_model("meta-llama/Llama-3.2-1B")
+    h, q, kv, i = 2048, 2048, 512, 8192
+    assert layer_bytes_per_token(m.layers[0], m, plan(model=m)) == 16 * h + 2 * (3 * q + 2 * kv) + 8 * i
+
+
+def test_activations_grow_with_micro_batch_and_checkpointing_caps_them():
+    one = estimate(plan(zero_stage=3, micro_batch=1), replay=False).allocated_peak
+    four = estimate(plan(zero_stage=3, micro_batch=4), replay=False).allocated_peak
+    checkpointed = estimate(plan(zero_stage=3, micro_batch=4, grad_checkpointing=True), replay=False).allocated_peak
+    assert four > one and checkpointed < four
+
+
+def test_lora_counts_all_linear_adapters():
+    m = read_model("meta-llama/Llama-3.2-1B")
+    per_layer = (2048 + 2048) + 2 * (2048 + 512) + (2048 + 2048) + 3 * (2048 + 8192)
+    assert lora_params(m, 16) == 16 * per_layer * 16 == 11_272_192       # PEFT's count, measured
+
+
+def test_allocator_reuses_freed_blocks_and_reserves_new_segments():
+    a = CachingAllocator()
+    big = a.malloc(100 << 20)
+    a.free(big)
+    small = a.malloc(40 << 20)                        # fits in the cached 100 MiB block: split
+    assert a.reserved == 100 << 20
+    larger = a.malloc(200 << 20)                      # nothing cached fits: a new segment
+    assert a.reserved == 300 << 20 and a.allocated == (240 << 20)
+    a.free(small)
+    a.free(larger)
+    a.empty_cache()
+    assert a.reserved == 0 and a.peak_reserved == 300 << 20
+
+
+def test_per_gpu_peak_adds_reserve_and_context_to_allocated():
+    est = estimate(plan(zero_stage=3, micro_batch=2))
+    reserve = next(c for c in est.components if c.kind == "allocator")
+    context = next(c for c in est.components if c.kind == "context")
+    assert est.per_gpu_peak == est.allocated_peak + reserve.bytes + context.bytes
+    assert est.low < est.per_gpu_peak < est.high
 
 
 def test_largest_micro_batch_is_the_boundary():

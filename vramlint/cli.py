@@ -60,6 +60,34 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--strict", action="store_true", help="warnings fail the check too")
     check.add_argument("--format", choices=sorted(REPORTERS), default="text")
 
+    est = sub.add_parser("estimate", help="per-GPU peak of a training step or an inference forward, no config file")
+    est.add_argument("--model", required=True, help="HF id or short name from the catalog, or a config.json path")
+    est.add_argument("--gpus", required=True, help="e.g. 1xH100, 8x80GB, 1x24GB")
+    mode = est.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--train", action="store_true", help="a training step (forward, backward, optimizer)")
+    mode.add_argument("--infer", action="store_true", help="inference with transformers: prefill with KV cache")
+    est.add_argument("--micro-batch", type=_positive, default=1, help="training micro-batch per GPU")
+    est.add_argument("--batch", type=_positive, help="inference batch (sequences at once)")
+    est.add_argument("--seq-len", type=_positive, required=True, help="tokens per sequence")
+    est.add_argument("--grad-checkpointing", action="store_true")
+    est.add_argument("--weights-dtype", choices=["float32", "bfloat16", "float16"],
+                     help="dtype the weights are loaded in (default: bfloat16 for training, the checkpoint's for inference)")
+    est.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], default="bf16",
+                     help="autocast over fp32 weights, or the 16-bit dtype (default bf16)")
+    est.add_argument("--optimizer", choices=["adamw", "adamw-8bit", "sgd", "adafactor"], default="adamw")
+    est.add_argument("--lora-rank", type=_positive, help="train LoRA adapters of this rank on a frozen base")
+    est.add_argument("--lora-targets", default="all-linear", help="all-linear or a list such as q,k,v,o")
+    est.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes)")
+    est.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], default="auto")
+    est.add_argument("--runtime", choices=["torch", "deepspeed", "fsdp"], default="torch",
+                     help="plain PyTorch / Accelerate / DDP, DeepSpeed (with --zero-stage) or FSDP")
+    est.add_argument("--fsdp-strategy", default="FULL_SHARD",
+                     choices=["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"])
+    est.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], default=0)
+    est.add_argument("--offload-optimizer", choices=["none", "cpu", "nvme"], default="none")
+    est.add_argument("--offload-param", choices=["none", "cpu", "nvme"], default="none")
+    est.add_argument("--format", choices=sorted(REPORTERS), default="text")
+
     model = sub.add_parser("model", help="what is in a model: parameters, layers, KV cache bytes per token")
     model.add_argument("model", metavar="NAME|PATH")
     model.add_argument("--format", choices=sorted(REPORTERS), default="text")
@@ -88,6 +116,18 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if failed else EXIT_OK
 
 
+def _estimate(args: argparse.Namespace) -> int:
+    from vramlint.hardware import parse_gpus
+    from vramlint.memory import estimate
+    from vramlint.models import read_model
+    from vramlint.plan import plan_from_flags
+    from vramlint.reporters import ESTIMATE_REPORTERS
+
+    plan = plan_from_flags(read_model(args.model), parse_gpus(args.gpus), vars(args))
+    ESTIMATE_REPORTERS[args.format](plan, estimate(plan), sys.stdout)
+    return EXIT_OK
+
+
 def _model(args: argparse.Namespace) -> int:
     from vramlint.models import read_model
     from vramlint.reporters import MODEL_REPORTERS
@@ -111,7 +151,7 @@ def _gpus(_: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check": _check, "model": _model, "models": _models, "gpus": _gpus}
+COMMANDS = {"check": _check, "estimate": _estimate, "model": _model, "models": _models, "gpus": _gpus}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

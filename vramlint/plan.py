@@ -68,6 +68,7 @@ class Plan:
     lora_targets: tuple[str, ...] = ("all-linear",)
     load_in_4bit: bool = False
     attn: str = "sdpa"             # sdpa / flash_attention_2 (no s^2 term) or eager
+    fsdp_strategy: str = "FULL_SHARD"          # FSDP: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD(_ZERO2)
     sub_group_size: int = 1_000_000_000        # DeepSpeed ZeRO-3 optimizer sub-group (elements)
     max_live_parameters: int = 1_000_000_000   # DeepSpeed ZeRO-3 stage3_max_live_parameters
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
@@ -80,7 +81,10 @@ class Plan:
 
     @property
     def data_parallel(self) -> int:
-        """ZeRO shards over the data-parallel degree: world / (TP x PP) (REFERENCE.md section 2)."""
+        """ZeRO shards over the data-parallel degree: world / (TP x PP) (REFERENCE.md section 2);
+        FSDP's hybrid strategies shard within a node and replicate across nodes."""
+        if self.runtime == "fsdp" and self.fsdp_strategy.startswith("HYBRID"):
+            return max(1, self.cluster.per_node // self.tensor_parallel)
         return max(1, self.cluster.world_size // (self.tensor_parallel * self.pipeline_parallel))
 
     def with_changes(self, **changes) -> Plan:
@@ -168,4 +172,32 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     )
 
 
-__all__ = ["AUTO", "Flags", "Origin", "Plan", "plan_from_deepspeed"]
+ATTENTION_DEFAULTS = {"gemma2": "eager"}   # transformers' default kernel where SDPA is refused
+
+
+def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
+    """``vramlint estimate``: everything from the command line, defaults said out loud."""
+    notes: list[str] = []
+    infer = bool(flags.get("infer"))
+    precision = {"no": "fp32"}.get(flags.get("mixed_precision") or "bf16", flags.get("mixed_precision") or "bf16")
+    weights = flags.get("weights_dtype")
+    if weights is None:
+        weights = model.dtype if infer else ("float32" if precision == "fp32" else "bfloat16")
+        notes.append(f"weights loaded in {weights} (--weights-dtype to change)")
+    attn = flags.get("attn") or "auto"
+    if attn == "auto":
+        attn = "sdpa"
+        notes.append("attention kernel: SDPA (no s² scores); --attn eager to model eager attention")
+    targets = tuple(t.strip() for t in (flags.get("lora_targets") or "all-linear").split(",") if t.strip())
+    batch = flags.get("batch") if infer and flags.get("batch") else flags.get("micro_batch") or 1
+    return Plan(model=model, cluster=cluster, precision=precision, mode="infer" if infer else "train",
+                runtime=flags.get("runtime") or "torch", weights_dtype=weights,
+                zero_stage=flags.get("zero_stage") or 0, offload_optimizer=flags.get("offload_optimizer") or "none",
+                offload_param=flags.get("offload_param") or "none", micro_batch=batch, seq_len=flags["seq_len"],
+                grad_checkpointing=bool(flags.get("grad_checkpointing")), optimizer=flags.get("optimizer") or "adamw",
+                lora_rank=flags.get("lora_rank") or (16 if flags.get("load_in_4bit") else 0), lora_targets=targets,
+                load_in_4bit=bool(flags.get("load_in_4bit")), attn=attn, assumptions=tuple(notes),
+                fsdp_strategy=flags.get("fsdp_strategy") or "FULL_SHARD")
+
+
+__all__ = ["AUTO", "Flags", "Origin", "Plan", "plan_from_deepspeed", "plan_from_flags"]

@@ -19,7 +19,8 @@ DEEPSPEED_CONTEXT = {0: 1_391_000_000, 1: 1_391_000_000, 2: 1_391_000_000, 3: 1_
 def fixed_costs(plan: Plan) -> Component:
     if plan.mode == "infer":
         return Component("CUDA context + cuBLAS", CONTEXT["infer"], "measured, inference", MEASURED)
-    if plan.runtime == "deepspeed":
-        size = DEEPSPEED_CONTEXT[plan.zero_stage]
-        return Component("CUDA context + NCCL", size, f"measured, DeepSpeed ZeRO-{plan.zero_stage}", MEASURED)
+    if plan.runtime == "deepspeed" or (plan.runtime == "fsdp" and plan.cluster.world_size > 1):
+        stage = plan.zero_stage if plan.runtime == "deepspeed" else 0
+        label = f"DeepSpeed ZeRO-{stage}" if plan.runtime == "deepspeed" else "NCCL, as measured under DeepSpeed ZeRO-0"
+        return Component("CUDA context + NCCL", DEEPSPEED_CONTEXT[stage], f"measured, {label}", MEASURED)
     return Component("CUDA context + cuBLAS", CONTEXT["torch"], "measured, training step", MEASURED)

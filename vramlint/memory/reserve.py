@@ -20,7 +20,7 @@ def headroom(plan: Plan, allocated: int, context: int) -> Component:
         peaks = simulate_inference(plan)
     elif plan.runtime == "deepspeed":
         peaks = simulate_deepspeed(plan)
-    else:
+    else:   # torch; FSDP replays as the torch step of the same activations (its flat shards barely fragment)
         peaks = simulate_training(plan)
     reserve = max(0, peaks.reserved - peaks.allocated)
     left = plan.cluster.gpu.memory_bytes - allocated - context

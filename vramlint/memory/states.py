@@ -52,26 +52,35 @@ class States:
     host: list[Component] = field(default_factory=list)
 
 
-def lora_params(model: ModelShape, rank: int) -> int:
-    """Trainable LoRA parameters on every linear of the decoder ("all-linear"): r x (d_in + d_out)
-    per adapted matrix; routed experts get one adapter pair per expert matrix."""
-    total = 0
-    h = model.hidden_size
-    for layer in model.layers:
-        att, mlp = layer.attention, layer.mlp
-        q, kv = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
-        total += (h + q) + 2 * (h + kv) + (q + h)
-        if mlp.kind == "moe":
-            total += mlp.experts * ((h + 2 * mlp.intermediate) + (mlp.intermediate + h)) + (h + mlp.experts)
-            if mlp.shared_intermediate:
-                total += 3 * (h + mlp.shared_intermediate)
-        else:
-            total += (3 if mlp.kind == "gated" else 2) * (h + mlp.intermediate)
-    return rank * total
+LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+def _adapted(layer, h: int) -> dict[str, int]:
+    """d_in + d_out of each linear PEFT can adapt, by short name."""
+    att, mlp = layer.attention, layer.mlp
+    q, kv = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
+    dims = {"q": h + q, "k": h + kv, "v": h + kv, "o": q + h}
+    if mlp.kind == "moe":
+        i, e = mlp.intermediate, mlp.experts
+        dims.update(gate=e * (h + i), up=e * (h + i), down=e * (i + h))
+    elif mlp.kind == "gated":
+        dims.update(gate=h + mlp.intermediate, up=h + mlp.intermediate, down=mlp.intermediate + h)
+    else:
+        dims.update(up=h + mlp.intermediate, down=mlp.intermediate + h)
+    return dims
+
+
+def lora_params(model: ModelShape, rank: int, targets: tuple[str, ...] = ("all-linear",)) -> int:
+    """Trainable LoRA parameters: r x (d_in + d_out) per adapted matrix (PEFT), on every linear of
+    the decoder for "all-linear" (lm_head excluded), else on the named ones (q, k, v, o, gate, up,
+    down); routed experts get one adapter pair per expert matrix."""
+    wanted = set(LORA_TARGETS) if "all-linear" in targets else {t.removesuffix("_proj") for t in targets}
+    return rank * sum(size for layer in model.layers
+                      for name, size in _adapted(layer, model.hidden_size).items() if name in wanted)
 
 
 def trainable(plan: Plan) -> int:
-    return lora_params(plan.model, plan.lora_rank) if plan.lora_rank else plan.model.params
+    return lora_params(plan.model, plan.lora_rank, plan.lora_targets) if plan.lora_rank else plan.model.params
 
 
 def _shard(plan: Plan, state: str, size: int) -> int:
@@ -100,11 +109,9 @@ def _torch_weights(plan: Plan, w_b: int) -> Component:
     if plan.load_in_4bit:
         from dataclasses import replace
 
-        from vramlint.models.quantization import read_quantization
-        nf4 = read_quantization({"quant_method": "bitsandbytes", "load_in_4bit": True,
-                                 "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_type": "nf4"})
-        size = weight_bytes(replace(m, quantization=nf4), 2)
-        return Component("weights (NF4)", size, f"{nf4.detail} on linears, 16-bit elsewhere",
+        from vramlint.models.quantization import nf4
+        size = weight_bytes(replace(m, quantization=nf4()), 2)
+        return Component("weights (NF4)", size, f"{nf4().detail} on linears, 16-bit elsewhere",
                          "bitsandbytes 4-bit, models/quantization.py")
     return Component("weights", m.params * w_b, f"{w_b} B x {m.params:,} params", ZERO_PAPER)
 
@@ -205,9 +212,48 @@ def _host(plan: Plan) -> list[Component]:
                       "P x max(4 x GPUs, 16) x 1.5", DS_ESTIMATOR, HOST)]
 
 
+FSDP_STAGE = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0, "HYBRID_SHARD": 3, "HYBRID_SHARD_ZERO2": 2}
+FSDP_SOURCE = "torch FSDP with Accelerate mixed precision (fp32 sharded params, bf16 compute), REFERENCE.md §7"
+
+
+def fsdp_states(plan: Plan) -> States:
+    """FSDP keeps fp32 flat parameter shards (4/N), fp32 gradient shards (4/N) and AdamW's m, v
+    (8/N), and unshards one wrapped unit at a time in the compute dtype — the current and the
+    prefetched next decoder layer, plus the root unit (embeddings, lm_head) for the whole step.
+    SHARD_GRAD_OP keeps every unit unsharded from forward to backward; NO_SHARD is DDP-like with a
+    16-bit copy of every weight; CPU offload moves shards, gradients and the step to the host."""
+    m, p, n = plan.model, plan.model.params, plan.data_parallel
+    stage = FSDP_STAGE.get(plan.fsdp_strategy, 3)
+    c_b = 4 if plan.precision == "fp32" else 2
+    unit = max(layer.params.total for layer in m.layers)
+    root = m.outside_layers
+    shard = -(-p // n) if stage == 3 or plan.fsdp_strategy.startswith("SHARD") else p
+    offload = plan.offload_param != "none"
+    resting = [Component("fp32 parameter shards", 0 if offload else 4 * shard,
+                         "offloaded to host" if offload else f"4 B x P / {n if shard < p else 1}", FSDP_SOURCE),
+               Component("optimizer states", 0 if offload else 8 * shard, "Adam m, v: 8 B x P shard", FSDP_SOURCE)]
+    if stage == 3:
+        gathered = c_b * (2 * unit + root)
+        resting.append(Component("unsharded units", gathered, f"{c_b} B x (2 decoder layers in flight + root unit) "
+                                 f"= {c_b} x (2 x {unit:,} + {root:,})", FSDP_SOURCE))
+    elif plan.precision != "fp32" or stage == 2:
+        resting.append(Component("unsharded parameters", c_b * p, f"{c_b} B x P (every unit stays unsharded)",
+                                 FSDP_SOURCE))
+    grads = [Component("gradient shards (fp32)", 0 if offload else 4 * shard, "4 B x P shard", FSDP_SOURCE)]
+    if stage == 3:
+        grads.append(Component("unsharded unit gradient", c_b * unit, f"{c_b} B x one decoder layer", FSDP_SOURCE))
+    step = [] if offload else [Component("optimizer step temporaries", 4 * shard, "foreach AdamW: 4 B x P shard",
+                                         TORCH_MEASURED)]
+    host = [Component("offloaded shards + states (host)", 16 * shard * (plan.cluster.per_node), "16 B x P shard x "
+                      "GPUs per node", FSDP_SOURCE, HOST)] if offload else []
+    return States(resting, grads, step, host)
+
+
 def model_states(plan: Plan) -> States:
     if plan.runtime == "torch":
         return torch_states(plan)
+    if plan.runtime == "fsdp":
+        return fsdp_states(plan)
     return deepspeed_states(plan)
 
 

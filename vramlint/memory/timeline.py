@@ -18,6 +18,7 @@ from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator
 from vramlint.memory.states import trainable
 from vramlint.memory.weights import DTYPE_BYTES
+from vramlint.models.quantization import nf4
 from vramlint.plan import Plan
 
 LINEAR_GROUPS = ("attention", "mlp", "experts", "router")
@@ -173,10 +174,11 @@ def simulate_training(plan: Plan) -> Peaks:
     alloc = CachingAllocator()
     params = _trainable_tensors(plan)
     w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
-    for _, size in [("embedding", plan.model.embedding_params)] + [
+    q_b = nf4().bits / 8
+    for group, size in [("embedding", plan.model.embedding_params)] + [
             item for layer in plan.model.layers for item in layer.modules] + [("head", plan.model.head_params)]:
         if size:
-            alloc.malloc(w_b * size)
+            alloc.malloc(size * (q_b if plan.load_in_4bit and group in LINEAR_GROUPS else w_b))
     step = _Step(plan, alloc, params)
     step.run(first=True)
     alloc.empty_cache()

@@ -44,6 +44,11 @@ def _excluded_groups(patterns: Any) -> frozenset[str]:
     return frozenset(out)
 
 
+def nf4() -> Quantization:
+    """QLoRA's base weights: bitsandbytes NF4 with double quantization."""
+    return _bnb({"load_in_4bit": True, "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_type": "nf4"})
+
+
 def _bnb(q: dict) -> Quantization | None:
     if q.get("load_in_4bit") or q.get("_load_in_4bit"):
         double = bool(q.get("bnb_4bit_use_double_quant"))

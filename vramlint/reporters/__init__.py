@@ -13,3 +13,4 @@ from vramlint.reporters import json_report, text
 
 REPORTERS: dict[str, Callable] = {"text": text.report, "json": json_report.report}
 MODEL_REPORTERS: dict[str, Callable] = {"text": text.model_report, "json": json_report.model_report}
+ESTIMATE_REPORTERS: dict[str, Callable] = {"text": text.estimate_report, "json": json_report.estimate_report}

@@ -26,15 +26,29 @@ def _plan(plan) -> dict:
             "origins": {k: str(v) for k, v in plan.origins.items()}}
 
 
+def estimate_dict(est) -> dict:
+    """The documented estimate object, shared by ``estimate`` and ``check``."""
+    return {"per_gpu_peak_bytes": est.per_gpu_peak, "per_gpu_low_bytes": est.low,
+            "per_gpu_high_bytes": est.high, "allocated_peak_bytes": est.allocated_peak,
+            "peak_moment": est.moment, "host_ram_bytes": est.host_ram,
+            "components": [c.as_dict() for c in est.components], "assumptions": list(est.assumptions)}
+
+
+def estimate_report(plan, est, out: TextIO) -> None:
+    doc = {"version": __version__, "model": plan.model.name or plan.model.model_type, "mode": plan.mode,
+           "gpus": {"name": plan.cluster.gpu.name, "memory_bytes": plan.cluster.gpu.memory_bytes,
+                    "count": plan.cluster.world_size}, **estimate_dict(est),
+           "fits": est.per_gpu_peak <= plan.cluster.gpu.memory_bytes}
+    json.dump(doc, out, indent=2)
+    out.write("\n")
+
+
 def report(results, cluster, out: TextIO) -> None:
     files = []
     for result in results:
         entry = {"path": result.path, "findings": [f.as_dict() for f in result.findings]}
         if result.estimate is not None:
-            est = result.estimate
-            entry["estimate"] = {"per_gpu_peak_bytes": est.per_gpu_peak, "host_ram_bytes": est.host_ram,
-                                 "components": [c.as_dict() for c in est.components],
-                                 "assumptions": list(est.assumptions)}
+            entry["estimate"] = estimate_dict(result.estimate)
             entry["plan"] = _plan(result.plan)
         files.append(entry)
     doc = {"version": __version__,

@@ -28,12 +28,11 @@ def _bar(share: float) -> str:
     return "█" * filled + "·" * (BAR - filled)
 
 
-def _estimate_table(result, cluster):
+def _estimate_table(title: str, est, cluster):
     from rich.table import Table
-    est = result.estimate
     budget = cluster.gpu.memory_bytes
-    table = Table(title=f"{result.path}: per-GPU memory on {cluster.describe()}", title_justify="left",
-                  show_edge=False, pad_edge=False)
+    table = Table(title=f"{title}: per-GPU memory on {cluster.describe()}, peak at {est.moment}",
+                  title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("component")
     table.add_column("GiB", justify="right")
     table.add_column("", no_wrap=True)
@@ -44,7 +43,8 @@ def _estimate_table(result, cluster):
     share = est.per_gpu_peak / budget
     verdict = "[bold red]does not fit[/]" if share > 1 else "[green]fits[/]"
     table.add_row("[bold]peak[/]", f"[bold]{est.per_gpu_peak / GiB:.2f}[/]", _bar(min(share, 1.0)),
-                  f"{share:.0%} of {budget / GiB:.2f} GiB — {verdict}")
+                  f"{share:.0%} of {budget / GiB:.2f} GiB — {verdict} (band {est.low / GiB:.1f}-{est.high / GiB:.1f}; "
+                  f"allocated {est.allocated_peak / GiB:.2f})")
     for comp in est.components:
         if comp.where == "host":
             table.add_row(f"{comp.name}", f"{comp.bytes / GiB:.2f}", "", f"per node: {comp.formula}")
@@ -62,7 +62,7 @@ def report(results, cluster, out: TextIO) -> None:
             if finding.hint:
                 console.print(f"    hint: {finding.hint}")
         if result.estimate is not None:
-            console.print(_estimate_table(result, cluster))
+            console.print(_estimate_table(result.path, result.estimate, cluster))
             plan = result.plan
             console.print(f"  plan: ZeRO-{plan.zero_stage} {plan.precision}, micro-batch {plan.micro_batch} "
                           f"({plan.origins.get('micro_batch')}), seq {plan.seq_len}, DP {plan.data_parallel}, "
@@ -73,6 +73,14 @@ def report(results, cluster, out: TextIO) -> None:
     errors = sum(1 for r in results for f in r.findings if f.severity == "error")
     warnings = sum(1 for r in results for f in r.findings if f.severity == "warning")
     console.print(f"{len(results)} file(s) checked: {errors} error(s), {warnings} warning(s)")
+
+
+def estimate_report(plan, est, out: TextIO) -> None:
+    console = _console(out)
+    title = f"{plan.model.name or plan.model.model_type} ({'inference' if plan.mode == 'infer' else 'training'})"
+    console.print(_estimate_table(title, est, plan.cluster))
+    for note in est.assumptions:
+        console.print(f"  assumed: {note}")
 
 
 def model_report(shape: ModelShape, out: TextIO) -> None:
