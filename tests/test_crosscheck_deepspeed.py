@@ -1,0 +1,73 @@
+"""Model-state bytes against DeepSpeed's own estimators, for the same parameter counts.
+
+Runs where the ``crosscheck`` extra is installed (CI installs it; see .ci/run). Each difference
+is a mechanism documented in docs/memory-model.md ("DeepSpeed's estimators"), asserted exactly
+here so that a change on either side shows.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+stage_1_and_2 = pytest.importorskip("deepspeed.runtime.zero.stage_1_and_2")
+stage3 = pytest.importorskip("deepspeed.runtime.zero.stage3")
+
+from vramlint.hardware import parse_gpus  # noqa: E402
+from vramlint.memory.states import deepspeed_states  # noqa: E402
+from vramlint.models import read_model  # noqa: E402
+from vramlint.plan import Plan  # noqa: E402
+
+MODELS = ["meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-70B", "mistralai/Mixtral-8x7B-v0.1"]
+CLUSTERS = ["8xH100", "2x8xH100"]
+
+
+def states_on_gpu(plan: Plan) -> int:
+    """What DeepSpeed's estimators count: resting states + gradients (no step temporaries)."""
+    s = deepspeed_states(plan)
+    return sum(c.bytes for c in s.resting + s.gradients)
+
+
+def make(model, gpus, stage, opt="none", par="none") -> Plan:
+    return Plan(model=read_model(model), cluster=parse_gpus(gpus), precision="bf16", zero_stage=stage,
+                offload_optimizer=opt, offload_param=par)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("gpus", CLUSTERS)
+def test_zero2_without_offload_differs_by_the_16bit_gradient_partition(model, gpus):
+    plan = make(model, gpus, 2)
+    p, n = plan.model.params, plan.data_parallel
+    _, ds_gpu = stage_1_and_2.estimate_zero2_model_states_mem_needs(
+        p, plan.cluster.per_node, plan.cluster.nodes, cpu_offload=False)
+    # DeepSpeed: 2P + 18P/N (16-bit and fp32 gradient partitions); measured: the 16-bit one is gone
+    assert ds_gpu - states_on_gpu(plan) == pytest.approx(2 * p / n, abs=n + 2)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("gpus", CLUSTERS)
+def test_zero2_cpu_offload_adds_the_measured_gradient_staging(model, gpus):
+    plan = make(model, gpus, 2, opt="cpu")
+    p = plan.model.params
+    ds_cpu, ds_gpu = stage_1_and_2.estimate_zero2_model_states_mem_needs(p, plan.cluster.per_node, plan.cluster.nodes)
+    assert states_on_gpu(plan) - ds_gpu == 2 * plan.model.largest_layer_params
+    assert deepspeed_states(plan).host[0].bytes == ds_cpu
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("gpus", CLUSTERS)
+@pytest.mark.parametrize("opt, par", [("none", "none"), ("cpu", "none"), ("cpu", "cpu")])
+def test_zero3_differs_by_live_parameters_and_gradient_partitions(model, gpus, opt, par):
+    plan = make(model, gpus, 3, opt, par)
+    p, n, largest = plan.model.params, plan.data_parallel, plan.model.largest_layer_params
+    ds_cpu, ds_gpu, _ = stage3.estimate_zero3_model_states_mem_needs(
+        p, largest, plan.cluster.per_node, plan.cluster.nodes, cpu_offload=opt != "none",
+        cpu_offload_params=par != "none")
+    live = 2 * min(plan.max_live_parameters, p)                 # stage3_max_live_parameters, gathered
+    extra = live
+    if opt == "none":
+        group = min(plan.sub_group_size, -(-p // n))
+        # + 16-bit gradient partition (2P/N) + fp32 gradients of one sub-group − DeepSpeed's 16P/N grads+master
+        extra += -(-2 * p // n) + 4 * group - (-(-4 * p // n))
+    assert states_on_gpu(plan) - ds_gpu == pytest.approx(extra, abs=4 * n + 8)
+    if opt == "cpu":
+        assert deepspeed_states(plan).host[0].bytes == pytest.approx(ds_cpu, rel=1e-9)
