@@ -56,6 +56,7 @@ class _Step:
         inputs: list[int | None] = []
         casts: list[list[int]] = []
         for layer in m.layers:
+            gathered = self._gather(layer)
             layer_casts = self._casts(layer)
             tensors = [a.malloc(t * tokens) for t in act.layer_tensors(layer, m, self.plan)]
             new_residual = a.malloc(w.r * m.hidden_size * tokens)
@@ -70,7 +71,13 @@ class _Step:
             residual = new_residual
             kept.append(tensors)
             casts.append(layer_casts)
+            for handle in gathered:
+                a.free(handle)
         return kept, inputs, casts, residual
+
+    def _gather(self, layer) -> list[int]:
+        """Parameters fetched for one layer and released after it (ZeRO-3 / FSDP); none here."""
+        return []
 
     def _casts(self, layer) -> list[int]:
         if not self.plan.autocast:
@@ -124,6 +131,7 @@ class _Step:
     def _layer_backward(self, index, kept, checkpoint_input, casts, grad, grads) -> int:
         a, m, tokens, w = self.a, self.m, self.tokens, self.w
         layer = m.layers[index]
+        gathered = self._gather(layer)
         if checkpoint_input is not None:
             casts = self._casts(layer)
             kept = [a.malloc(t * tokens) for t in act.layer_tensors(layer, m, self.plan)]
@@ -131,7 +139,7 @@ class _Step:
         widest = max(act.layer_tensors(layer, m, self.plan))
         scratch = a.malloc(widest * tokens)
         new_grad = a.malloc(w.r * m.hidden_size * tokens)
-        for handle in kept + casts + [scratch, grad]:
+        for handle in kept + casts + gathered + [scratch, grad]:
             a.free(handle)
         if checkpoint_input is not None:
             a.free(checkpoint_input)
@@ -295,6 +303,14 @@ class _DeepSpeedStep(_Step):
         if self.plan.zero_stage == 3:
             return []
         return [self.a.malloc(2 * size) for _, size in modules if size]
+
+    def _gather(self, layer) -> list[int]:
+        """ZeRO-3 all-gathers (or fetches from the host) each module's 16-bit parameters before
+        use and releases them after, when there is anything to gather."""
+        plan = self.plan
+        if plan.zero_stage != 3 or (plan.data_parallel == 1 and plan.offload_param == "none"):
+            return []
+        return [self.a.malloc(2 * size) for _, size in layer.modules if size]
 
     def optimizer(self, grads: list[int], first: bool) -> None:
         a, plan = self.a, self.plan
