@@ -39,6 +39,24 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _add_common(p: argparse.ArgumentParser) -> None:
+    """The workload flags ``check`` and ``estimate`` share; ``check`` takes from its files what they say."""
+    p.add_argument("--gpus", required=True, help="e.g. 8x80GB, 8xH100, 2x8xA100-80GB, 1x24GB, 2x79.19GiB")
+    p.add_argument("--model", required=True, help="HF id or short name from the catalog, or a config.json path")
+    p.add_argument("--seq-len", type=_positive, help="tokens per sequence")
+    p.add_argument("--micro-batch", type=_positive, help="training micro-batch per GPU (check: when the file says 'auto')")
+    p.add_argument("--grad-checkpointing", action="store_true", help="the trainer enables gradient checkpointing")
+    p.add_argument("--weights-dtype", choices=["float32", "bfloat16", "float16"],
+                   help="dtype the weights are loaded in (torch runtime; default bfloat16 for training)")
+    p.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], help="compute precision (default bf16)")
+    p.add_argument("--optimizer", choices=["adamw", "adamw-8bit", "sgd", "adafactor"], default="adamw")
+    p.add_argument("--lora-rank", type=_positive, help="train LoRA adapters of this rank on a frozen base")
+    p.add_argument("--lora-targets", default="all-linear", help="all-linear or a list such as q,k,v,o")
+    p.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes)")
+    p.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], default="auto")
+    p.add_argument("--tp", type=_positive, default=1, help="tensor-parallel degree (activations and KV split)")
+
+
 def _parser() -> argparse.ArgumentParser:
     from vramlint.reporters import REPORTERS
     parser = argparse.ArgumentParser(prog="vramlint", description="Lint training configs for GPU memory.")
@@ -47,38 +65,20 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="predict the per-GPU peak of DeepSpeed configs and fail if it will not fit")
     check.add_argument("files", nargs="+", metavar="FILE")
-    check.add_argument("--gpus", required=True, help="e.g. 8x80GB, 8xH100, 2x8xA100-80GB, 1x24GB, 2x79.19GiB")
-    check.add_argument("--model", required=True, help="HF id or short name from the catalog, or a config.json path")
-    check.add_argument("--seq-len", type=_positive, help="tokens per sequence (required for training configs)")
-    check.add_argument("--micro-batch", type=_positive, help="micro-batch per GPU when the file says 'auto'")
+    _add_common(check)
     check.add_argument("--grad-accum", type=_positive, help="gradient accumulation when the file says 'auto'")
-    check.add_argument("--mixed-precision", choices=["bf16", "fp16", "no"], help="when the file says 'auto'")
     check.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="when the file's stage is unusable")
-    check.add_argument("--grad-checkpointing", action="store_true", help="the trainer enables gradient checkpointing")
     check.add_argument("--near-threshold", type=_fraction, default=0.90,
                        help="warn above this share of GPU memory (default 0.90)")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too")
     check.add_argument("--format", choices=sorted(REPORTERS), default="text")
 
     est = sub.add_parser("estimate", help="per-GPU peak of a training step or an inference forward, no config file")
-    est.add_argument("--model", required=True, help="HF id or short name from the catalog, or a config.json path")
-    est.add_argument("--gpus", required=True, help="e.g. 1xH100, 8x80GB, 1x24GB")
+    _add_common(est)
     mode = est.add_mutually_exclusive_group(required=True)
     mode.add_argument("--train", action="store_true", help="a training step (forward, backward, optimizer)")
     mode.add_argument("--infer", action="store_true", help="inference with transformers: prefill with KV cache")
-    est.add_argument("--micro-batch", type=_positive, default=1, help="training micro-batch per GPU")
     est.add_argument("--batch", type=_positive, help="inference batch (sequences at once)")
-    est.add_argument("--seq-len", type=_positive, required=True, help="tokens per sequence")
-    est.add_argument("--grad-checkpointing", action="store_true")
-    est.add_argument("--weights-dtype", choices=["float32", "bfloat16", "float16"],
-                     help="dtype the weights are loaded in (default: bfloat16 for training, the checkpoint's for inference)")
-    est.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], default="bf16",
-                     help="autocast over fp32 weights, or the 16-bit dtype (default bf16)")
-    est.add_argument("--optimizer", choices=["adamw", "adamw-8bit", "sgd", "adafactor"], default="adamw")
-    est.add_argument("--lora-rank", type=_positive, help="train LoRA adapters of this rank on a frozen base")
-    est.add_argument("--lora-targets", default="all-linear", help="all-linear or a list such as q,k,v,o")
-    est.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes)")
-    est.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], default="auto")
     est.add_argument("--runtime", choices=["torch", "deepspeed", "fsdp"], default="torch",
                      help="plain PyTorch / Accelerate / DDP, DeepSpeed (with --zero-stage) or FSDP")
     est.add_argument("--fsdp-strategy", default="FULL_SHARD",
@@ -101,14 +101,15 @@ def _check(args: argparse.Namespace) -> int:
     from vramlint.checker import check_file
     from vramlint.hardware import parse_gpus
     from vramlint.models import read_model
-    from vramlint.plan import Flags
+    from vramlint.plan import Flags, workload_from_flags
     from vramlint.reporters import REPORTERS
 
     cluster = parse_gpus(args.gpus)
     model = read_model(args.model)
     precision = {"no": "fp32"}.get(args.mixed_precision, args.mixed_precision)
     flags = Flags(micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
-                  precision=precision, zero_stage=args.zero_stage, grad_checkpointing=args.grad_checkpointing)
+                  precision=precision, zero_stage=args.zero_stage, grad_checkpointing=args.grad_checkpointing,
+                  workload=workload_from_flags(vars(args)))
     results = [check_file(path, model, cluster, flags, args.near_threshold) for path in args.files]
     REPORTERS[args.format](results, cluster, sys.stdout)
     failing = SEVERITY_RANK["warning" if args.strict else "error"]

@@ -43,6 +43,7 @@ class Flags:
     precision: str | None = None
     zero_stage: int | None = None
     grad_checkpointing: bool = False
+    workload: dict = field(default_factory=dict)    # Plan fields no config file states (optimizer, LoRA...)
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     origins["grad_checkpointing"] = Origin("flag" if flags.grad_checkpointing else "default",
                                            text="--grad-checkpointing" if flags.grad_checkpointing else "off")
     return Plan(
+        **flags.workload,
         model=model, cluster=cluster,
         precision=_precision(ds, flags, origins, notes),
         zero_stage=stage,
@@ -172,32 +174,35 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     )
 
 
-ATTENTION_DEFAULTS = {"gemma2": "eager"}   # transformers' default kernel where SDPA is refused
+def workload_from_flags(flags: dict) -> dict:
+    """Plan fields that only the command line gives (no DeepSpeed file states them)."""
+    attn = flags.get("attn") or "auto"
+    targets = tuple(t.strip() for t in (flags.get("lora_targets") or "all-linear").split(",") if t.strip())
+    return {"optimizer": flags.get("optimizer") or "adamw", "attn": "sdpa" if attn == "auto" else attn,
+            "lora_rank": flags.get("lora_rank") or (16 if flags.get("load_in_4bit") else 0), "lora_targets": targets,
+            "load_in_4bit": bool(flags.get("load_in_4bit")), "tensor_parallel": flags.get("tp") or 1}
 
 
 def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
     """``vramlint estimate``: everything from the command line, defaults said out loud."""
     notes: list[str] = []
     infer = bool(flags.get("infer"))
+    if not flags.get("seq_len"):
+        raise UsageError("--seq-len is required")
     precision = {"no": "fp32"}.get(flags.get("mixed_precision") or "bf16", flags.get("mixed_precision") or "bf16")
     weights = flags.get("weights_dtype")
     if weights is None:
         weights = model.dtype if infer else ("float32" if precision == "fp32" else "bfloat16")
         notes.append(f"weights loaded in {weights} (--weights-dtype to change)")
-    attn = flags.get("attn") or "auto"
-    if attn == "auto":
-        attn = "sdpa"
+    if (flags.get("attn") or "auto") == "auto":
         notes.append("attention kernel: SDPA (no s² scores); --attn eager to model eager attention")
-    targets = tuple(t.strip() for t in (flags.get("lora_targets") or "all-linear").split(",") if t.strip())
     batch = flags.get("batch") if infer and flags.get("batch") else flags.get("micro_batch") or 1
     return Plan(model=model, cluster=cluster, precision=precision, mode="infer" if infer else "train",
                 runtime=flags.get("runtime") or "torch", weights_dtype=weights,
                 zero_stage=flags.get("zero_stage") or 0, offload_optimizer=flags.get("offload_optimizer") or "none",
                 offload_param=flags.get("offload_param") or "none", micro_batch=batch, seq_len=flags["seq_len"],
-                grad_checkpointing=bool(flags.get("grad_checkpointing")), optimizer=flags.get("optimizer") or "adamw",
-                lora_rank=flags.get("lora_rank") or (16 if flags.get("load_in_4bit") else 0), lora_targets=targets,
-                load_in_4bit=bool(flags.get("load_in_4bit")), attn=attn, assumptions=tuple(notes),
-                fsdp_strategy=flags.get("fsdp_strategy") or "FULL_SHARD")
+                grad_checkpointing=bool(flags.get("grad_checkpointing")), assumptions=tuple(notes),
+                fsdp_strategy=flags.get("fsdp_strategy") or "FULL_SHARD", **workload_from_flags(flags))
 
 
 __all__ = ["AUTO", "Flags", "Origin", "Plan", "plan_from_deepspeed", "plan_from_flags"]

@@ -1,0 +1,82 @@
+"""``vramlint estimate``: the documented JSON, and the regimes behaving as their mechanisms say."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vramlint.cli import main
+
+
+def run(capsys, *args) -> dict:
+    assert main(["estimate", *args, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def peak(capsys, *args) -> int:
+    return run(capsys, *args)["per_gpu_peak_bytes"]
+
+
+BASE = ["--model", "meta-llama/Llama-3.2-1B", "--gpus", "1xH200", "--seq-len", "2048"]
+
+
+def test_json_has_the_documented_keys(capsys):
+    doc = run(capsys, *BASE, "--train", "--micro-batch", "2")
+    assert {"per_gpu_peak_bytes", "per_gpu_low_bytes", "per_gpu_high_bytes", "allocated_peak_bytes",
+            "components", "host_ram_bytes", "assumptions", "peak_moment"} <= doc.keys()
+    assert doc["per_gpu_low_bytes"] < doc["per_gpu_peak_bytes"] < doc["per_gpu_high_bytes"]
+    tensors = [c for c in doc["components"] if c["name"] not in ("allocator reserve",) and "context" not in c["name"]]
+    assert doc["allocated_peak_bytes"] == sum(c["bytes"] for c in tensors if c["where"] == "gpu")
+    assert all(c["formula"] and c["source"] for c in doc["components"])
+
+
+def test_matches_a_measured_h200_run(capsys):
+    """llama-3.2-1b, bf16 weights, AdamW, micro-batch 8 x 2048, measured device_used 66.93 GB."""
+    doc = run(capsys, *BASE, "--train", "--micro-batch", "8")
+    assert doc["per_gpu_peak_bytes"] == pytest.approx(66.93e9, rel=0.03)
+    assert doc["allocated_peak_bytes"] == pytest.approx(61.46e9, rel=0.03)
+
+
+def test_autocast_over_fp32_weights_costs_more_than_pure_bf16(capsys):
+    amp = peak(capsys, *BASE, "--train", "--weights-dtype", "float32", "--mixed-precision", "bf16")
+    bf16 = peak(capsys, *BASE, "--train")
+    assert amp > bf16 * 1.5
+
+
+def test_lora_and_qlora_shrink_training_memory(capsys):
+    full = peak(capsys, *BASE, "--train", "--micro-batch", "4", "--grad-checkpointing")
+    lora = peak(capsys, *BASE, "--train", "--micro-batch", "4", "--grad-checkpointing", "--lora-rank", "16")
+    qlora = peak(capsys, *BASE, "--train", "--micro-batch", "4", "--grad-checkpointing", "--load-in-4bit")
+    assert qlora < lora < full
+
+
+def test_eager_attention_adds_the_score_matrix(capsys):
+    sdpa = peak(capsys, *BASE, "--train", "--micro-batch", "2", "--attn", "sdpa")
+    eager = peak(capsys, *BASE, "--train", "--micro-batch", "2", "--attn", "eager")
+    scores = 2 * 32 * 2048 * 2048 * 6 * 16          # b·heads·s² x (fp32 softmax + 16-bit cast) x layers
+    assert eager - sdpa == pytest.approx(scores, rel=0.15)
+
+
+def test_inference_is_weights_plus_kv_plus_one_layer(capsys):
+    doc = run(capsys, "--model", "meta-llama/Llama-2-70b-hf", "--gpus", "4x80GB", "--infer", "--batch", "16",
+              "--seq-len", "4096")
+    parts = {c["name"]: c["bytes"] for c in doc["components"]}
+    assert parts["weights"] == 68_976_648_192 * 2
+    assert parts["KV cache"] == 327_680 * 16 * 4096                 # the seed's 21.47 GB
+    assert not doc["fits"]                                           # one 80 GB GPU cannot hold 138 GB
+
+
+def test_fsdp_full_shard_fits_where_no_shard_does_not(capsys):
+    args = ["--model", "mistralai/Mixtral-8x7B-v0.1", "--gpus", "2x8xH100", "--train", "--seq-len", "4096",
+            "--grad-checkpointing", "--runtime", "fsdp"]
+    assert run(capsys, *args, "--fsdp-strategy", "FULL_SHARD")["fits"]
+    assert not run(capsys, *args, "--fsdp-strategy", "NO_SHARD")["fits"]
+    hybrid = peak(capsys, *args, "--fsdp-strategy", "HYBRID_SHARD")
+    assert hybrid > peak(capsys, *args, "--fsdp-strategy", "FULL_SHARD")   # shards over 8, not 16
+
+
+def test_deepspeed_offload_needs_host_ram(capsys):
+    doc = run(capsys, "--model", "llama-3.1-70b", "--gpus", "8xH100", "--train", "--seq-len", "4096",
+              "--grad-checkpointing", "--runtime", "deepspeed", "--zero-stage", "3", "--offload-optimizer", "cpu")
+    assert doc["host_ram_bytes"] == int(16 * 70_553_706_496 * 1.5)
