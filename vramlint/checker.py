@@ -26,7 +26,14 @@ class FileResult:
 
 
 def check_file(path: str, model: ModelShape, cluster: Cluster, flags: Flags,
-               near: float = NEAR_THRESHOLD) -> FileResult:
+               near: float = NEAR_THRESHOLD, ignore: frozenset[str] = frozenset()) -> FileResult:
+    """Check one file; findings whose code or name is in ``ignore`` are dropped."""
+    result = _check(path, model, cluster, flags, near)
+    result.findings = [f for f in result.findings if f.code not in ignore and f.name not in ignore]
+    return result
+
+
+def _check(path: str, model: ModelShape, cluster: Cluster, flags: Flags, near: float) -> FileResult:
     result = FileResult(path)
     try:
         text = read_text(Path(path))

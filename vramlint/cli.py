@@ -41,20 +41,21 @@ def _fraction(text: str) -> float:
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     """The workload flags ``check`` and ``estimate`` share; ``check`` takes from its files what they say."""
-    p.add_argument("--gpus", required=True, help="e.g. 8x80GB, 8xH100, 2x8xA100-80GB, 1x24GB, 2x79.19GiB")
-    p.add_argument("--model", required=True, help="HF id or short name from the catalog, or a config.json path")
+    p.add_argument("--gpus", help="e.g. 8x80GB, 8xH100, 2x8xA100-80GB, 1x24GB, 2x79.19GiB ([tool.vramlint] gpus)")
+    p.add_argument("--model", help="HF id or short name from the catalog, or a config.json path ([tool.vramlint] model)")
+    p.add_argument("--config", metavar="PATH", help="settings file (default: [tool.vramlint] of the nearest pyproject.toml)")
     p.add_argument("--seq-len", type=_positive, help="tokens per sequence")
     p.add_argument("--micro-batch", type=_positive, help="training micro-batch per GPU (check: when the file says 'auto')")
     p.add_argument("--grad-checkpointing", action="store_true", help="the trainer enables gradient checkpointing")
     p.add_argument("--weights-dtype", choices=["float32", "bfloat16", "float16"],
                    help="dtype the weights are loaded in (torch runtime; default bfloat16 for training)")
     p.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], help="compute precision (default bf16)")
-    p.add_argument("--optimizer", choices=["adamw", "adamw-8bit", "sgd", "adafactor"], default="adamw")
+    p.add_argument("--optimizer", choices=["adamw", "adamw-8bit", "sgd", "adafactor"], help="default adamw")
     p.add_argument("--lora-rank", type=_positive, help="train LoRA adapters of this rank on a frozen base")
-    p.add_argument("--lora-targets", default="all-linear", help="all-linear or a list such as q,k,v,o")
+    p.add_argument("--lora-targets", help="all-linear (default) or a list such as q,k,v,o")
     p.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes)")
-    p.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], default="auto")
-    p.add_argument("--tp", type=_positive, default=1, help="tensor-parallel degree (activations and KV split)")
+    p.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], help="default auto")
+    p.add_argument("--tp", type=_positive, help="tensor-parallel degree (activations and KV split)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,10 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_common(check)
     check.add_argument("--grad-accum", type=_positive, help="gradient accumulation when the file says 'auto'")
     check.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="when the file's stage is unusable")
-    check.add_argument("--near-threshold", type=_fraction, default=0.90,
-                       help="warn above this share of GPU memory (default 0.90)")
+    check.add_argument("--near-threshold", type=_fraction, help="warn above this share of GPU memory (default 0.90)")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too")
-    check.add_argument("--format", choices=sorted(REPORTERS), default="text")
+    check.add_argument("--format", choices=["auto", *sorted(REPORTERS)],
+                       help="auto (default): github annotations inside GitHub Actions, else text")
 
     est = sub.add_parser("estimate", help="per-GPU peak of a training step or an inference forward, no config file")
     _add_common(est)
@@ -86,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], default=0)
     est.add_argument("--offload-optimizer", choices=["none", "cpu", "nvme"], default="none")
     est.add_argument("--offload-param", choices=["none", "cpu", "nvme"], default="none")
-    est.add_argument("--format", choices=sorted(REPORTERS), default="text")
+    est.add_argument("--format", choices=["text", "json"], default="text")
 
     model = sub.add_parser("model", help="what is in a model: parameters, layers, KV cache bytes per token")
     model.add_argument("model", metavar="NAME|PATH")
@@ -99,32 +100,55 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace) -> int:
     from vramlint.checker import check_file
-    from vramlint.hardware import parse_gpus
-    from vramlint.models import read_model
-    from vramlint.plan import Flags, workload_from_flags
-    from vramlint.reporters import REPORTERS
+    from vramlint.reporters import REPORTERS, resolve_format
+    from vramlint.settings import load_settings, merge
 
-    cluster = parse_gpus(args.gpus)
-    model = read_model(args.model)
-    precision = {"no": "fp32"}.get(args.mixed_precision, args.mixed_precision)
-    flags = Flags(micro_batch=args.micro_batch, seq_len=args.seq_len, grad_accum=args.grad_accum,
-                  precision=precision, zero_stage=args.zero_stage, grad_checkpointing=args.grad_checkpointing,
-                  workload=workload_from_flags(vars(args)))
-    results = [check_file(path, model, cluster, flags, args.near_threshold) for path in args.files]
-    REPORTERS[args.format](results, cluster, sys.stdout)
-    failing = SEVERITY_RANK["warning" if args.strict else "error"]
+    settings = load_settings(args.config)
+    cli = vars(args)
+    results, cluster, models = [], None, {}
+    for path in args.files:
+        values = merge(settings.for_file(path), cli)
+        model, cluster = _resolve(values, models)
+        results.append(check_file(path, model, cluster, _flags(values), values["near_threshold"],
+                                  ignore=frozenset(values["ignore"])))
+    values = merge(settings.for_file(None), cli)
+    REPORTERS[resolve_format(values["format"])](results, cluster, sys.stdout)
+    failing = SEVERITY_RANK["warning" if values["strict"] else "error"]
     failed = any(SEVERITY_RANK[f.severity] >= failing for r in results for f in r.findings)
     return EXIT_FINDINGS if failed else EXIT_OK
 
 
-def _estimate(args: argparse.Namespace) -> int:
+def _resolve(values: dict, models: dict | None = None):
+    """The model and GPUs a file is checked against, from flags or settings; ``models`` caches
+    model shapes across the files of one run."""
     from vramlint.hardware import parse_gpus
-    from vramlint.memory import estimate
     from vramlint.models import read_model
+    for key in ("gpus", "model"):
+        if not values.get(key):
+            raise UsageError(f"--{key} not given and no {key} in [tool.vramlint] of pyproject.toml")
+    models = {} if models is None else models
+    if values["model"] not in models:
+        models[values["model"]] = read_model(values["model"])
+    return models[values["model"]], parse_gpus(values["gpus"])
+
+
+def _flags(values: dict):
+    from vramlint.plan import Flags, workload_from_flags
+    precision = {"no": "fp32"}.get(values.get("mixed_precision"), values.get("mixed_precision"))
+    return Flags(micro_batch=values.get("micro_batch"), seq_len=values.get("seq_len"),
+                 grad_accum=values.get("grad_accum"), precision=precision, zero_stage=values.get("zero_stage"),
+                 grad_checkpointing=bool(values.get("grad_checkpointing")), workload=workload_from_flags(values))
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from vramlint.memory import estimate
     from vramlint.plan import plan_from_flags
     from vramlint.reporters import ESTIMATE_REPORTERS
+    from vramlint.settings import load_settings, merge
 
-    plan = plan_from_flags(read_model(args.model), parse_gpus(args.gpus), vars(args))
+    values = merge(load_settings(args.config).for_file(None), vars(args))
+    model, cluster = _resolve(values)
+    plan = plan_from_flags(model, cluster, values)
     ESTIMATE_REPORTERS[args.format](plan, estimate(plan), sys.stdout)
     return EXIT_OK
 

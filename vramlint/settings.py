@@ -1,0 +1,101 @@
+"""Settings: ``[tool.vramlint]`` in pyproject.toml (or ``--config PATH``), so a hook needs no flags.
+
+One merge order, as flake8 does it: built-in defaults ← the settings table (and the first
+``[[tool.vramlint.overrides]]`` entry whose ``files`` glob matches the file being checked) ← the
+command line. The table is validated against ``schemas/settings.schema.json``; an unknown key is
+rejected by name with the closest known key, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
+
+import jsonschema
+
+from vramlint.errors import UsageError
+from vramlint.schemas import load_schema
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+DEFAULTS: dict[str, Any] = {"near_threshold": 0.90, "strict": False, "optimizer": "adamw", "attn": "auto",
+                            "lora_targets": "all-linear", "tp": 1, "ignore": [], "format": "auto"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    values: dict[str, Any] = field(default_factory=dict)
+    overrides: tuple[dict[str, Any], ...] = ()
+    source: str = "defaults"
+
+    def for_file(self, path: str | None = None) -> dict[str, Any]:
+        """Defaults, then the table, then the first override whose glob matches ``path``."""
+        merged = {**DEFAULTS, **self.values}
+        if path is not None:
+            posix = PurePath(path).as_posix()
+            for override in self.overrides:
+                if fnmatch.fnmatch(posix, override["files"]) or fnmatch.fnmatch(PurePath(path).name, override["files"]):
+                    merged.update({k: v for k, v in override.items() if k != "files"})
+                    break
+        return merged
+
+
+def _validate(table: dict, where: str) -> None:
+    schema = load_schema("settings")
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(table))
+    if error is None:
+        return
+    if error.validator == "additionalProperties":
+        known = set(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - known)
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UsageError(f"{where}: unknown setting {unknown[0]!r}{hint}")
+    location = ".".join(str(p) for p in error.absolute_path) or "table"
+    raise UsageError(f"{where}: {location}: {error.message}")
+
+
+def _read(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc})") from None
+
+
+def load_settings(config: str | None = None, start: Path | None = None) -> Settings:
+    """``--config PATH`` (its ``[tool.vramlint]``, or the whole file for a vramlint.toml), else the
+    nearest pyproject.toml at or above ``start`` (the working directory) that has the table."""
+    if config:
+        path = Path(config)
+        data = _read(path)
+        table = data.get("tool", {}).get("vramlint", data if "tool" not in data else None)
+        if table is None:
+            raise UsageError(f"{path}: no [tool.vramlint] table")
+        where = f"{path} [tool.vramlint]" if "tool" in data else str(path)
+    else:
+        for folder in [start or Path.cwd(), *(start or Path.cwd()).resolve().parents]:
+            candidate = folder / "pyproject.toml"
+            if candidate.is_file():
+                table = _read(candidate).get("tool", {}).get("vramlint")
+                if table is not None:
+                    path, where = candidate, f"{candidate} [tool.vramlint]"
+                    break
+        else:
+            return Settings()
+    _validate(table, where)
+    values = {k: v for k, v in table.items() if k != "overrides"}
+    return Settings(values, tuple(table.get("overrides", [])), where)
+
+
+def merge(settings: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:
+    """Command-line values that were given (not None, not False for flags) win over settings."""
+    return {**settings, **{k: v for k, v in cli.items() if v is not None and v is not False}}
