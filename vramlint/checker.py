@@ -13,6 +13,7 @@ from vramlint.memory import Estimate, estimate
 from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Plan, plan_from_deepspeed
 from vramlint.readers.deepspeed import looks_like_deepspeed, read_deepspeed
+from vramlint.rules.batch import check_batch
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit
 from vramlint.rules.syntax import parse_error
 
@@ -49,7 +50,9 @@ def _check(path: str, model: ModelShape, cluster: Cluster, flags: Flags, near: f
         return result
     if not looks_like_deepspeed(document.data):
         raise UsageError(f"{path}: not a DeepSpeed config (no zero_optimization, batch or precision keys)")
-    result.plan = plan_from_deepspeed(read_deepspeed(document), model, cluster, flags)
+    ds = read_deepspeed(document)
+    result.plan = plan_from_deepspeed(ds, model, cluster, flags)
+    result.findings.extend(check_batch(ds, result.plan.data_parallel, path))
     result.estimate = estimate(result.plan)
     result.findings.extend(check_fit(result.plan, result.estimate, path, near))
     return result

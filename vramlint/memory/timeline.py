@@ -300,8 +300,8 @@ class _DeepSpeedStep(_Step):
     """
 
     def _param_grads(self, modules) -> list[int]:
-        if self.plan.zero_stage == 3:
-            return []
+        if self.plan.zero_stage == 3 or self.plan.offload_optimizer != "none":
+            return []       # reduce-scattered into the partition, or streamed to the host
         return [self.a.malloc(2 * size) for _, size in modules if size]
 
     def _gather(self, layer) -> list[int]:
