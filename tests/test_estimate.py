@@ -80,3 +80,15 @@ def test_deepspeed_offload_needs_host_ram(capsys):
     doc = run(capsys, "--model", "llama-3.1-70b", "--gpus", "8xH100", "--train", "--seq-len", "4096",
               "--grad-checkpointing", "--runtime", "deepspeed", "--zero-stage", "3", "--offload-optimizer", "cpu")
     assert doc["host_ram_bytes"] == int(16 * 70_553_706_496 * 1.5)
+
+
+def test_plan_lists_setups_that_fit_best_first(capsys):
+    assert main(["plan", "--model", "meta-llama/Llama-3.1-70B", "--gpus", "8xH100", "--seq-len", "4096",
+                 "--format", "json"]) == 0
+    setups = json.loads(capsys.readouterr().out)
+    assert setups, "ZeRO-3 with offload fits a 70B model on 8 x H100"
+    assert all(s["per_gpu_peak_bytes"] <= 0.9 * 85_029_158_912 for s in setups)
+    assert all(s["offload"] != "none" for s in setups)          # 16 B/param / 8 GPUs = 141 GB without it
+    offload_rank = ["none", "optimizer", "optimizer + parameters"]
+    ranks = [offload_rank.index(s["offload"]) for s in setups]
+    assert ranks == sorted(ranks)

@@ -89,6 +89,11 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--offload-param", choices=["none", "cpu", "nvme"], default="none")
     est.add_argument("--format", choices=["text", "json"], default="text")
 
+    plan = sub.add_parser("plan", help="list the training setups that fit, best first")
+    _add_common(plan)
+    plan.add_argument("--near-threshold", type=_fraction, help="keep the peak under this share of memory (0.90)")
+    plan.add_argument("--format", choices=["text", "json"], default="text")
+
     model = sub.add_parser("model", help="what is in a model: parameters, layers, KV cache bytes per token")
     model.add_argument("model", metavar="NAME|PATH")
     model.add_argument("--format", choices=sorted(REPORTERS), default="text")
@@ -153,6 +158,35 @@ def _estimate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _plan(args: argparse.Namespace) -> int:
+    import json
+
+    from vramlint.memory.fit import training_setups
+    from vramlint.plan import plan_from_flags
+    from vramlint.settings import load_settings, merge
+    from vramlint.units import GiB
+
+    values = merge(load_settings(args.config).for_file(None), vars(args))
+    model, cluster = _resolve(values)
+    base = plan_from_flags(model, cluster, {**values, "train": True})
+    threshold = values.get("near_threshold") or 0.90
+    setups = training_setups(base, int(cluster.gpu.memory_bytes * threshold))
+    if args.format == "json":
+        json.dump([{"runtime": s.runtime, "strategy": s.strategy, "offload": s.offload,
+                    "grad_checkpointing": s.grad_checkpointing, "max_micro_batch": s.micro_batch,
+                    "per_gpu_peak_bytes": s.peak} for s in setups], sys.stdout, indent=2)
+        print()
+        return EXIT_OK
+    print(f"Training {model.name or model.model_type} on {cluster.describe()}, seq {base.seq_len}: "
+          f"{len(setups)} setups stay under {threshold:.0%} of GPU memory, best first")
+    for s in setups:
+        print(f"  {s.strategy:<22} offload {s.offload:<24} checkpointing {'on ' if s.grad_checkpointing else 'off'}  "
+              f"micro-batch <= {s.micro_batch:<3} peak {s.peak / GiB:6.1f} GiB")
+    if not setups:
+        print("  none: more GPUs, tensor parallelism, LoRA/QLoRA (--lora-rank, --load-in-4bit) or a shorter sequence")
+    return EXIT_OK
+
+
 def _model(args: argparse.Namespace) -> int:
     from vramlint.models import read_model
     from vramlint.reporters import MODEL_REPORTERS
@@ -176,7 +210,8 @@ def _gpus(_: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check": _check, "estimate": _estimate, "model": _model, "models": _models, "gpus": _gpus}
+COMMANDS = {"check": _check, "estimate": _estimate, "plan": _plan, "model": _model, "models": _models,
+            "gpus": _gpus}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

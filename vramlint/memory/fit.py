@@ -79,3 +79,46 @@ def _combined(plan: Plan, budget: int) -> list[Change]:
             steps.append(f"train_micro_batch_size_per_gpu <= {best}")
         return [Change(" + ".join(steps), peak(strongest.with_changes(micro_batch=min(best, plan.micro_batch))))]
     return []
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One way to run the training job, with the largest micro-batch that fits and its peak."""
+
+    runtime: str
+    strategy: str          # "ZeRO-2", "FSDP FULL_SHARD", ...
+    offload: str           # "none", "optimizer", "optimizer + parameters"
+    grad_checkpointing: bool
+    micro_batch: int
+    peak: int
+
+    @property
+    def cost(self) -> tuple:
+        """Best first: no offload (PCIe-bound), no recomputation, less communication, bigger batches."""
+        return (["none", "optimizer", "optimizer + parameters"].index(self.offload), self.grad_checkpointing,
+                self.strategy.endswith("3") or "FULL" in self.strategy, -self.micro_batch)
+
+
+CANDIDATES = [("deepspeed", 0, "none", "none"), ("deepspeed", 1, "none", "none"), ("deepspeed", 2, "none", "none"),
+              ("deepspeed", 3, "none", "none"), ("deepspeed", 2, "cpu", "none"), ("deepspeed", 3, "cpu", "none"),
+              ("deepspeed", 3, "cpu", "cpu"), ("fsdp", "SHARD_GRAD_OP", "none", "none"),
+              ("fsdp", "FULL_SHARD", "none", "none")]
+
+
+def training_setups(plan: Plan, budget: int) -> list[Setup]:
+    """Every DeepSpeed stage / offload and FSDP strategy, with and without checkpointing, that fits
+    ``budget`` at micro-batch 1 or more; best first."""
+    out = []
+    for runtime, strategy, opt, par in CANDIDATES:
+        for checkpointing in (False, True):
+            base = plan.with_changes(runtime=runtime, offload_optimizer=opt, offload_param=par,
+                                     grad_checkpointing=checkpointing, micro_batch=1,
+                                     zero_stage=strategy if runtime == "deepspeed" else 0,
+                                     fsdp_strategy=strategy if runtime == "fsdp" else plan.fsdp_strategy)
+            best = min(largest_micro_batch(base.with_changes(micro_batch=64), budget), 64)
+            if best:
+                name = f"ZeRO-{strategy}" if runtime == "deepspeed" else f"FSDP {strategy}"
+                offload = {"none": "none", "cpu": "optimizer"}[opt] if par == "none" else "optimizer + parameters"
+                out.append(Setup(runtime, name, offload, checkpointing, best,
+                                 peak(base.with_changes(micro_batch=best))))
+    return sorted(out, key=lambda s: s.cost)
