@@ -1,20 +1,28 @@
-"""One check, in the order of the design: file → document → reader → plan → estimate → findings."""
+"""One check, in the order of the design: file → document → reader → plan → estimate → findings.
+
+The format is detected from the content, not the file name (open-instruct ships DeepSpeed JSON
+as ``*.conf``): JSON with DeepSpeed's keys is a DeepSpeed config, YAML with Accelerate's keys an
+Accelerate config. An Accelerate config that names a ``deepspeed_config_file`` is checked with
+that file.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vramlint.documents import ParseError, parse_json, read_text
+from vramlint.documents import Document, ParseError, parse_json, parse_yaml, read_text
 from vramlint.errors import UsageError
 from vramlint.findings import Finding
 from vramlint.hardware import Cluster
 from vramlint.memory import Estimate, estimate
 from vramlint.models.shape import ModelShape
-from vramlint.plan import Flags, Plan, plan_from_deepspeed
+from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from_deepspeed
+from vramlint.readers.accelerate import looks_like_accelerate, read_accelerate
 from vramlint.readers.deepspeed import looks_like_deepspeed, read_deepspeed
 from vramlint.rules.batch import check_batch
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit
+from vramlint.rules.launch import check_launch, missing_reference
 from vramlint.rules.syntax import parse_error
 
 
@@ -24,35 +32,79 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     plan: Plan | None = None
     estimate: Estimate | None = None
+    notes: list[str] = field(default_factory=list)    # why no memory estimate was made
 
 
 def check_file(path: str, model: ModelShape, cluster: Cluster, flags: Flags,
                near: float = NEAR_THRESHOLD, ignore: frozenset[str] = frozenset()) -> FileResult:
     """Check one file; findings whose code or name is in ``ignore`` are dropped."""
-    result = _check(path, model, cluster, flags, near)
+    result = FileResult(path)
+    document = _load(path, result)
+    if document is not None:
+        _check(document, result, model, cluster, flags)
+        if result.plan is not None:
+            result.estimate = estimate(result.plan)
+            result.findings.extend(check_fit(result.plan, result.estimate, path, near))
     result.findings = [f for f in result.findings if f.code not in ignore and f.name not in ignore]
     return result
 
 
-def _check(path: str, model: ModelShape, cluster: Cluster, flags: Flags, near: float) -> FileResult:
-    result = FileResult(path)
+def _load(path: str, result: FileResult) -> Document | None:
     try:
         text = read_text(Path(path))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except ParseError as exc:
         result.findings.append(parse_error(path, exc))
-        return result
+        return None
+    parse = parse_json if text.lstrip().startswith(("{", "[")) or path.endswith((".json", ".conf")) else parse_yaml
     try:
-        document = parse_json(text, path)
+        return parse(text, path)
     except ParseError as exc:
         result.findings.append(parse_error(path, exc))
-        return result
-    if not looks_like_deepspeed(document.data):
-        raise UsageError(f"{path}: not a DeepSpeed config (no zero_optimization, batch or precision keys)")
+        return None
+
+
+def _check(document: Document, result: FileResult, model: ModelShape, cluster: Cluster, flags: Flags) -> None:
+    path = document.path
+    if looks_like_deepspeed(document.data):
+        ds = read_deepspeed(document)
+        result.plan = plan_from_deepspeed(ds, model, cluster, flags)
+        result.findings.extend(check_batch(ds, result.plan.data_parallel, path))
+    elif looks_like_accelerate(document.data):
+        acc = read_accelerate(document)
+        result.findings.extend(check_launch(acc, cluster, path))
+        referenced = acc.deepspeed_config_file.value
+        if acc.distributed_type.value not in RUNTIMES:
+            result.notes.append(f"distributed_type {acc.distributed_type.value}: no GPU memory model "
+                                "(vramlint models NO, MULTI_GPU, DEEPSPEED and FSDP)")
+        elif acc.distributed_type.value == "DEEPSPEED" and referenced:
+            _check_referenced(path, str(referenced), acc, result, model, cluster, flags)
+        else:
+            result.plan = plan_from_accelerate(acc, model, cluster, flags)
+    else:
+        result.notes.append("neither a DeepSpeed config (zero_optimization, batch or precision keys) nor an "
+                            "Accelerate config (compute_environment, distributed_type): skipped")
+
+
+def _check_referenced(path: str, referenced: str, acc, result: FileResult, model: ModelShape,
+                      cluster: Cluster, flags: Flags) -> None:
+    """Accelerate's ``deepspeed_config_file``, relative to the YAML's folder or the working
+    directory as accelerate resolves it at launch; its ``"auto"`` precision is Accelerate's."""
+    candidates = [Path(path).parent / referenced, Path(referenced)]
+    target = next((c for c in candidates if c.is_file()), None)
+    if target is None:
+        result.findings.append(missing_reference(acc.deepspeed_config_file.location, referenced))
+        return
+    sub = FileResult(str(target))
+    document = _load(str(target), sub)
+    result.findings.extend(sub.findings)
+    if document is None:
+        return
+    from dataclasses import replace
+
+    from vramlint.readers.accelerate import PRECISION
+    precision = flags.precision or PRECISION.get(acc.mixed_precision.value)
     ds = read_deepspeed(document)
-    result.plan = plan_from_deepspeed(ds, model, cluster, flags)
-    result.findings.extend(check_batch(ds, result.plan.data_parallel, path))
-    result.estimate = estimate(result.plan)
-    result.findings.extend(check_fit(result.plan, result.estimate, path, near))
-    return result
+    result.plan = plan_from_deepspeed(ds, model, cluster, replace(flags, precision=precision))
+    result.findings.extend(check_batch(ds, result.plan.data_parallel, str(target)))

@@ -204,3 +204,36 @@ def read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ParseError(f"not UTF-8 text ({exc.reason})", 1, 1) from None
+
+
+def parse_yaml(text: str, path: str = "<string>") -> Document:
+    """YAML as the frameworks read it (PyYAML ``safe_load``, YAML 1.1: unquoted ``NO`` is false,
+    a duplicated key keeps the last value) plus each key's position from the composed node tree."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ParseError(f"not valid YAML: {problem}", line, column) from None
+    positions: dict[str, tuple[int, int]] = {"$": (1, 1)}
+    _yaml_positions(root, "$", positions)
+    return Document(path, text, data, positions)
+
+
+def _yaml_positions(node, path: str, positions: dict[str, tuple[int, int]]) -> None:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            child = f"{path}.{key.value}"
+            positions[child] = (key.start_mark.line + 1, key.start_mark.column + 1)
+            _yaml_positions(value, child, positions)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            child = f"{path}[{index}]"
+            positions[child] = (item.start_mark.line + 1, item.start_mark.column + 1)
+            _yaml_positions(item, child, positions)

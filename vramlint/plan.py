@@ -160,7 +160,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     origins["grad_checkpointing"] = Origin("flag" if flags.grad_checkpointing else "default",
                                            text="--grad-checkpointing" if flags.grad_checkpointing else "off")
     return Plan(
-        **flags.workload,
+        **{k: v for k, v in flags.workload.items() if k != "weights_dtype"},
         model=model, cluster=cluster,
         precision=_precision(ds, flags, origins, notes),
         zero_stage=stage,
@@ -174,13 +174,54 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     )
 
 
+RUNTIMES = {"NO": "torch", "MULTI_GPU": "torch", "DEEPSPEED": "deepspeed", "FSDP": "fsdp"}
+
+
+def plan_from_accelerate(acc, model: ModelShape, cluster: Cluster, flags: Flags) -> Plan:
+    """An Accelerate config: runtime from ``distributed_type``, precision from ``mixed_precision``,
+    ZeRO stage and offload from ``deepspeed_config``, strategy and offload from ``fsdp_config``.
+    The micro-batch and sequence length are the training script's: from flags or settings."""
+    from vramlint.readers.accelerate import PRECISION
+    notes: list[str] = list(acc.notes)
+    kind = acc.distributed_type.value
+    runtime = RUNTIMES.get(kind)
+    if runtime is None:
+        raise UsageError(f"{acc.distributed_type.location or acc.document.path}: distributed_type {kind} is not "
+                         "modelled (vramlint reads NO, MULTI_GPU, DEEPSPEED and FSDP)")
+    if flags.seq_len is None:
+        raise UsageError("--seq-len is required: Accelerate configs do not say how long the sequences are")
+    origins = {"precision": Origin("file", acc.mixed_precision.location)}
+    precision = PRECISION.get(acc.mixed_precision.value, "bf16")
+    weights = flags.workload.get("weights_dtype")
+    if runtime == "torch" and weights is None:
+        weights = "float32"
+        notes.append("weights loaded in float32 under autocast (Accelerate's default; --weights-dtype bfloat16 "
+                     "if the script loads 16-bit weights)")
+    stage_fact = acc.zero_stage if runtime == "deepspeed" else acc.fsdp_strategy
+    if stage_fact.location:
+        origins["zero_stage"] = Origin("file", stage_fact.location)
+    micro = flags.micro_batch or 1
+    if flags.micro_batch is None:
+        notes.append("micro-batch is the training script's: --micro-batch (assumed 1)")
+    workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"}
+    return Plan(model=model, cluster=cluster, precision=precision, runtime=runtime, weights_dtype=weights,
+                zero_stage=int(acc.zero_stage.value) if runtime == "deepspeed" else 0,
+                offload_optimizer=acc.offload_optimizer.value if runtime == "deepspeed" else "none",
+                offload_param=(acc.offload_param.value if runtime == "deepspeed"
+                               else "cpu" if acc.fsdp_offload.value else "none"),
+                fsdp_strategy=acc.fsdp_strategy.value, micro_batch=micro, seq_len=flags.seq_len,
+                grad_checkpointing=flags.grad_checkpointing or bool(acc.activation_checkpointing.value),
+                origins=origins, assumptions=tuple(notes), **workload)
+
+
 def workload_from_flags(flags: dict) -> dict:
     """Plan fields that only the command line gives (no DeepSpeed file states them)."""
     attn = flags.get("attn") or "auto"
     targets = tuple(t.strip() for t in (flags.get("lora_targets") or "all-linear").split(",") if t.strip())
     return {"optimizer": flags.get("optimizer") or "adamw", "attn": "sdpa" if attn == "auto" else attn,
             "lora_rank": flags.get("lora_rank") or (16 if flags.get("load_in_4bit") else 0), "lora_targets": targets,
-            "load_in_4bit": bool(flags.get("load_in_4bit")), "tensor_parallel": flags.get("tp") or 1}
+            "load_in_4bit": bool(flags.get("load_in_4bit")), "tensor_parallel": flags.get("tp") or 1,
+            **({"weights_dtype": flags["weights_dtype"]} if flags.get("weights_dtype") else {})}
 
 
 def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
@@ -202,7 +243,8 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
                 zero_stage=flags.get("zero_stage") or 0, offload_optimizer=flags.get("offload_optimizer") or "none",
                 offload_param=flags.get("offload_param") or "none", micro_batch=batch, seq_len=flags["seq_len"],
                 grad_checkpointing=bool(flags.get("grad_checkpointing")), assumptions=tuple(notes),
-                fsdp_strategy=flags.get("fsdp_strategy") or "FULL_SHARD", **workload_from_flags(flags))
+                fsdp_strategy=flags.get("fsdp_strategy") or "FULL_SHARD",
+                **{k: v for k, v in workload_from_flags(flags).items() if k != "weights_dtype"})
 
 
-__all__ = ["AUTO", "Flags", "Origin", "Plan", "plan_from_deepspeed", "plan_from_flags"]
+__all__ = ["AUTO", "Flags", "Origin", "Plan", "plan_from_accelerate", "plan_from_deepspeed", "plan_from_flags"]

@@ -46,7 +46,7 @@ def estimate_report(plan, est, out: TextIO) -> None:
 def report(results, cluster, out: TextIO) -> None:
     files = []
     for result in results:
-        entry = {"path": result.path, "findings": [f.as_dict() for f in result.findings]}
+        entry = {"path": result.path, "findings": [f.as_dict() for f in result.findings], "notes": result.notes}
         if result.estimate is not None:
             entry["estimate"] = estimate_dict(result.estimate)
             entry["plan"] = _plan(result.plan)

@@ -61,6 +61,8 @@ def report(results, cluster, out: TextIO) -> None:
                 console.print(f"    {finding.detail}")
             if finding.hint:
                 console.print(f"    hint: {finding.hint}")
+        for note in result.notes:
+            console.print(f"{result.path}: note: {note}")
         if result.estimate is not None:
             console.print(_estimate_table(result.path, result.estimate, cluster))
             plan = result.plan

@@ -6,10 +6,10 @@ Codes: VL0xx files and syntax, VL2xx memory fit, VL3xx consistency with the fram
 
 from __future__ import annotations
 
-from vramlint.rules import batch, fit, syntax
+from vramlint.rules import batch, fit, launch, syntax
 from vramlint.rules.base import Rule
 
-RULES: dict[str, Rule] = {rule.code: rule for rule in (*syntax.RULES, *fit.RULES, *batch.RULES)}
+RULES: dict[str, Rule] = {rule.code: rule for rule in (*syntax.RULES, *fit.RULES, *batch.RULES, *launch.RULES)}
 BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES.values()}
 
 __all__ = ["BY_NAME", "RULES", "Rule"]

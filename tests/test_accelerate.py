@@ -1,0 +1,89 @@
+"""Accelerate configs: the real files of the corpus, read as Accelerate reads them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import CORPUS, shared_or_skip
+from vramlint.cli import main
+from vramlint.documents import parse_yaml
+from vramlint.readers.accelerate import read_accelerate
+
+ACC = "accelerate"
+
+
+def read(name: str):
+    path = shared_or_skip(CORPUS / ACC / name)
+    return read_accelerate(parse_yaml(path.read_text(), str(path)))
+
+
+def check(capsys, path, *extra) -> tuple[int, dict]:
+    code = main(["check", str(path), "--gpus", "8xH100", "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "2048",
+                 "--format", "json", *extra])
+    return code, json.loads(capsys.readouterr().out)["files"][0]
+
+
+def test_deepspeed_plugin_zero3():
+    acc = read("huggingface__trl__examples__accelerate_configs__deepspeed_zero3.yaml")
+    assert (acc.distributed_type.value, acc.zero_stage.value, acc.mixed_precision.value) == ("DEEPSPEED", 3, "bf16")
+    assert acc.zero_stage.location.line == 9 and acc.num_processes.value == 8
+
+
+def test_numeric_fsdp_strategy_and_legacy_prefetch_key():
+    acc = read("neuralmagic__sparseml__fsdp_config.yaml")
+    assert acc.fsdp_strategy.value == "FULL_SHARD" and any("1 is FULL_SHARD" in n for n in acc.notes)
+    assert acc.mixed_precision.value == "no"
+
+
+def test_fsdp2_reshard_after_forward():
+    acc = read("huggingface__trl__examples__accelerate_configs__fsdp2.yaml")
+    assert acc.fsdp_strategy.value == "FULL_SHARD"
+
+
+def test_unquoted_no_is_read_as_yaml_false_and_noted():
+    acc = read("huggingface__accelerate__tests__test_configs__0_30_0_sagemaker.yaml")
+    assert acc.distributed_type.value == "NO" and any("unquoted NO" in n for n in acc.notes)
+
+
+def test_zero3_yaml_plans_zero3_over_eight_gpus(capsys):
+    code, out = check(capsys, shared_or_skip(CORPUS / ACC / "huggingface__trl__examples__accelerate_configs__deepspeed_zero3.yaml"))
+    assert code == 0 and out["plan"]["zero_stage"] == 3 and out["plan"]["data_parallel"] == 8
+    assert out["plan"]["precision"] == "bf16" and not out["findings"]
+
+
+def test_num_processes_disagreeing_with_gpus_is_located(capsys):
+    path = shared_or_skip(CORPUS / ACC / "hiyouga__LLaMA-Factory__examples__accelerate__fsdp_config.yaml")
+    code, out = check(capsys, path)
+    finding = next(f for f in out["findings"] if f["code"] == "VL302")
+    assert (finding["line"], finding["column"]) == (19, 1) and "num_processes 2" in finding["message"]
+
+
+def test_referenced_deepspeed_file_is_checked_with_the_yaml(tmp_path, capsys):
+    (tmp_path / "ds_z2.json").write_text('{"train_batch_size": 100, "train_micro_batch_size_per_gpu": 8,\n'
+                                         ' "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2}}')
+    (tmp_path / "accelerate.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
+                                              "deepspeed_config:\n  deepspeed_config_file: ds_z2.json\n"
+                                              "mixed_precision: bf16\nnum_processes: 8\n")
+    code, out = check(capsys, tmp_path / "accelerate.yaml")
+    assert out["plan"]["zero_stage"] == 2 and out["plan"]["precision"] == "bf16"
+    batch = next(f for f in out["findings"] if f["code"] == "VL301")
+    assert batch["path"].endswith("ds_z2.json") and code == 1
+
+
+def test_missing_referenced_file_is_a_located_finding(tmp_path, capsys):
+    (tmp_path / "accelerate.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
+                                              "deepspeed_config:\n  deepspeed_config_file: nope.json\n")
+    code, out = check(capsys, tmp_path / "accelerate.yaml")
+    assert code == 1 and out["findings"][0]["code"] == "VL304" and out["findings"][0]["line"] == 4
+
+
+@pytest.mark.parametrize("folder", ["accelerate", "deepspeed"])
+def test_every_corpus_file_checks_without_usage_error(folder, capsys):
+    for path in sorted(shared_or_skip(CORPUS / folder).iterdir()):
+        code = main(["check", str(path), "--gpus", "8xH100", "--model", "meta-llama/Llama-3.1-8B",
+                     "--seq-len", "2048", "--format", "json"])
+        out, err = capsys.readouterr()
+        assert code in (0, 1), (path.name, err)
+        json.loads(out)
