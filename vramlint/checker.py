@@ -21,8 +21,10 @@ from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from
 from vramlint.readers.accelerate import looks_like_accelerate, read_accelerate
 from vramlint.readers.deepspeed import looks_like_deepspeed, read_deepspeed
 from vramlint.rules.batch import check_batch
+from vramlint.rules.consistency import check_consistency
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit
 from vramlint.rules.launch import check_launch, missing_reference
+from vramlint.rules.schema import check_schema
 from vramlint.rules.syntax import parse_error
 
 
@@ -68,10 +70,13 @@ def _load(path: str, result: FileResult) -> Document | None:
 def _check(document: Document, result: FileResult, model: ModelShape, cluster: Cluster, flags: Flags) -> None:
     path = document.path
     if looks_like_deepspeed(document.data):
+        result.findings.extend(check_schema(document, "deepspeed"))
         ds = read_deepspeed(document)
+        result.findings.extend(check_consistency(ds))
         result.plan = plan_from_deepspeed(ds, model, cluster, flags)
         result.findings.extend(check_batch(ds, result.plan.data_parallel, path))
     elif looks_like_accelerate(document.data):
+        result.findings.extend(check_schema(document, "accelerate"))
         acc = read_accelerate(document)
         result.findings.extend(check_launch(acc, cluster, path))
         referenced = acc.deepspeed_config_file.value
@@ -105,6 +110,8 @@ def _check_referenced(path: str, referenced: str, acc, result: FileResult, model
 
     from vramlint.readers.accelerate import PRECISION
     precision = flags.precision or PRECISION.get(acc.mixed_precision.value)
+    result.findings.extend(check_schema(document, "deepspeed"))
     ds = read_deepspeed(document)
+    result.findings.extend(check_consistency(ds))
     result.plan = plan_from_deepspeed(ds, model, cluster, replace(flags, precision=precision))
     result.findings.extend(check_batch(ds, result.plan.data_parallel, str(target)))

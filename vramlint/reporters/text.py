@@ -16,6 +16,12 @@ STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 BAR = 24
 
 
+def escape(text: str) -> str:
+    """Findings quote config syntax like ``[tool.vramlint]``, which rich would take for markup."""
+    from rich.markup import escape as rich_escape
+    return rich_escape(text)
+
+
 def _console(out: TextIO):
     from rich.console import Console
     plain = bool(os.environ.get("NO_COLOR")) or not getattr(out, "isatty", lambda: False)()
@@ -56,13 +62,14 @@ def report(results, cluster, out: TextIO) -> None:
     for result in results:
         for finding in result.findings:
             style = STYLE.get(finding.severity, "")
-            console.print(f"{finding.location}  {finding.code} [{style}]{finding.severity}[/]  {finding.message}")
+            console.print(f"{escape(str(finding.location))}  {finding.code} [{style}]{finding.severity}[/]  "
+                          f"{escape(finding.message)}")
             if finding.detail:
-                console.print(f"    {finding.detail}")
+                console.print(f"    {escape(finding.detail)}")
             if finding.hint:
-                console.print(f"    hint: {finding.hint}")
+                console.print(f"    hint: {escape(finding.hint)}")
         for note in result.notes:
-            console.print(f"{result.path}: note: {note}")
+            console.print(escape(f"{result.path}: note: {note}"))
         if result.estimate is not None:
             console.print(_estimate_table(result.path, result.estimate, cluster))
             plan = result.plan
@@ -71,7 +78,7 @@ def report(results, cluster, out: TextIO) -> None:
                           f"offload optimizer {plan.offload_optimizer} / params {plan.offload_param}, "
                           f"checkpointing {'on' if plan.grad_checkpointing else 'off'}")
             for note in result.estimate.assumptions:
-                console.print(f"  assumed: {note}")
+                console.print(escape(f"  assumed: {note}"))
     errors = sum(1 for r in results for f in r.findings if f.severity == "error")
     warnings = sum(1 for r in results for f in r.findings if f.severity == "warning")
     console.print(f"{len(results)} file(s) checked: {errors} error(s), {warnings} warning(s)")
@@ -82,7 +89,7 @@ def estimate_report(plan, est, out: TextIO) -> None:
     title = f"{plan.model.name or plan.model.model_type} ({'inference' if plan.mode == 'infer' else 'training'})"
     console.print(_estimate_table(title, est, plan.cluster))
     for note in est.assumptions:
-        console.print(f"  assumed: {note}")
+        console.print(escape(f"  assumed: {note}"))
 
 
 def model_report(shape: ModelShape, out: TextIO) -> None:

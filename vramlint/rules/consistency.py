@@ -1,0 +1,56 @@
+"""DeepSpeed settings that contradict each other or cannot run as written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vramlint.findings import ERROR, INFO, WARNING, Finding
+from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig
+from vramlint.rules.base import Rule
+
+UNRESOLVED_AUTO = ("VL305", "unresolved-auto", INFO)
+CONFLICTING_PRECISION = ("VL306", "conflicting-precision", ERROR)
+OFFLOAD_PARAM = ("VL307", "offload-param-requires-zero3", WARNING)
+RULES = (
+    Rule(*UNRESOLVED_AUTO, summary='"auto" is filled in by the HF Trainer or Accelerate; the plain deepspeed '
+                                   'launcher keeps the string and fails on it (TypeError comparing "auto" > 0).',
+         bad='{"train_micro_batch_size_per_gpu": "auto"}   # launched with `deepspeed train.py`',
+         good='{"train_micro_batch_size_per_gpu": 4}'),
+    Rule(*CONFLICTING_PRECISION, summary="fp16 and bf16 both enabled: DeepSpeed asserts 'bfloat16 and fp16 modes "
+                                         "cannot be simultaneously enabled'.",
+         bad='{"fp16": {"enabled": true}, "bf16": {"enabled": true}}',
+         good='{"bf16": {"enabled": true}}'),
+    Rule(*OFFLOAD_PARAM, summary="offload_param only works with ZeRO stage 3; below it the parameters stay on the "
+                                 "GPU (and partial optimizer offload, ratio < 1, is refused outright).",
+         bad='{"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}',
+         good='{"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}'),
+)
+AUTO_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+             "gradient_clipping")
+
+
+def check_consistency(ds: DeepSpeedConfig) -> Iterator[Finding]:
+    doc, data = ds.document, ds.document.data if isinstance(ds.document.data, dict) else {}
+    autos = [key for key in AUTO_KEYS if data.get(key) == AUTO]
+    if autos:
+        yield Finding(*UNRESOLVED_AUTO, doc.locate(f"$.{autos[0]}"),
+                      f"{', '.join(autos)} {'is' if len(autos) == 1 else 'are'} \"auto\": fine under the HF Trainer or "
+                      "Accelerate, which fill them in; the plain deepspeed launcher would fail on the string",
+                      hint="vramlint used --micro-batch / [tool.vramlint] micro_batch for the estimate")
+    fp16, bf16 = data.get("fp16") or {}, data.get("bf16") or data.get("bfloat16") or {}
+    if isinstance(fp16, dict) and isinstance(bf16, dict) and fp16.get("enabled") is True and bf16.get("enabled") is True:
+        yield Finding(*CONFLICTING_PRECISION, doc.locate("$.fp16.enabled"),
+                      "fp16 and bf16 are both enabled: DeepSpeed asserts 'bfloat16 and fp16 modes cannot be "
+                      "simultaneously enabled'", hint="keep bf16 on Ampere or newer GPUs, fp16 before")
+    stage = ds.zero_stage.value
+    if isinstance(stage, int) and stage < 3 and ds.offload_param.value not in ("none", None):
+        yield Finding(*OFFLOAD_PARAM, ds.offload_param.location or doc.locate("$.zero_optimization"),
+                      f"offload_param needs ZeRO stage 3; at stage {stage} the parameters stay on the GPU",
+                      hint="zero_optimization.stage 3, or remove offload_param")
+    ratio = ((data.get("zero_optimization") or {}).get("offload_optimizer") or {}) if isinstance(
+        data.get("zero_optimization"), dict) else {}
+    if isinstance(ratio, dict) and isinstance(ratio.get("ratio"), (int, float)) and ratio["ratio"] < 1 and stage != 3:
+        yield Finding(OFFLOAD_PARAM[0], OFFLOAD_PARAM[1], ERROR,
+                      doc.locate("$.zero_optimization.offload_optimizer.ratio"),
+                      "DeepSpeed refuses this: 'Partial offloading only supported for ZeRO Stage 3.'",
+                      hint="zero_optimization.stage 3, or offload_optimizer.ratio 1.0")

@@ -1,0 +1,94 @@
+"""Schema rules: unknown keys (with a did-you-mean) and wrong types, via the JSON Schemas in schemas/.
+
+Severity follows what the framework itself does with the key, so the linter never fails a file
+the framework accepts and never passes one it rejects:
+
+- DeepSpeed validates ``zero_optimization``, ``offload_*``, ``fp16``, ``bf16`` and
+  ``activation_checkpointing`` with pydantic ``extra="forbid"`` (an unknown key is a launch error)
+  but ignores unknown top-level keys (a warning: the setting has no effect).
+- Accelerate rejects unknown top-level keys ("had unknown keys") but copies nested
+  ``deepspeed_config`` / ``fsdp_config`` keys unchecked (a warning: silently ignored).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+
+import jsonschema
+
+from vramlint.documents import Document
+from vramlint.findings import ERROR, WARNING, Finding
+from vramlint.rules.base import Rule
+from vramlint.schemas import load_schema
+
+UNKNOWN = ("VL101", "unknown-key", ERROR)
+WRONG_TYPE = ("VL102", "wrong-type", ERROR)
+RULES = (
+    Rule(*UNKNOWN, summary="A key the framework does not know: a typo DeepSpeed rejects inside its sections, or "
+                           "a setting that is silently ignored.",
+         bad='{"zero_optimization": {"stage": 3, "stage3_param_persitence_threshold": 1e6}}',
+         good='{"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 1e6}}'),
+    Rule(*WRONG_TYPE, summary="A value of the wrong type or outside the allowed values: the framework fails "
+                              "validation at launch.",
+         bad='{"zero_optimization": {"stage": 4}}',
+         good='{"zero_optimization": {"stage": 3}}'),
+)
+REJECTS_UNKNOWN = {  # (format) -> predicate on the JSON path of the object holding the unknown key
+    "deepspeed": lambda path: path != "$",
+    "accelerate": lambda path: path == "$",
+}
+WHAT_HAPPENS = {
+    ("deepspeed", True): "DeepSpeed rejects it (pydantic extra=forbid: Extra inputs are not permitted)",
+    ("deepspeed", False): "DeepSpeed ignores unknown top-level keys: it has no effect",
+    ("accelerate", True): "Accelerate refuses the file (ValueError: the config file had unknown keys)",
+    ("accelerate", False): "Accelerate passes nested keys on unchecked: it is silently ignored",
+}
+
+
+def _path(parts) -> str:
+    out = "$"
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _suggest(key: str, known: list[str]) -> str | None:
+    """The known key this one is a typo of: close spelling, or the same words reordered
+    (``comm_overlap`` for ``overlap_comm``)."""
+    words = sorted(key.lower().split("_"))
+    for candidate in known:
+        if sorted(candidate.split("_")) == words:
+            return candidate
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def check_schema(document: Document, fmt: str) -> Iterator[Finding]:
+    validator = jsonschema.Draft202012Validator(load_schema(fmt))
+    for error in sorted(validator.iter_errors(document.data), key=lambda e: list(map(str, e.absolute_path))):
+        yield from _findings(error, document, fmt)
+
+
+def _findings(error, document: Document, fmt: str) -> Iterator[Finding]:
+    holder = _path(error.absolute_path)
+    if error.validator == "anyOf":
+        # the alternative of the value's own type says what is wrong (an object with a typo, not
+        # "is not a boolean"); fall back to the summary when every alternative is a type mismatch
+        specific = [e for e in error.context if e.validator not in ("type", "const", "enum")]
+        if specific:
+            for sub in specific:
+                yield from _findings(sub, document, fmt)
+            return
+    if error.validator == "additionalProperties":
+        known = sorted(error.schema.get("properties", {}))
+        rejected = REJECTS_UNKNOWN[fmt](holder)
+        for key in sorted(set(error.instance) - set(known)):
+            close = _suggest(key, known)
+            hint = f"did you mean {close!r}?" if close else ""
+            code, name, _ = UNKNOWN
+            yield Finding(code, name, ERROR if rejected else WARNING, document.locate(f"{holder}.{key}"),
+                          f"unknown key {key!r} in {holder}: {WHAT_HAPPENS[(fmt, rejected)]}", hint=hint)
+        return
+    where = document.locate(holder)
+    yield Finding(*WRONG_TYPE, where, f"{holder}: {error.message}")
