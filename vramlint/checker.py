@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vramlint.documents import Document, ParseError, parse_json, parse_yaml, read_text
-from vramlint.errors import UsageError
+from vramlint.errors import UnplannableError, UsageError
 from vramlint.findings import Finding
 from vramlint.hardware import Cluster
 from vramlint.memory import Estimate, estimate
@@ -22,7 +22,8 @@ from vramlint.readers.accelerate import looks_like_accelerate, read_accelerate
 from vramlint.readers.deepspeed import looks_like_deepspeed, read_deepspeed
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_consistency
-from vramlint.rules.fit import NEAR_THRESHOLD, check_fit
+from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
+from vramlint.suppress import Suppressions, suppressions
 from vramlint.rules.launch import check_launch, missing_reference
 from vramlint.rules.schema import check_schema
 from vramlint.rules.syntax import parse_error
@@ -37,17 +38,24 @@ class FileResult:
     notes: list[str] = field(default_factory=list)    # why no memory estimate was made
 
 
-def check_file(path: str, model: ModelShape, cluster: Cluster, flags: Flags,
-               near: float = NEAR_THRESHOLD, ignore: frozenset[str] = frozenset()) -> FileResult:
-    """Check one file; findings whose code or name is in ``ignore`` are dropped."""
+def check_file(path: str, model: ModelShape, cluster: Cluster, flags: Flags, near: float = NEAR_THRESHOLD,
+               ignore: frozenset[str] = frozenset(), host_ram: int | None = None) -> FileResult:
+    """Check one file. Findings whose code or name is in ``ignore`` are dropped, and so are those
+    an inline ``# vramlint: disable=CODE`` comment switches off (see ``suppressions``)."""
     result = FileResult(path)
     document = _load(path, result)
     if document is not None:
-        _check(document, result, model, cluster, flags)
+        try:
+            _check(document, result, model, cluster, flags)
+        except UnplannableError as exc:
+            result.notes.append(str(exc))
         if result.plan is not None:
             result.estimate = estimate(result.plan)
             result.findings.extend(check_fit(result.plan, result.estimate, path, near))
-    result.findings = [f for f in result.findings if f.code not in ignore and f.name not in ignore]
+            result.findings.extend(check_host_ram(result.plan, result.estimate, path, host_ram))
+    disabled = suppressions(document.text) if document is not None else Suppressions()
+    result.findings = [f for f in result.findings if f.code not in ignore and f.name not in ignore
+                       and not disabled.covers(f)]
     return result
 
 

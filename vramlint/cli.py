@@ -71,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="when the file's stage is unusable")
     check.add_argument("--near-threshold", type=_fraction, help="warn above this share of GPU memory (default 0.90)")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too")
+    check.add_argument("--host-ram", help="host RAM per node, e.g. 512GB or 1TB, for offload checks (host-ram-exceeded)")
     check.add_argument("--format", choices=["auto", *sorted(REPORTERS)],
                        help="auto (default): github annotations inside GitHub Actions, else text")
 
@@ -115,7 +116,7 @@ def _check(args: argparse.Namespace) -> int:
         values = merge(settings.for_file(path), cli)
         model, cluster = _resolve(values, models)
         results.append(check_file(path, model, cluster, _flags(values), values["near_threshold"],
-                                  ignore=frozenset(values["ignore"])))
+                                  ignore=frozenset(values["ignore"]), host_ram=_size(values.get("host_ram"))))
     values = merge(settings.for_file(None), cli)
     REPORTERS[resolve_format(values["format"])](results, cluster, sys.stdout)
     failing = SEVERITY_RANK["warning" if values["strict"] else "error"]
@@ -135,6 +136,16 @@ def _resolve(values: dict, models: dict | None = None):
     if values["model"] not in models:
         models[values["model"]] = read_model(values["model"])
     return models[values["model"]], parse_gpus(values["gpus"])
+
+
+def _size(text: str | None) -> int | None:
+    from vramlint.units import parse_size
+    if not text:
+        return None
+    size = parse_size(str(text))
+    if size is None:
+        raise UsageError(f"cannot read host RAM {text!r}: give a size such as 512GB, 1TB or 768GiB")
+    return size
 
 
 def _flags(values: dict):

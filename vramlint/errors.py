@@ -8,3 +8,8 @@ Problems *inside* a config file that has a location are Findings, not exceptions
 
 class UsageError(Exception):
     """Bad input from the command line or a referenced file; exit code 2, never a traceback."""
+
+
+class UnplannableError(UsageError):
+    """A config whose own findings already say why no memory estimate can be made (an invalid
+    ZeRO stage, say): the file gets its findings and a note, not exit code 2."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vramlint.documents import Location
-from vramlint.errors import UsageError
+from vramlint.errors import UnplannableError, UsageError
 from vramlint.hardware import Cluster
 from vramlint.models.shape import ModelShape
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
@@ -137,8 +137,8 @@ def _stage(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str]) -
     if flags.zero_stage is not None:
         origins["zero_stage"] = Origin("flag", text="--zero-stage")
         return flags.zero_stage
-    raise UsageError(f"{ds.zero_stage.location or ds.document.path}: zero_optimization.stage must be 0, 1, 2 "
-                     f"or 3 (got {value!r}); pass --zero-stage to check it anyway")
+    raise UnplannableError(f"zero_optimization.stage must be 0, 1, 2 or 3 (got {value!r}): no memory estimate; "
+                           "pass --zero-stage to make one anyway")
 
 
 def _device(fact: Fact, name: str, origins: dict, notes: list[str]) -> str:

@@ -60,3 +60,21 @@ def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRE
 
 
 RULES = _rules()
+
+
+HOST_RAM = ("VL203", "host-ram-exceeded", ERROR)
+RULES = RULES + (Rule(*HOST_RAM, summary="Offloaded optimizer states and parameters need more host RAM per node "
+                                         "than --host-ram / host_ram says the machines have.",
+                      bad='{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}   # 70B, 512 GB host',
+                      good='{"zero_optimization": {"stage": 3}}   # on enough GPUs, or a 2 TB host'),)
+
+
+def check_host_ram(plan: Plan, estimate: Estimate, path: str, host_ram: int | None) -> Iterator[Finding]:
+    """DeepSpeed's own host-RAM formulas (memory/states.py) against the RAM each node has."""
+    if not host_ram or estimate.host_ram <= host_ram:
+        return
+    origin = plan.origins.get("offload_optimizer")
+    where = origin.location if origin and origin.location else Location(path)
+    yield Finding(*HOST_RAM, where, f"offload needs {estimate.host_ram / GiB:.0f} GiB of host RAM per node, more than "
+                                    f"the {host_ram / GiB:.0f} GiB given", hint="more nodes, NVMe offload, or offload "
+                                                                             "the optimizer only")
