@@ -51,6 +51,8 @@ def check_batch(ds: DeepSpeedConfig, world: int, path: str) -> Iterator[Finding]
     values = [ds.train_batch.value, ds.micro_batch.value, ds.grad_accum.value]
     if "auto" in values or (ds.document.data or {}).get("elasticity", {}).get("enabled"):
         return      # filled by the HF Trainer / Accelerate, or elasticity decides
+    if values[0] is None and values[1] is None:
+        return      # no batch keys at all: the integrations add them (unresolved-auto says so)
     verdict = resolve(*(_number(v) for v in values), world)
     if isinstance(verdict, str):
         where = next((f.location for f in (ds.train_batch, ds.micro_batch) if f.location), Location(path))

@@ -32,7 +32,13 @@ AUTO_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_acc
 def check_consistency(ds: DeepSpeedConfig) -> Iterator[Finding]:
     doc, data = ds.document, ds.document.data if isinstance(ds.document.data, dict) else {}
     autos = [key for key in AUTO_KEYS if data.get(key) == AUTO]
-    if autos:
+    if "train_batch_size" not in data and "train_micro_batch_size_per_gpu" not in data:
+        yield Finding(*UNRESOLVED_AUTO, doc.locate("$"),
+                      "no train_batch_size or train_micro_batch_size_per_gpu: the HF Trainer and Accelerate add "
+                      "them; the plain deepspeed launcher asserts 'Either train_batch_size or "
+                      "train_micro_batch_size_per_gpu needs to be provided'",
+                      hint="vramlint used --micro-batch / [tool.vramlint] micro_batch for the estimate")
+    elif autos:
         yield Finding(*UNRESOLVED_AUTO, doc.locate(f"$.{autos[0]}"),
                       f"{', '.join(autos)} {'is' if len(autos) == 1 else 'are'} \"auto\": fine under the HF Trainer or "
                       "Accelerate, which fill them in; the plain deepspeed launcher would fail on the string",
