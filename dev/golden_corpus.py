@@ -1,4 +1,4 @@
-"""Dev-only: print the findings vramlint gives every corpus DeepSpeed and Accelerate file, in the
+"""Dev-only: print the findings vramlint gives every corpus DeepSpeed, Accelerate and vLLM file, in the
 golden format of tests/data/golden/corpus_findings.json. Review the output by reading it before
 copying it over the golden file; never regenerate to make a failing test pass.
 
@@ -31,7 +31,7 @@ def findings(path: Path) -> list[str]:
 
 
 def main_(corpus: str) -> None:
-    golden = {f"{folder}/{p.name}": findings(p) for folder in ("deepspeed", "accelerate")
+    golden = {f"{folder}/{p.name}": findings(p) for folder in ("deepspeed", "accelerate", "vllm")
               for p in sorted(Path(corpus, folder).iterdir())}
     json.dump(golden, sys.stdout, indent=1, sort_keys=True)
     print()

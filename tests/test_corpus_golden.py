@@ -1,4 +1,4 @@
-"""Acceptance: every real DeepSpeed and Accelerate file of the corpus gives the findings recorded
+"""Acceptance: every real DeepSpeed, Accelerate and vLLM file of the corpus gives the findings recorded
 (and reviewed by reading) in tests/data/golden/corpus_findings.json — codes, severities and the
 line:column of the key to edit — checked as 8 x H100 training Llama-3.1-8B at 2,048 tokens."""
 

@@ -62,7 +62,8 @@ def test_hook_file_pattern_matches_what_teams_call_deepspeed_configs():
     for name in ["ds_config.json", "configs/ds_z3_offload.json", "deepspeed_zero2.json", "zero3.json",
                  "zero_stage2_config.json", "configs/ds_configs/stage3_no_offloading.conf", "ZeRO-1.json",
                  "accelerate_config.yaml", "recipes/accelerate_configs/ddp.yaml", "fsdp_config.yaml",
-                 "deepspeed_zero3.yaml", "default_config.yml", "multi_gpu.yaml"]:
+                 "deepspeed_zero3.yaml", "default_config.yml", "multi_gpu.yaml", "configs/vllm.yaml",
+                 "serve_llama70b.yaml", "vllm_config.yml"]:
         assert pattern.search(name), name
     for name in ["package.json", "config.json", "tokenizer.json", "train.yaml", ".github/workflows/ci.yml"]:
         assert not pattern.search(name), name

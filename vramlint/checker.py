@@ -20,6 +20,7 @@ from vramlint.models.shape import ModelShape
 from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from_deepspeed
 from vramlint.readers.accelerate import looks_like_accelerate, read_accelerate
 from vramlint.readers.deepspeed import looks_like_deepspeed, read_deepspeed
+from vramlint.readers.vllm import looks_like_vllm
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_consistency
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
@@ -36,6 +37,7 @@ class FileResult:
     plan: Plan | None = None
     estimate: Estimate | None = None
     notes: list[str] = field(default_factory=list)    # why no memory estimate was made
+    serving: tuple | None = None                      # (Serving, ServingEstimate) of a vLLM config
 
 
 def check_file(path: str, model: ModelShape, cluster: Cluster, flags: Flags, near: float = NEAR_THRESHOLD,
@@ -95,9 +97,10 @@ def _check(document: Document, result: FileResult, model: ModelShape, cluster: C
             _check_referenced(path, str(referenced), acc, result, model, cluster, flags)
         else:
             result.plan = plan_from_accelerate(acc, model, cluster, flags)
+    elif looks_like_vllm(document.data):
+        _check_vllm(document, result, model, cluster)
     else:
-        result.notes.append("neither a DeepSpeed config (zero_optimization, batch or precision keys) nor an "
-                            "Accelerate config (compute_environment, distributed_type): skipped")
+        result.notes.append("not a DeepSpeed, Accelerate or vLLM config (none of their keys): skipped")
 
 
 def _check_referenced(path: str, referenced: str, acc, result: FileResult, model: ModelShape,
@@ -123,3 +126,29 @@ def _check_referenced(path: str, referenced: str, acc, result: FileResult, model
     result.findings.extend(check_consistency(ds))
     result.plan = plan_from_deepspeed(ds, model, cluster, replace(flags, precision=precision))
     result.findings.extend(check_batch(ds, result.plan.data_parallel, str(target)))
+
+
+def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:
+    """A ``vllm serve --config`` file: its own ``model`` when vramlint can read it, else --model."""
+    from vramlint.memory.serving import Serving, serving_estimate
+    from vramlint.models import read_model
+    from vramlint.readers.vllm import human_int, normalised_document, read_vllm
+    from vramlint.rules.serving import check_serving
+
+    result.findings.extend(check_schema(normalised_document(document), "vllm"))
+    cfg = read_vllm(document)
+    if cfg.model.value:
+        try:
+            model = read_model(str(cfg.model.value))
+        except UsageError:
+            result.notes.append(f"model {cfg.model.value!r} is not readable here: checked as {model.name}")
+    max_len = human_int(cfg.max_model_len.value)
+    dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
+    serving = Serving(model, cluster.gpu.memory_bytes, int(cfg.tensor_parallel.value or 1),
+                      int(cfg.pipeline_parallel.value or 1), float(cfg.gpu_memory_utilization.value or 0.9),
+                      max_len if max_len and max_len > 0 else None, human_int(cfg.max_num_seqs.value),
+                      human_int(cfg.max_num_batched_tokens.value), str(cfg.kv_cache_dtype.value or "auto"),
+                      dtype_bytes, human_int(cfg.kv_cache_memory_bytes.value),
+                      int(float(cfg.cpu_offload_gb.value or 0) * 2**30))
+    result.serving = (serving, serving_estimate(serving))
+    result.findings.extend(check_serving(serving, result.serving[1], cfg.location_of, document.path))

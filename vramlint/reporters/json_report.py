@@ -34,6 +34,16 @@ def estimate_dict(est) -> dict:
             "components": [c.as_dict() for c in est.components], "assumptions": list(est.assumptions)}
 
 
+def serving_dict(serving, est) -> dict:
+    """vLLM's budget as vramlint reproduces it, per GPU of the TP x PP group."""
+    return {"model": serving.model.name, "tensor_parallel": serving.tp, "pipeline_parallel": serving.pp,
+            "gpu_memory_utilization": serving.utilization, "requested_bytes": est.requested,
+            "kv_cache_bytes": est.kv_budget, "kv_bytes_per_token": est.bytes_per_token, "kv_cache_tokens": est.kv_tokens,
+            "max_model_len": serving.context_len, "kv_bytes_for_max_model_len": est.needed,
+            "max_model_len_that_fits": est.max_len_that_fits, "max_concurrency": round(est.max_concurrency, 2),
+            "components": [c.as_dict() for c in est.components]}
+
+
 def estimate_report(plan, est, out: TextIO) -> None:
     doc = {"version": __version__, "model": plan.model.name or plan.model.model_type, "mode": plan.mode,
            "gpus": {"name": plan.cluster.gpu.name, "memory_bytes": plan.cluster.gpu.memory_bytes,
@@ -50,6 +60,8 @@ def report(results, cluster, out: TextIO) -> None:
         if result.estimate is not None:
             entry["estimate"] = estimate_dict(result.estimate)
             entry["plan"] = _plan(result.plan)
+        if result.serving is not None:
+            entry["serving"] = serving_dict(*result.serving)
         files.append(entry)
     doc = {"version": __version__,
            "gpus": {"name": cluster.gpu.name, "memory_bytes": cluster.gpu.memory_bytes,

@@ -57,6 +57,22 @@ def _estimate_table(title: str, est, cluster):
     return table
 
 
+def _serving_table(path: str, serving, est):
+    from rich.table import Table
+    table = Table(title=escape(f"{path}: vLLM on one GPU of TP {serving.tp} x PP {serving.pp}, "
+                               f"{serving.utilization:.0%} of {serving.gpu_bytes / GiB:.2f} GiB = "
+                               f"{est.requested / GiB:.2f} GiB"), title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("component")
+    table.add_column("GiB", justify="right")
+    table.add_column("formula", overflow="fold")
+    for comp in est.components:
+        table.add_row(comp.name, f"{comp.bytes / GiB:.2f}", escape(comp.formula))
+    table.add_row("[bold]KV capacity[/]", "", f"{est.kv_tokens:,} tokens ({est.bytes_per_token:,.0f} B/token); "
+                  f"max_model_len {serving.context_len:,} needs {est.needed / GiB:.2f} GiB; "
+                  f"concurrency {est.max_concurrency:.1f}x")
+    return table
+
+
 def report(results, cluster, out: TextIO) -> None:
     console = _console(out)
     for result in results:
@@ -70,6 +86,8 @@ def report(results, cluster, out: TextIO) -> None:
                 console.print(f"    hint: {escape(finding.hint)}")
         for note in result.notes:
             console.print(escape(f"{result.path}: note: {note}"))
+        if result.serving is not None:
+            console.print(_serving_table(result.path, *result.serving))
         if result.estimate is not None:
             console.print(_estimate_table(result.path, result.estimate, cluster))
             plan = result.plan

@@ -37,12 +37,15 @@ RULES = (
 REJECTS_UNKNOWN = {  # (format) -> predicate on the JSON path of the object holding the unknown key
     "deepspeed": lambda path: path != "$",
     "accelerate": lambda path: path == "$",
+    "vllm": lambda path: path == "$",
 }
 WHAT_HAPPENS = {
     ("deepspeed", True): "DeepSpeed rejects it (pydantic extra=forbid: Extra inputs are not permitted)",
     ("deepspeed", False): "DeepSpeed ignores unknown top-level keys: it has no effect",
     ("accelerate", True): "Accelerate refuses the file (ValueError: the config file had unknown keys)",
     ("accelerate", False): "Accelerate passes nested keys on unchecked: it is silently ignored",
+    ("vllm", True): "vllm serve refuses it (error: unrecognized arguments)",
+    ("vllm", False): "passed on as JSON to the nested config",
 }
 
 

@@ -1,0 +1,67 @@
+"""vLLM's KV budget against published start-up logs (../shared/groundtruth/vllm-startup-logs.jsonl).
+
+Prints, per log, the measured weights / activation peak / KV cache (GiB) and KV token capacity
+beside vramlint's, and the error of the KV budget and capacity.
+
+    python benchmarks/vllm_accuracy.py [path/to/groundtruth]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from vramlint.errors import UsageError
+from vramlint.memory.serving import Serving, serving_estimate
+from vramlint.models import read_model
+from vramlint.units import GiB
+
+DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "groundtruth"
+ALIASES = {"meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B",
+           "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16": None,
+           "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B", "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-v2-lite",
+           "mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai/Mixtral-8x7B-v0.1", "google/gemma-2-27b-it": "gemma-2-27b",
+           "RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic": None, "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B"}
+
+
+def serving_for(record: dict) -> Serving | None:
+    name = ALIASES.get(record["model"], record["model"])
+    if name is None:
+        return None
+    try:
+        model = read_model(name)
+    except UsageError:
+        return None
+    other = record.get("other_args") or {}
+    return Serving(model, int(record["gpu_total_gib"] * GiB), record["tp"], record["pp"],
+                   record["gpu_memory_utilization"], record["max_model_len"], other.get("max_num_seqs"),
+                   other.get("max_num_batched_tokens"), record["kv_cache_dtype"] or "auto",
+                   2 if record["dtype"] in ("bfloat16", "float16", "auto") else 4)
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[0]) if argv else DEFAULT
+    errors = []
+    print(f"{'model':<44} {'tp':>2} {'weights':>15} {'activation':>15} {'KV GiB':>15} {'KV tokens':>21} {'err':>7}")
+    for line in (folder / "vllm-startup-logs.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        serving, measured = serving_for(record), record["measured"]
+        if serving is None or "kv_cache_gib" not in measured:
+            continue
+        est = serving_estimate(serving)
+        parts = {c.name: c.bytes / GiB for c in est.components}
+        error = (est.kv_budget / GiB - measured["kv_cache_gib"]) / measured["kv_cache_gib"]
+        errors.append(error)
+        print(f"{record['model'][:44]:<44} {record['tp']:>2} {measured['weights_gib']:>7.2f}/{parts['weights']:<7.2f}"
+              f"{measured['activation_peak_gib']:>7.2f}/{parts['activation peak (profile run)']:<7.2f}"
+              f"{measured['kv_cache_gib']:>7.2f}/{est.kv_budget / GiB:<7.2f}"
+              f"{measured.get('kv_cache_tokens', 0):>10}/{est.kv_tokens:<10} {error:+7.1%}")
+    print(f"\n{len(errors)} logs: KV budget median |error| {statistics.median(map(abs, errors)):.1%}, "
+          f"worst {max(map(abs, errors)):.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

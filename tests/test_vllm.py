@@ -1,0 +1,93 @@
+"""vLLM serve configs: flag spellings, the KV budget against published start-up logs, and the
+start-up refusals vLLM would print."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+import pytest
+
+from conftest import CORPUS, ROOT, SHARED, shared_or_skip
+from vramlint.cli import main
+from vramlint.documents import parse_yaml
+from vramlint.readers.vllm import human_int, looks_like_vllm, read_vllm
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def check(capsys, tmp_path, text: str, gpus: str = "1xH100") -> tuple[int, dict]:
+    path = tmp_path / "vllm.yaml"
+    path.write_text(text)
+    code = main(["check", str(path), "--gpus", gpus, "--model", "meta-llama/Llama-3.1-8B", "--format", "json"])
+    return code, json.loads(capsys.readouterr().out)["files"][0]
+
+
+def test_mixed_dash_and_underscore_spellings():
+    path = shared_or_skip(CORPUS / "vllm" / "defnlnotme__models__vllm.yaml")
+    cfg = read_vllm(parse_yaml(path.read_text(), str(path)))
+    assert cfg.tensor_parallel.value == 2 and cfg.pipeline_parallel.value == 1
+    assert cfg.gpu_memory_utilization.value == 0.7
+    assert cfg.tensor_parallel.location.line == path.read_text().splitlines().index("tensor-parallel-size: 2") + 1
+
+
+@pytest.mark.parametrize("text, value", [(8192, 8192), ("8k", 8000), ("8K", 8192), ("1.5g", 1_500_000_000), ("x", None)])
+def test_human_readable_integers(text, value):
+    assert human_int(text) == value
+
+
+def test_client_settings_and_other_harnesses_are_not_vllm_configs():
+    for name in ["GogoRit__llm-inference-lab__configs__vllm.yaml", "LMCache__lmcache-tests__configs__vllm.yaml"]:
+        path = shared_or_skip(CORPUS / "vllm" / name)
+        assert not looks_like_vllm(parse_yaml(path.read_text()).data), name
+
+
+def test_kv_budget_matches_published_logs():
+    from vllm_accuracy import serving_for
+    from vramlint.memory.serving import serving_estimate
+    logs = shared_or_skip(SHARED / "groundtruth" / "vllm-startup-logs.jsonl")
+    errors = []
+    for line in logs.read_text().splitlines():
+        record = json.loads(line)
+        serving = serving_for(record)
+        if serving is None or "kv_cache_gib" not in record["measured"]:
+            continue
+        est = serving_estimate(serving)
+        errors.append(abs(est.kv_budget / 2**30 - record["measured"]["kv_cache_gib"]) / record["measured"]["kv_cache_gib"])
+    assert len(errors) >= 12 and statistics.median(errors) <= 0.02
+
+
+def test_max_model_len_beyond_the_kv_cache_is_refused_with_vllms_words(capsys, tmp_path):
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-70B\ntensor-parallel-size: 2\n"
+                                        "max-model-len: 131072\ngpu-memory-utilization: 0.9\n")
+    finding = next(f for f in out["findings"] if f["code"] == "VL402")
+    assert code == 1 and finding["line"] == 3
+    assert finding["message"].startswith("To serve at least one request with the model's max seq len (131072)")
+    fits = out["serving"]["max_model_len_that_fits"]
+    assert 0 < fits < 131072
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-70B\ntensor-parallel-size: 2\n"
+                                        f"max-model-len: {fits}\ngpu-memory-utilization: 0.9\n")
+    assert code == 0
+
+
+def test_max_model_len_beyond_the_model(capsys, tmp_path):
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-2-7b-hf\nmax_model_len: 8192\n")
+    assert code == 1 and out["findings"][0]["code"] == "VL401" and "max_position_embeddings=4096" in out["findings"][0]["message"]
+
+
+def test_tensor_parallel_must_divide_heads(capsys, tmp_path):
+    code, out = check(capsys, tmp_path, "model: Qwen/Qwen2.5-7B\ntensor_parallel_size: 8\n", gpus="8xH100")
+    assert code == 1 and out["findings"][0]["code"] == "VL403"
+    assert out["findings"][0]["message"] == "Total number of attention heads (28) must be divisible by tensor parallel size (8)."
+
+
+def test_weights_that_do_not_fit_leave_no_cache(capsys, tmp_path):
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-70B\n")
+    assert code == 1 and out["findings"][0]["code"] == "VL201"
+    assert "No available memory for the cache blocks" in out["findings"][0]["message"]
+
+
+def test_unknown_flag_is_refused(capsys, tmp_path):
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nmax_seq_len: 4096\n")
+    assert code == 1 and out["findings"][0]["code"] == "VL101" and "unrecognized arguments" in out["findings"][0]["message"]

@@ -1,0 +1,161 @@
+"""vLLM's KV-cache budget, reproduced before launch (REFERENCE.md section 6; vLLM 0.19
+``gpu_worker.determine_available_memory``, ``kv_cache_utils``).
+
+vLLM takes ``gpu_memory_utilization`` of the GPU's *total* memory for the whole instance and gives
+the KV cache what is left after the weights, the activation peak of its profile run and the memory
+outside PyTorch (NCCL, cuBLAS):
+
+    KV budget = total x utilization − weights / (TP x PP) − activation peak − non-torch memory
+
+``kv_cache_memory_bytes`` replaces the computation. The KV cache holds
+``budget // bytes-per-token`` tokens (bytes per token: every attention layer's 2 x kv_heads/TP x
+head_dim x kv bytes, KV heads replicated when TP exceeds them; MLA's latent, never split). vLLM
+refuses to start when one request of ``max_model_len`` tokens does not fit.
+
+The activation peak of the profile run is modelled as the widest MLP intermediate of
+``max_num_batched_tokens`` tokens (gate and up, split by TP) plus the sampler's warm-up over
+``max_num_seqs`` rows of fp32 vocabulary-wide tensors (about 12 bytes per logit): on the 18
+published vLLM 0.19 H100 logs in shared/groundtruth this lands within a few hundred MB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramlint.memory.components import Component
+from vramlint.memory.weights import weight_bytes
+from vramlint.models.shape import ModelShape
+from vramlint.units import GiB
+
+SOURCE = "vLLM 0.19 determine_available_memory / kv_cache_utils, REFERENCE.md §6"
+MEASURED = "vLLM 0.19 start-up logs on H100 (shared/groundtruth/vllm-startup-logs.jsonl)"
+NON_TORCH = {1: int(0.25 * GiB), 2: int(2.1 * GiB)}   # TP 1; TP > 1 adds custom all-reduce + NCCL buffers
+SAMPLER_BYTES_PER_LOGIT = 12
+KV_BYTES = {"auto": None, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
+            "fp8_ds_mla": 1, "nvfp4": 0.5625}
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What a ``vllm serve`` process will be asked to do on one GPU of a TP x PP group."""
+
+    model: ModelShape
+    gpu_bytes: int
+    tp: int = 1
+    pp: int = 1
+    utilization: float = 0.9
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str = "auto"
+    dtype_bytes: int = 2
+    kv_cache_memory_bytes: int | None = None
+    cpu_offload_bytes: int = 0
+
+    @property
+    def big_gpu(self) -> bool:
+        return self.gpu_bytes >= 70 * GiB
+
+    @property
+    def batched_tokens(self) -> int:
+        """vLLM's default for the API server: 8192 on GPUs of 70 GiB and more, else 2048."""
+        return self.max_num_batched_tokens or (8192 if self.big_gpu else 2048)
+
+    @property
+    def seqs(self) -> int:
+        return self.max_num_seqs or (1024 if self.big_gpu else 256)
+
+    @property
+    def kv_bytes(self) -> float:
+        return KV_BYTES.get(self.kv_cache_dtype) or self.dtype_bytes
+
+    @property
+    def context_len(self) -> int:
+        return self.max_model_len or self.model.max_position_embeddings or 2048
+
+
+@dataclass(frozen=True)
+class ServingEstimate:
+    components: tuple[Component, ...]
+    requested: int
+    kv_budget: int
+    bytes_per_token: float
+    kv_tokens: int
+    needed: int                     # KV bytes one request of max_model_len needs
+    max_len_that_fits: int
+
+    @property
+    def max_concurrency(self) -> float:
+        return self.kv_tokens / max(self.needed_tokens, 1)
+
+    @property
+    def needed_tokens(self) -> int:
+        return self.kv_tokens if not self.bytes_per_token else int(self.needed / self.bytes_per_token)
+
+
+def _per_layer(s: Serving) -> list[tuple[float, int | None]]:
+    """(bytes per token, window) for each attention layer this GPU holds."""
+    out = []
+    for layer in s.model.layers[: -(-s.model.num_layers // s.pp)]:
+        att = layer.attention
+        elements = att.kv_elements_per_token("vllm")
+        if att.kind != "mla" and att.num_kv_heads:
+            elements = elements * max(1, att.num_kv_heads // s.tp) // att.num_kv_heads
+        out.append((elements * s.kv_bytes, att.window))
+    return out
+
+
+def kv_needed(s: Serving, length: int) -> int:
+    return int(sum(per * min(length, window or length) for per, window in _per_layer(s)))
+
+
+def _max_len(s: Serving, budget: int) -> int:
+    """The longest max_model_len whose one request fits ``budget`` (what vLLM suggests)."""
+    lo, hi = 0, max(s.context_len, 1)
+    if kv_needed(s, hi) <= budget:
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if kv_needed(s, mid) <= budget else (lo, mid)
+    return lo
+
+
+def _widest(s: Serving) -> int:
+    """Elements per token of the widest MLP intermediate: a dense layer's gate+up (2·I/TP); a MoE
+    layer's fused-experts caches, k x (gate+up 2·I/TP + act I/TP + output h)."""
+    widest = 0
+    for layer in s.model.layers:
+        mlp = layer.mlp
+        if mlp.kind == "moe":
+            width = mlp.experts_per_token * (3 * mlp.intermediate // s.tp + s.model.hidden_size)
+            width += 2 * mlp.shared_intermediate // s.tp
+        else:
+            width = 2 * mlp.intermediate // s.tp
+        widest = max(widest, width)
+    return widest
+
+
+def _activation(s: Serving) -> Component:
+    m = s.model
+    widest = _widest(s)
+    mlp = s.batched_tokens * widest * s.dtype_bytes
+    sampler = SAMPLER_BYTES_PER_LOGIT * s.seqs * m.vocab_size
+    return Component("activation peak (profile run)", mlp + sampler,
+                     f"{s.batched_tokens} tokens x widest MLP intermediate {widest:,} x {s.dtype_bytes} B + "
+                     f"{SAMPLER_BYTES_PER_LOGIT} B x {s.seqs} seqs x V {m.vocab_size:,}", MEASURED)
+
+
+def serving_estimate(s: Serving) -> ServingEstimate:
+    requested = int(s.gpu_bytes * s.utilization)
+    weights = max(0, weight_bytes(s.model, s.dtype_bytes) // (s.tp * s.pp) - s.cpu_offload_bytes)
+    act = _activation(s)
+    non_torch = NON_TORCH[1 if s.tp * s.pp == 1 else 2]
+    parts = (Component("weights", weights, f"{s.model.params:,} params / (TP {s.tp} x PP {s.pp})", SOURCE),
+             act, Component("non-torch memory", non_torch, "NCCL, cuBLAS, custom all-reduce", MEASURED))
+    budget = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - sum(c.bytes for c in parts)
+    per_token = sum(per for per, _ in _per_layer(s))
+    tokens = max(0, int(budget // per_token)) if per_token else 0
+    kv = Component("KV cache", max(budget, 0), f"{s.utilization} x {s.gpu_bytes / GiB:.2f} GiB − the above"
+                   if not s.kv_cache_memory_bytes else "kv_cache_memory_bytes", SOURCE)
+    return ServingEstimate(parts + (kv,), requested, budget, per_token, tokens, kv_needed(s, s.context_len),
+                           _max_len(s, max(budget, 0)))

@@ -1,0 +1,64 @@
+"""vLLM start-up checks: what ``vllm serve`` would refuse, with vLLM's own wording."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vramlint.documents import Location
+from vramlint.findings import ERROR, Finding
+from vramlint.memory.serving import Serving, ServingEstimate
+from vramlint.rules.base import Rule
+from vramlint.rules.fit import EXCEEDS
+from vramlint.units import GiB
+
+EXCEEDS_MODEL = ("VL401", "max-model-len-exceeds-model", ERROR)
+EXCEEDS_KV = ("VL402", "max-model-len-exceeds-kv-cache", ERROR)
+TP_HEADS = ("VL403", "tp-does-not-divide-heads", ERROR)
+RULES = (
+    Rule(*EXCEEDS_MODEL, summary="max_model_len is longer than the model's positions (max_position_embeddings, "
+                                 "times its RoPE scaling factor): vLLM refuses it.",
+         bad="model: meta-llama/Llama-2-7b-hf\nmax-model-len: 8192",
+         good="model: meta-llama/Llama-2-7b-hf\nmax-model-len: 4096"),
+    Rule(*EXCEEDS_KV, summary="One request of max_model_len tokens needs more KV cache than the memory left after "
+                              "weights and activations: vLLM refuses to start.",
+         bad="model: meta-llama/Llama-3.1-70B\ntensor-parallel-size: 2\nmax-model-len: 131072",
+         good="model: meta-llama/Llama-3.1-70B\ntensor-parallel-size: 2\nmax-model-len: 32768"),
+    Rule(*TP_HEADS, summary="tensor_parallel_size must divide the number of attention heads: vLLM refuses it.",
+         bad="model: Qwen/Qwen2.5-7B   # 28 heads\ntensor-parallel-size: 8",
+         good="model: Qwen/Qwen2.5-7B\ntensor-parallel-size: 4"),
+)
+
+
+def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> Iterator[Finding]:
+    """``locate(key)`` gives the location of a (normalised) key in the file, or None."""
+    m = serving.model
+    heads = m.layers[0].attention.num_heads if m.layers else 0
+    here = lambda *keys: next((loc for loc in map(locate, keys) if loc), Location(path))  # noqa: E731
+    if heads and heads % serving.tp:
+        yield Finding(*TP_HEADS, here("tensor_parallel_size"),
+                      f"Total number of attention heads ({heads}) must be divisible by tensor parallel size "
+                      f"({serving.tp}).", hint=f"tensor-parallel-size one of {_divisors(heads)}")
+    derived = m.max_position_embeddings
+    if serving.max_model_len and derived and serving.max_model_len > derived:
+        yield Finding(*EXCEEDS_MODEL, here("max_model_len"),
+                      f"User-specified max_model_len ({serving.max_model_len}) is greater than the derived "
+                      f"max_model_len (max_position_embeddings={derived} in model's config.json).",
+                      hint=f"max-model-len: {derived}")
+    if est.kv_budget <= 0:
+        yield Finding(*EXCEEDS, here("gpu_memory_utilization", "tensor_parallel_size", "model"),
+                      f"No available memory for the cache blocks: weights and activations need "
+                      f"{(est.requested - est.kv_budget) / GiB:.2f} GiB of the {est.requested / GiB:.2f} GiB that "
+                      f"gpu_memory_utilization {serving.utilization} allows per GPU",
+                      hint="a larger tensor-parallel-size, a quantized checkpoint, or a higher gpu-memory-utilization")
+    elif est.needed > est.kv_budget:
+        yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"),
+                      f"To serve at least one request with the model's max seq len ({serving.context_len}), "
+                      f"({est.needed / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache "
+                      f"memory ({est.kv_budget / GiB:.2f} GiB). Based on the available memory, the estimated maximum "
+                      f"model length is {est.max_len_that_fits}.",
+                      hint=f"max-model-len: {est.max_len_that_fits}, a higher gpu-memory-utilization, "
+                           "kv-cache-dtype: fp8, or a larger tensor-parallel-size")
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= 16)
