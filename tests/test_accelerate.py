@@ -87,3 +87,26 @@ def test_every_corpus_file_checks_without_usage_error(folder, capsys):
         out, err = capsys.readouterr()
         assert code in (0, 1), (path.name, err)
         json.loads(out)
+
+
+@pytest.mark.parametrize("yaml, words, line", [
+    ("compute_environment: LOCAL_MACHINE\nmixed_precision: bf16\n", "A `distributed_type` must be specified", 1),
+    ("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\ndeepspeed_config:\n"
+     "  deepspeed_config_file: ds.json\n  zero_stage: 3\n", "will be ignored: ['zero_stage']", 5),
+    ("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n"
+     "  fsdp_reshard_after_forward: FULL_SHARD\n", "must be a bool (true/false) with fsdp_version 2", 5),
+])
+def test_accelerate_launch_refusals(tmp_path, capsys, yaml, words, line):
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3}}')
+    (tmp_path / "accelerate.yaml").write_text(yaml)
+    code, out = check(capsys, tmp_path / "accelerate.yaml")
+    refused = next(f for f in out["findings"] if f["code"] == "VL308")
+    assert code == 1 and words in refused["message"] and refused["line"] == line
+
+
+def test_referenced_file_without_zero_section_is_refused(tmp_path, capsys):
+    (tmp_path / "ds.json").write_text('{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}}')
+    (tmp_path / "accelerate.yaml").write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: DEEPSPEED\n"
+                                              "deepspeed_config:\n  deepspeed_config_file: ds.json\nnum_processes: 8\n")
+    code, out = check(capsys, tmp_path / "accelerate.yaml")
+    assert any(f["code"] == "VL308" and "ZeRO optimization config" in f["message"] for f in out["findings"])

@@ -25,7 +25,7 @@ from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_consistency
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.suppress import Suppressions, suppressions
-from vramlint.rules.launch import check_launch, missing_reference
+from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
 from vramlint.rules.schema import check_schema
 from vramlint.rules.syntax import parse_error
 
@@ -88,6 +88,7 @@ def _check(document: Document, result: FileResult, model: ModelShape, cluster: C
     elif looks_like_accelerate(document.data):
         result.findings.extend(check_schema(document, "accelerate"))
         acc = read_accelerate(document)
+        result.findings.extend(check_refusals(acc, path))
         result.findings.extend(check_launch(acc, cluster, path))
         referenced = acc.deepspeed_config_file.value
         if acc.distributed_type.value not in RUNTIMES:
@@ -123,6 +124,8 @@ def _check_referenced(path: str, referenced: str, acc, result: FileResult, model
     precision = flags.precision or PRECISION.get(acc.mixed_precision.value)
     result.findings.extend(check_schema(document, "deepspeed"))
     ds = read_deepspeed(document)
+    if "zero_optimization" not in (document.data or {}):
+        result.findings.append(no_zero_section(str(target)))
     result.findings.extend(check_consistency(ds))
     result.plan = plan_from_deepspeed(ds, model, cluster, replace(flags, precision=precision))
     result.findings.extend(check_batch(ds, result.plan.data_parallel, str(target)))
