@@ -121,3 +121,25 @@ def test_every_suggested_change_really_fits():
     assert estimate(p).per_gpu_peak > budget
     changes = fitting_changes(p, budget)
     assert changes and all(change.peak <= budget for change in changes)
+
+
+def test_hints_speak_each_runtimes_vocabulary():
+    fsdp = plan(runtime="fsdp", fsdp_strategy="NO_SHARD", micro_batch=1, grad_checkpointing=True)
+    words = " ".join(c.text for c in fitting_changes(fsdp, fsdp.cluster.gpu.memory_bytes))
+    assert "fsdp_sharding_strategy" in words and "zero_optimization" not in words
+    torch = plan(runtime="torch", weights_dtype="bfloat16", micro_batch=1, grad_checkpointing=True)
+    words = " ".join(c.text for c in fitting_changes(torch, torch.cluster.gpu.memory_bytes))
+    assert "distributed_type" in words
+
+
+def test_more_gpus_is_offered_beside_offload():
+    big = Plan(model=read_model("meta-llama/Llama-3.1-70B"), cluster=parse_gpus("1x8xH100"), precision="bf16",
+               zero_stage=1, micro_batch=1, seq_len=4096)
+    budget = big.cluster.gpu.memory_bytes
+    changes = fitting_changes(big, budget)
+    more = [c for c in changes if "nodes x 8 GPUs" in c.text]
+    assert any("offload" in c.text for c in changes) and more and more[0].peak <= budget
+    nodes = int(more[0].text.split()[0])
+    from dataclasses import replace
+    fewer = big.with_changes(zero_stage=3, grad_checkpointing=True, cluster=replace(big.cluster, nodes=nodes - 1))
+    assert estimate(fewer).per_gpu_peak > budget                           # the fewest nodes that fit

@@ -70,6 +70,7 @@ class Plan:
     load_in_4bit: bool = False
     attn: str = "sdpa"             # sdpa / flash_attention_2 (no s^2 term) or eager
     fsdp_strategy: str = "FULL_SHARD"          # FSDP: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD(_ZERO2)
+    source: str = "deepspeed"                  # the file's vocabulary for hints: deepspeed, accelerate, flags
     sub_group_size: int = 1_000_000_000        # DeepSpeed ZeRO-3 optimizer sub-group (elements)
     max_live_parameters: int = 1_000_000_000   # DeepSpeed ZeRO-3 stage3_max_live_parameters
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
@@ -209,7 +210,7 @@ def plan_from_accelerate(acc, model: ModelShape, cluster: Cluster, flags: Flags)
                 offload_optimizer=acc.offload_optimizer.value if runtime == "deepspeed" else "none",
                 offload_param=(acc.offload_param.value if runtime == "deepspeed"
                                else "cpu" if acc.fsdp_offload.value else "none"),
-                fsdp_strategy=acc.fsdp_strategy.value, micro_batch=micro, seq_len=flags.seq_len,
+                fsdp_strategy=acc.fsdp_strategy.value, micro_batch=micro, seq_len=flags.seq_len, source="accelerate",
                 grad_checkpointing=flags.grad_checkpointing or bool(acc.activation_checkpointing.value),
                 origins=origins, assumptions=tuple(notes), **workload)
 

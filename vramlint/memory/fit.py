@@ -1,7 +1,8 @@
 """What would fit: the smallest change to a plan that brings its peak under a GPU's memory.
 
-Computed by running the memory model on changed plans, never guessed: the largest micro-batch,
-a higher ZeRO stage, gradient checkpointing. Each answer carries its own predicted peak.
+Computed by running the memory model on changed plans, never guessed: the lowest ZeRO stage or FSDP
+strategy, gradient checkpointing, the largest micro-batch, offload, or the number of GPUs, in the
+config's own vocabulary. Each answer carries its own predicted peak.
 """
 
 from __future__ import annotations
@@ -38,13 +39,55 @@ def largest_micro_batch(plan: Plan, budget: int) -> int:
     return lo
 
 
+WORDS = {  # (source file vocabulary, setting) -> how that file spells it
+    ("deepspeed", "stage"): "zero_optimization.stage {}", ("accelerate", "stage"): "deepspeed_config.zero_stage {}",
+    ("deepspeed", "offload_optimizer"): "offload_optimizer.device cpu",
+    ("accelerate", "offload_optimizer"): "offload_optimizer_device cpu",
+    ("deepspeed", "offload_param"): "offload_param.device cpu", ("accelerate", "offload_param"): "offload_param_device cpu",
+}
+
+
+def _say(plan: Plan, setting: str, value: object = None) -> str:
+    source = "accelerate" if plan.source == "accelerate" else "deepspeed"
+    text = WORDS[(source, setting)].format(value)
+    if plan.runtime == "torch" and setting == "stage":
+        return f"distributed_type DEEPSPEED with zero_stage {value}"
+    return text
+
+
+def _micro_words(plan: Plan, best: int) -> str:
+    key = "train_micro_batch_size_per_gpu" if plan.runtime == "deepspeed" else "micro-batch (per_device_train_batch_size)"
+    return f"{key} <= {best}"
+
+
+def _sharding(plan: Plan) -> list[tuple[dict, str]]:
+    """The next sharding steps in the runtime's own vocabulary, least communication first."""
+    if plan.runtime == "deepspeed":
+        return [({"zero_stage": stage}, _say(plan, "stage", stage)) for stage in range(plan.zero_stage + 1, 4)]
+    if plan.runtime == "fsdp":
+        order = ["NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD"]
+        start = order.index(plan.fsdp_strategy) + 1 if plan.fsdp_strategy in order else len(order)
+        return [({"fsdp_strategy": name}, f"fsdp_sharding_strategy {name}") for name in order[start:]]
+    return [({"runtime": "fsdp", "fsdp_strategy": "FULL_SHARD"}, "distributed_type FSDP (FULL_SHARD)"),
+            ({"runtime": "deepspeed", "zero_stage": 3}, _say(plan, "stage", 3))]
+
+
+def _offload(plan: Plan) -> tuple[dict, str] | None:
+    if plan.runtime == "deepspeed" and plan.offload_optimizer == "none" and plan.zero_stage >= 1:
+        return {"offload_optimizer": "cpu"}, _say(plan, "offload_optimizer")
+    if plan.runtime == "fsdp" and plan.offload_param == "none":
+        return {"offload_param": "cpu"}, "fsdp_offload_params true"
+    return None
+
+
 def fitting_changes(plan: Plan, budget: int) -> list[Change]:
-    """Single changes that fit, cheapest first: keep the batch if a stage or checkpointing does it."""
+    """Single changes that fit, cheapest first: a sharding step, checkpointing, a smaller
+    micro-batch, offload; failing those, combinations; failing those, more GPUs."""
     out: list[Change] = []
-    for stage in range(plan.zero_stage + 1, 4):
-        changed = plan.with_changes(zero_stage=stage)
+    for changes, words in _sharding(plan):
+        changed = plan.with_changes(**changes)
         if peak(changed) <= budget:
-            out.append(Change(f"zero_optimization.stage {stage}", peak(changed)))
+            out.append(Change(words, peak(changed)))
             break
     if not plan.grad_checkpointing:
         changed = plan.with_changes(grad_checkpointing=True)
@@ -52,33 +95,56 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
             out.append(Change("gradient checkpointing on", peak(changed)))
     best = largest_micro_batch(plan, budget)
     if 0 < best < plan.micro_batch:
-        out.append(Change(f"train_micro_batch_size_per_gpu <= {best}", peak(plan.with_changes(micro_batch=best))))
-    if plan.offload_optimizer == "none" and plan.zero_stage >= 1:
-        changed = plan.with_changes(offload_optimizer="cpu")
-        if peak(changed) <= budget:
-            out.append(Change("offload_optimizer.device cpu", peak(changed)))
-    if not out:
-        out += _combined(plan, budget)
-    return out
+        out.append(Change(_micro_words(plan, best), peak(plan.with_changes(micro_batch=best))))
+    offload = _offload(plan)
+    if offload and peak(plan.with_changes(**offload[0])) <= budget:
+        out.append(Change(offload[1], peak(plan.with_changes(**offload[0]))))
+    return out or _combined(plan, budget) + _more_gpus(plan, budget)
 
 
 def _combined(plan: Plan, budget: int) -> list[Change]:
-    """When no single change fits: ZeRO-3 with checkpointing, then with CPU offload of the optimizer,
-    then of the parameters too; the first that fits, at the largest micro-batch it allows."""
-    ladder = [({}, []), ({"offload_optimizer": "cpu"}, ["offload_optimizer.device cpu"]),
-              ({"offload_optimizer": "cpu", "offload_param": "cpu"},
-               ["offload_optimizer.device cpu", "offload_param.device cpu"])]
+    """When no single change fits: full sharding with checkpointing, then with CPU offload of the
+    optimizer, then of the parameters too; the first that fits, at the largest micro-batch it allows."""
+    fsdp = plan.runtime == "fsdp"
+    full = {"fsdp_strategy": "FULL_SHARD"} if fsdp else {"runtime": "deepspeed", "zero_stage": 3}
+    opt, par = _say(plan, "offload_optimizer"), _say(plan, "offload_param")
+    ladder = [({}, []), ({"offload_param": "cpu"}, ["fsdp_offload_params true"])] if fsdp else [
+        ({}, []), ({"offload_optimizer": "cpu"}, [opt]), ({"offload_optimizer": "cpu", "offload_param": "cpu"}, [opt, par])]
     for extra, words in ladder:
-        strongest = plan.with_changes(zero_stage=3, grad_checkpointing=True, **extra)
+        strongest = plan.with_changes(grad_checkpointing=True, **full, **extra)
         best = largest_micro_batch(strongest, budget)
         if not best:
             continue
-        steps = [] if plan.zero_stage == 3 else ["zero_optimization.stage 3"]
+        steps = [] if _is_full(plan) else ["fsdp_sharding_strategy FULL_SHARD" if fsdp else _say(plan, "stage", 3)]
         steps += ([] if plan.grad_checkpointing else ["gradient checkpointing on"]) + words
         if best < plan.micro_batch:
-            steps.append(f"train_micro_batch_size_per_gpu <= {best}")
-        return [Change(" + ".join(steps), peak(strongest.with_changes(micro_batch=min(best, plan.micro_batch))))]
+            steps.append(_micro_words(strongest, best))
+        if steps:
+            return [Change(" + ".join(steps), peak(strongest.with_changes(micro_batch=min(best, plan.micro_batch))))]
     return []
+
+
+def _is_full(plan: Plan) -> bool:
+    return (plan.runtime == "deepspeed" and plan.zero_stage == 3) or (plan.runtime == "fsdp" and plan.fsdp_strategy == "FULL_SHARD")
+
+
+def _more_gpus(plan: Plan, budget: int, most: int = 64) -> list[Change]:
+    """The fewest whole nodes of the same GPUs on which the plan, fully sharded with checkpointing
+    and without offload, fits at micro-batch 1 (binary search up to ``most`` nodes)."""
+    from dataclasses import replace
+    sharded = plan.with_changes(grad_checkpointing=True, micro_batch=1, offload_optimizer="none", offload_param="none",
+                                **({"fsdp_strategy": "FULL_SHARD"} if plan.runtime == "fsdp"
+                                   else {"runtime": "deepspeed", "zero_stage": 3}))
+    on = lambda nodes: sharded.with_changes(cluster=replace(plan.cluster, nodes=nodes))  # noqa: E731
+    lo, hi = plan.cluster.nodes, most
+    if peak(on(hi)) > budget:
+        return []
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if peak(on(mid)) <= budget else (mid, hi)
+    bigger = on(hi)
+    return [Change(f"{hi} nodes x {plan.cluster.per_node} GPUs ({bigger.cluster.world_size} GPUs), fully sharded "
+                   "with checkpointing at micro-batch 1, no offload", peak(bigger))]
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,9 @@ def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRE
     where = _where(plan, path)
     gpus = plan.cluster.describe()
     if peak > budget:
-        changes = fitting_changes(plan, budget)
+        changes = fitting_changes(plan, int(near * budget))     # suggest only what stays clear of the warning
         hint = "; or ".join(f"{c.text} fits at {c.peak / GiB:.1f} GiB" for c in changes) or \
-            "no single change fits: more GPUs, tensor parallelism or a smaller model"
+            "nothing fits on up to 64 nodes of these GPUs: tensor parallelism, LoRA/QLoRA or a smaller model"
         yield Finding(*EXCEEDS, where, f"per-GPU peak {peak / GiB:.1f} GiB exceeds {budget / GiB:.1f} GiB on {gpus}",
                       hint=hint, detail=_breakdown(estimate))
     elif peak > near * budget:
