@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vramlint.memory.components import ALLOCATOR, CONTEXT, Component, Estimate
-from vramlint.memory.fixed import fixed_costs
+from vramlint.memory.fixed import fixed_costs, workspaces
 from vramlint.plan import Plan
 
 
@@ -20,7 +20,7 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
         from vramlint.memory.training import training_peak
         peak, _, states = training_peak(plan)
         tensors, moment, host = list(peak.components), peak.name, states.host
-    tensors = [c for c in tensors if c.bytes]
+    tensors = [c for c in tensors if c.bytes] + [workspaces()]
     context = replace(fixed_costs(plan), kind=CONTEXT)
     allocated = sum(c.bytes for c in tensors)
     if replay:

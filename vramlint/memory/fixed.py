@@ -24,3 +24,13 @@ def fixed_costs(plan: Plan) -> Component:
         label = f"DeepSpeed ZeRO-{stage}" if plan.runtime == "deepspeed" else "NCCL, as measured under DeepSpeed ZeRO-0"
         return Component("CUDA context + NCCL", DEEPSPEED_CONTEXT[stage], f"measured, {label}", MEASURED)
     return Component("CUDA context + cuBLAS", CONTEXT["torch"], "measured, training step", MEASURED)
+
+
+WORKSPACE_SOURCE = ("cuBLAS (CUBLAS_WORKSPACE_CONFIG :4096:8 = 32 MiB) and cuBLASLt workspaces, allocated through "
+                    "PyTorch's caching allocator on the first matmul; measured +75 MB on H200 (shared/groundtruth)")
+WORKSPACES = 75_000_000
+
+
+def workspaces() -> Component:
+    """Counted by max_memory_allocated, unlike the context: a tensor-kind component."""
+    return Component("cuBLAS workspaces", WORKSPACES, "32 MiB cuBLAS + cuBLASLt workspace", WORKSPACE_SOURCE)

@@ -36,10 +36,12 @@ def working_set(plan: Plan) -> Component:
     widest = 0
     for layer in m.layers:
         mlp = layer.mlp
-        if mlp.kind == "moe":
-            width = mlp.experts_per_token * (m.hidden_size + 3 * mlp.intermediate) + 3 * mlp.shared_intermediate
-        else:
-            width = (3 if mlp.kind == "gated" else 2) * mlp.intermediate
+        if mlp.kind == "moe":     # grouped experts: gathered input, gate_up, act, product of every routed copy
+            width = mlp.experts_per_token * (m.hidden_size + 4 * mlp.intermediate) + 3 * mlp.shared_intermediate
+        elif mlp.kind == "gated":
+            width = 3 * mlp.intermediate
+        else:                     # fc output + GELU; GPT-2's python tanh-GELU keeps 0.5·x and two temporaries
+            width = (4 if m.block.act == "gelu_new" else 2) * mlp.intermediate
         att = layer.attention
         attention = 2 * att.num_heads * att.head_dim + 2 * att.num_kv_heads * att.head_dim
         widest = max(widest, width, attention)

@@ -257,7 +257,14 @@ def _infer_mlp(alloc: CachingAllocator, mlp, act_kind: str, h: int, tokens: int,
         f(up)
     else:
         product = m(i)
-        for _ in range(3 if act_kind == "gelu_new" else 1):   # python tanh-GELU's temporaries
+        if act_kind == "gelu_new":      # python tanh-GELU: 0.5·x lives to the end, temporaries in pairs
+            half, first = m(i), m(i)
+            second = m(i)
+            f(first)
+            f(half)
+            f(product)
+            product = second
+        else:
             temp = m(i)
             f(product)
             product = temp
