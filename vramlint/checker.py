@@ -8,7 +8,7 @@ that file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vramlint.documents import Document, ParseError, parse_json, parse_yaml, read_text
@@ -18,9 +18,12 @@ from vramlint.hardware import Cluster
 from vramlint.memory import Estimate, estimate
 from vramlint.models.shape import ModelShape
 from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from_deepspeed
-from vramlint.readers.accelerate import looks_like_accelerate, read_accelerate
+from vramlint.readers.accelerate import PRECISION, looks_like_accelerate, read_accelerate
 from vramlint.readers.deepspeed import looks_like_deepspeed, read_deepspeed
-from vramlint.readers.vllm import looks_like_vllm
+from vramlint.memory.serving import Serving, serving_estimate
+from vramlint.models import read_model
+from vramlint.readers.vllm import human_int, looks_like_vllm, normalised_document, read_vllm
+from vramlint.rules.serving import check_serving
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_consistency
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
@@ -118,9 +121,6 @@ def _check_referenced(path: str, referenced: str, acc, result: FileResult, model
     result.findings.extend(sub.findings)
     if document is None:
         return
-    from dataclasses import replace
-
-    from vramlint.readers.accelerate import PRECISION
     precision = flags.precision or PRECISION.get(acc.mixed_precision.value)
     result.findings.extend(check_schema(document, "deepspeed"))
     ds = read_deepspeed(document)
@@ -133,11 +133,6 @@ def _check_referenced(path: str, referenced: str, acc, result: FileResult, model
 
 def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:
     """A ``vllm serve --config`` file: its own ``model`` when vramlint can read it, else --model."""
-    from vramlint.memory.serving import Serving, serving_estimate
-    from vramlint.models import read_model
-    from vramlint.readers.vllm import human_int, normalised_document, read_vllm
-    from vramlint.rules.serving import check_serving
-
     result.findings.extend(check_schema(normalised_document(document), "vllm"))
     cfg = read_vllm(document)
     if cfg.model.value:

@@ -7,7 +7,7 @@ point at the file line that set a value or say that a default was assumed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vramlint.documents import Location
 from vramlint.errors import UnplannableError, UsageError
@@ -90,7 +90,6 @@ class Plan:
         return max(1, self.cluster.world_size // (self.tensor_parallel * self.pipeline_parallel))
 
     def with_changes(self, **changes) -> Plan:
-        from dataclasses import replace
         return replace(self, **changes)
 
 

@@ -27,16 +27,3 @@ def parse_size(text: str) -> int | None:
         return None
     number, unit = match.groups()
     return round(float(number) * UNITS[unit.upper()])
-
-
-def gib(n: float) -> str:
-    """Bytes as GiB with two decimals: the unit nvidia-smi users read off OOM messages."""
-    return f"{n / GiB:.2f} GiB"
-
-
-def human(n: float) -> str:
-    """Bytes in the largest binary unit that keeps the number >= 1."""
-    for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"

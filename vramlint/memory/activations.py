@@ -39,7 +39,6 @@ from vramlint.plan import Plan
 
 FORWARD_LOGIT_BYTES = 2 + 4 + 4    # 16-bit logits + fp32 upcast + log_softmax output
 BACKWARD_LOGIT_BYTES = 4 + 4 + 4   # kept log_softmax output + its gradient + the input gradient
-KEPT_LOGIT_BYTES = 4               # log_softmax output, kept from forward to backward
 
 
 @dataclass(frozen=True)
@@ -166,7 +165,3 @@ def head_bytes_per_token(model: ModelShape, plan: Plan) -> int:
     if block.norm == "gemma":
         return (8 + w.a) * model.hidden_size
     return (4 + w.r + w.a) * model.hidden_size
-
-
-def kept_logit_bytes(model: ModelShape) -> int:
-    return KEPT_LOGIT_BYTES + (2 if model.block.logit_softcap else 0)

@@ -26,10 +26,11 @@ Three runtimes keep different states (bytes per parameter P, trainable parameter
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vramlint.memory.components import HOST, Component
 from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
+from vramlint.models.quantization import nf4
 from vramlint.models.shape import ModelShape
 from vramlint.plan import Plan
 
@@ -107,9 +108,6 @@ def torch_states(plan: Plan) -> States:
 def _torch_weights(plan: Plan, w_b: int) -> Component:
     m = plan.model
     if plan.load_in_4bit:
-        from dataclasses import replace
-
-        from vramlint.models.quantization import nf4
         size = weight_bytes(replace(m, quantization=nf4()), 2)
         return Component("weights (NF4)", size, f"{nf4().detail} on linears, 16-bit elsewhere",
                          "bitsandbytes 4-bit, models/quantization.py")
