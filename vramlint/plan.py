@@ -101,7 +101,7 @@ def _micro_batch(ds: DeepSpeedConfig, flags: Flags, world: int, origins: dict, n
     """DeepSpeed's own inference of the micro-batch (runtime/config.py ``_set_batch_related_parameters``):
     given explicitly, or train_batch // world // grad_accum with integer division."""
     mb, tb, ga = ds.micro_batch.value, ds.train_batch.value, ds.grad_accum.value
-    if isinstance(mb, int) and not isinstance(mb, bool):
+    if isinstance(mb, int) and not isinstance(mb, bool) and mb > 0:
         origins["micro_batch"] = Origin("file", ds.micro_batch.location)
         return mb
     if flags.micro_batch is not None:

@@ -1,0 +1,72 @@
+"""No crash on any input: property tests over arbitrary JSON and arbitrary config-shaped files."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vramlint.cli import main
+from vramlint.documents import ParseError, parse_json
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                    | st.text(max_size=8),
+                    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children,
+                                                                                       max_size=4),
+                    max_leaves=12)
+DS_KEYS = ["train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
+           "fp16", "bf16", "stage", "offload_optimizer", "offload_param", "device", "enabled", "ratio"]
+VALUES = st.one_of(st.integers(-3, 300), st.booleans(), st.none(), st.sampled_from(["auto", "cpu", "none", "nvme", ""]),
+                   st.floats(-1, 2, allow_nan=False))
+CONFIG = st.recursive(VALUES, lambda children: st.dictionaries(st.sampled_from(DS_KEYS), children, max_size=5),
+                      max_leaves=15)
+
+
+@given(JSON)
+def test_json_round_trips(value):
+    assert parse_json(json.dumps(value)).data == value
+
+
+@given(st.text(max_size=60))
+def test_any_text_parses_or_fails_with_a_position(text):
+    try:
+        parse_json(text)
+    except ParseError as exc:
+        assert exc.line >= 1 and exc.column >= 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(DS_KEYS), CONFIG, min_size=1, max_size=5))
+def test_any_deepspeed_shaped_file_gives_findings_not_tracebacks(tmp_path, capsys, config):
+    path = tmp_path / "ds_config.json"
+    path.write_text(json.dumps(config))
+    code = main(["check", str(path), "--gpus", "8xH100", "--model", "gpt2", "--seq-len", "512", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    assert "internal error" not in err and "Traceback" not in err
+    json.loads(out)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(["distributed_type", "mixed_precision", "num_processes", "num_machines",
+                                        "compute_environment", "deepspeed_config", "fsdp_config", "zero_stage",
+                                        "fsdp_sharding_strategy", "fsdp_version", "fsdp_reshard_after_forward"]),
+                       CONFIG, min_size=1, max_size=6))
+def test_any_accelerate_shaped_file_gives_findings_not_tracebacks(tmp_path, capsys, config):
+    import yaml
+    config.setdefault("compute_environment", "LOCAL_MACHINE")
+    path = tmp_path / "accelerate_config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code = main(["check", str(path), "--gpus", "8xH100", "--model", "gpt2", "--seq-len", "512", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1, 2) and "internal error" not in err and "Traceback" not in err, err
+
+
+def test_non_positive_micro_batch_is_a_finding_and_the_estimate_stays_sane(tmp_path, capsys):
+    path = tmp_path / "ds_config.json"
+    path.write_text('{"train_micro_batch_size_per_gpu": -4, "zero_optimization": {"stage": 2}}')
+    assert main(["check", str(path), "--gpus", "8xH100", "--model", "gpt2", "--seq-len", "512", "--format", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)["files"][0]
+    assert {"VL102", "VL301"} <= {f["code"] for f in out["findings"]}
+    assert out["plan"]["micro_batch"] == 1 and all(c["bytes"] >= 0 for c in out["estimate"]["components"])
