@@ -13,7 +13,8 @@ saves an input only when the gradient of another input needs it (REFERENCE.md se
   projection stays alive whole through the v view. Eager attention adds the b·a·s² softmax in fp32
   plus its 16-bit cast (6 bytes per score).
 - Gated MLP: gate, up, act(gate) and the product (4·I); plain GELU MLP: fc output and GELU
-  output (2·I); GPT-2's python tanh-GELU keeps five I-sized tensors.
+  output (2·I); GPT-2's python tanh-GELU keeps five I-sized tensors — under autocast three of
+  them in fp32, since autocast runs ``pow`` in fp32 and the chain after it stays fp32.
 - MoE (transformers' expert loop): each routed copy of a token keeps its gathered input, the
   fused gate_up output, act, product and the expert output: k·(2h + 4·I_expert).
 - Dropout in training keeps a 1-byte mask per element.
@@ -108,6 +109,8 @@ def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[in
     if mlp.kind == "gated":
         return [w.a * i] * (3 if frozen else 4)        # gate, up, act(gate), product (kept by down)
     if block.act == "gelu_new":
+        if w.r == 4 and w.a == 2:   # autocast runs pow in fp32: x³ chain, tanh, 1+tanh in fp32
+            return [4 * i, 4 * i, 2 * i, 4 * i, 2 * i]
         return [w.a * i] * 5
     return [w.a * i] * (1 if frozen else 2)
 
