@@ -98,3 +98,13 @@ def test_python_dash_m_entry_point():
     proc = subprocess.run([sys.executable, "-m", "vramlint", "model", "gpt2", "--format", "json"],
                           capture_output=True, text=True)
     assert proc.returncode == 0 and json.loads(proc.stdout)["params"] == 124_439_808
+
+
+def test_kind_overrides_content_detection(tmp_path, capsys):
+    path = tmp_path / "serve.yaml"
+    path.write_text("max_tokens: 50\ntemperature: 0.7\nmodel: x\n")       # a client's settings: skipped
+    assert main(["check", str(path), "--gpus", "1xH100", "--model", "gpt2", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"][0]["notes"]
+    assert main(["check", str(path), "--gpus", "1xH100", "--model", "gpt2", "--kind", "vllm", "--format", "json"]) == 1
+    codes = {f["code"] for f in json.loads(capsys.readouterr().out)["files"][0]["findings"]}
+    assert codes == {"VL101"}                                             # vllm serve refuses max_tokens, temperature

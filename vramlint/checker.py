@@ -43,15 +43,18 @@ class FileResult:
     serving: tuple | None = None                      # (Serving, ServingEstimate) of a vLLM config
 
 
+KINDS = ("deepspeed", "accelerate", "vllm")
+
+
 def check_file(path: str, model: ModelShape, cluster: Cluster, flags: Flags, near: float = NEAR_THRESHOLD,
-               ignore: frozenset[str] = frozenset(), host_ram: int | None = None) -> FileResult:
+               ignore: frozenset[str] = frozenset(), host_ram: int | None = None, kind: str | None = None) -> FileResult:
     """Check one file. Findings whose code or name is in ``ignore`` are dropped, and so are those
     an inline ``# vramlint: disable=CODE`` comment switches off (see ``suppressions``)."""
     result = FileResult(path)
     document = _load(path, result)
     if document is not None:
         try:
-            _check(document, result, model, cluster, flags)
+            _check(document, result, model, cluster, flags, kind)
         except UnplannableError as exc:
             result.notes.append(str(exc))
         if result.plan is not None:
@@ -80,15 +83,28 @@ def _load(path: str, result: FileResult) -> Document | None:
         return None
 
 
-def _check(document: Document, result: FileResult, model: ModelShape, cluster: Cluster, flags: Flags) -> None:
-    path = document.path
+def _kind(document: Document) -> str | None:
+    """The format, from the content: DeepSpeed's keys, Accelerate's, or mostly vLLM flags."""
     if looks_like_deepspeed(document.data):
+        return "deepspeed"
+    if looks_like_accelerate(document.data):
+        return "accelerate"
+    if looks_like_vllm(document.data):
+        return "vllm"
+    return None
+
+
+def _check(document: Document, result: FileResult, model: ModelShape, cluster: Cluster, flags: Flags,
+           kind: str | None = None) -> None:
+    path = document.path
+    kind = kind or _kind(document)
+    if kind == "deepspeed":
         result.findings.extend(check_schema(document, "deepspeed"))
         ds = read_deepspeed(document)
         result.findings.extend(check_consistency(ds))
         result.plan = plan_from_deepspeed(ds, model, cluster, flags)
         result.findings.extend(check_batch(ds, result.plan.data_parallel, path))
-    elif looks_like_accelerate(document.data):
+    elif kind == "accelerate":
         result.findings.extend(check_schema(document, "accelerate"))
         acc = read_accelerate(document)
         result.findings.extend(check_refusals(acc, path))
@@ -101,7 +117,7 @@ def _check(document: Document, result: FileResult, model: ModelShape, cluster: C
             _check_referenced(path, str(referenced), acc, result, model, cluster, flags)
         else:
             result.plan = plan_from_accelerate(acc, model, cluster, flags)
-    elif looks_like_vllm(document.data):
+    elif kind == "vllm":
         _check_vllm(document, result, model, cluster)
     else:
         result.notes.append("not a DeepSpeed, Accelerate or vLLM config (none of their keys): skipped")

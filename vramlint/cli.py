@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="when the file's stage is unusable")
     check.add_argument("--near-threshold", type=_fraction, help="warn above this share of GPU memory (default 0.90)")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too")
+    check.add_argument("--kind", choices=["deepspeed", "accelerate", "vllm"],
+                       help="read every file as this format (default: detected from the content)")
     check.add_argument("--host-ram", help="host RAM per node, e.g. 512GB or 1TB, for offload checks (host-ram-exceeded)")
     check.add_argument("--format", choices=["auto", *sorted(REPORTERS)],
                        help="auto (default): github annotations inside GitHub Actions, else text")
@@ -116,7 +118,8 @@ def _check(args: argparse.Namespace) -> int:
         values = merge(settings.for_file(path), cli)
         model, cluster = _resolve(values, models)
         results.append(check_file(path, model, cluster, _flags(values), values["near_threshold"],
-                                  ignore=frozenset(values["ignore"]), host_ram=_size(values.get("host_ram"))))
+                                  ignore=frozenset(values["ignore"]), host_ram=_size(values.get("host_ram")),
+                                  kind=values.get("kind")))
     values = merge(settings.for_file(None), cli)
     REPORTERS[resolve_format(values["format"])](results, cluster, sys.stdout)
     failing = SEVERITY_RANK["warning" if values["strict"] else "error"]
