@@ -111,3 +111,11 @@ def test_inline_and_file_suppressions(tmp_path, capsys):
     assert any(f["code"] == "VL302" for f in findings(capsys, write(tmp_path, "accelerate_c.yaml", plain)))
     whole = "# vramlint: disable-file=VL302,exceeds-gpu-memory\n" + plain
     assert findings(capsys, write(tmp_path, "accelerate_d.yaml", whole)) == []
+
+
+def test_hjson_only_syntax_warns_for_the_hf_path(tmp_path, capsys):
+    path = write(tmp_path, "ds_config.json", '{\n  // ZeRO-2 for the 7B runs\n  "train_micro_batch_size_per_gpu": 1,\n'
+                                              '  "zero_optimization": {"stage": 2,},\n}')
+    found = findings(capsys, path)
+    hjson = next(f for f in found if f["code"] == "VL002")
+    assert hjson["severity"] == "warning" and "comments and trailing commas" in hjson["message"]

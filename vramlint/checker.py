@@ -30,7 +30,7 @@ from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.suppress import Suppressions, suppressions
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
 from vramlint.rules.schema import check_schema
-from vramlint.rules.syntax import parse_error
+from vramlint.rules.syntax import hjson_syntax, parse_error
 
 
 @dataclass
@@ -99,6 +99,7 @@ def _check(document: Document, result: FileResult, model: ModelShape, cluster: C
     path = document.path
     kind = kind or _kind(document)
     if kind == "deepspeed":
+        result.findings.extend(hjson_syntax(document))
         result.findings.extend(check_schema(document, "deepspeed"))
         ds = read_deepspeed(document)
         result.findings.extend(check_consistency(ds))
