@@ -46,7 +46,7 @@ class FileResult:
 KINDS = ("deepspeed", "accelerate", "vllm")
 
 
-def check_file(path: str, model: ModelShape, cluster: Cluster, flags: Flags, near: float = NEAR_THRESHOLD,
+def check_file(path: str, model: ModelShape | None, cluster: Cluster, flags: Flags, near: float = NEAR_THRESHOLD,
                ignore: frozenset[str] = frozenset(), host_ram: int | None = None, kind: str | None = None) -> FileResult:
     """Check one file. Findings whose code or name is in ``ignore`` are dropped, and so are those
     an inline ``# vramlint: disable=CODE`` comment switches off (see ``suppressions``)."""
@@ -98,6 +98,9 @@ def _check(document: Document, result: FileResult, model: ModelShape, cluster: C
            kind: str | None = None) -> None:
     path = document.path
     kind = kind or _kind(document)
+    if model is None and kind in ("deepspeed", "accelerate"):
+        raise UsageError("--model not given and no model in [tool.vramlint] of pyproject.toml "
+                         f"(a {kind} config does not name its model)")
     if kind == "deepspeed":
         result.findings.extend(hjson_syntax(document))
         result.findings.extend(check_schema(document, "deepspeed"))
@@ -148,6 +151,10 @@ def _check_referenced(path: str, referenced: str, acc, result: FileResult, model
     result.findings.extend(check_batch(ds, result.plan.data_parallel, str(target)))
 
 
+def path_of(cfg) -> str:
+    return str(cfg.model.location or cfg.document.path)
+
+
 def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:
     """A ``vllm serve --config`` file: its own ``model`` when vramlint can read it, else --model."""
     result.findings.extend(check_schema(normalised_document(document), "vllm"))
@@ -156,7 +163,12 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
         try:
             model = read_model(str(cfg.model.value))
         except UsageError:
+            if model is None:
+                raise UsageError(f"{path_of(cfg)}: model {cfg.model.value!r} is neither a local config nor in the "
+                                 "offline catalog; pass --model (a catalog name or a config.json)") from None
             result.notes.append(f"model {cfg.model.value!r} is not readable here: checked as {model.name}")
+    if model is None:
+        raise UsageError("--model not given and the vLLM config names no model")
     max_len = human_int(cfg.max_model_len.value)
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
     serving = Serving(model, cluster.gpu.memory_bytes, int(cfg.tensor_parallel.value or 1),

@@ -116,7 +116,7 @@ def _check(args: argparse.Namespace) -> int:
     results, cluster, models = [], None, {}
     for path in args.files:
         values = merge(settings.for_file(path), cli)
-        model, cluster = _resolve(values, models)
+        model, cluster = _resolve(values, models, model_optional=True)
         results.append(check_file(path, model, cluster, _flags(values), values["near_threshold"],
                                   ignore=frozenset(values["ignore"]), host_ram=_size(values.get("host_ram")),
                                   kind=values.get("kind")))
@@ -127,14 +127,17 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if failed else EXIT_OK
 
 
-def _resolve(values: dict, models: dict | None = None):
+def _resolve(values: dict, models: dict | None = None, model_optional: bool = False):
     """The model and GPUs a file is checked against, from flags or settings; ``models`` caches
-    model shapes across the files of one run."""
+    model shapes across the files of one run. ``check`` may leave the model to the file (vLLM
+    configs name theirs)."""
     from vramlint.hardware import parse_gpus
     from vramlint.models import read_model
     for key in ("gpus", "model"):
-        if not values.get(key):
+        if not values.get(key) and not (key == "model" and model_optional):
             raise UsageError(f"--{key} not given and no {key} in [tool.vramlint] of pyproject.toml")
+    if not values.get("model"):
+        return None, parse_gpus(values["gpus"])
     models = {} if models is None else models
     if values["model"] not in models:
         models[values["model"]] = read_model(values["model"])
