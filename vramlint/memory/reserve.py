@@ -9,7 +9,7 @@ cache and retries the allocation instead of failing, so the reserve is capped at
 from __future__ import annotations
 
 from vramlint.memory.components import ALLOCATOR, Component
-from vramlint.memory.timeline import simulate_deepspeed, simulate_inference, simulate_training
+from vramlint.memory.timeline import simulate_deepspeed, simulate_fsdp, simulate_inference, simulate_training
 from vramlint.plan import Plan
 
 SOURCE = "PyTorch caching-allocator replay (memory/allocator.py, memory/timeline.py), REFERENCE.md §4"
@@ -20,7 +20,9 @@ def headroom(plan: Plan, allocated: int, context: int) -> Component:
         peaks = simulate_inference(plan)
     elif plan.runtime == "deepspeed":
         peaks = simulate_deepspeed(plan)
-    else:   # torch; FSDP replays as the torch step of the same activations (its flat shards barely fragment)
+    elif plan.runtime == "fsdp":
+        peaks = simulate_fsdp(plan)
+    else:
         peaks = simulate_training(plan)
     reserve = max(0, peaks.reserved - peaks.allocated)
     left = plan.cluster.gpu.memory_bytes - allocated - context

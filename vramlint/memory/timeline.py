@@ -354,3 +354,40 @@ def simulate_deepspeed(plan: Plan) -> Peaks:
     alloc.reset_peaks()
     step.run(first=False)
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)
+
+
+class _FsdpStep(_Step):
+    """FSDP: flat fp32 shards at rest; FULL_SHARD unshards each decoder layer's parameters in the
+    compute dtype for its forward and again for its backward; gradients are reduce-scattered into
+    fp32 shards, which the optimizer steps with one shard-sized temporary."""
+
+    def _param_grads(self, modules) -> list[int]:
+        return []
+
+    def _gather(self, layer) -> list[int]:
+        if self.plan.fsdp_strategy not in ("FULL_SHARD", "HYBRID_SHARD"):
+            return []
+        c_b = 4 if self.plan.precision == "fp32" else 2
+        return [self.a.malloc(c_b * size) for _, size in layer.modules if size]
+
+    def optimizer(self, grads: list[int], first: bool) -> None:
+        if self.plan.offload_param != "none":
+            return
+        shard = -(-self.plan.model.params // self.plan.data_parallel)
+        gradients = self.a.malloc(4 * shard)
+        temp = self.a.malloc(4 * shard)
+        self.a.free(temp)
+        self.a.free(gradients)
+
+
+def simulate_fsdp(plan: Plan) -> Peaks:
+    from vramlint.memory.states import fsdp_states
+    alloc = CachingAllocator()
+    for component in fsdp_states(plan).resting:
+        if component.bytes and component.name != "unsharded units":    # units are gathered per layer
+            alloc.malloc(component.bytes)
+    step = _FsdpStep(plan, alloc, [])
+    step.run(first=True)
+    alloc.reset_peaks()
+    step.run(first=False)
+    return Peaks(alloc.peak_allocated, alloc.peak_reserved)
