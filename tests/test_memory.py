@@ -143,3 +143,10 @@ def test_more_gpus_is_offered_beside_offload():
     from dataclasses import replace
     fewer = big.with_changes(zero_stage=3, grad_checkpointing=True, cluster=replace(big.cluster, nodes=nodes - 1))
     assert estimate(fewer).per_gpu_peak > budget                           # the fewest nodes that fit
+
+
+def test_band_widens_where_nothing_was_measured():
+    measured = estimate(plan(zero_stage=2))
+    fsdp = estimate(plan(runtime="fsdp", grad_checkpointing=True))
+    assert measured.band == 0.05 and fsdp.band > measured.band
+    assert any("FSDP" in note for note in fsdp.assumptions)

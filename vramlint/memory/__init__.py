@@ -9,6 +9,28 @@ from vramlint.memory.fixed import fixed_costs, workspaces
 from vramlint.plan import Plan
 
 
+# Relative half-width of the low/high band: the calibration set's spread, widened where a regime
+# has no measurement behind it or a known miss (benchmarks/accuracy.py, docs/memory-model.md §7).
+BAND = 0.05
+WIDER = (
+    (lambda p: p.runtime == "deepspeed" and p.offload_param != "none", 0.30,
+     "ZeRO-3 parameter offload: the measured reserve grows step by step beyond the model"),
+    (lambda p: p.runtime == "fsdp", 0.10, "FSDP: modelled from its mechanisms, not measured"),
+    (lambda p: p.runtime == "deepspeed" and p.zero_stage == 3 and p.data_parallel > 1, 0.05,
+     "ZeRO-3 gathering over several GPUs: not measured"),
+    (lambda p: p.model.is_moe, 0.05, "mixture-of-experts: routing-dependent buffers"),
+)
+
+
+def band(plan: Plan) -> tuple[float, list[str]]:
+    width, reasons = BAND, []
+    for applies, extra, reason in WIDER:
+        if applies(plan):
+            width += extra
+            reasons.append(f"band ±{width:.0%}: {reason}")
+    return width, reasons
+
+
 def estimate(plan: Plan, replay: bool = True) -> Estimate:
     """Per-GPU peak: the tensors alive at the step's peak moment, the caching allocator's reserve
     above them (replayed; ``replay=False`` skips it for quick searches), and the context every
@@ -28,7 +50,8 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
         reserve = headroom(plan, allocated, context.bytes)
     else:
         reserve = Component("allocator reserve", 0, "not replayed", "memory/reserve.py", kind=ALLOCATOR)
-    return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions, moment)
+    width, reasons = band(plan)
+    return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + tuple(reasons), moment, width)
 
 
 __all__ = ["Component", "Estimate", "estimate"]
