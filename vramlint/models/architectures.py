@@ -12,11 +12,11 @@ Source for every layout: ``transformers/models/<type>/modeling_<type>.py`` (tran
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramlint.models.config import HfConfig
 from vramlint.models.shape import (CHUNKED, FULL, LINEAR, MLA, SLIDING, Attention, Block, Layer, Mlp,
-                                   Params)
+                                   ModelShape)
 
 
 @dataclass(frozen=True)
@@ -26,23 +26,6 @@ class Module:
     name: str
     group: str
     params: int
-
-
-@dataclass(frozen=True)
-class Decoder:
-    """What a family builder returns; ``hfconfig`` adds dtype, quantization and names."""
-
-    hidden_size: int
-    vocab_size: int
-    layers: tuple[Layer, ...]
-    embedding_params: int
-    head_params: int
-    final_norm_params: int
-    max_position_embeddings: int | None
-    extra_params: int = 0          # other model-level tensors (gemma4 per-layer embeddings)
-    extra_largest: int = 0
-    block: Block = Block()
-    embedding_dropout: bool = False
 
 
 def linear(name: str, group: str, n_in: int, n_out: int, bias: bool = False) -> Module:
@@ -55,11 +38,7 @@ def norm(name: str, size: int, bias: bool = False) -> Module:
 
 
 def layer(attention: Attention, mlp: Mlp, modules: list[Module]) -> Layer:
-    sums = {group: 0 for group in ("attention", "mlp", "experts", "router", "small")}
-    for module in modules:
-        sums[module.group] += module.params
-    return Layer(attention, mlp, Params(**sums), max(m.params for m in modules),
-                 tuple((m.group, m.params) for m in modules))
+    return Layer(attention, mlp, tuple((m.group, m.params) for m in modules))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,11 +113,11 @@ def heads(c: HfConfig) -> tuple[int, int, int, int]:
 
 def decoder(c: HfConfig, layers: list[Layer], h: int, *, final_norm: int | None = None,
             positions: int = 0, tie_default: bool | None = None, block: Block = Block(),
-            embedding_dropout: bool = False) -> Decoder:
+            embedding_dropout: bool = False) -> ModelShape:
     vocab, embed, head = embeddings(c, h, tie_default)
-    return Decoder(h, vocab, tuple(layers), embed + positions, head,
-                   h if final_norm is None else final_norm, c.opt_int("max_position_embeddings", "n_positions"),
-                   block=block, embedding_dropout=embedding_dropout)
+    return ModelShape(h, vocab, tuple(layers), embed + positions, head, h if final_norm is None else final_norm,
+                      c.opt_int("max_position_embeddings", "n_positions"), block=block,
+                      embedding_dropout=embedding_dropout)
 
 
 def dropout_on(c: HfConfig, *keys: str) -> bool:
@@ -152,7 +131,7 @@ def dropout_on(c: HfConfig, *keys: str) -> bool:
 def llama_like(c: HfConfig, *, qkv_bias: bool | None = None, o_bias: bool | None = None,
                qk_norm: str | None = None, norms: int = 2, types: Callable[[int], str] | None = None,
                moe: Callable[[int, int], tuple[Mlp, list[Module]] | None] | None = None,
-               block: Block | None = None) -> Decoder:
+               block: Block | None = None) -> ModelShape:
     """The decoder most families share. ``qk_norm``: "head" (hd weights, qwen3/gemma3) or "full"
     (projection-sized, olmo2). ``moe(i, h)`` returns the MoE block of layer i or None if dense."""
     h, nh, nkv, hd = heads(c)
@@ -201,15 +180,15 @@ def sparse_step(c: HfConfig, count_key: str) -> Callable[[int], bool]:
     return lambda i: i not in only_dense and count > 0 and (i + 1) % step == 0
 
 
-def llama(c: HfConfig) -> Decoder:
+def llama(c: HfConfig) -> ModelShape:
     return llama_like(c)
 
 
-def mistral(c: HfConfig) -> Decoder:
+def mistral(c: HfConfig) -> ModelShape:
     return llama_like(c, qkv_bias=False, o_bias=False)
 
 
-def mixtral(c: HfConfig) -> Decoder:
+def mixtral(c: HfConfig) -> ModelShape:
     def moe(i: int, h: int):
         return routed(h, c.int("num_local_experts"), c.int("num_experts_per_tok"), c.int("intermediate_size"))
     return llama_like(c, qkv_bias=False, o_bias=False, moe=moe)
@@ -232,12 +211,12 @@ def _qwen_window_config(c: HfConfig) -> HfConfig:
     return view
 
 
-def qwen2(c: HfConfig) -> Decoder:
+def qwen2(c: HfConfig) -> ModelShape:
     c = _qwen_window_config(c)
     return llama_like(c, qkv_bias=True, o_bias=False, types=qwen_window(c))
 
 
-def qwen2_moe(c: HfConfig) -> Decoder:
+def qwen2_moe(c: HfConfig) -> ModelShape:
     c = _qwen_window_config(c)
     is_moe = sparse_step(c, "num_experts")
 
@@ -250,12 +229,12 @@ def qwen2_moe(c: HfConfig) -> Decoder:
     return llama_like(c, qkv_bias=qkv, o_bias=False, types=qwen_window(c), moe=moe)
 
 
-def qwen3(c: HfConfig) -> Decoder:
+def qwen3(c: HfConfig) -> ModelShape:
     c = _qwen_window_config(c)
     return llama_like(c, qk_norm="head", types=qwen_window(c))
 
 
-def qwen3_moe(c: HfConfig) -> Decoder:
+def qwen3_moe(c: HfConfig) -> ModelShape:
     c = _qwen_window_config(c)
     is_moe = sparse_step(c, "num_experts")
 
@@ -266,7 +245,7 @@ def qwen3_moe(c: HfConfig) -> Decoder:
     return llama_like(c, qk_norm="head", types=qwen_window(c), moe=moe)
 
 
-def qwen3_next(c: HfConfig) -> Decoder:
+def qwen3_next(c: HfConfig) -> ModelShape:
     """Hybrid: every ``full_attention_interval``-th layer is gated full attention (q_proj twice as
     wide, per-head q/k norms); the others are Gated DeltaNet linear attention with a fixed state."""
     h, nh, nkv, hd = heads(c)
@@ -299,18 +278,18 @@ def qwen3_next(c: HfConfig) -> Decoder:
     return decoder(c, layers, h)
 
 
-def gemma(c: HfConfig) -> Decoder:
+def gemma(c: HfConfig) -> ModelShape:
     return llama_like(c, block=Block(norm="gemma"))
 
 
-def gemma2(c: HfConfig) -> Decoder:
+def gemma2(c: HfConfig) -> ModelShape:
     """Four norms per block; even layers slide (transformers: sliding if ``(i + 1) % 2``)."""
     softcap = bool(c.get("final_logit_softcapping"))
     return llama_like(c, norms=4, types=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention",
                       block=Block(norm="gemma", post_norms=2, logit_softcap=softcap))
 
 
-def gemma3_text(c: HfConfig) -> Decoder:
+def gemma3_text(c: HfConfig) -> ModelShape:
     """Per-head q/k norms, four norms per block, ``sliding_window_pattern`` - 1 of every
     ``sliding_window_pattern`` layers slide (transformers ``Gemma3TextConfig``)."""
     pattern = c.int("sliding_window_pattern", "_sliding_window_pattern", default=6)
@@ -320,12 +299,12 @@ def gemma3_text(c: HfConfig) -> Decoder:
                                   logit_softcap=bool(c.get("final_logit_softcapping"))))
 
 
-def olmo2(c: HfConfig) -> Decoder:
+def olmo2(c: HfConfig) -> ModelShape:
     """q/k norms over the whole projection; post-attention and post-feedforward norms only."""
     return llama_like(c, qk_norm="full", block=Block(pre_norms=0, post_norms=2, raw_inputs=2, qk_norm=True))
 
 
-def phi3(c: HfConfig) -> Decoder:
+def phi3(c: HfConfig) -> ModelShape:
     """Fused qkv_proj and gate_up_proj; every layer slides when ``sliding_window`` is set."""
     h, nh, nkv, hd = heads(c)
     width = c.int("intermediate_size")
@@ -343,7 +322,7 @@ def phi3(c: HfConfig) -> Decoder:
                    embedding_dropout=dropout_on(c, "embd_pdrop"))
 
 
-def starcoder2(c: HfConfig) -> Decoder:
+def starcoder2(c: HfConfig) -> ModelShape:
     """Biased q/k/v/o, plain GELU MLP with biases, LayerNorms with bias."""
     h, nh, nkv, hd = heads(c)
     bias = c.flag("use_bias", default=True)
@@ -360,7 +339,7 @@ def starcoder2(c: HfConfig) -> Decoder:
                    embedding_dropout=dropout_on(c, "embedding_dropout"))
 
 
-def gpt_oss(c: HfConfig) -> Decoder:
+def gpt_oss(c: HfConfig) -> ModelShape:
     """Biased attention with per-head sinks; 128-token sliding window on alternate layers; experts
     with biases, router with bias (transformers ``modeling_gpt_oss.py``)."""
     h, nh, nkv, hd = heads(c)
@@ -380,7 +359,7 @@ def gpt_oss(c: HfConfig) -> Decoder:
     return decoder(c, layers, h)
 
 
-def llama4_text(c: HfConfig) -> Decoder:
+def llama4_text(c: HfConfig) -> ModelShape:
     """MoE on ``moe_layers`` (default every ``interleave_moe_layer_step``-th), one shared expert
     of ``intermediate_size``; dense layers use ``intermediate_size_mlp``. RoPE layers use chunked
     local attention (``attention_chunk_size``); every ``no_rope_layer_interval``-th is global."""
@@ -412,7 +391,7 @@ def llama4_text(c: HfConfig) -> Decoder:
     return decoder(c, layers, h)
 
 
-def deepseek(c: HfConfig) -> Decoder:
+def deepseek(c: HfConfig) -> ModelShape:
     """DeepSeek-V2/V3 (and Kimi-K2): multi-head latent attention, MoE with shared experts after
     ``first_k_dense_replace`` dense layers, every ``moe_layer_freq``-th layer. transformers leaves
     out the multi-token-prediction layer (``num_nextn_predict_layers``), and so does vramlint."""
@@ -454,7 +433,7 @@ def deepseek(c: HfConfig) -> Decoder:
 # GPT-style families: fused qkv, plain GELU MLP, LayerNorm with bias
 
 
-def gpt2(c: HfConfig) -> Decoder:
+def gpt2(c: HfConfig) -> ModelShape:
     """Conv1D c_attn (h -> 3h) and c_proj with biases, learned positions, tied lm_head."""
     h, nh = c.int("n_embd", "hidden_size"), c.int("n_head", "num_attention_heads")
     width = c.opt_int("n_inner") or 4 * h
@@ -471,7 +450,7 @@ def gpt2(c: HfConfig) -> Decoder:
                    embedding_dropout=dropout_on(c, "embd_pdrop"))
 
 
-def gpt_bigcode(c: HfConfig) -> Decoder:
+def gpt_bigcode(c: HfConfig) -> ModelShape:
     """StarCoder: GPT-2 layout with multi-query attention (one K/V head) when ``multi_query``."""
     h, nh = c.int("n_embd", "hidden_size"), c.int("n_head", "num_attention_heads")
     hd = h // nh
@@ -488,7 +467,7 @@ def gpt_bigcode(c: HfConfig) -> Decoder:
                    embedding_dropout=dropout_on(c, "embd_pdrop"))
 
 
-def gpt_neox(c: HfConfig) -> Decoder:
+def gpt_neox(c: HfConfig) -> ModelShape:
     """Pythia: fused query_key_value, plain MLP, two LayerNorms, untied embed_out."""
     h, nh = c.int("hidden_size"), c.int("num_attention_heads")
     bias = c.flag("attention_bias", default=True)
@@ -503,7 +482,7 @@ def gpt_neox(c: HfConfig) -> Decoder:
     return decoder(c, layers, h, final_norm=2 * h, block=Block(norm="layer", fused_qkv=True, dropout_masks=drops))
 
 
-def falcon(c: HfConfig) -> Decoder:
+def falcon(c: HfConfig) -> ModelShape:
     """Falcon: fused query_key_value. ``new_decoder_architecture`` (40B/180B) has grouped KV heads
     (``num_kv_heads``) and two LayerNorms (ln_attn, ln_mlp); 7B is multi-query (one KV head) with
     one input LayerNorm for its parallel attention/MLP. ``bias`` switches every linear's bias."""
@@ -530,7 +509,7 @@ def falcon(c: HfConfig) -> Decoder:
                    block=Block(norm="layer", pre_norms=norms, fused_qkv=True))
 
 
-def gemma4_text(c: HfConfig) -> Decoder:
+def gemma4_text(c: HfConfig) -> ModelShape:
     """Gemma 4: 5 sliding layers to 1 global (last layer always global); global layers use
     ``global_head_dim`` and, with ``attention_k_eq_v``, ``num_global_key_value_heads`` and no
     v_proj (K doubles as V). The last ``num_kv_shared_layers`` reuse earlier caches and hold no
@@ -582,13 +561,11 @@ def gemma4_text(c: HfConfig) -> Decoder:
         return dec
     table = c.int("vocab_size_per_layer_input") * count * per_layer
     projection = h * count * per_layer
-    return Decoder(dec.hidden_size, dec.vocab_size, dec.layers, dec.embedding_params, dec.head_params,
-                   dec.final_norm_params, dec.max_position_embeddings,
-                   extra_params=table + projection + per_layer, extra_largest=max(table, projection))
+    return replace(dec, extra_params=table + projection + per_layer, extra_largest=max(table, projection))
 
 
 # The registry: model_type -> (builder, transformers defaults to fill from).
-FAMILIES: dict[str, tuple[Callable[[HfConfig], Decoder], str]] = {
+FAMILIES: dict[str, tuple[Callable[[HfConfig], ModelShape], str]] = {
     "llama": (llama, "llama"),
     "mistral": (mistral, "mistral"),
     "mixtral": (mixtral, "mixtral"),

@@ -12,6 +12,7 @@ a side file ``hf_quant_config.json``.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -138,21 +139,16 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
     builder, defaults_for = FAMILIES[family]
     notes: list[str] = [read_as] if read_as else []
     try:
-        dec = builder(HfConfig(raw, defaults_for))
+        shape = builder(HfConfig(raw, defaults_for))
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
         raise UsageError(f"{family} config is missing or has an invalid value for {exc}") from None
     quant = read_quantization(raw.get("quantization_config"))
     if quant is None and side_quant:
         section = side_quant.get("quantization")
         quant = read_quantization(dict(section, quant_method="modelopt") if isinstance(section, dict) else None)
-    return ModelShape(
-        model_type=str(outer_type or family), hidden_size=dec.hidden_size, vocab_size=dec.vocab_size,
-        layers=dec.layers, embedding_params=dec.embedding_params, head_params=dec.head_params,
-        final_norm_params=dec.final_norm_params, max_position_embeddings=dec.max_position_embeddings,
-        dtype=_dtype(raw, notes, quant is not None), quantization=quant,
-        architecture=(raw.get("architectures") or [None])[0], read_as=family if read_as else None,
-        name=name, notes=tuple(notes), extra_params=dec.extra_params, extra_largest=dec.extra_largest,
-        block=dec.block, embedding_dropout=dec.embedding_dropout)
+    return replace(shape, model_type=str(outer_type or family), dtype=_dtype(raw, notes, quant is not None),
+                   quantization=quant, architecture=(raw.get("architectures") or [None])[0],
+                   read_as=family if read_as else None, name=name, notes=tuple(notes))
 
 
 def read_model(source: str) -> ModelShape:

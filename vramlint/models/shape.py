@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 
 # Attention kinds. "linear" layers (Gated DeltaNet, Mamba-like) keep a fixed-size state, no KV.
 FULL, SLIDING, CHUNKED, MLA, LINEAR = "full", "sliding", "chunked", "mla", "linear"
@@ -77,13 +78,23 @@ class Mlp:
 
 @dataclass(frozen=True)
 class Layer:
-    """One decoder block."""
+    """One decoder block: its attention, its MLP, and each module's own parameters by group."""
 
     attention: Attention
     mlp: Mlp
-    params: Params
-    largest_module: int            # largest single module's own parameters (DeepSpeed's "layer")
-    modules: tuple[tuple[str, int], ...] = ()   # (group, parameters) of each module, in order
+    modules: tuple[tuple[str, int], ...]    # (Params group, parameters) of each module, in order
+
+    @cached_property
+    def params(self) -> Params:
+        sums = dict.fromkeys(("attention", "mlp", "experts", "router", "small"), 0)
+        for group, size in self.modules:
+            sums[group] += size
+        return Params(**sums)
+
+    @property
+    def largest_module(self) -> int:
+        """Largest single module's own parameters (what DeepSpeed calls a layer)."""
+        return max(size for _, size in self.modules)
 
     @property
     def active_params(self) -> int:
@@ -127,9 +138,9 @@ class Quantization:
 
 @dataclass(frozen=True)
 class ModelShape:
-    """The model as vramlint sees it; built by ``hfconfig.read_model``."""
+    """The model as vramlint sees it: an architecture builder (``architectures``) lays out the
+    layers, ``hfconfig.read_model`` adds the checkpoint's type, dtype, quantization and names."""
 
-    model_type: str
     hidden_size: int
     vocab_size: int
     layers: tuple[Layer, ...]
@@ -137,7 +148,8 @@ class ModelShape:
     head_params: int               # lm_head; 0 when tied to the embeddings
     final_norm_params: int
     max_position_embeddings: int | None
-    dtype: str                     # checkpoint dtype: float32, bfloat16, float16
+    model_type: str = ""           # set by hfconfig, with everything below the builders do not know
+    dtype: str = "bfloat16"        # checkpoint dtype: float32, bfloat16, float16
     quantization: Quantization | None = None
     architecture: str | None = None
     read_as: str | None = None     # family used when model_type is remote-code or missing
