@@ -150,3 +150,11 @@ def test_band_widens_where_nothing_was_measured():
     fsdp = estimate(plan(runtime="fsdp", grad_checkpointing=True))
     assert measured.band == 0.05 and fsdp.band > measured.band
     assert any("FSDP" in note for note in fsdp.assumptions)
+
+
+def test_lora_targets_decide_both_trainable_params_and_kept_inputs():
+    m = read_model("meta-llama/Llama-3.2-1B")
+    qv = plan(model=m, lora_rank=16, lora_targets=("q_proj", "v_proj"))
+    every = plan(model=m, lora_rank=16)
+    assert lora_params(m, 16, ("q_proj", "v_proj")) == 16 * 16 * ((2048 + 2048) + (2048 + 512))
+    assert layer_bytes_per_token(m.layers[0], m, qv) < layer_bytes_per_token(m.layers[0], m, every)

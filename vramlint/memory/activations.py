@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramlint.models.shape import MLA, Block, Layer, ModelShape
+from vramlint.memory.states import lora_targets
 from vramlint.plan import Plan
 
 FORWARD_LOGIT_BYTES = 2 + 4 + 4    # 16-bit logits + fp32 upcast + log_softmax output
@@ -115,17 +116,11 @@ def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[in
     return [w.a * i] * (1 if frozen else 2)
 
 
-def _lora_inputs(layer: Layer, h: int) -> list[int]:
-    """PEFT LoRA on every linear: the frozen base linears keep no input, but PEFT casts each adapted
-    linear's input to the fp32 adapter dtype and lora_A keeps that copy."""
-    q = layer.attention.num_heads * layer.attention.head_dim
-    mlp = layer.mlp
-    inputs = [4 * h] * 3 + [4 * q]
-    if mlp.kind == "gated":
-        inputs += [4 * h, 4 * h, 4 * mlp.intermediate]
-    elif mlp.kind == "plain":
-        inputs += [4 * h, 4 * mlp.intermediate]
-    return inputs
+def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
+    """With LoRA the frozen base linears keep no input, but PEFT casts each adapted linear's input
+    to the fp32 adapter dtype and lora_A keeps that copy (routed experts: not counted)."""
+    wanted = lora_targets(plan.lora_targets)
+    return [4 * d_in for name, (d_in, _, copies) in layer.linears(h).items() if name in wanted and copies == 1]
 
 
 def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
@@ -145,7 +140,7 @@ def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
             tensors += _post_norm(block, h, w, frozen)
         tensors += [h] * (block.dropout_masks // 2)
     if frozen:
-        tensors += _lora_inputs(layer, h)
+        tensors += _lora_inputs(layer, h, plan)
     return [max(1, t // plan.tensor_parallel) for t in tensors]
 
 

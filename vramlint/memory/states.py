@@ -53,31 +53,18 @@ class States:
     host: list[Component] = field(default_factory=list)
 
 
-LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
-
-
-def _adapted(layer, h: int) -> dict[str, int]:
-    """d_in + d_out of each linear PEFT can adapt, by short name."""
-    att, mlp = layer.attention, layer.mlp
-    q, kv = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
-    dims = {"q": h + q, "k": h + kv, "v": h + kv, "o": q + h}
-    if mlp.kind == "moe":
-        i, e = mlp.intermediate, mlp.experts
-        dims.update(gate=e * (h + i), up=e * (h + i), down=e * (i + h))
-    elif mlp.kind == "gated":
-        dims.update(gate=h + mlp.intermediate, up=h + mlp.intermediate, down=mlp.intermediate + h)
-    else:
-        dims.update(up=h + mlp.intermediate, down=mlp.intermediate + h)
-    return dims
+def lora_targets(targets: tuple[str, ...]) -> set[str]:
+    """PEFT ``target_modules`` as short names; "all-linear" is every linear of the decoder."""
+    if "all-linear" in targets:
+        return {"q", "k", "v", "o", "gate", "up", "down"}
+    return {t.removesuffix("_proj") for t in targets}
 
 
 def lora_params(model: ModelShape, rank: int, targets: tuple[str, ...] = ("all-linear",)) -> int:
-    """Trainable LoRA parameters: r x (d_in + d_out) per adapted matrix (PEFT), on every linear of
-    the decoder for "all-linear" (lm_head excluded), else on the named ones (q, k, v, o, gate, up,
-    down); routed experts get one adapter pair per expert matrix."""
-    wanted = set(LORA_TARGETS) if "all-linear" in targets else {t.removesuffix("_proj") for t in targets}
-    return rank * sum(size for layer in model.layers
-                      for name, size in _adapted(layer, model.hidden_size).items() if name in wanted)
+    """Trainable LoRA parameters: r x (d_in + d_out) per adapted matrix (PEFT), lm_head excluded."""
+    wanted = lora_targets(targets)
+    return rank * sum(copies * (d_in + d_out) for layer in model.layers
+                      for name, (d_in, d_out, copies) in layer.linears(model.hidden_size).items() if name in wanted)
 
 
 def trainable(plan: Plan) -> int:

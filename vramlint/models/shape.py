@@ -96,6 +96,18 @@ class Layer:
         """Largest single module's own parameters (what DeepSpeed calls a layer)."""
         return max(size for _, size in self.modules)
 
+    def linears(self, hidden: int) -> dict[str, tuple[int, int, int]]:
+        """The linears an adapter (PEFT LoRA) can target, by short name: (d_in, d_out, copies) —
+        copies is the expert count for routed experts, one adapter pair per expert matrix."""
+        att, mlp = self.attention, self.mlp
+        q, kv = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
+        out = {"q": (hidden, q, 1), "k": (hidden, kv, 1), "v": (hidden, kv, 1), "o": (q, hidden, 1)}
+        copies = mlp.experts if mlp.kind == "moe" else 1
+        if mlp.kind != "plain":
+            out["gate"] = (hidden, mlp.intermediate, copies)
+        out.update(up=(hidden, mlp.intermediate, copies), down=(mlp.intermediate, hidden, copies))
+        return out
+
     @property
     def active_params(self) -> int:
         """Parameters one token passes through: routed experts count k of E."""
