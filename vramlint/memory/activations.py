@@ -154,12 +154,6 @@ def checkpointed_bytes_per_token(model: ModelShape, plan: Plan) -> int:
     return widths(plan).r * model.hidden_size
 
 
-def head_bytes_per_token(model: ModelShape, plan: Plan) -> int:
-    """The final norm's kept tensors and, without LoRA, lm_head's input."""
-    w = widths(plan)
-    block = model.block
-    if block.norm == "layer":
-        return w.r * model.hidden_size + w.a * model.hidden_size
-    if block.norm == "gemma":
-        return (8 + w.a) * model.hidden_size
-    return (4 + w.r + w.a) * model.hidden_size
+def head_tensors(model: ModelShape, plan: Plan) -> list[int]:
+    """The final norm feeds lm_head like any pre-norm feeds its linears: the same kept tensors."""
+    return _pre_norm(model.block, model.hidden_size, widths(plan), frozen=plan.lora_rank > 0)

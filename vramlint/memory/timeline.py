@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator
-from vramlint.memory.states import trainable
+from vramlint.memory.states import deepspeed_states, fsdp_states, trainable
 from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.models.quantization import nf4
 from vramlint.plan import Plan
@@ -87,7 +87,7 @@ class _Step:
     def loss(self, kept):
         a, m, tokens = self.a, self.m, self.tokens
         logits = tokens * m.vocab_size // self.plan.tensor_parallel
-        head = [a.malloc(t * tokens) for t in self._head_tensors()]
+        head = [a.malloc(t * tokens) for t in act.head_tensors(m, self.plan)]
         lm_cast = a.malloc(2 * m.vocab_size * m.hidden_size) if self.plan.autocast else None
         bf16 = a.malloc(2 * logits)
         extra = [a.malloc(2 * logits)] if m.block.logit_softcap else []
@@ -98,10 +98,6 @@ class _Step:
         if lm_cast is not None:
             head.append(lm_cast)
         return head + extra, lsm
-
-    def _head_tensors(self) -> list[int]:
-        total = act.head_bytes_per_token(self.m, self.plan)
-        return [4 * self.m.hidden_size, total - 4 * self.m.hidden_size]
 
     # backward ------------------------------------------------------------------------------
     def backward(self, kept, inputs, casts, residual, head, lsm) -> list[int]:
@@ -339,7 +335,6 @@ class _DeepSpeedStep(_Step):
 
 def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
     """What ``deepspeed.initialize`` leaves on the GPU (see memory/states.py for the bytes)."""
-    from vramlint.memory.states import deepspeed_states
     for component in deepspeed_states(plan).resting:
         if component.bytes:
             alloc.malloc(component.bytes)
@@ -381,7 +376,6 @@ class _FsdpStep(_Step):
 
 
 def simulate_fsdp(plan: Plan) -> Peaks:
-    from vramlint.memory.states import fsdp_states
     alloc = CachingAllocator()
     for component in fsdp_states(plan).resting:
         if component.bytes and component.name != "unsharded units":    # units are gathered per layer

@@ -49,7 +49,7 @@ def _kept_activations(plan: Plan) -> Component:
 
 def _head(plan: Plan) -> Component:
     tokens = plan.micro_batch * plan.seq_len
-    per = act.head_bytes_per_token(plan.model, plan)
+    per = sum(act.head_tensors(plan.model, plan))
     return Component("final norm + lm_head input", per * tokens, f"{per} B/token x {tokens:,}", MEASURED)
 
 
