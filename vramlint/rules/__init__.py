@@ -10,8 +10,8 @@ from __future__ import annotations
 from vramlint.rules import batch, consistency, fit, launch, schema, serving, syntax
 from vramlint.rules.base import Rule
 
-RULES: dict[str, Rule] = {rule.code: rule for rule in (*syntax.RULES, *schema.RULES, *fit.RULES, *batch.RULES, *launch.RULES, *consistency.RULES,
-                                                     *serving.RULES)}
-BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES.values()}
+MODULES = (syntax, schema, fit, batch, launch, consistency, serving)
+RULES: dict[str, Rule] = {rule.code: rule for rule in sorted((r for m in MODULES for r in m.RULES),
+                                                             key=lambda rule: rule.code)}
 
-__all__ = ["BY_NAME", "RULES", "Rule"]
+__all__ = ["RULES", "Rule"]

@@ -14,19 +14,21 @@ from vramlint.units import GiB
 
 EXCEEDS = ("VL201", "exceeds-gpu-memory", ERROR)
 NEAR = ("VL202", "near-gpu-memory", WARNING)
+HOST_RAM = ("VL203", "host-ram-exceeded", ERROR)
+RULES = (
+    Rule(*EXCEEDS, summary="The predicted per-GPU peak is larger than the GPU's memory: the job will OOM.",
+         bad='{"zero_optimization": {"stage": 1}, "train_micro_batch_size_per_gpu": 8}   # 70B on 8x80GB',
+         good='{"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1}'),
+    Rule(*NEAR, summary="The predicted peak is above 90 % of the GPU's memory: fragmentation or a longer "
+                        "batch can still tip it over.",
+         bad='{"train_micro_batch_size_per_gpu": 16}   # 93 % of 80 GB',
+         good='{"train_micro_batch_size_per_gpu": 12}  # 74 % of 80 GB'),
+    Rule(*HOST_RAM, summary="Offloaded optimizer states and parameters need more host RAM per node than "
+                            "--host-ram / host_ram says the machines have.",
+         bad='{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}   # 70B, 512 GB host',
+         good='{"zero_optimization": {"stage": 3}}   # on enough GPUs, or a 2 TB host'),
+)
 NEAR_THRESHOLD = 0.90
-
-
-def _rules() -> tuple[Rule, ...]:
-    return (
-        Rule(*EXCEEDS, summary="The predicted per-GPU peak is larger than the GPU's memory: the job will OOM.",
-             bad='{"zero_optimization": {"stage": 1}, "train_micro_batch_size_per_gpu": 8}   # 70B on 8x80GB',
-             good='{"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": 1}'),
-        Rule(*NEAR, summary="The predicted peak is above 90 % of the GPU's memory: fragmentation or a longer "
-                            "batch can still tip it over.",
-             bad='{"train_micro_batch_size_per_gpu": 16}   # 93 % of 80 GB',
-             good='{"train_micro_batch_size_per_gpu": 12}  # 74 % of 80 GB'),
-    )
 
 
 def _where(plan: Plan, path: str) -> Location:
@@ -58,15 +60,6 @@ def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRE
                                     f"{budget / GiB:.1f} GiB on {gpus} (warning above {near:.0%})",
                       detail=_breakdown(estimate))
 
-
-RULES = _rules()
-
-
-HOST_RAM = ("VL203", "host-ram-exceeded", ERROR)
-RULES = RULES + (Rule(*HOST_RAM, summary="Offloaded optimizer states and parameters need more host RAM per node "
-                                         "than --host-ram / host_ram says the machines have.",
-                      bad='{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}   # 70B, 512 GB host',
-                      good='{"zero_optimization": {"stage": 3}}   # on enough GPUs, or a 2 TB host'),)
 
 
 def check_host_ram(plan: Plan, estimate: Estimate, path: str, host_ram: int | None) -> Iterator[Finding]:

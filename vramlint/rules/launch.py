@@ -13,6 +13,9 @@ from vramlint.rules.base import Rule
 WORLD_MISMATCH = ("VL302", "world-size-mismatch", WARNING)
 NOT_DIVISIBLE = ("VL303", "world-size-not-divisible", ERROR)
 MISSING_FILE = ("VL304", "missing-deepspeed-config-file", ERROR)
+REFUSED = ("VL308", "accelerate-launch-refused", ERROR)
+IGNORED_WITH_FILE = ("gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
+                     "offload_param_device", "zero3_save_16bit_model", "mixed_precision")
 RULES = (
     Rule(*WORLD_MISMATCH, summary="Accelerate's num_processes (the total over all machines) disagrees with the "
                                   "GPUs the check assumes, so the memory verdict is for a different job.",
@@ -26,6 +29,11 @@ RULES = (
                                 "(relative to the config or the working directory): the launch fails.",
          bad="deepspeed_config:\n  deepspeed_config_file: ds_zero3.json   # no such file",
          good="deepspeed_config:\n  deepspeed_config_file: configs/ds_zero3.json"),
+    Rule(*REFUSED, summary="accelerate launch refuses the file, with the ValueError quoted in the finding (missing "
+                           "distributed_type, settings next to deepspeed_config_file that it would ignore, FSDP1/FSDP2 "
+                           "reshard spelling mismatches).",
+         bad="distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n  zero_stage: 3",
+         good="distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json"),
 )
 
 
@@ -46,16 +54,6 @@ def check_launch(acc: AccelerateConfig, cluster: Cluster, path: str) -> Iterator
         yield Finding(*WORLD_MISMATCH, where, f"num_processes {processes} (total over machines) but the check "
                                               f"assumes {cluster.world_size} GPUs ({cluster.describe()})",
                       hint=f"num_processes: {cluster.world_size}, or --gpus {processes}x{cluster.gpu.name}")
-
-
-REFUSED = ("VL308", "accelerate-launch-refused", ERROR)
-IGNORED_WITH_FILE = ("gradient_accumulation_steps", "gradient_clipping", "zero_stage", "offload_optimizer_device",
-                     "offload_param_device", "zero3_save_16bit_model", "mixed_precision")
-RULES = RULES + (Rule(*REFUSED, summary="accelerate launch refuses the file, with the ValueError quoted in the "
-                                        "finding (missing distributed_type, settings next to deepspeed_config_file "
-                                        "that it would ignore, FSDP1/FSDP2 reshard spelling mismatches).",
-                      bad="distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n  zero_stage: 3",
-                      good="distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json"),)
 
 
 def check_refusals(acc: AccelerateConfig, path: str) -> Iterator[Finding]:

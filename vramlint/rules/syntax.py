@@ -7,22 +7,14 @@ from vramlint.findings import ERROR, WARNING, Finding
 from vramlint.rules.base import Rule
 
 PARSE_ERROR = ("VL001", "parse-error", ERROR)
-
-
-def _rule() -> Rule:
-    return Rule(*PARSE_ERROR, summary="The file is not valid JSON (or YAML); the framework would refuse it.",
-                bad='{"train_batch_size": CONFIG_BATCH_SIZE}',
-                good='{"train_batch_size": 64}')
-
-
 HJSON = ("VL002", "hjson-syntax", WARNING)
-
-
-def _hjson_rule() -> Rule:
-    return Rule(*HJSON, summary="Comments or trailing commas: DeepSpeed's own hjson loader accepts them, but the HF "
-                                "Trainer and Accelerate read the file with strict json.load and fail.",
-                bad='{"zero_optimization": {"stage": 2,},  // ZeRO-2\n}',
-                good='{"zero_optimization": {"stage": 2}}')
+RULES = (
+    Rule(*PARSE_ERROR, summary="The file is not valid JSON (or YAML); the framework would refuse it.",
+         bad='{"train_batch_size": CONFIG_BATCH_SIZE}', good='{"train_batch_size": 64}'),
+    Rule(*HJSON, summary="Comments or trailing commas: DeepSpeed's own hjson loader accepts them, but the HF "
+                         "Trainer and Accelerate read the file with strict json.load and fail.",
+         bad='{"zero_optimization": {"stage": 2,},  // ZeRO-2\n}', good='{"zero_optimization": {"stage": 2}}'),
+)
 
 
 def hjson_syntax(document) -> list[Finding]:
@@ -35,8 +27,5 @@ def hjson_syntax(document) -> list[Finding]:
 
 
 def parse_error(path: str, error: ParseError) -> Finding:
-    code, name, severity = PARSE_ERROR
-    return Finding(code, name, severity, Location(path, "$", error.line, error.column), error.message)
+    return Finding(*PARSE_ERROR, Location(path, "$", error.line, error.column), error.message)
 
-
-RULES = (_rule(), _hjson_rule())
