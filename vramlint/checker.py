@@ -43,9 +43,6 @@ class FileResult:
     serving: tuple | None = None                      # (Serving, ServingEstimate) of a vLLM config
 
 
-KINDS = ("deepspeed", "accelerate", "vllm")
-
-
 def check_file(path: str, model: ModelShape | None, cluster: Cluster, flags: Flags, near: float = NEAR_THRESHOLD,
                ignore: frozenset[str] = frozenset(), host_ram: int | None = None, kind: str | None = None) -> FileResult:
     """Check one file. Findings whose code or name is in ``ignore`` are dropped, and so are those
@@ -151,10 +148,6 @@ def _check_referenced(path: str, referenced: str, acc, result: FileResult, model
     result.findings.extend(check_batch(ds, result.plan.data_parallel, str(target)))
 
 
-def path_of(cfg) -> str:
-    return str(cfg.model.location or cfg.document.path)
-
-
 def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:
     """A ``vllm serve --config`` file: its own ``model`` when vramlint can read it, else --model."""
     result.findings.extend(check_schema(normalised_document(document), "vllm"))
@@ -164,7 +157,7 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
             model = read_model(str(cfg.model.value))
         except UsageError:
             if model is None:
-                raise UsageError(f"{path_of(cfg)}: model {cfg.model.value!r} is neither a local config nor in the "
+                raise UsageError(f"{cfg.model.location or document.path}: model {cfg.model.value!r} is neither a local config nor in the "
                                  "offline catalog; pass --model (a catalog name or a config.json)") from None
             result.notes.append(f"model {cfg.model.value!r} is not readable here: checked as {model.name}")
     if model is None:

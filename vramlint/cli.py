@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from vramlint import __version__
 from vramlint.errors import UsageError
 from vramlint.findings import SEVERITY_RANK
+from vramlint.readers import KINDS
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -71,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="when the file's stage is unusable")
     check.add_argument("--near-threshold", type=_fraction, help="warn above this share of GPU memory (default 0.90)")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too")
-    check.add_argument("--kind", choices=["deepspeed", "accelerate", "vllm"],
+    check.add_argument("--kind", choices=KINDS,
                        help="read every file as this format (default: detected from the content)")
     check.add_argument("--host-ram", help="host RAM per node, e.g. 512GB or 1TB, for offload checks (host-ram-exceeded)")
     check.add_argument("--format", choices=["auto", *sorted(REPORTERS)],

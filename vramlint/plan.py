@@ -13,7 +13,7 @@ from vramlint.documents import Location
 from vramlint.errors import UnplannableError, UsageError
 from vramlint.hardware import Cluster
 from vramlint.models.shape import ModelShape
-from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
+from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
@@ -247,4 +247,4 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
                 **{k: v for k, v in workload_from_flags(flags).items() if k != "weights_dtype"})
 
 
-__all__ = ["AUTO", "Flags", "Origin", "Plan", "plan_from_accelerate", "plan_from_deepspeed", "plan_from_flags"]
+__all__ = ["Flags", "Origin", "Plan", "plan_from_accelerate", "plan_from_deepspeed", "plan_from_flags"]

@@ -77,10 +77,12 @@ def load_settings(config: str | None = None, start: Path | None = None) -> Setti
     if config:
         path = Path(config)
         data = _read(path)
-        table = data.get("tool", {}).get("vramlint", data if "tool" not in data else None)
-        if table is None:
-            raise UsageError(f"{path}: no [tool.vramlint] table")
-        where = f"{path} [tool.vramlint]" if "tool" in data else str(path)
+        if "tool" in data:                      # a pyproject.toml: its [tool.vramlint] table
+            table, where = data["tool"].get("vramlint"), f"{path} [tool.vramlint]"
+            if table is None:
+                raise UsageError(f"{path}: no [tool.vramlint] table")
+        else:                                   # a vramlint.toml: the whole file
+            table, where = data, str(path)
     else:
         for folder in [start or Path.cwd(), *(start or Path.cwd()).resolve().parents]:
             candidate = folder / "pyproject.toml"

@@ -40,7 +40,6 @@ DS_MEASURED = "DeepSpeed 0.19 on H200 (shared/groundtruth/h200-deepspeed-calibra
 TORCH_MEASURED = "torch.optim.AdamW foreach on H200 (shared/groundtruth/h200-calibration.jsonl)"
 SHARDED = {0: frozenset(), 1: frozenset({"optimizer"}), 2: frozenset({"optimizer", "gradients"}),
            3: frozenset({"optimizer", "gradients", "weights"})}
-PRECISION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
 @dataclass(frozen=True)
@@ -242,4 +241,4 @@ def model_states(plan: Plan) -> States:
     return deepspeed_states(plan)
 
 
-__all__ = ["PRECISION_BYTES", "States", "lora_params", "model_states", "trainable"]
+__all__ = ["States", "lora_params", "model_states", "trainable"]

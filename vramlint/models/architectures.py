@@ -202,22 +202,11 @@ def qwen_window(c: HfConfig) -> Callable[[int], str]:
     return lambda i: "sliding_attention" if use and i >= first else "full_attention"
 
 
-def _qwen_window_config(c: HfConfig) -> HfConfig:
-    """Hide ``sliding_window`` when ``use_sliding_window`` is false, so no layer slides."""
-    if c.flag("use_sliding_window"):
-        return c
-    raw = dict(c.raw, sliding_window=None)
-    view = HfConfig(raw, c.defaults_for)
-    return view
-
-
 def qwen2(c: HfConfig) -> ModelShape:
-    c = _qwen_window_config(c)
     return llama_like(c, qkv_bias=True, o_bias=False, types=qwen_window(c))
 
 
 def qwen2_moe(c: HfConfig) -> ModelShape:
-    c = _qwen_window_config(c)
     is_moe = sparse_step(c, "num_experts")
 
     def moe(i: int, h: int):
@@ -230,12 +219,10 @@ def qwen2_moe(c: HfConfig) -> ModelShape:
 
 
 def qwen3(c: HfConfig) -> ModelShape:
-    c = _qwen_window_config(c)
     return llama_like(c, qk_norm="head", types=qwen_window(c))
 
 
 def qwen3_moe(c: HfConfig) -> ModelShape:
-    c = _qwen_window_config(c)
     is_moe = sparse_step(c, "num_experts")
 
     def moe(i: int, h: int):

@@ -25,8 +25,9 @@ def escape(text: str) -> str:
 def _console(out: TextIO):
     from rich.console import Console
     plain = bool(os.environ.get("NO_COLOR")) or not getattr(out, "isatty", lambda: False)()
-    return Console(file=out, no_color=plain, force_terminal=not plain and None, highlight=False,
-                   width=None if not plain else 120, soft_wrap=plain)
+    if plain:
+        return Console(file=out, no_color=True, force_terminal=False, highlight=False, width=120, soft_wrap=True)
+    return Console(file=out, highlight=False)
 
 
 def _bar(share: float) -> str:
