@@ -30,6 +30,9 @@ from vramlint.units import GiB
 SOURCE = "vLLM 0.19 determine_available_memory / kv_cache_utils, REFERENCE.md §6"
 MEASURED = "vLLM 0.19 start-up logs on H100 (shared/groundtruth/vllm-startup-logs.jsonl)"
 NON_TORCH = {1: int(0.25 * GiB), 2: int(2.1 * GiB)}   # TP 1; TP > 1 adds custom all-reduce + NCCL buffers
+# The two Llama-class logs that differ only in vocabulary (Llama-3.1-8B V=128256: 1.89 GiB;
+# CodeLlama-7B V=32016: 0.77 GiB; same MLP scale) put 1.12 GiB on 96,240 vocabulary entries x 1024
+# sequences: 12 B per logit, i.e. fp32 logits, their softmax and one more fp32 working copy.
 SAMPLER_BYTES_PER_LOGIT = 12
 KV_BYTES = {"auto": None, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
             "fp8_ds_mla": 1, "nvfp4": 0.5625}
