@@ -72,6 +72,7 @@ class Plan:
     fsdp_strategy: str = "FULL_SHARD"          # FSDP: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD(_ZERO2)
     source: str = "deepspeed"                  # the file's vocabulary for hints: deepspeed, accelerate, flags
     sub_group_size: int = 1_000_000_000        # DeepSpeed ZeRO-3 optimizer sub-group (elements)
+    reduce_bucket_size: int = 500_000_000      # DeepSpeed ZeRO-1/2/3 gradient bucket (elements)
     max_live_parameters: int = 1_000_000_000   # DeepSpeed ZeRO-3 stage3_max_live_parameters
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
     assumptions: tuple[str, ...] = ()

@@ -36,6 +36,7 @@ from vramlint.plan import Plan
 
 ZERO_PAPER = "ZeRO (Rajbhandari et al. 2020), REFERENCE.md §1-2"
 DS_ESTIMATOR = "DeepSpeed estimate_zero{2,3}_model_states_mem_needs, REFERENCE.md §2"
+DS_SOURCE = "DeepSpeed 0.19 runtime/zero/stage_1_and_2.py (IPG bucket, grads_in_partition, step)"
 DS_MEASURED = "DeepSpeed 0.19 on H200 (shared/groundtruth/h200-deepspeed-calibration.jsonl)"
 TORCH_MEASURED = "torch.optim.AdamW foreach on H200 (shared/groundtruth/h200-calibration.jsonl)"
 SHARDED = {0: frozenset(), 1: frozenset({"optimizer"}), 2: frozenset({"optimizer", "gradients"}),
@@ -50,6 +51,7 @@ class States:
     gradients: list[Component] = field(default_factory=list)     # from backward to the step
     step: list[Component] = field(default_factory=list)          # inside optimizer.step()
     host: list[Component] = field(default_factory=list)
+    backward: list[Component] = field(default_factory=list)      # from the first gradient to the end of backward
 
 
 def lora_targets(targets: tuple[str, ...]) -> set[str]:
@@ -151,8 +153,28 @@ def deepspeed_states(plan: Plan) -> States:
         largest = plan.model.largest_layer_params
         resting.append(Component("gradient staging (16-bit)", 2 * largest,
                                  "2 B x largest layer, staged before the copy to host", DS_MEASURED))
+    if stage in (1, 2) and not opt_off:
+        grads, step, backward = _zero12_step(plan)
+        return States(resting, grads, step, _host(plan), backward)
     grads, step = _deepspeed_step(plan, opt_off)
     return States(resting, grads, step, _host(plan))
+
+
+def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Component]]:
+    """ZeRO-1/2 (``stage_1_and_2.py``): gradients pass through the IPG bucket into a flat 16-bit
+    partition; ``step()`` flattens that once more and upcasts it to an fp32 partition, then AdamW
+    steps it with one temporary once both 16-bit copies are freed (8 B/P/N either way)."""
+    p, n = plan.model.params, plan.data_parallel
+    half, full = -(-2 * p // n), -(-4 * p // n)
+    grads = [Component("16-bit gradient partition", half, "2 B x P / N_d (grads_in_partition)", DS_SOURCE)]
+    backward = [Component("IPG reduce bucket", 2 * plan.reduce_bucket_size,
+                          f"2 B x reduce_bucket_size ({plan.reduce_bucket_size:,})", DS_SOURCE)]
+    if plan.zero_stage == 1 and n > 1:
+        backward.append(Component("gradients (16-bit, before reduce)", 2 * p, "2 B x P: ZeRO-1 reduces after backward",
+                                  DS_SOURCE))
+    step = [Component("flattened 16-bit partition + fp32 upcast", half + full, "2 B + 4 B x P / N_d (then AdamW's "
+                      "temporary, 4 B x P / N_d, once the 16-bit copies are freed)", DS_MEASURED)]
+    return grads, step, backward
 
 
 def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Component]]:
@@ -162,12 +184,6 @@ def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Co
     if stage == 0:
         grads = [Component("gradients (16-bit + fp32)", 6 * p, "2 B + 4 B x P", DS_MEASURED)]
         return grads, [Component("optimizer step temporaries", 4 * p, "foreach AdamW: 4 B x P", DS_MEASURED)]
-    if stage in (1, 2):
-        size = -(-4 * p // n)
-        grads = [Component("fp32 gradient partition", size, "4 B x P / N_d", DS_MEASURED)]
-        if stage == 1 and n > 1:
-            grads.append(Component("gradients (16-bit, before reduce)", 2 * p, "2 B x P", ZERO_PAPER))
-        return grads, [Component("optimizer step temporaries", size, "foreach AdamW: 4 B x P / N_d", DS_MEASURED)]
     group = min(plan.sub_group_size, -(-p // n))
     return ([Component("fp32 gradients of one sub-group", 4 * group, f"4 B x min(sub_group_size, P/N_d) = 4 x {group:,}",
                        DS_MEASURED)],

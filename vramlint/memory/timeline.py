@@ -191,10 +191,13 @@ def simulate_training(plan: Plan) -> Peaks:
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)
 
 
+def _module_sizes(m) -> list[int]:
+    """Each parameter tensor's elements, in the order the model creates them."""
+    return [m.embedding_params] + [size for layer in m.layers for _, size in layer.modules] + [m.head_params]
+
+
 def _load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> None:
-    m = plan.model
-    sizes = [m.embedding_params] + [size for layer in m.layers for _, size in layer.modules] + [m.head_params]
-    for size in sizes:
+    for size in _module_sizes(plan.model):
         if size:
             alloc.malloc(dtype_bytes * size)
 
@@ -333,6 +336,95 @@ class _DeepSpeedStep(_Step):
             a.free(handle)
 
 
+class _ZeroStep(_Step):
+    """ZeRO-1/2 without optimizer offload (``runtime/zero/stage_1_and_2.py``).
+
+    Each 16-bit gradient autograd produces is copied into the ``reduce_bucket_size`` IPG bucket
+    (allocated at the first gradient hook of the step, released at the epilogue) and freed; a
+    full bucket is reduced and copied into the flat ``grads_in_partition`` buffer (allocated at
+    the first flush). A gradient larger than the bucket bypasses it until the next flush. ZeRO-2
+    does this in the hooks, during backward; ZeRO-1's hooks only set the bucket up and the copies
+    run after backward, in parameter order, so its gradients pile up until then. The step
+    flattens the partition once more, upcasts it to fp32, frees both 16-bit copies, and runs the
+    client optimizer on the flat fp32 master (AdamW creates m and v at its first step).
+    """
+
+    def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
+        super().__init__(plan, alloc, [])
+        self.part = -(-plan.model.params // plan.data_parallel)
+        self.bucket: int | None = None
+        self.partition: int | None = None
+        self.filled = 0
+        self.oversized: list[int] = []
+        self.pending: list[tuple[int, int]] = []
+
+    def _param_grads(self, modules) -> list[int]:
+        for _, size in modules:
+            if size:
+                self._hook(self.a.malloc(2 * size), size)
+        return []
+
+    def _hook(self, grad: int, size: int) -> None:
+        if self.bucket is None:
+            self.bucket = self.a.malloc(2 * self.plan.reduce_bucket_size)
+        if self.plan.zero_stage == 1:
+            self.pending.append((grad, size))
+        else:
+            self._copy(grad, size)
+
+    def _copy(self, grad: int, size: int) -> None:
+        if self.filled + size > self.plan.reduce_bucket_size:
+            self._flush()
+        self.filled += size
+        if size > self.plan.reduce_bucket_size:
+            self.oversized.append(grad)
+        else:
+            self.a.free(grad)
+
+    def _flush(self) -> None:
+        if self.partition is None:
+            self.partition = self.a.malloc(2 * self.part)
+        for grad in self.oversized:
+            self.a.free(grad)
+        self.oversized, self.filled = [], 0
+
+    def optimizer(self, grads: list[int], first: bool) -> None:
+        a = self.a
+        for grad, size in reversed(self.pending):        # reduce_gradients walks the group in order
+            self._copy(grad, size)
+        self.pending = []
+        self._flush()
+        a.free(self.bucket)
+        self.bucket = None
+        flat = a.malloc(2 * self.part)
+        fp32 = a.malloc(4 * self.part)
+        a.free(flat)
+        a.free(self.partition)
+        self.partition = None
+        if first:
+            self.states += [a.malloc(4 * self.part), a.malloc(4 * self.part)]
+        temp = a.malloc(4 * self.part)
+        a.free(temp)
+        a.free(fp32)
+
+
+def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
+    """``deepspeed.initialize`` for ZeRO-1/2 on a model built on the GPU: the 16-bit parameters
+    are flattened into one buffer (the originals freed), the fp32 master partition is a clone
+    upcast (the clone freed), and ``initialize_optimizer_states`` allocates and drops one fp32
+    gradient partition."""
+    m = plan.model
+    part = -(-m.params // plan.data_parallel)
+    originals = [alloc.malloc(2 * size) for size in _module_sizes(m) if size]
+    alloc.malloc(2 * m.params)
+    for handle in originals:
+        alloc.free(handle)
+    clone = alloc.malloc(2 * part)
+    alloc.malloc(4 * part)
+    alloc.free(clone)
+    alloc.free(alloc.malloc(4 * part))
+
+
 def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
     """What ``deepspeed.initialize`` leaves on the GPU (see memory/states.py for the bytes)."""
     for component in deepspeed_states(plan).resting:
@@ -342,8 +434,12 @@ def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
 
 def simulate_deepspeed(plan: Plan) -> Peaks:
     alloc = CachingAllocator()
-    _deepspeed_persistent(plan, alloc)
-    step = _DeepSpeedStep(plan, alloc, [])
+    if plan.zero_stage in (1, 2) and plan.offload_optimizer == "none" and plan.precision != "fp32":
+        _zero_init(plan, alloc)
+        step = _ZeroStep(plan, alloc)
+    else:
+        _deepspeed_persistent(plan, alloc)
+        step = _DeepSpeedStep(plan, alloc, [])
     step.run(first=True)
     step.run(first=False)          # the DeepSpeed calibration runs did not empty the cache
     alloc.reset_peaks()

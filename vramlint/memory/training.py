@@ -89,7 +89,8 @@ def moments(plan: Plan, states: States) -> list[Moment]:
     out = [Moment("forward at the loss", forward), Moment("backward at the loss", backward),
            Moment("optimizer step", rest + tuple(states.gradients) + tuple(states.step))]
     if plan.grad_checkpointing:
-        out.append(Moment("backward, last layer", rest + tuple(states.gradients) + (_one_layer(plan),)))
+        out.append(Moment("backward, last layer", rest + tuple(states.gradients) + tuple(states.backward)
+                          + (_one_layer(plan),)))
     return out
 
 
