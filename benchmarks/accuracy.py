@@ -56,8 +56,9 @@ def plan_for(record: dict) -> Plan:
                     micro_batch=sc["batch"])
     if kind == "deepspeed":
         opt, par = OFFLOAD[sc["offload"]]
+        # ds_measure.py builds the model on the GPU, then calls deepspeed.initialize (no zero.Init)
         return Plan(**common, precision="bf16", runtime="deepspeed", zero_stage=sc["stage"], micro_batch=sc["micro_batch"],
-                    offload_optimizer=opt, offload_param=par)
+                    offload_optimizer=opt, offload_param=par, zero_init=False)
     weights = "float32" if kind == "amp_adamw" else "bfloat16"
     return Plan(**common, precision="bf16", runtime="torch", weights_dtype=weights, micro_batch=sc["micro_batch"],
                 lora_rank=16 if kind == "lora_bf16" else 0)

@@ -56,3 +56,30 @@ def test_every_corpus_file_reads_without_error():
             continue
         ds = read_deepspeed(parse_json(path.read_text(), str(path)))
         assert ds.zero_stage.value in (0, 1, 2, 3), path.name
+
+
+def test_zero_buffer_sizes_are_read_under_both_key_names():
+    ds = read("microsoft__DeepSpeedExamples__Megatron-LM-v1.1.5-ZeRO3__examples__ds_zero_stage_infinity_config.json")
+    sizes = {name: fact.value for name, fact in ds.buffers.items()}
+    # JSON writes 1e9 as a float; DeepSpeed (pydantic) reads it as an int
+    assert sizes == {"reduce_bucket_size": 90_000_000, "sub_group_size": 100_000_000,
+                     "max_live_parameters": 1_000_000_000, "max_reuse_distance": 1_000_000_000,
+                     "prefetch_bucket_size": 50_000_000}
+    assert ds.buffers["reduce_bucket_size"].location.line == 13
+
+
+def test_auto_buffer_sizes_are_filled_from_the_hidden_size_as_the_hf_trainer_does():
+    from vramlint.hardware import parse_gpus
+    from vramlint.models import read_model
+    from vramlint.plan import Flags, plan_from_deepspeed
+    ds = read("axolotl-ai-cloud__axolotl__deepspeed_configs__zero3_bf16.json")
+    assert ds.buffers["reduce_bucket_size"].value == "auto"
+    model = read_model("meta-llama/Llama-3.1-8B")
+    plan = plan_from_deepspeed(ds, model, parse_gpus("8xH100"), Flags(seq_len=2048))
+    assert plan.reduce_bucket_size == 4096 ** 2
+    assert plan.prefetch_bucket_size == int(0.9 * 4096 ** 2)
+    assert plan.param_persistence_threshold == 40960
+    # the short pydantic names: no parameter is a sub-group of its own, nothing is kept for reuse
+    assert (plan.sub_group_size, plan.max_reuse_distance) == (0, 0)
+    assert plan.origins["reduce_bucket_size"].location.line == ds.buffers["reduce_bucket_size"].location.line
+    assert any("hidden_size**2" in note for note in plan.assumptions)

@@ -10,7 +10,7 @@ from vramlint.memory import estimate
 from vramlint.memory.activations import layer_bytes_per_token
 from vramlint.memory.allocator import CachingAllocator
 from vramlint.memory.fit import fitting_changes, largest_micro_batch
-from vramlint.memory.states import deepspeed_states, lora_params
+from vramlint.memory.states import deepspeed_states, lora_params, zero3_kept, zero3_sub_groups
 from vramlint.models import read_model
 from vramlint.plan import Plan
 
@@ -96,6 +96,36 @@ def test_allocator_reuses_freed_blocks_and_reserves_new_segments():
     a.free(larger)
     a.empty_cache()
     assert a.reserved == 0 and a.peak_reserved == 300 << 20
+
+
+def test_a_block_cached_by_one_stream_is_not_reused_by_another():
+    a = CachingAllocator()
+    a.free(a.malloc(100 << 20, stream=1))             # e.g. DeepSpeed's all-gather stream
+    a.malloc(40 << 20)                                # the compute stream cannot take it
+    assert a.reserved == 140 << 20
+    a.malloc(40 << 20, stream=1)                      # the same stream can
+    assert a.reserved == 140 << 20
+
+
+def test_zero3_sub_groups_close_at_sub_group_size_and_zero_means_one_per_parameter():
+    sizes = LLAMA_8B.tensor_sizes
+    one = plan(zero_stage=3, sub_group_size=0, cluster=parse_gpus("1xH100"))
+    assert [part for part, _ in zero3_sub_groups(one)] == list(sizes)
+    groups = zero3_sub_groups(plan(zero_stage=3, sub_group_size=300_000_000))
+    parts = [part for part, _ in groups]
+    assert sum(parts) == sum(-(-size // 8) for size in sizes)
+    assert len(parts) == 4 and all(300_000_000 <= part < 300_000_000 + 65_536_000 for part in parts[:-1])
+    assert all(full >= 8 * part - 8 * len(sizes) for part, full in groups)     # ds_numel: the full tensors
+    assert zero3_sub_groups(plan(zero_stage=3)) == [(sum(parts), sum(sizes))]    # 1e9 >= 8B / 8: one group
+
+
+def test_zero3_keeps_the_last_layers_gathered_within_the_reuse_distance():
+    layer = LLAMA_8B.layers[0].params.total
+    kept = zero3_kept(LLAMA_8B, 1_000_000_000)
+    # from the end: lm_head (525M) + the later layers (218M each) stay under 1e9 for three layers
+    assert sorted(kept.layers) == [29, 30, 31] and LLAMA_8B.head_params + 3 * layer >= 1e9 > LLAMA_8B.head_params + 2 * layer
+    assert kept.embedding == 0                        # untied: lm_head is its own module
+    assert zero3_kept(LLAMA_8B, 0).layers == frozenset()
 
 
 def test_per_gpu_peak_adds_reserve_and_context_to_allocated():

@@ -13,7 +13,7 @@ from vramlint.documents import Location
 from vramlint.errors import UnplannableError, UsageError
 from vramlint.hardware import Cluster
 from vramlint.models.shape import ModelShape
-from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
+from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
@@ -74,6 +74,10 @@ class Plan:
     sub_group_size: int = 1_000_000_000        # DeepSpeed ZeRO-3 optimizer sub-group (elements)
     reduce_bucket_size: int = 500_000_000      # DeepSpeed ZeRO-1/2/3 gradient bucket (elements)
     max_live_parameters: int = 1_000_000_000   # DeepSpeed ZeRO-3 stage3_max_live_parameters
+    max_reuse_distance: int = 1_000_000_000    # DeepSpeed ZeRO-3 stage3_max_reuse_distance (elements)
+    prefetch_bucket_size: int = 50_000_000     # DeepSpeed ZeRO-3 stage3_prefetch_bucket_size (elements)
+    param_persistence_threshold: int = 100_000  # DeepSpeed ZeRO-3: smaller parameters stay gathered
+    zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
     assumptions: tuple[str, ...] = ()
 
@@ -162,6 +166,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
                                            text="--grad-checkpointing" if flags.grad_checkpointing else "off")
     return Plan(
         **{k: v for k, v in flags.workload.items() if k != "weights_dtype"},
+        **_buffers(ds, model, origins, notes),
         model=model, cluster=cluster,
         precision=_precision(ds, flags, origins, notes),
         zero_stage=stage,
@@ -173,6 +178,31 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
         origins=origins,
         assumptions=tuple(notes),
     )
+
+
+# What the HF Trainer / Accelerate integration writes for "auto" (transformers integrations/deepspeed.py,
+# config-formats.md §A): sizes from the model's hidden size
+AUTO_BUFFERS = {
+    "reduce_bucket_size": ("hidden_size**2", lambda h: h * h),
+    "prefetch_bucket_size": ("0.9 * hidden_size**2", lambda h: int(0.9 * h * h)),
+    "param_persistence_threshold": ("10 * hidden_size", lambda h: 10 * h),
+}
+
+
+def _buffers(ds: DeepSpeedConfig, model: ModelShape, origins: dict, notes: list[str]) -> dict[str, int]:
+    """The ZeRO buffer sizes the file sets, with "auto" filled in as the HF integration does."""
+    out = {}
+    for name, fact in ds.buffers.items():
+        value = fact.value
+        if value == AUTO:
+            rule = AUTO_BUFFERS.get(name)
+            if rule is None:
+                continue
+            value = rule[1](model.hidden_size)
+            notes.append(f"{name} \"auto\" = {rule[0]} = {value:,} (as the HF Trainer fills it)")
+        out[name] = value
+        origins[name] = Origin("file", fact.location)
+    return out
 
 
 RUNTIMES = {"NO": "torch", "MULTI_GPU": "torch", "DEEPSPEED": "deepspeed", "FSDP": "fsdp"}

@@ -13,7 +13,10 @@ those of ``c10/cuda/CUDACachingAllocator.cpp`` (default settings):
 - otherwise a new segment is reserved: 20 MiB for requests up to 10 MiB, else the request
   rounded up to 2 MiB;
 - a freed block merges with free neighbours of the same segment; ``empty_cache`` releases only
-  segments that are entirely free.
+  segments that are entirely free;
+- blocks belong to the stream that allocated them: a request on one stream never reuses a block
+  cached by another (the pools are keyed by stream), which is why work that DeepSpeed runs on
+  its all-gather and reduce streams reserves memory of its own.
 """
 
 from __future__ import annotations
@@ -29,29 +32,32 @@ class CachingAllocator:
 
     def __init__(self) -> None:
         self._ids = itertools.count()
-        self._free: list[tuple[int, int, int]] = []          # (size, segment, offset), sorted
+        self._free: dict[int, list[tuple[int, int, int]]] = {}   # stream -> [(size, segment, offset)], sorted
+        self._stream: dict[int, int] = {}                    # segment -> stream
         self._free_at: dict[tuple[int, int], int] = {}       # (segment, offset) -> size
         self._free_end: dict[tuple[int, int], int] = {}      # (segment, end) -> offset
         self._segments: dict[int, int] = {}                  # segment -> size
         self._live: dict[int, tuple[int, int, int]] = {}     # handle -> (segment, offset, size)
         self.allocated = self.reserved = self.peak_allocated = self.peak_reserved = 0
 
-    def malloc(self, size: int) -> int:
+    def malloc(self, size: int, stream: int = 0) -> int:
         size = max(ROUND, -(-int(size) // ROUND) * ROUND)
         handle = next(self._ids)
         if size <= SMALL:
             self._live[handle] = (-1, 0, size)
             self._account(size, size)
             return handle
-        index = bisect.bisect_left(self._free, (size, -1, -1))
-        if index < len(self._free):
-            block, segment, offset = self._free.pop(index)
+        pool = self._free.setdefault(stream, [])
+        index = bisect.bisect_left(pool, (size, -1, -1))
+        if index < len(pool):
+            block, segment, offset = pool.pop(index)
             del self._free_at[(segment, offset)]
             del self._free_end[(segment, offset + block)]
         else:
             block = LARGE_BUFFER if size <= MIN_LARGE else -(-size // ROUND_LARGE) * ROUND_LARGE
             segment, offset = next(self._ids), 0
             self._segments[segment] = block
+            self._stream[segment] = stream
             self._account(0, block)
         if block - size > SMALL:
             self._add_free(segment, offset + size, block - size)
@@ -82,6 +88,7 @@ class CachingAllocator:
             if self._free_at.get((segment, 0)) == size:
                 self._remove_free(segment, 0, size)
                 del self._segments[segment]
+                del self._stream[segment]
                 self.reserved -= size
 
     def reset_peaks(self) -> None:
@@ -94,12 +101,13 @@ class CachingAllocator:
         self.peak_reserved = max(self.peak_reserved, self.reserved)
 
     def _add_free(self, segment: int, offset: int, size: int) -> None:
-        bisect.insort(self._free, (size, segment, offset))
+        bisect.insort(self._free[self._stream[segment]], (size, segment, offset))
         self._free_at[(segment, offset)] = size
         self._free_end[(segment, offset + size)] = offset
 
     def _remove_free(self, segment: int, offset: int, size: int) -> None:
-        index = bisect.bisect_left(self._free, (size, segment, offset))
-        del self._free[index]
+        pool = self._free[self._stream[segment]]
+        index = bisect.bisect_left(pool, (size, segment, offset))
+        del pool[index]
         del self._free_at[(segment, offset)]
         del self._free_end[(segment, offset + size)]

@@ -37,6 +37,7 @@ from vramlint.plan import Plan
 ZERO_PAPER = "ZeRO (Rajbhandari et al. 2020), REFERENCE.md §1-2"
 DS_ESTIMATOR = "DeepSpeed estimate_zero{2,3}_model_states_mem_needs, REFERENCE.md §2"
 DS_SOURCE = "DeepSpeed 0.19 runtime/zero/stage_1_and_2.py (IPG bucket, grads_in_partition, step)"
+DS_STAGE3 = "DeepSpeed 0.19 runtime/zero/stage3.py, partitioned_param_coordinator.py"
 DS_MEASURED = "DeepSpeed 0.19 on H200 (shared/groundtruth/h200-deepspeed-calibration.jsonl)"
 TORCH_MEASURED = "torch.optim.AdamW foreach on H200 (shared/groundtruth/h200-calibration.jsonl)"
 SHARDED = {0: frozenset(), 1: frozenset({"optimizer"}), 2: frozenset({"optimizer", "gradients"}),
@@ -52,6 +53,7 @@ class States:
     step: list[Component] = field(default_factory=list)          # inside optimizer.step()
     host: list[Component] = field(default_factory=list)
     backward: list[Component] = field(default_factory=list)      # from the first gradient to the end of backward
+    gathered: list[Component] = field(default_factory=list)      # at the turn from forward to backward
 
 
 def lora_targets(targets: tuple[str, ...]) -> set[str]:
@@ -139,16 +141,17 @@ def deepspeed_states(plan: Plan) -> States:
                              f"offloaded to {plan.offload_optimizer}" if opt_off else
                              f"12 B x P{' / N_d' if stage else ''} (fp32 master + Adam m, v)", ZERO_PAPER))
     if stage == 3:
-        largest = plan.model.largest_layer_params
         if not opt_off:
             resting.append(Component("gradient partition (16-bit)", -(-2 * p // n), "2 B x P / N_d",
                                      DS_MEASURED))
-        resting.append(Component("largest layer gathered + its gradient", 4 * largest,
-                                 f"4 B x largest layer ({largest:,})", DS_ESTIMATOR))
+        resting.append(Component("IPG reduce bucket", 2 * plan.reduce_bucket_size,
+                                 f"2 B x reduce_bucket_size ({plan.reduce_bucket_size:,}), allocated at init",
+                                 DS_STAGE3))
         if par_off or n > 1:
-            live = min(plan.max_live_parameters, p)
-            resting.append(Component("live gathered parameters", 2 * live,
-                                     f"2 B x min(stage3_max_live_parameters, P) = 2 x {live:,}", DS_MEASURED))
+            small = sum(size for size in plan.model.tensor_sizes if size < plan.param_persistence_threshold)
+            resting.append(Component("persistent parameters", 2 * small, f"2 B x {small:,} in tensors under "
+                                     f"stage3_param_persistence_threshold ({plan.param_persistence_threshold:,})",
+                                     DS_STAGE3))
     elif opt_off:
         largest = plan.model.largest_layer_params
         resting.append(Component("gradient staging (16-bit)", 2 * largest,
@@ -157,7 +160,66 @@ def deepspeed_states(plan: Plan) -> States:
         grads, step, backward = _zero12_step(plan)
         return States(resting, grads, step, _host(plan), backward)
     grads, step = _deepspeed_step(plan, opt_off)
+    if stage == 3 and (par_off or n > 1):
+        return States(resting, grads, step, _host(plan), *_zero3_gathered(plan))
     return States(resting, grads, step, _host(plan))
+
+
+def _zero3_gathered(plan: Plan) -> tuple[list[Component], list[Component]]:
+    """Full 16-bit parameters ZeRO-3 gathers (or fetches from the host): at the turn from forward
+    to backward, the ones kept for reuse; later in backward, one layer in flight."""
+    m = plan.model
+    kept = zero3_kept(m, plan.max_reuse_distance)
+    layers = sum(m.layers[i].params.total for i in kept.layers)
+    head = m.head_params or m.embedding_params
+    one = max(layer.params.total for layer in m.layers)
+    ahead = min(plan.prefetch_bucket_size, plan.max_live_parameters)
+    return ([Component("layer gathered in backward + prefetch", 2 * (one + ahead),
+                       f"2 B x ({one:,} + min(stage3_prefetch_bucket_size, stage3_max_live_parameters) {ahead:,})",
+                       DS_STAGE3)],
+            [Component("gathered parameters at the loss", 2 * (layers + head),
+                       f"2 B x (lm_head {head:,} + {layers:,} of {len(kept.layers)} layers reused within "
+                       "stage3_max_reuse_distance)", DS_STAGE3)])
+
+
+def zero3_sub_groups(plan: Plan) -> list[tuple[int, int]]:
+    """ZeRO-3 steps the local partition one sub-group at a time: parameters in order, a group
+    closed once its partitions reach ``sub_group_size`` elements (stage3.py
+    ``_create_fp16_sub_groups``; 0 makes every parameter its own group). Each group as
+    (elements of its partitions, elements of its full parameters)."""
+    n, groups, part, full = plan.data_parallel, [], 0, 0
+    sizes = plan.model.tensor_sizes
+    if plan.sub_group_size >= sum(-(-size // n) for size in sizes):
+        return [(sum(-(-size // n) for size in sizes), sum(sizes))]
+    for size in sizes:
+        part, full = part + -(-size // n), full + size
+        if part >= plan.sub_group_size:
+            groups.append((part, full))
+            part = full = 0
+    return groups + ([(part, full)] if part else [])
+
+
+@dataclass(frozen=True)
+class Kept:
+    layers: frozenset[int]
+    embedding: int
+
+
+def zero3_kept(model: ModelShape, distance: int) -> Kept:
+    """What ZeRO-3's coordinator keeps gathered once it has traced a step: a module's parameters
+    are not released when the parameters walked before their next use stay under
+    ``stage3_max_reuse_distance`` (partitioned_param_coordinator.py ``__params_to_release``).
+    From the last layer back, the walk to the reuse in backward is the later layers plus lm_head;
+    a tied embedding comes back at lm_head after all the layers."""
+    later, kept = model.head_params or model.embedding_params, set()
+    for index in reversed(range(model.num_layers)):
+        if later >= distance:
+            break
+        kept.add(index)
+        later += model.layers[index].params.total
+    layers = sum(layer.params.total for layer in model.layers)
+    tied = not model.head_params and layers < distance
+    return Kept(frozenset(kept), model.embedding_params if tied else 0)
 
 
 def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Component]]:
@@ -184,8 +246,9 @@ def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Co
     if stage == 0:
         grads = [Component("gradients (16-bit + fp32)", 6 * p, "2 B + 4 B x P", DS_MEASURED)]
         return grads, [Component("optimizer step temporaries", 4 * p, "foreach AdamW: 4 B x P", DS_MEASURED)]
-    group = min(plan.sub_group_size, -(-p // n))
-    return ([Component("fp32 gradients of one sub-group", 4 * group, f"4 B x min(sub_group_size, P/N_d) = 4 x {group:,}",
+    group = max(part for part, _ in zero3_sub_groups(plan))
+    return ([Component("fp32 gradients of one sub-group", 4 * group, f"4 B x the largest sub-group (sub_group_size "
+                       f"{plan.sub_group_size:,}) = 4 x {group:,}",
                        DS_MEASURED)],
             [Component("optimizer step temporaries", 4 * group, "foreach AdamW over one sub-group", DS_MEASURED)])
 

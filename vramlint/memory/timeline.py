@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator
-from vramlint.memory.states import deepspeed_states, fsdp_states, trainable
+from vramlint.memory.states import deepspeed_states, fsdp_states, trainable, zero3_kept, zero3_sub_groups
 from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.models.quantization import nf4
 from vramlint.plan import Plan
@@ -55,8 +55,8 @@ class _Step:
         kept: list[list[int]] = []
         inputs: list[int | None] = []
         casts: list[list[int]] = []
-        for layer in m.layers:
-            gathered = self._gather(layer)
+        for index, layer in enumerate(m.layers):
+            gathered = self._gather(index)
             layer_casts = self._casts(layer)
             tensors = [a.malloc(t * tokens) for t in act.layer_tensors(layer, m, self.plan)]
             new_residual = a.malloc(w.r * m.hidden_size * tokens)
@@ -71,13 +71,17 @@ class _Step:
             residual = new_residual
             kept.append(tensors)
             casts.append(layer_casts)
-            for handle in gathered:
-                a.free(handle)
+            self._release(index, gathered, forward=True)
         return kept, inputs, casts, residual
 
-    def _gather(self, layer) -> list[int]:
-        """Parameters fetched for one layer and released after it (ZeRO-3 / FSDP); none here."""
+    def _gather(self, index: int) -> list[int]:
+        """Parameters fetched for one layer (ZeRO-3 / FSDP); none here."""
         return []
+
+    def _release(self, index: int, gathered: list[int], forward: bool) -> None:
+        """After a layer's forward or backward: what was gathered for it is freed."""
+        for handle in gathered:
+            self.a.free(handle)
 
     def _casts(self, layer) -> list[int]:
         if not self.plan.autocast:
@@ -127,7 +131,7 @@ class _Step:
     def _layer_backward(self, index, kept, checkpoint_input, casts, grad, grads) -> int:
         a, m, tokens, w = self.a, self.m, self.tokens, self.w
         layer = m.layers[index]
-        gathered = self._gather(layer)
+        gathered = self._gather(index)
         if checkpoint_input is not None:
             casts = self._casts(layer)
             kept = [a.malloc(t * tokens) for t in act.layer_tensors(layer, m, self.plan)]
@@ -135,8 +139,9 @@ class _Step:
         widest = max(act.layer_tensors(layer, m, self.plan))
         scratch = a.malloc(widest * tokens)
         new_grad = a.malloc(w.r * m.hidden_size * tokens)
-        for handle in kept + casts + gathered + [scratch, grad]:
+        for handle in kept + casts + [scratch, grad]:
             a.free(handle)
+        self._release(index, gathered, forward=False)
         if checkpoint_input is not None:
             a.free(checkpoint_input)
         return new_grad
@@ -191,13 +196,8 @@ def simulate_training(plan: Plan) -> Peaks:
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)
 
 
-def _module_sizes(m) -> list[int]:
-    """Each parameter tensor's elements, in the order the model creates them."""
-    return [m.embedding_params] + [size for layer in m.layers for _, size in layer.modules] + [m.head_params]
-
-
 def _load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> None:
-    for size in _module_sizes(plan.model):
+    for size in plan.model.tensor_sizes:
         if size:
             alloc.malloc(dtype_bytes * size)
 
@@ -310,13 +310,13 @@ class _DeepSpeedStep(_Step):
             return []       # reduce-scattered into the partition, or streamed to the host
         return [self.a.malloc(2 * size) for _, size in modules if size]
 
-    def _gather(self, layer) -> list[int]:
+    def _gather(self, index: int) -> list[int]:
         """ZeRO-3 all-gathers (or fetches from the host) each module's 16-bit parameters before
         use and releases them after, when there is anything to gather."""
         plan = self.plan
         if plan.zero_stage != 3 or (plan.data_parallel == 1 and plan.offload_param == "none"):
             return []
-        return [self.a.malloc(2 * size) for _, size in layer.modules if size]
+        return [self.a.malloc(2 * size) for _, size in self.m.layers[index].modules if size]
 
     def optimizer(self, grads: list[int], first: bool) -> None:
         a, plan = self.a, self.plan
@@ -336,7 +336,35 @@ class _DeepSpeedStep(_Step):
             a.free(handle)
 
 
-class _ZeroStep(_Step):
+class _HookedStep(_Step):
+    """DeepSpeed ZeRO's gradient hooks: each gradient autograd produces is taken (``_take``) by
+    the stage's reduction as soon as its accumulation hook fires."""
+
+    tied: tuple[int, int] | None = None
+
+    def _param_grads(self, modules) -> list[int]:
+        for group, size in modules:
+            if not size:
+                continue
+            grad = self.a.malloc(2 * size)
+            if group == "head" and not self.m.head_params:
+                # a tied weight: autograd sums lm_head's and the embedding's gradients, so the
+                # first waits in the engine's buffer and the hook fires once, after the embedding
+                self.tied = (grad, size)
+                continue
+            self._take(grad, size)
+        return []
+
+    def _take(self, grad: int, size: int) -> None:
+        raise NotImplementedError
+
+    def _end_of_backward(self) -> None:
+        if self.tied is not None:
+            self._take(*self.tied)
+            self.tied = None
+
+
+class _ZeroStep(_HookedStep):
     """ZeRO-1/2 without optimizer offload (``runtime/zero/stage_1_and_2.py``).
 
     Each 16-bit gradient autograd produces is copied into the ``reduce_bucket_size`` IPG bucket
@@ -358,13 +386,7 @@ class _ZeroStep(_Step):
         self.oversized: list[int] = []
         self.pending: list[tuple[int, int]] = []
 
-    def _param_grads(self, modules) -> list[int]:
-        for _, size in modules:
-            if size:
-                self._hook(self.a.malloc(2 * size), size)
-        return []
-
-    def _hook(self, grad: int, size: int) -> None:
+    def _take(self, grad: int, size: int) -> None:
         if self.bucket is None:
             self.bucket = self.a.malloc(2 * self.plan.reduce_bucket_size)
         if self.plan.zero_stage == 1:
@@ -390,12 +412,14 @@ class _ZeroStep(_Step):
 
     def optimizer(self, grads: list[int], first: bool) -> None:
         a = self.a
+        self._end_of_backward()
         for grad, size in reversed(self.pending):        # reduce_gradients walks the group in order
             self._copy(grad, size)
         self.pending = []
         self._flush()
         a.free(self.bucket)
         self.bucket = None
+        _norm_upcasts(self.plan, a)
         flat = a.malloc(2 * self.part)
         fp32 = a.malloc(4 * self.part)
         a.free(flat)
@@ -415,7 +439,7 @@ def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
     gradient partition."""
     m = plan.model
     part = -(-m.params // plan.data_parallel)
-    originals = [alloc.malloc(2 * size) for size in _module_sizes(m) if size]
+    originals = [alloc.malloc(2 * size) for size in m.tensor_sizes if size]
     alloc.malloc(2 * m.params)
     for handle in originals:
         alloc.free(handle)
@@ -423,6 +447,178 @@ def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
     alloc.malloc(4 * part)
     alloc.free(clone)
     alloc.free(alloc.malloc(4 * part))
+
+
+GATHER, REDUCE = 1, 2      # DeepSpeed's all-gather and reduce-and-partition CUDA streams
+MAX_REDUCE_EVENTS = 2      # stage3.py max_param_reduce_events: reductions in flight before the host waits
+NORM_CHUNK = 250_000_000   # stage3.py _constant_buffered_norm2: fp64 norms in chunks of this many elements
+
+
+def _norm_upcasts(plan: Plan, alloc: CachingAllocator) -> None:
+    """The gradient norm (for clipping and the logged norm): ZeRO's ``get_grad_norm_direct``
+    upcasts each gradient piece of the local partition to fp64 (``get_norm_dtype``), one at a
+    time, 8 B per element."""
+    part = -(-plan.model.params // plan.data_parallel)
+    for size in plan.model.tensor_sizes:
+        if size:
+            alloc.free(alloc.malloc(8 * min(-(-size // plan.data_parallel), part)))
+
+
+class _Zero3Step(_HookedStep):
+    """ZeRO-3 (``runtime/zero/stage3.py``, ``partitioned_param_coordinator.py``).
+
+    Parameters that are partitioned over several GPUs or offloaded are fetched for each module on
+    the all-gather stream and released after it; from the second step on, when the coordinator
+    knows the module order, a module whose parameters come back within
+    ``stage3_max_reuse_distance`` elements keeps them (the last layers stay gathered from their
+    forward to their backward). Each 16-bit gradient is copied into the IPG bucket (allocated at
+    initialisation) and freed; a full bucket is reduce-scattered into the gradient partition, or,
+    with the optimizer offloaded, staged per parameter on the reduce stream (a 16-bit GPU copy
+    alive until the bucket is done, an fp32 upcast per parameter) on its way to the host. The
+    step walks the sub-groups: flatten + fp32 upcast of the gradients, AdamW's m and v (first
+    step) and one temporary.
+    """
+
+    def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
+        super().__init__(plan, alloc, [])
+        self.fetching = plan.offload_param != "none" or plan.data_parallel > 1
+        self.kept = zero3_kept(plan.model, plan.max_reuse_distance)
+        self.traced = False
+        self.held: dict[int, list[int]] = {}
+        self.filled = 0
+        self.bucket: list[int] = []
+        self.oversized: list[int] = []
+        self.window: list[int] = []
+        self.flushed: list[list[int]] = []
+
+    def _gather(self, index: int) -> list[int]:
+        if not self.fetching:
+            return []
+        if index in self.held:
+            return self.held.pop(index)
+        return [self.a.malloc(2 * size, GATHER) for _, size in self.m.layers[index].modules if size]
+
+    def _release(self, index: int, gathered: list[int], forward: bool) -> None:
+        if forward and self.traced and index in self.kept.layers:
+            self.held[index] = gathered
+            return
+        super()._release(index, gathered, forward)
+
+    def forward(self):
+        """The embedding is fetched first; a tied one is what lm_head uses again after the last
+        layer, so a traced step keeps it gathered when the layers are within the reuse distance."""
+        self.embedding = self._fetch(self.m.embedding_params)
+        if self.embedding is not None and not (self.traced and self.kept.embedding):
+            self.a.free(self.embedding)
+            self.embedding = None
+        return super().forward()
+
+    def loss(self, kept):
+        if self.embedding is None:
+            self.embedding = self._fetch(self.m.head_params or self.m.embedding_params)
+        return super().loss(kept)
+
+    def _fetch(self, size: int) -> int | None:
+        return self.a.malloc(2 * size, GATHER) if self.fetching and size else None
+
+    def _param_grads(self, modules) -> list[int]:
+        if any(group == "head" for group, _ in modules) and self.embedding is not None:
+            self.a.free(self.embedding)          # lm_head's parameters go once its backward is done
+            self.embedding = None
+        return super()._param_grads(modules)
+
+    def _take(self, grad: int, size: int) -> None:
+        if self.filled + size > self.plan.reduce_bucket_size:
+            self._flush()
+        if size > self.plan.reduce_bucket_size:
+            self.oversized.append(grad)
+        else:
+            self.window.append(grad)         # copied on the reduce stream: record_stream defers the free
+        self.bucket.append(size)
+        self.filled += size
+
+    def _flush(self) -> None:
+        a, n = self.a, self.plan.data_parallel
+        if self.plan.offload_optimizer != "none":
+            copies = []
+            for size in self.bucket:
+                piece = -(-size // n)
+                copies.append(a.malloc(2 * piece, REDUCE))
+                a.free(a.malloc(8 * min(piece, NORM_CHUNK), REDUCE))
+                a.free(a.malloc(4 * piece, REDUCE))
+            for handle in copies:
+                a.free(handle)
+        if len(self.flushed) > MAX_REDUCE_EVENTS:       # the host waits for the oldest reduction
+            for handle in self.flushed.pop(0):
+                a.free(handle)
+        self.flushed.append(self.window + self.oversized)
+        self.bucket, self.oversized, self.window, self.filled = [], [], [], 0
+
+    def _synchronize(self) -> None:
+        """``reduce_and_partition_stream.synchronize()`` at the end of backward: every gradient
+        block recorded on the reduce stream is reusable again."""
+        for window in self.flushed:
+            for handle in window:
+                self.a.free(handle)
+        self.flushed = []
+
+    def optimizer(self, grads: list[int], first: bool) -> None:
+        a = self.a
+        self._end_of_backward()
+        self._flush()
+        self._synchronize()
+        self.traced = True
+        if self.plan.offload_optimizer != "none":
+            return
+        _norm_upcasts(self.plan, a)
+        for group, _ in zero3_sub_groups(self.plan):
+            flat = a.malloc(2 * group)
+            fp32 = a.malloc(4 * group)
+            a.free(flat)
+            if first:
+                self.states += [a.malloc(4 * group), a.malloc(4 * group)]
+            temp = a.malloc(4 * group)
+            a.free(temp)
+            a.free(fp32)
+
+
+def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
+    """``deepspeed.initialize`` for ZeRO-3: each parameter is partitioned (offloaded partitions go
+    to the host); the partitions are defragmented into one flat buffer (through the host, with
+    ``empty_cache`` between); each sub-group's fp32 master is a clone upcast;
+    ``initialize_optimizer_states`` allocates and drops one fp32 gradient buffer; then the IPG
+    bucket and the 16-bit gradient partition are allocated for good."""
+    m, n = plan.model, plan.data_parallel
+    part = -(-m.params // n)
+    groups = [part for part, _ in zero3_sub_groups(plan)]
+    widest = max(full for _, full in zero3_sub_groups(plan))
+    sizes = [size for size in m.tensor_sizes if size]
+    # under zero.Init each parameter is partitioned as it is created; a model built on the GPU
+    # first (as the calibration runs did) leaves its freed full-size blocks cached
+    originals = [None] * len(sizes) if plan.zero_init else [alloc.malloc(2 * size) for size in sizes]
+    if plan.offload_param == "none":
+        partitions = []
+        for handle, size in zip(originals, sizes):
+            partitions.append(alloc.malloc(2 * -(-size // n)))
+            if handle is not None:
+                alloc.free(handle)
+        for handle in partitions:          # zero/utils.py defragment: via the host, then empty_cache
+            alloc.free(handle)
+        alloc.empty_cache()
+        alloc.malloc(2 * part)
+    else:
+        for handle in originals:
+            if handle is not None:
+                alloc.free(handle)
+    if plan.offload_optimizer == "none":
+        for group in groups:
+            clone = alloc.malloc(2 * group)
+            alloc.malloc(4 * group)
+            alloc.free(clone)
+        alloc.free(alloc.malloc(4 * widest))      # sized by the group's full parameters (ds_numel)
+    alloc.malloc(2 * plan.reduce_bucket_size)
+    if plan.offload_optimizer == "none":
+        alloc.malloc(2 * part)
 
 
 def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
@@ -437,6 +633,9 @@ def simulate_deepspeed(plan: Plan) -> Peaks:
     if plan.zero_stage in (1, 2) and plan.offload_optimizer == "none" and plan.precision != "fp32":
         _zero_init(plan, alloc)
         step = _ZeroStep(plan, alloc)
+    elif plan.zero_stage == 3 and plan.precision != "fp32":
+        _zero3_init(plan, alloc)
+        step = _Zero3Step(plan, alloc)
     else:
         _deepspeed_persistent(plan, alloc)
         step = _DeepSpeedStep(plan, alloc, [])
@@ -455,11 +654,11 @@ class _FsdpStep(_Step):
     def _param_grads(self, modules) -> list[int]:
         return []
 
-    def _gather(self, layer) -> list[int]:
+    def _gather(self, index: int) -> list[int]:
         if self.plan.fsdp_strategy not in ("FULL_SHARD", "HYBRID_SHARD"):
             return []
         c_b = 4 if self.plan.precision == "fp32" else 2
-        return [self.a.malloc(c_b * size) for _, size in layer.modules if size]
+        return [self.a.malloc(c_b * size) for _, size in self.m.layers[index].modules if size]
 
     def optimizer(self, grads: list[int], first: bool) -> None:
         if self.plan.offload_param != "none":

@@ -82,8 +82,9 @@ def moments(plan: Plan, states: States) -> list[Moment]:
     kept, head = _kept_activations(plan), _head(plan)
     cast = _cast_weights(plan)
     rest = tuple(states.resting)
-    forward = rest + (kept, head, _logits(plan, act.FORWARD_LOGIT_BYTES, "forward")) + ((cast,) if cast else ())
-    backward = rest + (kept, head, _logits(plan, act.BACKWARD_LOGIT_BYTES, "backward"))
+    turn = rest + tuple(states.gathered)
+    forward = turn + (kept, head, _logits(plan, act.FORWARD_LOGIT_BYTES, "forward")) + ((cast,) if cast else ())
+    backward = turn + (kept, head, _logits(plan, act.BACKWARD_LOGIT_BYTES, "backward"))
     if cast and not plan.grad_checkpointing:
         backward += (cast,)
     out = [Moment("forward at the loss", forward), Moment("backward at the loss", backward),

@@ -191,6 +191,14 @@ class ModelShape:
         return self.outside_layers + sum(layer.active_params for layer in self.layers)
 
     @property
+    def tensor_sizes(self) -> tuple[int, ...]:
+        """Each parameter tensor's elements, in the order the model creates them (what the
+        allocator sees when the model is built and what DeepSpeed groups and partitions)."""
+        layers = [size for layer in self.layers for _, size in layer.modules]
+        model_level = [self.extra_params, self.final_norm_params, self.head_params]
+        return tuple(size for size in [self.embedding_params, *layers, *model_level] if size)
+
+    @property
     def layer_params(self) -> Params:
         total = Params()
         for layer in self.layers:

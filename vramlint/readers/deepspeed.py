@@ -39,6 +39,19 @@ class DeepSpeedConfig:
     train_batch: Fact
     grad_accum: Fact
     notes: tuple[str, ...] = field(default=())
+    buffers: dict[str, Fact] = field(default_factory=dict)    # Plan field -> the ZeRO size that sets it
+
+
+# ZeRO sizes (in elements) that size GPU buffers: Plan field -> the zero_optimization keys DeepSpeed
+# accepts for it (config-formats.md §A: the stage3_ name and the pydantic field name)
+BUFFER_KEYS = {
+    "reduce_bucket_size": ("reduce_bucket_size",),
+    "sub_group_size": ("sub_group_size",),
+    "max_live_parameters": ("stage3_max_live_parameters", "max_live_parameters"),
+    "max_reuse_distance": ("stage3_max_reuse_distance", "max_reuse_distance"),
+    "prefetch_bucket_size": ("stage3_prefetch_bucket_size", "prefetch_bucket_size"),
+    "param_persistence_threshold": ("stage3_param_persistence_threshold", "param_persistence_threshold"),
+}
 
 
 def _fact(doc: Document, path: str, value: Any) -> Fact:
@@ -78,6 +91,19 @@ def _offload(doc: Document, zero: dict, key: str, legacy: str) -> Fact:
     return Fact("none")
 
 
+def _buffers(doc: Document, zero: dict) -> dict[str, Fact]:
+    """The ZeRO buffer sizes the file sets: numbers (JSON writes 5e8 as a float) or ``"auto"``;
+    anything else is left to the schema's VL102 and the default applies."""
+    out = {}
+    for name, keys in BUFFER_KEYS.items():
+        for key in keys:
+            value = zero.get(key)
+            if value == AUTO or (isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0):
+                out[name] = _fact(doc, f"$.zero_optimization.{key}", value if value == AUTO else int(value))
+                break
+    return out
+
+
 def read_deepspeed(doc: Document) -> DeepSpeedConfig:
     data = doc.data if isinstance(doc.data, dict) else {}
     notes: list[str] = []
@@ -99,6 +125,7 @@ def read_deepspeed(doc: Document) -> DeepSpeedConfig:
         train_batch=_fact(doc, "$.train_batch_size", data.get("train_batch_size")),
         grad_accum=_fact(doc, "$.gradient_accumulation_steps", data.get("gradient_accumulation_steps")),
         notes=tuple(notes),
+        buffers=_buffers(doc, zero),
     )
 
 
