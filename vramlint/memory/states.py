@@ -240,7 +240,7 @@ def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Com
 
 
 def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Component]]:
-    p, n, stage = plan.model.params, plan.data_parallel, plan.zero_stage
+    p, stage = plan.model.params, plan.zero_stage
     if opt_off:
         return [], []
     if stage == 0:
