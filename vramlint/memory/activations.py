@@ -15,8 +15,10 @@ saves an input only when the gradient of another input needs it (REFERENCE.md se
 - Gated MLP: gate, up, act(gate) and the product (4·I); plain GELU MLP: fc output and GELU
   output (2·I); GPT-2's python tanh-GELU keeps five I-sized tensors — under autocast three of
   them in fp32, since autocast runs ``pow`` in fp32 and the chain after it stays fp32.
-- MoE (transformers' expert loop): each routed copy of a token keeps its gathered input, the
-  fused gate_up output, act, product and the expert output: k·(2h + 4·I_expert).
+- MoE (transformers' grouped_mm experts): each routed copy of a token keeps its gathered input,
+  the fused gate_up output, act, product and the expert output: k·(2h + 4·I_expert), in the
+  weights' dtype — ``grouped_mm`` is not an autocast op, so under autocast the input is cast to
+  the fp32 weights (``input.to(weight.dtype)``) and no 16-bit weight copy is made.
 - Dropout in training keeps a 1-byte mask per element.
 - torch.autocast over fp32 weights: the residual stream is fp32 (r = 4 bytes), linears cast their
   input to 16 bit (a = 2) and keep the cast, and keep a 16-bit copy of their weight.
@@ -103,7 +105,8 @@ def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[in
     mlp = layer.mlp
     if mlp.kind == "moe":
         k, i = mlp.experts_per_token, mlp.intermediate
-        routed = [w.a * k * h, w.a * k * 2 * i, w.a * k * i, w.a * k * i, w.a * k * h]
+        e = w.r     # grouped_mm is no autocast op: the chain runs in the weights' dtype (fp32 under autocast)
+        routed = [e * k * h, e * k * 2 * i, e * k * i, e * k * i, e * k * h]
         shared = [w.a * mlp.shared_intermediate] * 4 if mlp.shared_intermediate else []
         return [2 * mlp.experts, 4 * mlp.experts, 4 * mlp.experts] + routed + shared
     i = mlp.intermediate

@@ -22,6 +22,7 @@ from vramlint.models.quantization import nf4
 from vramlint.plan import Plan
 
 LINEAR_GROUPS = ("attention", "mlp", "experts", "router")
+CAST_GROUPS = ("attention", "mlp", "router")     # grouped_mm experts are not autocast ops: never cast
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class _Step:
     def _casts(self, layer) -> list[int]:
         if not self.plan.autocast:
             return []
-        return [self.a.malloc(2 * size) for group, size in layer.modules if group in LINEAR_GROUPS]
+        return [self.a.malloc(2 * size) for group, size in layer.parameter_tensors if group in CAST_GROUPS]
 
     def loss(self, kept):
         a, m, tokens = self.a, self.m, self.tokens
@@ -135,7 +136,7 @@ class _Step:
         if checkpoint_input is not None:
             casts = self._casts(layer)
             kept = [a.malloc(t * tokens) for t in act.layer_tensors(layer, m, self.plan)]
-        grads += self._param_grads(list(layer.modules))
+        grads += self._param_grads(list(layer.parameter_tensors))
         widest = max(act.layer_tensors(layer, m, self.plan))
         scratch = a.malloc(widest * tokens)
         new_grad = a.malloc(w.r * m.hidden_size * tokens)
@@ -172,7 +173,7 @@ def _trainable_tensors(plan: Plan) -> list[tuple[str, int]]:
         return [("lora", per_layer)] * m.num_layers
     out = [("embedding", m.embedding_params)]
     for layer in m.layers:
-        out += list(layer.modules)
+        out += list(layer.parameter_tensors)
     if m.head_params:
         out.append(("head", m.head_params))
     return out
@@ -185,7 +186,7 @@ def simulate_training(plan: Plan) -> Peaks:
     w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
     q_b = nf4().bits / 8
     for group, size in [("embedding", plan.model.embedding_params)] + [
-            item for layer in plan.model.layers for item in layer.modules] + [("head", plan.model.head_params)]:
+            item for layer in plan.model.layers for item in layer.parameter_tensors] + [("head", plan.model.head_params)]:
         if size:
             alloc.malloc(size * (q_b if plan.load_in_4bit and group in LINEAR_GROUPS else w_b))
     step = _Step(plan, alloc, params)
@@ -496,7 +497,9 @@ class _Zero3Step(_HookedStep):
             return []
         if index in self.held:
             return self.held.pop(index)
-        return [self.a.malloc(2 * size, GATHER) for _, size in self.m.layers[index].modules if size]
+        layer = self.m.layers[index]     # one flat buffer per module over several GPUs; per tensor from the host
+        parts = layer.parameter_tensors if self.plan.data_parallel == 1 else layer.modules
+        return [self.a.malloc(2 * size, GATHER) for _, size in parts if size]
 
     def _release(self, index: int, gathered: list[int], forward: bool) -> None:
         if forward and self.traced and index in self.kept.layers:

@@ -62,12 +62,13 @@ def _logits(plan: Plan, per_logit: int, when: str) -> Component:
 
 
 def _cast_weights(plan: Plan) -> Component | None:
-    """autocast caches a 16-bit copy of every linear weight it casts (and lm_head's)."""
+    """autocast caches a 16-bit copy of every linear weight it casts (and lm_head's); grouped_mm
+    experts are not autocast ops and keep their fp32 weights."""
     if not plan.autocast:
         return None
     m = plan.model
     g = m.layer_params
-    linear = g.attention + g.mlp + g.experts + g.router + m.vocab_size * m.hidden_size
+    linear = g.attention + g.mlp + g.router + m.vocab_size * m.hidden_size
     return Component("autocast weight copies", 2 * linear, f"2 B x {linear:,} linear weights",
                      "torch.autocast weight cast cache, REFERENCE.md §4")
 

@@ -26,19 +26,25 @@ class Module:
     name: str
     group: str
     params: int
+    tensors: tuple[int, ...] = ()     # its parameter tensors when more than one (weight, bias, ...)
+
+    @property
+    def parts(self) -> tuple[int, ...]:
+        return self.tensors or (self.params,)
 
 
 def linear(name: str, group: str, n_in: int, n_out: int, bias: bool = False) -> Module:
-    return Module(name, group, n_in * n_out + (n_out if bias else 0))
+    return Module(name, group, n_in * n_out + (n_out if bias else 0), (n_in * n_out, n_out) if bias else ())
 
 
 def norm(name: str, size: int, bias: bool = False) -> Module:
     """RMSNorm holds a weight; LayerNorm a weight and a bias."""
-    return Module(name, "small", size * (2 if bias else 1))
+    return Module(name, "small", size * (2 if bias else 1), (size, size) if bias else ())
 
 
 def layer(attention: Attention, mlp: Mlp, modules: list[Module]) -> Layer:
-    return Layer(attention, mlp, tuple((m.group, m.params) for m in modules))
+    return Layer(attention, mlp, tuple((m.group, m.params) for m in modules),
+                 tuple((m.group, size) for m in modules for size in m.parts))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,10 +76,9 @@ def plain_mlp(h: int, width: int, bias: bool) -> list[Module]:
 def experts(h: int, width: int, count: int, bias: bool = False) -> Module:
     """Routed experts as transformers 5 stores them: one module with fused 3-D gate_up and down
     tensors (E·h·2w + E·w·h), so ZeRO-3 gathers all experts of a layer at once."""
-    params = count * (h * 2 * width + width * h)
-    if bias:
-        params += count * (2 * width + h)
-    return Module("experts", "experts", params)
+    gate_up, down = count * h * 2 * width, count * width * h
+    tensors = (gate_up, count * 2 * width, down, count * h) if bias else (gate_up, down)
+    return Module("experts", "experts", sum(tensors), tensors)
 
 
 def window_of(c: HfConfig) -> int | None:

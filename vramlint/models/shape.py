@@ -83,6 +83,12 @@ class Layer:
     attention: Attention
     mlp: Mlp
     modules: tuple[tuple[str, int], ...]    # (Params group, parameters) of each module, in order
+    tensors: tuple[tuple[str, int], ...] = ()   # (Params group, elements) of each parameter tensor, in order
+
+    @property
+    def parameter_tensors(self) -> tuple[tuple[str, int], ...]:
+        """What the allocator sees: one block per parameter (a fused expert module holds two)."""
+        return self.tensors or self.modules
 
     @cached_property
     def params(self) -> Params:
@@ -194,7 +200,7 @@ class ModelShape:
     def tensor_sizes(self) -> tuple[int, ...]:
         """Each parameter tensor's elements, in the order the model creates them (what the
         allocator sees when the model is built and what DeepSpeed groups and partitions)."""
-        layers = [size for layer in self.layers for _, size in layer.modules]
+        layers = [size for layer in self.layers for _, size in layer.parameter_tensors]
         model_level = [self.extra_params, self.final_norm_params, self.head_params]
         return tuple(size for size in [self.embedding_params, *layers, *model_level] if size)
 
