@@ -23,19 +23,25 @@ def peak(plan: Plan) -> int:
     return estimate(plan).per_gpu_peak
 
 
+def fits(plan: Plan, budget: int) -> bool:
+    """Whether the peak fits; the allocator replay only adds to the tensors and the context, so a
+    plan whose tensors alone are over the budget is decided without it."""
+    return estimate(plan, replay=False).per_gpu_peak <= budget and peak(plan) <= budget
+
+
 def largest_micro_batch(plan: Plan, budget: int) -> int:
     """The largest micro-batch whose peak fits ``budget`` (0 if not even 1 fits); binary search,
     since the peak grows with the micro-batch."""
-    if peak(plan.with_changes(micro_batch=1)) > budget:
+    if not fits(plan.with_changes(micro_batch=1), budget):
         return 0
     lo, hi = 1, max(1, plan.micro_batch)
-    while peak(plan.with_changes(micro_batch=hi)) <= budget:
+    while fits(plan.with_changes(micro_batch=hi), budget):
         lo, hi = hi, hi * 2
         if hi > 1 << 16:
             return lo
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if peak(plan.with_changes(micro_batch=mid)) <= budget else (lo, mid)
+        lo, hi = (mid, hi) if fits(plan.with_changes(micro_batch=mid), budget) else (lo, mid)
     return lo
 
 
@@ -86,18 +92,18 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
     out: list[Change] = []
     for changes, words in _sharding(plan):
         changed = plan.with_changes(**changes)
-        if peak(changed) <= budget:
+        if fits(changed, budget):
             out.append(Change(words, peak(changed)))
             break
     if not plan.grad_checkpointing:
         changed = plan.with_changes(grad_checkpointing=True)
-        if peak(changed) <= budget:
+        if fits(changed, budget):
             out.append(Change("gradient checkpointing on", peak(changed)))
     best = largest_micro_batch(plan, budget)
     if 0 < best < plan.micro_batch:
         out.append(Change(_micro_words(plan, best), peak(plan.with_changes(micro_batch=best))))
     offload = _offload(plan)
-    if offload and peak(plan.with_changes(**offload[0])) <= budget:
+    if offload and fits(plan.with_changes(**offload[0]), budget):
         out.append(Change(offload[1], peak(plan.with_changes(**offload[0]))))
     return out or _combined(plan, budget) + _more_gpus(plan, budget)
 
@@ -137,11 +143,11 @@ def _more_gpus(plan: Plan, budget: int, most: int = 64) -> list[Change]:
                                    else {"runtime": "deepspeed", "zero_stage": 3}))
     on = lambda nodes: sharded.with_changes(cluster=replace(plan.cluster, nodes=nodes))  # noqa: E731
     lo, hi = plan.cluster.nodes, most
-    if peak(on(hi)) > budget:
+    if not fits(on(hi), budget):
         return []
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if peak(on(mid)) <= budget else (mid, hi)
+        lo, hi = (lo, mid) if fits(on(mid), budget) else (mid, hi)
     bigger = on(hi)
     return [Change(f"{hi} nodes x {plan.cluster.per_node} GPUs ({bigger.cluster.world_size} GPUs), fully sharded "
                    "with checkpointing at micro-batch 1, no offload", peak(bigger))]

@@ -233,21 +233,11 @@ def _infer_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, toke
 
 
 def _infer_mlp(alloc: CachingAllocator, mlp, act_kind: str, h: int, tokens: int, a: int) -> int:
-    """The MLP's intermediates in evaluation order; returns the output handle. MoE runs
-    transformers' grouped experts: every routed copy of a token at once."""
+    """The MLP's intermediates in evaluation order; returns the output handle."""
     m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
     i = mlp.intermediate
     if mlp.kind == "moe":
-        k = mlp.experts_per_token
-        gathered, gate_up = m(k * h), m(2 * k * i)
-        act_, product = m(k * i), m(k * i)
-        for handle in (gate_up, act_, gathered):
-            f(handle)
-        down = m(k * h)
-        f(product)
-        out = m(h)
-        f(down)
-        return out
+        return _infer_experts(alloc, mlp, h, tokens, a)
     if mlp.kind == "gated":
         gate = m(i)
         act_ = m(i)
@@ -271,6 +261,36 @@ def _infer_mlp(alloc: CachingAllocator, mlp, act_kind: str, h: int, tokens: int,
     down = m(h)
     f(product)
     return down
+
+
+def _infer_experts(alloc: CachingAllocator, mlp, h: int, tokens: int, a: int) -> int:
+    """transformers' ``grouped_mm_experts_forward`` (5.17, as measured) under no_grad: every
+    routed copy of a token at once, sorted by expert. The gathered input lives to the end of the
+    function; each grouped_mm output is copied once more by the sentinel ``masked_fill``; the
+    expert output is weighted, put back in token order and summed over the k copies."""
+    m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
+    k, i = mlp.experts_per_token, mlp.intermediate
+    logits = alloc.malloc(4 * mlp.experts * tokens)          # router softmax in fp32
+    order = [alloc.malloc(8 * k * tokens) for _ in range(2)]  # sorted expert ids and the permutation
+    gathered = m(k * h)
+    proj = m(2 * k * i)
+    masked = m(2 * k * i)
+    f(proj)
+    act_ = m(k * i)
+    product = m(k * i)
+    f(act_)
+    f(masked)
+    down = m(k * h)
+    f(product)
+    masked = m(k * h)
+    f(down)
+    weighted = m(k * h)
+    back = m(k * h)
+    f(weighted)
+    out = m(h)
+    for handle in [back, masked, gathered, logits] + order:
+        f(handle)
+    return out
 
 
 def _add(alloc: CachingAllocator, residual: int, consumed: list[int], size: int) -> int:
@@ -643,8 +663,7 @@ def simulate_deepspeed(plan: Plan) -> Peaks:
         _deepspeed_persistent(plan, alloc)
         step = _DeepSpeedStep(plan, alloc, [])
     step.run(first=True)
-    step.run(first=False)          # the DeepSpeed calibration runs did not empty the cache
-    alloc.reset_peaks()
+    alloc.reset_peaks()      # no empty_cache between steps; step 2 is the steady state (ZeRO-3 has traced)
     step.run(first=False)
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)
 
