@@ -43,7 +43,7 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     else:
         peak, _, states = training_peak(plan)
         tensors, moment, host = list(peak.components), peak.name, states.host
-    tensors = [c for c in tensors if c.bytes] + [workspaces()]
+    tensors = [c for c in tensors if c.bytes] + [workspaces(plan)]
     context = replace(fixed_costs(plan), kind=CONTEXT)
     allocated = sum(c.bytes for c in tensors)
     if replay:

@@ -4,8 +4,11 @@ largest working set of one layer.
 Under ``torch.no_grad`` nothing is kept for backward: each layer's intermediates die as the
 forward moves on (REFERENCE.md section 3, "the inference peak is KV cache + logits"). The peak is
 weights + the full KV cache + the widest moment inside one layer: the residual stream and its
-normed copy plus, in a gated MLP, act(gate), up and their product (3·I); plus the logits of the
-positions kept (``logits_to_keep=1`` in generate: b·V, 16-bit and fp32).
+normed copy plus, in a gated MLP, act(gate), up and their product (3·I; phi3's fused gate_up
+output stays whole, 4·I); plus two more hidden-sized tensors the model's forward still holds —
+``inputs_embeds`` (a local for the whole forward) and the current layer's input (the caller's
+``hidden_states`` while the layer runs); plus the logits of the positions kept
+(``logits_to_keep=1`` in generate: b·V, 16-bit and fp32).
 """
 
 from __future__ import annotations
@@ -18,15 +21,16 @@ SOURCE = "no_grad prefill working set, checked on H200 (shared/groundtruth infer
 
 
 def kv_cache(plan: Plan) -> Component:
-    """Per layer: 2 x kv_heads x head_dim x bytes per token, for min(seq, window) tokens."""
+    """Per layer: 2 x kv_heads x head_dim x bytes per token, for every prompt token. A sliding
+    layer's ``DynamicSlidingWindowLayer`` keeps only a view of the last window − 1 tokens of the
+    prefill's concatenation, so the storage of the whole prompt stays alive until the next step."""
     m = plan.model
     dtype_bytes = DTYPE_BYTES[plan.weights_dtype or m.dtype]
-    per_seq = sum(l.attention.kv_elements_per_token("transformers") * min(plan.seq_len, l.attention.window or plan.seq_len)
-                  for l in m.layers) * dtype_bytes
-    per_token = m.kv_bytes_per_token(dtype_bytes, engine="transformers")
-    return Component("KV cache", int(per_seq * plan.micro_batch) // plan.tensor_parallel,
-                     f"{int(per_token):,} B/token x {plan.seq_len:,} tokens (sliding layers: window) x batch "
-                     f"{plan.micro_batch}", "2 x layers x kv_heads x head_dim x bytes, REFERENCE.md §5")
+    per_token = sum(l.attention.kv_elements_per_token("transformers") for l in m.layers) * dtype_bytes
+    return Component("KV cache", int(per_token * plan.seq_len * plan.micro_batch) // plan.tensor_parallel,
+                     f"{int(per_token):,} B/token x {plan.seq_len:,} tokens x batch {plan.micro_batch} (sliding "
+                     "layers too: the prefill's storage stays behind the window view)",
+                     "2 x layers x kv_heads x head_dim x bytes, REFERENCE.md §5; transformers cache_utils.py")
 
 
 def working_set(plan: Plan) -> Component:
@@ -38,14 +42,14 @@ def working_set(plan: Plan) -> Component:
         mlp = layer.mlp
         if mlp.kind == "moe":     # grouped experts: gathered input, gate_up, act, product of every routed copy
             width = mlp.experts_per_token * (m.hidden_size + 4 * mlp.intermediate) + 3 * mlp.shared_intermediate
-        elif mlp.kind == "gated":
-            width = 3 * mlp.intermediate
+        elif mlp.kind == "gated":  # act(gate), up, product; a fused gate_up output stays whole (phi3)
+            width = (4 if m.block.fused_gate_up else 3) * mlp.intermediate
         else:                     # fc output + GELU; GPT-2's python tanh-GELU keeps 0.5·x and two temporaries
             width = (4 if m.block.act == "gelu_new" else 2) * mlp.intermediate
         att = layer.attention
         attention = 2 * att.num_heads * att.head_dim + 2 * att.num_kv_heads * att.head_dim
         widest = max(widest, width, attention)
-    per = a * (widest + 2 * m.hidden_size)
+    per = a * (widest + 4 * m.hidden_size)   # + residual, normed input, the layer's input, inputs_embeds
     return Component("activations (one layer)", per * tokens // plan.tensor_parallel,
                      f"{per:,} B/token x {tokens:,} tokens", SOURCE)
 

@@ -205,39 +205,101 @@ def _load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> No
 
 def _infer_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tokens: int, a: int) -> tuple[int, list[int]]:
     """One layer of a no_grad prefill: every intermediate dies as soon as the next op consumed it;
-    the cache keeps k (after RoPE) and v."""
+    the cache keeps copies of k (after RoPE) and v (the whole prompt, sliding layers too)."""
     m, h = plan.model, plan.model.hidden_size
     att, mlp = layer.attention, layer.mlp
     q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
-    window = min(plan.seq_len, att.window or plan.seq_len)
-    fp32 = alloc.malloc(4 * h * tokens)
-    normed = alloc.malloc(a * h * tokens)
-    alloc.free(fp32)
-    q_h, k_h, v_h = (alloc.malloc(a * n * tokens) for n in (q, kv, kv))
-    q_rot, k_rot = alloc.malloc(a * q * tokens), alloc.malloc(a * kv * tokens * window // plan.seq_len)
-    alloc.free(q_h)
-    alloc.free(k_h)
-    out = alloc.malloc(a * q * tokens)
-    alloc.free(q_rot)
-    contiguous = alloc.malloc(a * q * tokens)
-    alloc.free(out)
-    projected = alloc.malloc(a * h * tokens)
-    alloc.free(contiguous)
-    residual = _add(alloc, residual, [projected, normed], a * h * tokens)
-    fp32 = alloc.malloc(4 * h * tokens)
-    normed = alloc.malloc(a * h * tokens)
-    alloc.free(fp32)
-    down = _infer_mlp(alloc, mlp, m.block.act, h, tokens, a)
+    block = m.block
+    normed = _infer_norm(alloc, block, h, tokens, a)
+    cache, projected = _infer_attention(alloc, block, q, kv, h, tokens, a)
+    if block.post_norms:                         # gemma2/3, olmo2: the sublayer output is normed first
+        post = _infer_norm(alloc, block, h, tokens, a)
+        alloc.free(projected)
+        projected = post
+    residual = alloc.malloc(a * h * tokens)      # residual + attention; the caller still holds the layer input
+    alloc.free(projected)
+    alloc.free(normed)
+    normed = _infer_norm(alloc, block, h, tokens, a)
+    down = _infer_mlp(alloc, mlp, block, h, tokens, a)
+    if block.post_norms > 1:
+        post = _infer_norm(alloc, block, h, tokens, a)
+        alloc.free(down)
+        down = post
     residual = _add(alloc, residual, [down, normed], a * h * tokens)
-    return residual, [k_rot, v_h]
+    return residual, cache
 
 
-def _infer_mlp(alloc: CachingAllocator, mlp, act_kind: str, h: int, tokens: int, a: int) -> int:
+def _infer_norm(alloc: CachingAllocator, block, h: int, tokens: int, a: int) -> int:
+    """A norm's temporaries under no_grad; returns its output. HF RMSNorm: fp32 copy, its square
+    (for the mean), the normalised fp32 tensor, its cast back, ``weight *`` that. Gemma's norm
+    stays fp32 through ``* (1 + weight)`` and casts at the end. LayerNorm: one fused kernel."""
+    m, f = (lambda width: alloc.malloc(width * h * tokens)), alloc.free
+    if block.norm == "layer":
+        return m(a)
+    upcast = m(4)
+    f(m(4))                                      # x.pow(2), consumed by mean()
+    normalised = m(4)
+    f(upcast)
+    if block.norm == "gemma":
+        scaled = m(4)
+        f(normalised)
+        out = m(a)
+        f(scaled)
+        return out
+    cast = m(a)
+    out = m(a)
+    f(cast)
+    f(normalised)
+    return out
+
+
+def _infer_attention(alloc: CachingAllocator, block, q: int, kv: int, h: int, tokens: int, a: int):
+    """transformers' attention forward under no_grad: projections (one fused tensor whose views
+    are q, k, v, or three), RoPE's new q and k, the cache update's ``torch.cat`` copies of k and v
+    (after which the pre-cache k and v die), SDPA's output and its transposed contiguous copy,
+    o_proj. Returns the cache tensors and o_proj's output."""
+    m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
+    if block.fused_qkv:
+        fused = m(q + 2 * kv)
+        q_h = k_h = v_h = None
+    else:
+        fused, (q_h, k_h, v_h) = None, (m(n) for n in (q, kv, kv))
+    q_rot = k_rot = None
+    if block.rope:
+        q_rot, k_rot = m(q), m(kv)
+        for handle in (q_h, k_h):
+            if handle is not None:
+                f(handle)
+    cache = [m(kv), m(kv)]                       # DynamicCache: torch.cat onto an empty tensor
+    for handle in (k_rot, v_h) + ((fused,) if block.rope else ()):
+        if handle is not None:                   # key/value_states now name the cache
+            f(handle)
+    out = m(q)
+    contiguous = m(q)                            # transpose(1, 2).contiguous()
+    f(out)
+    projected = m(h)
+    f(contiguous)
+    for handle in (q_rot,) if block.rope else (fused,):
+        if handle is not None:
+            f(handle)
+    return cache, projected
+
+
+def _infer_mlp(alloc: CachingAllocator, mlp, block, h: int, tokens: int, a: int) -> int:
     """The MLP's intermediates in evaluation order; returns the output handle."""
     m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
     i = mlp.intermediate
     if mlp.kind == "moe":
         return _infer_experts(alloc, mlp, h, tokens, a)
+    if mlp.kind == "gated" and block.fused_gate_up:   # phi3: the chunk views keep the fused output to the end
+        fused = m(2 * i)
+        act_ = m(i)
+        product = m(i)
+        f(act_)
+        down = m(h)
+        f(product)
+        f(fused)
+        return down
     if mlp.kind == "gated":
         gate = m(i)
         act_ = m(i)
@@ -247,7 +309,7 @@ def _infer_mlp(alloc: CachingAllocator, mlp, act_kind: str, h: int, tokens: int,
         f(up)
     else:
         product = m(i)
-        if act_kind == "gelu_new":      # python tanh-GELU: 0.5·x lives to the end, temporaries in pairs
+        if block.act == "gelu_new":     # python tanh-GELU: 0.5·x lives to the end, temporaries in pairs
             half, first = m(i), m(i)
             second = m(i)
             f(first)
@@ -308,9 +370,12 @@ def simulate_inference(plan: Plan) -> Peaks:
     _load_weights(plan, alloc, a)
     alloc.reset_peaks()
     tokens = plan.micro_batch * plan.seq_len
-    residual = alloc.malloc(a * m.hidden_size * tokens)
+    embeddings = hidden = alloc.malloc(a * m.hidden_size * tokens)   # ``inputs_embeds`` lives to the end
     for layer in m.layers:
-        residual, _cache = _infer_layer(plan, alloc, layer, residual, tokens, a)
+        output, _cache = _infer_layer(plan, alloc, layer, hidden, tokens, a)
+        if hidden != embeddings:
+            alloc.free(hidden)
+        hidden = output
     logits = alloc.malloc(6 * plan.micro_batch * m.vocab_size)
     alloc.free(logits)
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)

@@ -310,7 +310,7 @@ def phi3(c: HfConfig) -> ModelShape:
         attn = Attention(SLIDING if window else FULL, nh, nkv, hd, window)
         layers.append(layer(attn, Mlp("gated", width), modules))
     drops = 2 if dropout_on(c, "resid_pdrop") else 0
-    return decoder(c, layers, h, block=Block(fused_qkv=True, dropout_masks=drops),
+    return decoder(c, layers, h, block=Block(fused_qkv=True, fused_gate_up=True, dropout_masks=drops),
                    embedding_dropout=dropout_on(c, "embd_pdrop"))
 
 

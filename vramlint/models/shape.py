@@ -136,6 +136,7 @@ class Block:
     post_norms: int = 0            # norms on a sublayer's output before the residual add (gemma2/3, olmo2)
     raw_inputs: int = 0            # sublayers that read the residual stream un-normed (olmo2)
     fused_qkv: bool = False        # one q/k/v projection whose output the v view keeps alive
+    fused_gate_up: bool = False    # one gate_up projection whose output the chunk views keep alive (phi3)
     rope: bool = True              # rotary embedding rebuilds q and k as new tensors
     qk_norm: bool = False          # RMSNorm on q and k before RoPE (qwen3, gemma3, olmo2)
     act: str = "native"            # "native" (silu/gelu kernels save their input); "gelu_new": python
