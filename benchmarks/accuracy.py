@@ -33,6 +33,8 @@ class Row:
     measured_alloc: int
     predicted_alloc: int
     moment: str
+    low: int = 0
+    high: int = 0
 
     @property
     def error(self) -> float:
@@ -81,7 +83,7 @@ def rows(folder: Path) -> list[Row]:
                 continue
             est = estimate(plan_for(record))
             out.append(Row(setup_text(record), record["device_used"], est.per_gpu_peak,
-                           record["peak_allocated"], est.allocated_peak, est.moment))
+                           record["peak_allocated"], est.allocated_peak, est.moment, est.low, est.high))
     return out
 
 
@@ -99,6 +101,8 @@ def main(argv: list[str]) -> int:
           f"{max(errors):.1%}, worst under-prediction {min(r.error for r in table):+.1%}")
     print(f"{'':8}allocated:   median |error| {statistics.median(alloc):.1%}, worst {max(alloc):.1%}, "
           f"worst under-prediction {min(r.alloc_error for r in table):+.1%}")
+    inside = sum(r.low <= r.measured <= r.high for r in table)
+    print(f"{'':8}device_used inside the predicted low-high band: {inside} of {len(table)}")
     return 0
 
 

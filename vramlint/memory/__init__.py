@@ -16,8 +16,11 @@ from vramlint.plan import Plan
 # has no measurement behind it or a known miss (benchmarks/accuracy.py, docs/memory-model.md §7).
 BAND = 0.05
 WIDER = (
-    (lambda p: p.runtime == "deepspeed" and p.offload_param != "none", 0.30,
-     "ZeRO-3 parameter offload: the measured reserve grows step by step beyond the model"),
+    (lambda p: p.runtime == "deepspeed" and p.zero_stage == 3, 0.05,
+     "ZeRO-3: gradient blocks freed with record_stream wait for the reduce stream (timing-dependent reserve; "
+     "measured -6 to -7 %)"),
+    (lambda p: p.runtime == "deepspeed" and p.offload_param != "none", 0.05,
+     "ZeRO-3 parameter offload: the measured reserve still grows from step to step"),
     (lambda p: p.runtime == "fsdp", 0.10, "FSDP: modelled from its mechanisms, not measured"),
     (lambda p: p.runtime == "deepspeed" and p.zero_stage == 3 and p.data_parallel > 1, 0.05,
      "ZeRO-3 gathering over several GPUs: not measured"),
