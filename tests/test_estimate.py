@@ -92,3 +92,20 @@ def test_plan_lists_setups_that_fit_best_first(capsys):
     offload_rank = ["none", "optimizer", "optimizer + parameters"]
     ranks = [offload_rank.index(s["offload"]) for s in setups]
     assert ranks == sorted(ranks)
+
+
+def test_a_zero_stage_means_deepspeed_and_a_strategy_fsdp(capsys):
+    doc = run(capsys, *BASE, "--train", "--zero-stage", "3")
+    assert "IPG reduce bucket" in {c["name"] for c in doc["components"]}
+    doc = run(capsys, *BASE, "--train", "--fsdp-strategy", "SHARD_GRAD_OP")
+    assert any("FSDP" in a for a in doc["assumptions"])
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--runtime", "torch", "--zero-stage", "3"], "--zero-stage is a deepspeed setting"),
+    (["--runtime", "fsdp", "--offload-optimizer", "cpu"], "--offload-optimizer is a deepspeed setting"),
+    (["--runtime", "torch", "--offload-param", "cpu"], "--offload-param is a deepspeed or fsdp setting"),
+])
+def test_a_flag_of_another_runtime_is_a_usage_error(capsys, flags, words):
+    assert main(["estimate", *BASE, "--train", *flags]) == 2
+    assert words in capsys.readouterr().err

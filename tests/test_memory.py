@@ -110,13 +110,12 @@ def test_a_block_cached_by_one_stream_is_not_reused_by_another():
 def test_zero3_sub_groups_close_at_sub_group_size_and_zero_means_one_per_parameter():
     sizes = LLAMA_8B.tensor_sizes
     one = plan(zero_stage=3, sub_group_size=0, cluster=parse_gpus("1xH100"))
-    assert [part for part, _ in zero3_sub_groups(one)] == list(sizes)
-    groups = zero3_sub_groups(plan(zero_stage=3, sub_group_size=300_000_000))
-    parts = [part for part, _ in groups]
+    assert zero3_sub_groups(one) == list(sizes)
+    parts = zero3_sub_groups(plan(zero_stage=3, sub_group_size=300_000_000))
     assert sum(parts) == sum(-(-size // 8) for size in sizes)
-    assert len(parts) == 4 and all(300_000_000 <= part < 300_000_000 + 65_536_000 for part in parts[:-1])
-    assert all(full >= 8 * part - 8 * len(sizes) for part, full in groups)     # ds_numel: the full tensors
-    assert zero3_sub_groups(plan(zero_stage=3)) == [(sum(parts), sum(sizes))]    # 1e9 >= 8B / 8: one group
+    assert len(parts) == 4 and all(300_000_000 <= part < 300_000_000 + 65_667_072 for part in parts[:-1])
+    # 1e9 < 8B / 8, so the group closes only with the last parameter: still one group
+    assert zero3_sub_groups(plan(zero_stage=3)) == [sum(parts)]
 
 
 def test_zero3_keeps_the_last_layers_gathered_within_the_reuse_distance():

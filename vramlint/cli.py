@@ -84,11 +84,13 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--train", action="store_true", help="a training step (forward, backward, optimizer)")
     mode.add_argument("--infer", action="store_true", help="inference with transformers: prefill with KV cache")
     est.add_argument("--batch", type=_positive, help="inference batch (sequences at once)")
-    est.add_argument("--runtime", choices=["torch", "deepspeed", "fsdp"], default="torch",
-                     help="plain PyTorch / Accelerate / DDP, DeepSpeed (with --zero-stage) or FSDP")
-    est.add_argument("--fsdp-strategy", default="FULL_SHARD",
-                     choices=["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"])
-    est.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], default=0)
+    est.add_argument("--runtime", choices=["torch", "deepspeed", "fsdp"],
+                     help="plain PyTorch / Accelerate / DDP (default), DeepSpeed (implied by --zero-stage) or FSDP "
+                          "(implied by --fsdp-strategy)")
+    est.add_argument("--fsdp-strategy",
+                     choices=["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"],
+                     help="FSDP sharding strategy (default FULL_SHARD)")
+    est.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="DeepSpeed ZeRO stage (default 0)")
     est.add_argument("--offload-optimizer", choices=["none", "cpu", "nvme"], default="none")
     est.add_argument("--offload-param", choices=["none", "cpu", "nvme"], default="none")
     est.add_argument("--format", choices=["text", "json"], default="text")

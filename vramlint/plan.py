@@ -255,6 +255,24 @@ def workload_from_flags(flags: dict) -> dict:
             **({"weights_dtype": flags["weights_dtype"]} if flags.get("weights_dtype") else {})}
 
 
+def _runtime(flags: dict) -> str:
+    """``--runtime``, or the one the other flags name: a ZeRO stage means DeepSpeed, an FSDP
+    strategy FSDP; a flag of one runtime given with another runtime is a usage error."""
+    deepspeed = ["--zero-stage"] if flags.get("zero_stage") is not None else []
+    deepspeed += ["--offload-optimizer"] if flags.get("offload_optimizer") not in (None, "none") else []
+    fsdp = ["--fsdp-strategy"] if flags.get("fsdp_strategy") else []
+    implied = "deepspeed" if deepspeed else "fsdp" if fsdp else None
+    if flags.get("offload_param") not in (None, "none"):
+        implied = implied or "deepspeed"
+        if (flags.get("runtime") or implied) == "torch":
+            raise UsageError("--offload-param is a deepspeed or fsdp setting: add --runtime deepspeed or fsdp")
+    runtime = flags.get("runtime") or implied or "torch"
+    for name, wanted in (("deepspeed", deepspeed), ("fsdp", fsdp)):
+        if wanted and runtime != name:
+            raise UsageError(f"{wanted[0]} is a {name} setting: add --runtime {name} (or drop it)")
+    return runtime
+
+
 def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
     """``vramlint estimate``: everything from the command line, defaults said out loud."""
     notes: list[str] = []
@@ -270,7 +288,7 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
         notes.append("attention kernel: SDPA (no s² scores); --attn eager to model eager attention")
     batch = flags.get("batch") if infer and flags.get("batch") else flags.get("micro_batch") or 1
     return Plan(model=model, cluster=cluster, precision=precision, mode="infer" if infer else "train",
-                runtime=flags.get("runtime") or "torch", weights_dtype=weights,
+                runtime=_runtime(flags), weights_dtype=weights,
                 zero_stage=flags.get("zero_stage") or 0, offload_optimizer=flags.get("offload_optimizer") or "none",
                 offload_param=flags.get("offload_param") or "none", micro_batch=batch, seq_len=flags["seq_len"],
                 grad_checkpointing=bool(flags.get("grad_checkpointing")), assumptions=tuple(notes),

@@ -182,21 +182,20 @@ def _zero3_gathered(plan: Plan) -> tuple[list[Component], list[Component]]:
                        "stage3_max_reuse_distance)", DS_STAGE3)])
 
 
-def zero3_sub_groups(plan: Plan) -> list[tuple[int, int]]:
+def zero3_sub_groups(plan: Plan) -> list[int]:
     """ZeRO-3 steps the local partition one sub-group at a time: parameters in order, a group
     closed once its partitions reach ``sub_group_size`` elements (stage3.py
-    ``_create_fp16_sub_groups``; 0 makes every parameter its own group). Each group as
-    (elements of its partitions, elements of its full parameters)."""
-    n, groups, part, full = plan.data_parallel, [], 0, 0
-    sizes = plan.model.tensor_sizes
-    if plan.sub_group_size >= sum(-(-size // n) for size in sizes):
-        return [(sum(-(-size // n) for size in sizes), sum(sizes))]
-    for size in sizes:
-        part, full = part + -(-size // n), full + size
+    ``_create_fp16_sub_groups``; 0 makes every parameter its own group). Each group's elements."""
+    n, groups, part = plan.data_parallel, [], 0
+    parts = [-(-size // n) for size in plan.model.tensor_sizes]
+    if plan.sub_group_size >= sum(parts):
+        return [sum(parts)]
+    for size in parts:
+        part += size
         if part >= plan.sub_group_size:
-            groups.append((part, full))
-            part = full = 0
-    return groups + ([(part, full)] if part else [])
+            groups.append(part)
+            part = 0
+    return groups + ([part] if part else [])
 
 
 @dataclass(frozen=True)
@@ -246,7 +245,7 @@ def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Co
     if stage == 0:
         grads = [Component("gradients (16-bit + fp32)", 6 * p, "2 B + 4 B x P", DS_MEASURED)]
         return grads, [Component("optimizer step temporaries", 4 * p, "foreach AdamW: 4 B x P", DS_MEASURED)]
-    group = max(part for part, _ in zero3_sub_groups(plan))
+    group = max(zero3_sub_groups(plan))
     return ([Component("fp32 gradients of one sub-group", 4 * group, f"4 B x the largest sub-group (sub_group_size "
                        f"{plan.sub_group_size:,}) = 4 x {group:,}",
                        DS_MEASURED)],

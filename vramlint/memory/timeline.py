@@ -659,7 +659,7 @@ class _Zero3Step(_HookedStep):
         if self.plan.offload_optimizer != "none":
             return
         _norm_upcasts(self.plan, a)
-        for group, _ in zero3_sub_groups(self.plan):
+        for group in zero3_sub_groups(self.plan):
             flat = a.malloc(2 * group)
             fp32 = a.malloc(4 * group)
             a.free(flat)
@@ -678,8 +678,7 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
     bucket and the 16-bit gradient partition are allocated for good."""
     m, n = plan.model, plan.data_parallel
     part = -(-m.params // n)
-    groups = [part for part, _ in zero3_sub_groups(plan)]
-    widest = max(full for _, full in zero3_sub_groups(plan))
+    groups = zero3_sub_groups(plan)
     sizes = [size for size in m.tensor_sizes if size]
     # under zero.Init each parameter is partitioned as it is created; a model built on the GPU
     # first (as the calibration runs did) leaves its freed full-size blocks cached
@@ -703,7 +702,7 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
             clone = alloc.malloc(2 * group)
             alloc.malloc(4 * group)
             alloc.free(clone)
-        alloc.free(alloc.malloc(4 * widest))      # sized by the group's full parameters (ds_numel)
+        alloc.free(alloc.malloc(4 * max(groups)))
     alloc.malloc(2 * plan.reduce_bucket_size)
     if plan.offload_optimizer == "none":
         alloc.malloc(2 * part)
