@@ -470,6 +470,7 @@ class _ZeroStep(_HookedStep):
         self.partition: int | None = None
         self.filled = 0
         self.oversized: list[int] = []
+        self.sizes: list[int] = []
         self.pending: list[tuple[int, int]] = []
 
     def _take(self, grad: int, size: int) -> None:
@@ -484,17 +485,22 @@ class _ZeroStep(_HookedStep):
         if self.filled + size > self.plan.reduce_bucket_size:
             self._flush()
         self.filled += size
+        self.sizes.append(-(-size // self.plan.data_parallel))
         if size > self.plan.reduce_bucket_size:
             self.oversized.append(grad)
         else:
             self.a.free(grad)
 
     def _flush(self) -> None:
-        if self.partition is None:
+        if self.plan.offload_optimizer != "none":      # each gradient goes to the host's fp32 partition:
+            for size in self.sizes:                      # its fp64 norm and its fp32 upcast, one at a time
+                self.a.free(self.a.malloc(8 * size))
+                self.a.free(self.a.malloc(4 * size))
+        elif self.partition is None:
             self.partition = self.a.malloc(2 * self.part)
         for grad in self.oversized:
             self.a.free(grad)
-        self.oversized, self.filled = [], 0
+        self.oversized, self.sizes, self.filled = [], [], 0
 
     def optimizer(self, grads: list[int], first: bool) -> None:
         a = self.a
@@ -505,6 +511,8 @@ class _ZeroStep(_HookedStep):
         self._flush()
         a.free(self.bucket)
         self.bucket = None
+        if self.plan.offload_optimizer != "none":      # the CPU optimizer steps on the host
+            return
         _norm_upcasts(self.plan, a)
         flat = a.malloc(2 * self.part)
         fp32 = a.malloc(4 * self.part)
@@ -519,20 +527,29 @@ class _ZeroStep(_HookedStep):
 
 
 def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
-    """``deepspeed.initialize`` for ZeRO-1/2 on a model built on the GPU: the 16-bit parameters
-    are flattened into one buffer (the originals freed), the fp32 master partition is a clone
-    upcast (the clone freed), and ``initialize_optimizer_states`` allocates and drops one fp32
-    gradient partition."""
+    """``deepspeed.initialize`` for ZeRO-1/2 on a model moved to the GPU: the 16-bit parameters
+    are flattened into one buffer (the originals freed; when the GPU cannot hold both, DeepSpeed
+    moves the originals to the host and empties the cache first), the fp32 master partition is a
+    clone upcast (the clone freed), and ``initialize_optimizer_states`` allocates and drops one
+    fp32 gradient partition."""
     m = plan.model
     part = -(-m.params // plan.data_parallel)
+    if plan.offload_optimizer != "none":        # the gradient staging buffer for the copies to the host
+        alloc.malloc(2 * max(m.tensor_sizes))
     originals = [alloc.malloc(2 * size) for size in m.tensor_sizes if size]
+    on_gpu = alloc.reserved + 2 * m.params <= plan.cluster.gpu.memory_bytes    # flatten_on_accelerator
+    if not on_gpu:
+        for handle in originals:
+            alloc.free(handle)
+        alloc.empty_cache()
     alloc.malloc(2 * m.params)
-    for handle in originals:
+    for handle in originals if on_gpu else []:
         alloc.free(handle)
     clone = alloc.malloc(2 * part)
-    alloc.malloc(4 * part)
+    if plan.offload_optimizer == "none":        # the fp32 master and its first gradient stay on the GPU
+        alloc.malloc(4 * part)
+        alloc.free(alloc.malloc(4 * part))
     alloc.free(clone)
-    alloc.free(alloc.malloc(4 * part))
 
 
 GATHER, REDUCE = 1, 2      # DeepSpeed's all-gather and reduce-and-partition CUDA streams
@@ -717,7 +734,7 @@ def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
 
 def simulate_deepspeed(plan: Plan) -> Peaks:
     alloc = CachingAllocator()
-    if plan.zero_stage in (1, 2) and plan.offload_optimizer == "none" and plan.precision != "fp32":
+    if plan.zero_stage in (1, 2) and plan.precision != "fp32":
         _zero_init(plan, alloc)
         step = _ZeroStep(plan, alloc)
     elif plan.zero_stage == 3 and plan.precision != "fp32":
