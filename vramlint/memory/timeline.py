@@ -382,13 +382,11 @@ def simulate_inference(plan: Plan) -> Peaks:
 
 
 class _DeepSpeedStep(_Step):
-    """DeepSpeed's engine: flat 16-bit and fp32 buffers instead of per-parameter states.
-
-    ZeRO-0/1/2 keep per-parameter 16-bit gradients until the step, which converts them into a
-    flat fp32 gradient buffer (ZeRO-1/2: the local partition) and runs the client optimizer on the
-    flat fp32 master copy (one temporary of the same size). ZeRO-3 reduce-scatters gradients into
-    a flat 16-bit partition during backward and steps one ``sub_group_size`` at a time.
-    Optimizer offload moves master, states and fp32 gradients to the host.
+    """DeepSpeed ZeRO-0 (``BF16_Optimizer``), and any stage in fp32: the states of
+    ``memory/states.py`` allocated at once; per-parameter 16-bit gradients kept until the step,
+    which converts them into a flat fp32 gradient buffer (the local partition above ZeRO-0) and
+    runs the client optimizer on the flat fp32 master copy (one temporary of the same size). The
+    16-bit ZeRO stages have their own replays below (``_ZeroStep``, ``_Zero3Step``).
     """
 
     def _param_grads(self, modules) -> list[int]:
@@ -451,7 +449,7 @@ class _HookedStep(_Step):
 
 
 class _ZeroStep(_HookedStep):
-    """ZeRO-1/2 without optimizer offload (``runtime/zero/stage_1_and_2.py``).
+    """ZeRO-1/2 (``runtime/zero/stage_1_and_2.py``).
 
     Each 16-bit gradient autograd produces is copied into the ``reduce_bucket_size`` IPG bucket
     (allocated at the first gradient hook of the step, released at the epilogue) and freed; a
@@ -460,7 +458,10 @@ class _ZeroStep(_HookedStep):
     does this in the hooks, during backward; ZeRO-1's hooks only set the bucket up and the copies
     run after backward, in parameter order, so its gradients pile up until then. The step
     flattens the partition once more, upcasts it to fp32, frees both 16-bit copies, and runs the
-    client optimizer on the flat fp32 master (AdamW creates m and v at its first step).
+    client optimizer on the flat fp32 master (AdamW creates m and v at its first step). With the
+    optimizer offloaded there is no partition on the GPU: a flushed bucket's gradients go to the
+    host one by one (an fp64 upcast for the norm, an fp32 upcast for the copy) and the optimizer
+    steps on the host.
     """
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
@@ -599,7 +600,7 @@ class _Zero3Step(_HookedStep):
             return []
         if index in self.held:
             return self.held.pop(index)
-        layer = self.m.layers[index]     # one flat buffer per module over several GPUs; per tensor from the host
+        layer = self.m.layers[index]     # over several GPUs one flat buffer per module; from the host per tensor
         parts = layer.parameter_tensors if self.plan.data_parallel == 1 else layer.modules
         return [self.a.malloc(2 * size, GATHER) for _, size in parts if size]
 
