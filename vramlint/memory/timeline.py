@@ -125,7 +125,12 @@ class _Step:
             a.free(handle)
         for index in reversed(range(m.num_layers)):
             grad = self._layer_backward(index, kept[index], inputs[index], casts[index], grad, grads)
-        grads += self._param_grads([("embedding", m.embedding_params)] if m.head_params else [])
+        embedding = self._param_grads([("embedding", m.embedding_params)])
+        if m.head_params:
+            grads += embedding
+        else:       # a tied weight: the embedding's dense gradient is added into lm_head's in place
+            for handle in embedding:
+                a.free(handle)
         a.free(grad)
         return grads
 
