@@ -125,12 +125,10 @@ class _Step:
             a.free(handle)
         for index in reversed(range(m.num_layers)):
             grad = self._layer_backward(index, kept[index], inputs[index], casts[index], grad, grads)
-        embedding = self._param_grads([("embedding", m.embedding_params)])
         if m.head_params:
-            grads += embedding
-        else:       # a tied weight: the embedding's dense gradient is added into lm_head's in place
-            for handle in embedding:
-                a.free(handle)
+            grads += self._param_grads([("embedding", m.embedding_params)])
+        elif not self.plan.lora_rank:   # tied: the embedding's dense gradient, added into lm_head's in place
+            a.free(a.malloc(self.state_bytes * m.embedding_params))
         a.free(grad)
         return grads
 
