@@ -187,3 +187,40 @@ def test_lora_targets_decide_both_trainable_params_and_kept_inputs():
     every = plan(model=m, lora_rank=16)
     assert lora_params(m, 16, ("q_proj", "v_proj")) == 16 * 16 * ((2048 + 2048) + (2048 + 512))
     assert layer_bytes_per_token(m.layers[0], m, qv) < layer_bytes_per_token(m.layers[0], m, every)
+
+
+def test_grouped_mm_experts_run_in_the_weights_dtype_under_autocast():
+    mixtral = read_model("mistralai/Mixtral-8x7B-v0.1")
+    layer = mixtral.layers[0]
+    base = dict(model=mixtral, cluster=parse_gpus("8xH100"), precision="bf16", runtime="torch", micro_batch=1)
+    pure = layer_bytes_per_token(layer, mixtral, Plan(**base, weights_dtype="bfloat16"))
+    amp = layer_bytes_per_token(layer, mixtral, Plan(**base, weights_dtype="float32"))
+    k, i, h = layer.mlp.experts_per_token, layer.mlp.intermediate, mixtral.hidden_size
+    routed = k * (2 * h + 4 * i)                 # gathered input, gate_up, act, product, output
+    assert amp - pure >= 2 * routed              # 4 B instead of 2 B each
+    # and autocast copies no expert weight: the cast copies cover attention, router and lm_head only
+    from vramlint.memory.training import training_peak
+    _, moments, _ = training_peak(Plan(**base, weights_dtype="float32"))
+    forward = next(m for m in moments if m.name == "forward at the loss")
+    casts = next(c.bytes for c in forward.components if c.name == "autocast weight copies")
+    g = mixtral.layer_params
+    assert casts == 2 * (g.attention + g.mlp + g.router + mixtral.vocab_size * h)
+
+
+def test_transformers_prefill_keeps_the_whole_prompt_in_sliding_layers():
+    from vramlint.memory.inference import kv_cache
+    gemma = read_model("google/gemma-2-2b")
+    assert any(layer.attention.window for layer in gemma.layers)
+    cache = kv_cache(Plan(model=gemma, cluster=parse_gpus("1xH100"), precision="bf16", mode="infer",
+                          runtime="torch", micro_batch=1, seq_len=8192)).bytes
+    per_token = sum(layer.attention.kv_elements_per_token("transformers") for layer in gemma.layers) * 2
+    assert cache == per_token * 8192
+
+
+def test_phi3_fused_gate_up_output_stays_whole_in_a_prefill():
+    from vramlint.memory.inference import working_set
+    phi3 = read_model("microsoft/Phi-3-mini-4k-instruct")
+    plan = Plan(model=phi3, cluster=parse_gpus("1xH100"), precision="bf16", mode="infer", runtime="torch",
+                micro_batch=1, seq_len=1000)
+    i, h = phi3.layers[0].mlp.intermediate, phi3.hidden_size
+    assert working_set(plan).bytes == 2 * (4 * i + 4 * h) * 1000
