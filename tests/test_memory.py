@@ -224,3 +224,12 @@ def test_phi3_fused_gate_up_output_stays_whole_in_a_prefill():
                 micro_batch=1, seq_len=1000)
     i, h = phi3.layers[0].mlp.intermediate, phi3.hidden_size
     assert working_set(plan).bytes == 2 * (4 * i + 4 * h) * 1000
+
+
+def test_zero3_hint_can_release_the_layers_kept_for_backward():
+    p = plan(zero_stage=3, micro_batch=2, seq_len=4096, grad_checkpointing=True)
+    released = p.with_changes(max_reuse_distance=0)
+    assert estimate(released).allocated_peak < estimate(p).allocated_peak
+    budget = estimate(released).per_gpu_peak
+    texts = {c.text for c in fitting_changes(p, budget)}
+    assert "zero_optimization.stage3_max_reuse_distance 0" in texts

@@ -1,7 +1,8 @@
 """What would fit: the smallest change to a plan that brings its peak under a GPU's memory.
 
 Computed by running the memory model on changed plans, never guessed: the lowest ZeRO stage or FSDP
-strategy, gradient checkpointing, the largest micro-batch, offload, or the number of GPUs, in the
+strategy, gradient checkpointing, ZeRO-3 keeping no layer gathered for backward
+(``stage3_max_reuse_distance 0``), the largest micro-batch, offload, or the number of GPUs, in the
 config's own vocabulary. Each answer carries its own predicted peak.
 """
 
@@ -78,6 +79,13 @@ def _sharding(plan: Plan) -> list[tuple[dict, str]]:
             ({"runtime": "deepspeed", "zero_stage": 3}, _say(plan, "stage", 3))]
 
 
+def _gathers(plan: Plan) -> bool:
+    """ZeRO-3 gathering parameters (over several GPUs, or from the host), set up in a DeepSpeed
+    file (Accelerate's inline deepspeed_config has no stage3_max_reuse_distance)."""
+    return (plan.runtime == "deepspeed" and plan.zero_stage == 3 and plan.source != "accelerate"
+            and (plan.data_parallel > 1 or plan.offload_param != "none"))
+
+
 def _offload(plan: Plan) -> tuple[dict, str] | None:
     if plan.runtime == "deepspeed" and plan.offload_optimizer == "none" and plan.zero_stage >= 1:
         return {"offload_optimizer": "cpu"}, _say(plan, "offload_optimizer")
@@ -87,8 +95,8 @@ def _offload(plan: Plan) -> tuple[dict, str] | None:
 
 
 def fitting_changes(plan: Plan, budget: int) -> list[Change]:
-    """Single changes that fit, cheapest first: a sharding step, checkpointing, a smaller
-    micro-batch, offload; failing those, combinations; failing those, more GPUs."""
+    """Single changes that fit, cheapest first: a sharding step, checkpointing, ZeRO-3's reuse
+    distance, a smaller micro-batch, offload; failing those, combinations; failing those, more GPUs."""
     out: list[Change] = []
     for changes, words in _sharding(plan):
         changed = plan.with_changes(**changes)
@@ -99,6 +107,10 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
         changed = plan.with_changes(grad_checkpointing=True)
         if fits(changed, budget):
             out.append(Change("gradient checkpointing on", peak(changed)))
+    if _gathers(plan) and plan.max_reuse_distance > 0:      # ZeRO-3 keeps no layer gathered for backward
+        changed = plan.with_changes(max_reuse_distance=0)
+        if fits(changed, budget):
+            out.append(Change("zero_optimization.stage3_max_reuse_distance 0", peak(changed)))
     best = largest_micro_batch(plan, budget)
     if 0 < best < plan.micro_batch:
         out.append(Change(_micro_words(plan, best), peak(plan.with_changes(micro_batch=best))))
