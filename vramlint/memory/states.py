@@ -153,9 +153,10 @@ def deepspeed_states(plan: Plan) -> States:
                                      f"stage3_param_persistence_threshold ({plan.param_persistence_threshold:,})",
                                      DS_STAGE3))
     elif opt_off:
-        largest = plan.model.largest_layer_params
+        largest = max(plan.model.tensor_sizes)
         resting.append(Component("gradient staging (16-bit)", 2 * largest,
-                                 "2 B x largest layer, staged before the copy to host", DS_MEASURED))
+                                 f"2 B x the largest parameter ({largest:,}): temp_grad_buffer_for_gpu_offload",
+                                 DS_SOURCE))
     if stage in (1, 2) and not opt_off:
         grads, step, backward = _zero12_step(plan)
         return States(resting, grads, step, _host(plan), backward)
