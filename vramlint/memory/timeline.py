@@ -8,6 +8,11 @@ gradients appear as activations are released), then ``optimizer.step()`` — whi
 step creates Adam's m and v inside whatever blocks backward left cached — and
 ``zero_grad(set_to_none=True)``. Two steps are replayed with ``empty_cache`` between them, as the
 calibration runs did, and the second step's peaks are reported.
+
+The other runtimes replay what their source does: DeepSpeed from ``deepspeed.initialize`` on
+(``_ZeroStep`` for ZeRO-1/2, ``_Zero3Step`` with its all-gather and reduce streams, each a pool of
+its own; two steps, no ``empty_cache``), FSDP's flat shards and unsharded layers, and a no_grad
+prefill for inference (``simulate_inference``).
 """
 
 from __future__ import annotations
