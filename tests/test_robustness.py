@@ -16,9 +16,10 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_
                                                                                        max_size=4),
                     max_leaves=12)
 DS_KEYS = ["train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
-           "fp16", "bf16", "stage", "offload_optimizer", "offload_param", "device", "enabled", "ratio"]
+           "fp16", "bf16", "stage", "offload_optimizer", "offload_param", "device", "enabled", "ratio",
+           "reduce_bucket_size", "sub_group_size", "stage3_max_reuse_distance", "stage3_prefetch_bucket_size"]
 VALUES = st.one_of(st.integers(-3, 300), st.booleans(), st.none(), st.sampled_from(["auto", "cpu", "none", "nvme", ""]),
-                   st.floats(-1, 2, allow_nan=False))
+                   st.floats(-1, 2, allow_nan=False), st.sampled_from([0, 5e8, 1e12, 1e308]))
 CONFIG = st.recursive(VALUES, lambda children: st.dictionaries(st.sampled_from(DS_KEYS), children, max_size=5),
                       max_leaves=15)
 

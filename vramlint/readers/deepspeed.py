@@ -91,6 +91,9 @@ def _offload(doc: Document, zero: dict, key: str, legacy: str) -> Fact:
     return Fact("none")
 
 
+BUFFER_LIMIT = 10**15     # elements: beyond any GPU, and small enough for the byte arithmetic to stay finite
+
+
 def _buffers(doc: Document, zero: dict) -> dict[str, Fact]:
     """The ZeRO buffer sizes the file sets: numbers (JSON writes 5e8 as a float) or ``"auto"``;
     anything else is left to the schema's VL102 and the default applies."""
@@ -98,9 +101,12 @@ def _buffers(doc: Document, zero: dict) -> dict[str, Fact]:
     for name, keys in BUFFER_KEYS.items():
         for key in keys:
             value = zero.get(key)
-            if value == AUTO or (isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0):
-                out[name] = _fact(doc, f"$.zero_optimization.{key}", value if value == AUTO else int(value))
-                break
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+                value = min(int(value), BUFFER_LIMIT)
+            elif value != AUTO:
+                continue
+            out[name] = _fact(doc, f"$.zero_optimization.{key}", value)
+            break
     return out
 
 
