@@ -49,7 +49,9 @@ def working_set(plan: Plan) -> Component:
         att = layer.attention
         attention = 2 * att.num_heads * att.head_dim + 2 * att.num_kv_heads * att.head_dim
         widest = max(widest, width, attention)
-    per = a * (widest + 4 * m.hidden_size)   # + residual, normed input, the layer's input, inputs_embeds
+    # + residual, normed input, the layer's input, inputs_embeds (and, with learned positions added
+    # to it, their sum: gpt2, gpt_bigcode)
+    per = a * (widest + (5 if m.block.learned_positions else 4) * m.hidden_size)
     return Component("activations (one layer)", per * tokens // plan.tensor_parallel,
                      f"{per:,} B/token x {tokens:,} tokens", SOURCE)
 

@@ -379,6 +379,8 @@ def simulate_inference(plan: Plan) -> Peaks:
     alloc.reset_peaks()
     tokens = plan.micro_batch * plan.seq_len
     embeddings = hidden = alloc.malloc(a * m.hidden_size * tokens)   # ``inputs_embeds`` lives to the end
+    if m.block.learned_positions:               # the sum with the positions is the first layer's input
+        hidden = alloc.malloc(a * m.hidden_size * tokens)
     for layer in m.layers:
         output, _cache = _infer_layer(plan, alloc, layer, hidden, tokens, a)
         if hidden != embeddings:

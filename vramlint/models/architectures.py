@@ -436,7 +436,7 @@ def gpt2(c: HfConfig) -> ModelShape:
         layers.append(layer(Attention(FULL, nh, nh, h // nh), Mlp("plain", width), modules))
     positions = c.int("n_positions", "max_position_embeddings") * h
     act = "gelu_new" if c.get("activation_function", default="gelu_new") == "gelu_new" else "native"
-    block = Block(norm="layer", fused_qkv=True, rope=False, act=act,
+    block = Block(norm="layer", fused_qkv=True, rope=False, learned_positions=True, act=act,
                   dropout_masks=2 if dropout_on(c, "resid_pdrop") else 0)
     return decoder(c, layers, h, final_norm=2 * h, positions=positions, tie_default=True, block=block,
                    embedding_dropout=dropout_on(c, "embd_pdrop"))
@@ -454,7 +454,8 @@ def gpt_bigcode(c: HfConfig) -> ModelShape:
                    linear("c_proj", "attention", h, h, True), norm("ln_2", h, True)] + plain_mlp(h, width, True)
         layers.append(layer(Attention(FULL, nh, nkv, hd), Mlp("plain", width), modules))
     positions = c.int("n_positions", "max_position_embeddings") * h
-    block = Block(norm="layer", fused_qkv=True, rope=False, dropout_masks=2 if dropout_on(c, "resid_pdrop") else 0)
+    block = Block(norm="layer", fused_qkv=True, rope=False, learned_positions=True,
+                  dropout_masks=2 if dropout_on(c, "resid_pdrop") else 0)
     return decoder(c, layers, h, final_norm=2 * h, positions=positions, tie_default=True, block=block,
                    embedding_dropout=dropout_on(c, "embd_pdrop"))
 

@@ -138,6 +138,7 @@ class Block:
     fused_qkv: bool = False        # one q/k/v projection whose output the v view keeps alive
     fused_gate_up: bool = False    # one gate_up projection whose output the chunk views keep alive (phi3)
     rope: bool = True              # rotary embedding rebuilds q and k as new tensors
+    learned_positions: bool = False  # position embeddings added to the token embeddings (gpt2, gpt_bigcode)
     qk_norm: bool = False          # RMSNorm on q and k before RoPE (qwen3, gemma3, olmo2)
     act: str = "native"            # "native" (silu/gelu kernels save their input); "gelu_new": python
                                    # tanh-GELU (gpt2) that saves four I-sized tensors
