@@ -15,13 +15,15 @@ Three runtimes keep different states (bytes per parameter P, trainable parameter
   is off by default).
 - ``deepspeed`` (16-bit mixed precision): 16-bit weights (2) + fp32 master, Adam m, v (12) at
   rest. ZeRO-0 steps with fp32 gradients (4) next to the 16-bit ones (2) plus a foreach temporary
-  (4): +10 B/P. ZeRO-1/2 hold fp32 gradient partitions (4/N) and the temporary (4/N). ZeRO-3
-  keeps a 16-bit gradient partition (2/N) at rest and steps one ``sub_group_size`` of fp32
-  gradients and temporary at a time; DeepSpeed's own estimator adds 4 x the largest layer.
-  Measured on one H200 (shared/groundtruth): 14.0 B/P at rest for ZeRO 0-2, 16.9 for ZeRO-3.
+  (4): +10 B/P. ZeRO-1/2 pass gradients through the IPG bucket into a 16-bit partition (2/N) and
+  step with a flattened copy and fp32 upcast of it (6/N), then the temporary. ZeRO-3 keeps a
+  16-bit gradient partition (2/N) and the IPG bucket at rest and steps one sub-group of fp32
+  gradients and temporary at a time; gathered parameters belong to the moments (at the loss, in
+  backward). Measured on one H200 (shared/groundtruth): 14.0 B/P at rest for ZeRO 0-2, 16.9 for
+  ZeRO-3 (with its 1 GB bucket).
 - Offload follows DeepSpeed's estimators: optimizer offload moves fp32 states and gradient
-  partitions to the host; parameter offload (ZeRO-3) moves the 16-bit weights, which are then
-  fetched into up to ``stage3_max_live_parameters`` live parameters on the GPU.
+  partitions to the host (ZeRO-1/2 keep a staging buffer of the largest parameter); parameter
+  offload (ZeRO-3) moves the 16-bit weights, which are fetched per module as the step needs them.
 """
 
 from __future__ import annotations
