@@ -233,3 +233,15 @@ def test_zero3_hint_can_release_the_layers_kept_for_backward():
     budget = estimate(released).per_gpu_peak
     texts = {c.text for c in fitting_changes(p, budget)}
     assert "zero_optimization.stage3_max_reuse_distance 0" in texts
+
+
+def test_attention_masks_follow_transformers_masking_utils():
+    from vramlint.memory.activations import attention_masks
+    gemma = read_model("google/gemma-2-2b")          # full and sliding (4096) layers
+    def masks(attn, seq, batch=2):
+        return attention_masks(Plan(model=gemma, cluster=parse_gpus("1xH100"), precision="bf16", attn=attn,
+                                    micro_batch=batch, seq_len=seq), 2)
+    assert masks("sdpa", 2048) == 0                   # is_causal, and the window covers the sequence
+    assert masks("sdpa", 8192) == 8192 * 8192         # one boolean s x s view for the sliding layers
+    assert masks("eager", 2048) == 2 * 2 * 2048 * 2048 * 2     # additive b x s x s per mask kind
+    assert masks("flash_attention_2", 8192) == 0

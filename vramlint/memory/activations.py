@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramlint.models.shape import MLA, Block, Layer, ModelShape
+from vramlint.models.shape import FULL, LINEAR, MLA, Block, Layer, ModelShape
 from vramlint.memory.states import lora_targets
 from vramlint.plan import Plan
 
@@ -145,6 +145,22 @@ def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
     if frozen:
         tensors += _lora_inputs(layer, h, plan)
     return [max(1, t // plan.tensor_parallel) for t in tensors]
+
+
+def attention_masks(plan: Plan, width: int) -> int:
+    """Bytes of the masks transformers builds for a forward of b × s tokens (``masking_utils.py``),
+    alive for the whole pass: eager attention gets an additive b × s × s mask in the embeddings'
+    dtype (``width`` bytes) for each kind of layer (full, sliding, chunked); SDPA gets one only for
+    a window or chunk no longer than the sequence — a boolean 1 × s × s view broadcast over the
+    batch; FlashAttention none."""
+    s, b = plan.seq_len, plan.micro_batch
+    kinds = {FULL if layer.attention.kind == MLA else layer.attention.kind: layer.attention.window
+             for layer in plan.model.layers if layer.attention.kind != LINEAR}
+    if plan.attn == "eager":
+        return len(kinds) * b * s * s * width
+    if plan.attn == "sdpa":
+        return sum(s * s for kind, window in kinds.items() if kind != FULL and window and s >= window)
+    return 0
 
 
 def layer_bytes_per_token(layer: Layer, model: ModelShape, plan: Plan) -> int:

@@ -13,6 +13,7 @@ output stays whole, 4·I); plus two more hidden-sized tensors the model's forwar
 
 from __future__ import annotations
 
+from vramlint.memory.activations import attention_masks
 from vramlint.memory.components import Component
 from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
 from vramlint.plan import Plan
@@ -61,7 +62,10 @@ def inference_components(plan: Plan) -> list[Component]:
     dtype = plan.weights_dtype or m.dtype
     weights = weight_bytes(m, DTYPE_BYTES[dtype]) // (plan.tensor_parallel * plan.pipeline_parallel)
     logits = plan.micro_batch * m.vocab_size * 6
+    masks = attention_masks(plan, DTYPE_BYTES[dtype])
     return [Component("weights", weights, f"{m.params:,} params as stored ({dtype}"
                       f"{', ' + m.quantization.method if m.quantization else ''})", "memory/weights.py"),
             kv_cache(plan), working_set(plan),
+            Component("attention masks", masks, f"s x s per mask kind ({plan.attn})",
+                      "transformers masking_utils.py (memory/activations.py attention_masks)"),
             Component("logits (last position)", logits, "b x V x (2 + 4) B", SOURCE)]

@@ -49,9 +49,13 @@ class _Step:
         self.states: list[int] = []
 
     def run(self, first: bool) -> None:
+        size = act.attention_masks(self.plan, self.w.r)      # alive through forward and backward
+        masks = self.a.malloc(size) if size else None
         kept, inputs, casts, residual = self.forward()
         head, lsm = self.loss(kept)
         grads = self.backward(kept, inputs, casts, residual, head, lsm)
+        if masks is not None:
+            self.a.free(masks)
         self.optimizer(grads, first)
 
     # forward -------------------------------------------------------------------------------
@@ -381,6 +385,9 @@ def simulate_inference(plan: Plan) -> Peaks:
     embeddings = hidden = alloc.malloc(a * m.hidden_size * tokens)   # ``inputs_embeds`` lives to the end
     if m.block.learned_positions:               # the sum with the positions is the first layer's input
         hidden = alloc.malloc(a * m.hidden_size * tokens)
+    masks = act.attention_masks(plan, a)
+    if masks:
+        alloc.malloc(masks)
     for layer in m.layers:
         output, _cache = _infer_layer(plan, alloc, layer, hidden, tokens, a)
         if hidden != embeddings:

@@ -79,11 +79,18 @@ def _one_layer(plan: Plan) -> Component:
     return Component("one layer re-materialised", biggest * tokens, f"{biggest:,} B/token x {tokens:,}", MEASURED)
 
 
+def _masks(plan: Plan) -> tuple[Component, ...]:
+    size = act.attention_masks(plan, act.widths(plan).r)
+    return (Component("attention masks", size, f"{'b x ' if plan.attn == 'eager' else ''}s x s per mask kind "
+                      f"({plan.attn})", "transformers masking_utils.py (memory/activations.py attention_masks)"),
+            ) if size else ()
+
+
 def moments(plan: Plan, states: States) -> list[Moment]:
     kept, head = _kept_activations(plan), _head(plan)
     cast = _cast_weights(plan)
     rest = tuple(states.resting)
-    turn = rest + tuple(states.gathered)
+    turn = rest + tuple(states.gathered) + _masks(plan)
     forward = turn + (kept, head, _logits(plan, act.FORWARD_LOGIT_BYTES, "forward")) + ((cast,) if cast else ())
     backward = turn + (kept, head, _logits(plan, act.BACKWARD_LOGIT_BYTES, "backward"))
     if cast and not plan.grad_checkpointing:
@@ -92,7 +99,7 @@ def moments(plan: Plan, states: States) -> list[Moment]:
            Moment("optimizer step", rest + tuple(states.gradients) + tuple(states.step))]
     if plan.grad_checkpointing:
         out.append(Moment("backward, last layer", rest + tuple(states.gradients) + tuple(states.backward)
-                          + (_one_layer(plan),)))
+                          + _masks(plan) + (_one_layer(plan),)))
     return out
 
 
