@@ -708,7 +708,7 @@ class _Zero3Step(_HookedStep):
 def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
     """``deepspeed.initialize`` for ZeRO-3: each parameter is partitioned (offloaded partitions go
     to the host); the partitions are defragmented into one flat buffer (through the host, with
-    ``empty_cache`` between); each sub-group's fp32 master is a clone upcast;
+    ``empty_cache`` between); each sub-group's fp32 master is a clone of its fp32 conversion;
     ``initialize_optimizer_states`` allocates and drops one fp32 gradient buffer; then the IPG
     bucket and the 16-bit gradient partition are allocated for good."""
     m, n = plan.model, plan.data_parallel
@@ -733,10 +733,10 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
             if handle is not None:
                 alloc.free(handle)
     if plan.offload_optimizer == "none":
-        for group in groups:
-            clone = alloc.malloc(2 * group)
+        for group in groups:                     # _create_fp32_partitions: .to(fp32), then .clone()
+            converted = alloc.malloc(4 * group)
             alloc.malloc(4 * group)
-            alloc.free(clone)
+            alloc.free(converted)
         alloc.free(alloc.malloc(4 * max(groups)))
     alloc.malloc(2 * plan.reduce_bucket_size)
     if plan.offload_optimizer == "none":
