@@ -7,7 +7,10 @@ transformers: forward layer by layer, the loss, backward layer by layer in rever
 gradients appear as activations are released), then ``optimizer.step()`` — which on the first
 step creates Adam's m and v inside whatever blocks backward left cached — and
 ``zero_grad(set_to_none=True)``. Two steps are replayed with ``empty_cache`` between them, as the
-calibration runs did, and the second step's peaks are reported.
+calibration runs did, and the second step's peaks are reported. Under (non-reentrant) gradient
+checkpointing the forward keeps nothing but each layer's input, so it runs op by op like a
+no_grad forward (``_nograd_layer``: every temporary, autocast's input casts, PEFT's fp32 adapter
+path), and backward re-materialises one layer's kept tensors at a time.
 
 The other runtimes replay what their source does: DeepSpeed from ``deepspeed.initialize`` on
 (``_ZeroStep`` for ZeRO-1/2, ``_Zero3Step`` with its all-gather and reduce streams, each a pool of
@@ -21,7 +24,8 @@ from dataclasses import dataclass
 
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator
-from vramlint.memory.states import deepspeed_states, fsdp_states, trainable, zero3_kept, zero3_sub_groups
+from vramlint.memory.states import (deepspeed_states, fsdp_states, lora_targets, trainable, zero3_kept,
+                                     zero3_sub_groups)
 from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.models.quantization import nf4
 from vramlint.plan import Plan
@@ -68,17 +72,15 @@ class _Step:
         for index, layer in enumerate(m.layers):
             gathered = self._gather(index)
             layer_casts = self._casts(layer)
-            tensors = [a.malloc(t * tokens) for t in act.layer_tensors(layer, m, self.plan)]
-            new_residual = a.malloc(w.r * m.hidden_size * tokens)
-            if self.plan.grad_checkpointing:
-                for handle in tensors:
-                    a.free(handle)
+            if self.plan.grad_checkpointing:    # the pack hook keeps nothing: the forward runs as under no_grad
                 inputs.append(residual)
-                tensors = []
+                residual, tensors = _nograd_layer(self.plan, a, layer, residual, tokens, w, cache=False)
             else:
+                tensors = [a.malloc(t * tokens) for t in act.layer_tensors(layer, m, self.plan)]
                 inputs.append(None)
+                new_residual = a.malloc(w.r * m.hidden_size * tokens)
                 a.free(residual)
-            residual = new_residual
+                residual = new_residual
             kept.append(tensors)
             casts.append(layer_casts)
             self._release(index, gathered, forward=True)
@@ -215,39 +217,42 @@ def _load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> No
             alloc.malloc(dtype_bytes * size)
 
 
-def _infer_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tokens: int, a: int) -> tuple[int, list[int]]:
-    """One layer of a no_grad prefill: every intermediate dies as soon as the next op consumed it;
-    the cache keeps copies of k (after RoPE) and v (the whole prompt, sliding layers too)."""
+def _nograd_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tokens: int, w: act.Widths,
+                 cache: bool = True) -> tuple[int, list[int]]:
+    """One layer of a forward that keeps nothing for backward — a no_grad prefill, or a
+    checkpointed training forward (the pack hook keeps only the layer's input): every
+    intermediate dies as soon as the next op consumed it. With ``cache`` the KV cache keeps copies
+    of k (after RoPE) and v (the whole prompt, sliding layers too). Widths: ``w.r`` for the
+    residual stream and norm outputs, ``w.a`` for 16-bit compute (they differ under autocast)."""
     m, h = plan.model, plan.model.hidden_size
-    att, mlp = layer.attention, layer.mlp
-    q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
     block = m.block
-    normed = _infer_norm(alloc, block, h, tokens, a)
-    cache, projected = _infer_attention(alloc, block, q, kv, h, tokens, a)
+    normed = _nograd_norm(alloc, block, h, tokens, w.r)
+    kept, projected = _nograd_attention(alloc, plan, layer.attention, tokens, w, cache)
     if block.post_norms:                         # gemma2/3, olmo2: the sublayer output is normed first
-        post = _infer_norm(alloc, block, h, tokens, a)
+        post = _nograd_norm(alloc, block, h, tokens, w.r)
         alloc.free(projected)
         projected = post
-    residual = alloc.malloc(a * h * tokens)      # residual + attention; the caller still holds the layer input
+    residual = alloc.malloc(w.r * h * tokens)    # residual + attention; the caller still holds the layer input
     alloc.free(projected)
     alloc.free(normed)
-    normed = _infer_norm(alloc, block, h, tokens, a)
-    down = _infer_mlp(alloc, mlp, block, h, tokens, a)
+    normed = _nograd_norm(alloc, block, h, tokens, w.r)
+    down = _nograd_mlp(alloc, plan, layer.mlp, h, tokens, w)
     if block.post_norms > 1:
-        post = _infer_norm(alloc, block, h, tokens, a)
+        post = _nograd_norm(alloc, block, h, tokens, w.r)
         alloc.free(down)
         down = post
-    residual = _add(alloc, residual, [down, normed], a * h * tokens)
-    return residual, cache
+    residual = _add(alloc, residual, [down, normed], w.r * h * tokens)
+    return residual, kept
 
 
-def _infer_norm(alloc: CachingAllocator, block, h: int, tokens: int, a: int) -> int:
-    """A norm's temporaries under no_grad; returns its output. HF RMSNorm: fp32 copy, its square
-    (for the mean), the normalised fp32 tensor, its cast back, ``weight *`` that. Gemma's norm
-    stays fp32 through ``* (1 + weight)`` and casts at the end. LayerNorm: one fused kernel."""
+def _nograd_norm(alloc: CachingAllocator, block, h: int, tokens: int, r: int) -> int:
+    """A norm's temporaries in a forward that keeps nothing; returns its output (in the residual
+    stream's dtype, ``r`` bytes). HF RMSNorm: fp32 copy, its square (for the mean), the
+    normalised fp32 tensor, its cast back, ``weight *`` that. Gemma's norm stays fp32 through
+    ``* (1 + weight)`` and casts at the end. LayerNorm: one fused kernel."""
     m, f = (lambda width: alloc.malloc(width * h * tokens)), alloc.free
     if block.norm == "layer":
-        return m(a)
+        return m(r)
     upcast = m(4)
     f(m(4))                                      # x.pow(2), consumed by mean()
     normalised = m(4)
@@ -255,75 +260,127 @@ def _infer_norm(alloc: CachingAllocator, block, h: int, tokens: int, a: int) -> 
     if block.norm == "gemma":
         scaled = m(4)
         f(normalised)
-        out = m(a)
+        out = m(r)
         f(scaled)
         return out
-    cast = m(a)
-    out = m(a)
+    cast = m(r)
+    out = m(r)
     f(cast)
     f(normalised)
     return out
 
 
-def _infer_attention(alloc: CachingAllocator, block, q: int, kv: int, h: int, tokens: int, a: int):
-    """transformers' attention forward under no_grad: projections (one fused tensor whose views
-    are q, k, v, or three), RoPE's new q and k, the cache update's ``torch.cat`` copies of k and v
-    (after which the pre-cache k and v die), SDPA's output and its transposed contiguous copy,
-    o_proj. Returns the cache tensors and o_proj's output."""
+def _linear(alloc: CachingAllocator, plan: Plan, n_in: int, n_out: int, tokens: int, w: act.Widths,
+            name: str = "", cast: bool = False) -> int:
+    """One linear in a forward that keeps nothing; returns its output. Under autocast a linear on
+    the fp32 residual stream first casts its input to 16 bit (``cast``). A PEFT LoRA adapter on it
+    (fp32 weights) casts the input to fp32, runs A then B, scales, adds that to the base output
+    (the sum promoted to fp32) and casts the sum back."""
+    m, f = (lambda width, n: alloc.malloc(width * n * tokens)), alloc.free
+    cast_in = m(w.a, n_in) if cast and w.r != w.a else None
+    out = m(w.a, n_out)
+    if cast_in is not None:
+        f(cast_in)
+    if not (plan.lora_rank and name in lora_targets(plan.lora_targets)):
+        return out
+    x32 = m(4, n_in)
+    low = m(4, plan.lora_rank)
+    b = m(4, n_out)
+    f(low)
+    scaled = m(4, n_out)
+    f(b)
+    total = m(4, n_out)
+    f(scaled)
+    f(out)
+    out = m(w.a, n_out)
+    f(total)
+    f(x32)
+    return out
+
+
+def _nograd_attention(alloc: CachingAllocator, plan: Plan, att, tokens: int, w: act.Widths, cache: bool):
+    """transformers' attention forward keeping nothing: projections (one fused tensor whose views
+    are q, k, v, or three), RoPE's new q and k, with a cache its ``torch.cat`` copies of k and v
+    (after which the pre-cache k and v die), eager attention's scores, softmax in fp32 and their
+    16-bit cast, the output and its transposed contiguous copy, o_proj. Returns the cache tensors
+    and o_proj's output."""
+    block, h, a = plan.model.block, plan.model.hidden_size, w.a
+    q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
     m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
     if block.fused_qkv:
-        fused = m(q + 2 * kv)
+        fused = _linear(alloc, plan, h, q + 2 * kv, tokens, w, "q", cast=True)
         q_h = k_h = v_h = None
     else:
-        fused, (q_h, k_h, v_h) = None, (m(n) for n in (q, kv, kv))
+        fused, (q_h, k_h, v_h) = None, (_linear(alloc, plan, h, n, tokens, w, name, cast=True)
+                                        for name, n in (("q", q), ("k", kv), ("v", kv)))
     q_rot = k_rot = None
     if block.rope:
         q_rot, k_rot = m(q), m(kv)
         for handle in (q_h, k_h):
             if handle is not None:
                 f(handle)
-    cache = [m(kv), m(kv)]                       # DynamicCache: torch.cat onto an empty tensor
-    for handle in (k_rot, v_h) + ((fused,) if block.rope else ()):
-        if handle is not None:                   # key/value_states now name the cache
-            f(handle)
+    kept = [m(kv), m(kv)] if cache else []       # DynamicCache: torch.cat onto an empty tensor
+    if cache:
+        for handle in (k_rot, v_h) + ((fused,) if block.rope else ()):
+            if handle is not None:               # key/value_states now name the cache
+                f(handle)
+    if plan.attn == "eager":                     # b x heads x s x s: scores, + mask, fp32 softmax, cast
+        scores = att.num_heads * plan.seq_len
+        logits = m(scores)
+        masked = m(scores)
+        f(logits)
+        soft = alloc.malloc(4 * scores * tokens)
+        f(masked)
+        probs = m(scores)
+        f(soft)
     out = m(q)
+    if plan.attn == "eager":
+        f(probs)
     contiguous = m(q)                            # transpose(1, 2).contiguous()
     f(out)
-    projected = m(h)
+    projected = _linear(alloc, plan, q, h, tokens, w, "o")
     f(contiguous)
-    for handle in (q_rot,) if block.rope else (fused,):
+    done = (q_rot,) if block.rope else (fused,)
+    if not cache:
+        done += (k_rot, v_h) + ((fused,) if block.rope else ())
+    for handle in done:
         if handle is not None:
             f(handle)
-    return cache, projected
+    return kept, projected
 
 
-def _infer_mlp(alloc: CachingAllocator, mlp, block, h: int, tokens: int, a: int) -> int:
-    """The MLP's intermediates in evaluation order; returns the output handle."""
+def _nograd_mlp(alloc: CachingAllocator, plan: Plan, mlp, h: int, tokens: int, w: act.Widths) -> int:
+    """The MLP's intermediates in evaluation order; returns the output handle. Under autocast the
+    projections of the fp32 norm output cast it first, and GPT-2's tanh-GELU chain runs in fp32
+    after autocast's fp32 ``pow``."""
+    a, block = w.a, plan.model.block
     m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
     i = mlp.intermediate
     if mlp.kind == "moe":
-        return _infer_experts(alloc, mlp, h, tokens, a)
+        return _nograd_experts(alloc, mlp, h, tokens, w.r)
     if mlp.kind == "gated" and block.fused_gate_up:   # phi3: the chunk views keep the fused output to the end
-        fused = m(2 * i)
+        fused = _linear(alloc, plan, h, 2 * i, tokens, w, "up", cast=True)
         act_ = m(i)
         product = m(i)
         f(act_)
-        down = m(h)
+        down = _linear(alloc, plan, i, h, tokens, w, "down")
         f(product)
         f(fused)
         return down
     if mlp.kind == "gated":
-        gate = m(i)
+        gate = _linear(alloc, plan, h, i, tokens, w, "gate", cast=True)
         act_ = m(i)
         f(gate)
-        up, product = m(i), m(i)
+        up = _linear(alloc, plan, h, i, tokens, w, "up", cast=True)
+        product = m(i)
         f(act_)
         f(up)
     else:
-        product = m(i)
+        product = _linear(alloc, plan, h, i, tokens, w, "up", cast=True)
         if block.act == "gelu_new":     # python tanh-GELU: 0.5·x lives to the end, temporaries in pairs
-            half, first = m(i), m(i)
-            second = m(i)
+            g = 4 if w.r != w.a else a   # autocast runs pow in fp32 and the chain stays fp32
+            half, first = m(i), alloc.malloc(g * i * tokens)
+            second = alloc.malloc(g * i * tokens)
             f(first)
             f(half)
             f(product)
@@ -332,12 +389,13 @@ def _infer_mlp(alloc: CachingAllocator, mlp, block, h: int, tokens: int, a: int)
             temp = m(i)
             f(product)
             product = temp
-    down = m(h)
+    fp32_product = w.r != w.a and block.act == "gelu_new"
+    down = _linear(alloc, plan, i, h, tokens, w, "down", cast=fp32_product)
     f(product)
     return down
 
 
-def _infer_experts(alloc: CachingAllocator, mlp, h: int, tokens: int, a: int) -> int:
+def _nograd_experts(alloc: CachingAllocator, mlp, h: int, tokens: int, a: int) -> int:
     """transformers' ``grouped_mm_experts_forward`` (5.17, as measured) under no_grad: every
     routed copy of a token at once, sorted by expert. The gathered input lives to the end of the
     function; each grouped_mm output is copied once more by the sentinel ``masked_fill``; the
@@ -389,7 +447,7 @@ def simulate_inference(plan: Plan) -> Peaks:
     if masks:
         alloc.malloc(masks)
     for layer in m.layers:
-        output, _cache = _infer_layer(plan, alloc, layer, hidden, tokens, a)
+        output, _cache = _nograd_layer(plan, alloc, layer, hidden, tokens, act.Widths(a, a))
         if hidden != embeddings:
             alloc.free(hidden)
         hidden = output
