@@ -5,7 +5,8 @@ Under ``torch.no_grad`` nothing is kept for backward: each layer's intermediates
 forward moves on (REFERENCE.md section 3, "the inference peak is KV cache + logits"). The peak is
 weights + the full KV cache + the widest moment inside one layer: the residual stream and its
 normed copy plus, in a gated MLP, act(gate), up and their product (3·I; phi3's fused gate_up
-output stays whole, 4·I); plus two more hidden-sized tensors the model's forward still holds —
+output stays whole, 4·I), or eager attention's b·heads·s² scores (16-bit and fp32 softmax side
+by side); plus two more hidden-sized tensors the model's forward still holds —
 ``inputs_embeds`` (a local for the whole forward) and the current layer's input (the caller's
 ``hidden_states`` while the layer runs); plus the logits of the positions kept
 (``logits_to_keep=1`` in generate: b·V, 16-bit and fp32).
@@ -48,11 +49,13 @@ def working_set(plan: Plan) -> Component:
         else:                     # fc output + GELU; GPT-2's python tanh-GELU keeps 0.5·x and two temporaries
             width = (4 if m.block.act == "gelu_new" else 2) * mlp.intermediate
         att = layer.attention
-        attention = 2 * att.num_heads * att.head_dim + 2 * att.num_kv_heads * att.head_dim
-        widest = max(widest, width, attention)
+        attention = a * (2 * att.num_heads * att.head_dim + 2 * att.num_kv_heads * att.head_dim)
+        if plan.attn == "eager":   # every score of the prompt: fp32 softmax beside its 16-bit input
+            attention += (4 + a) * att.num_heads * plan.seq_len
+        widest = max(widest, a * width, attention)
     # + residual, normed input, the layer's input, inputs_embeds (and, with learned positions added
     # to it, their sum: gpt2, gpt_bigcode)
-    per = a * (widest + (5 if m.block.learned_positions else 4) * m.hidden_size)
+    per = widest + a * (5 if m.block.learned_positions else 4) * m.hidden_size
     return Component("activations (one layer)", per * tokens // plan.tensor_parallel,
                      f"{per:,} B/token x {tokens:,} tokens", SOURCE)
 
