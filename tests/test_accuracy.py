@@ -37,3 +37,11 @@ def test_prefill_allocated_peaks_are_within_three_percent():
     table = [r for r in rows(shared_or_skip(SHARED / "groundtruth")) if "infer_prefill" in r.setup]
     assert len(table) >= 14
     assert all(abs(r.alloc_error) <= 0.03 for r in table)
+
+
+def test_checkpointed_bf16_runs_are_within_three_percent():
+    """Checkpointed forwards keep nothing and are replayed op by op like no_grad (the gap that left
+    llama-3.2-1b at 8k tokens 5.5 % short when the kept tensors were allocated at once)."""
+    table = [r for r in rows(shared_or_skip(SHARED / "groundtruth")) if r.setup.endswith(" gc") and "bf16_adamw" in r.setup]
+    assert len(table) == 7
+    assert all(abs(r.error) <= 0.03 for r in table)
