@@ -23,8 +23,17 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from dataclasses import dataclass
 
 SMALL, ROUND, LARGE_BUFFER, MIN_LARGE, ROUND_LARGE = 1 << 20, 512, 20 << 20, 10 << 20, 2 << 20
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """What a replay ends with: ``max_memory_allocated`` and ``max_memory_reserved``."""
+
+    allocated: int
+    reserved: int
 
 
 class CachingAllocator:

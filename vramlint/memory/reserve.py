@@ -1,6 +1,7 @@
 """The allocator reserve component: reserved − allocated at the peak, from the replayed step.
 
-``timeline`` replays the step's allocations through the caching-allocator model; the difference
+``timeline`` (PyTorch, FSDP), ``zero`` (DeepSpeed) and ``nograd`` (inference) replay the step's
+allocations through the caching-allocator model; the difference
 between the reserved and the allocated peak of that replay is what nvidia-smi shows on top of
 the tensors. When the allocated peak fits the GPU but the reserve would not, PyTorch frees its
 cache and retries the allocation instead of failing, so the reserve is capped at what is left.
@@ -9,10 +10,13 @@ cache and retries the allocation instead of failing, so the reserve is capped at
 from __future__ import annotations
 
 from vramlint.memory.components import ALLOCATOR, Component
-from vramlint.memory.timeline import simulate_deepspeed, simulate_fsdp, simulate_inference, simulate_training
+from vramlint.memory.nograd import simulate_inference
+from vramlint.memory.timeline import simulate_fsdp, simulate_training
+from vramlint.memory.zero import simulate_deepspeed
 from vramlint.plan import Plan
 
-SOURCE = "PyTorch caching-allocator replay (memory/allocator.py, memory/timeline.py), REFERENCE.md §4"
+SOURCE = ("PyTorch caching-allocator replay (memory/allocator.py; memory/timeline.py, zero.py, nograd.py), "
+          "REFERENCE.md §4")
 
 
 def headroom(plan: Plan, allocated: int, context: int) -> Component:

@@ -1,0 +1,384 @@
+"""Replay DeepSpeed's step from ``deepspeed.initialize`` on (DeepSpeed 0.19 source).
+
+``_ZeroStep`` is ZeRO-1/2 (``runtime/zero/stage_1_and_2.py``), ``_Zero3Step`` ZeRO-3
+(``runtime/zero/stage3.py``, ``partitioned_param_coordinator.py``) with its all-gather and
+reduce streams, each a pool of its own in the allocator model; ``_DeepSpeedStep`` ZeRO-0 and
+fp32 runs. Two steps, no ``empty_cache`` between them (as the calibration ran), the second's peaks
+reported: ZeRO-3's coordinator has traced the module order by then.
+"""
+
+from __future__ import annotations
+
+from vramlint.memory.allocator import CachingAllocator, Peaks
+from vramlint.memory.states import deepspeed_states, zero3_kept, zero3_sub_groups
+from vramlint.memory.timeline import _Step
+from vramlint.plan import Plan
+
+
+class _DeepSpeedStep(_Step):
+    """DeepSpeed ZeRO-0 (``BF16_Optimizer``), and any stage in fp32: the states of
+    ``memory/states.py`` allocated at once; per-parameter 16-bit gradients kept until the step,
+    which converts them into a flat fp32 gradient buffer (the local partition above ZeRO-0) and
+    runs the client optimizer on the flat fp32 master copy (one temporary of the same size). The
+    16-bit ZeRO stages have their own replays below (``_ZeroStep``, ``_Zero3Step``).
+    """
+
+    def _param_grads(self, modules) -> list[int]:
+        if self.plan.zero_stage == 3 or self.plan.offload_optimizer != "none":
+            return []       # reduce-scattered into the partition, or streamed to the host
+        return [self.a.malloc(2 * size) for _, size in modules if size]
+
+    def _gather(self, index: int) -> list[int]:
+        """ZeRO-3 all-gathers (or fetches from the host) each module's 16-bit parameters before
+        use and releases them after, when there is anything to gather."""
+        plan = self.plan
+        if plan.zero_stage != 3 or (plan.data_parallel == 1 and plan.offload_param == "none"):
+            return []
+        return [self.a.malloc(2 * size) for _, size in self.m.layers[index].modules if size]
+
+    def optimizer(self, grads: list[int], first: bool) -> None:
+        a, plan = self.a, self.plan
+        p, n = plan.model.params, plan.data_parallel
+        if plan.offload_optimizer != "none":
+            for handle in grads:
+                a.free(handle)
+            return
+        part = p if plan.zero_stage == 0 else -(-p // n)
+        group = min(plan.sub_group_size, part) if plan.zero_stage == 3 else part
+        fp32_grads = a.malloc(4 * group)
+        if plan.zero_stage:                 # ZeRO-1/2 release the 16-bit gradients once reduced
+            for handle in grads:
+                a.free(handle)
+        temp = a.malloc(4 * group)
+        for handle in [temp, fp32_grads] + (grads if plan.zero_stage == 0 else []):
+            a.free(handle)
+
+
+class _HookedStep(_Step):
+    """DeepSpeed ZeRO's gradient hooks: each gradient autograd produces is taken (``_take``) by
+    the stage's reduction as soon as its accumulation hook fires."""
+
+    tied: tuple[int, int] | None = None
+
+    def _param_grads(self, modules) -> list[int]:
+        for group, size in modules:
+            if not size:
+                continue
+            grad = self.a.malloc(2 * size)
+            if group == "head" and not self.m.head_params:
+                # a tied weight: autograd sums lm_head's and the embedding's gradients, so the
+                # first waits in the engine's buffer and the hook fires once, after the embedding
+                self.tied = (grad, size)
+                continue
+            self._take(grad, size)
+        return []
+
+    def _take(self, grad: int, size: int) -> None:
+        raise NotImplementedError
+
+    def _end_of_backward(self) -> None:
+        if self.tied is not None:
+            self._take(*self.tied)
+            self.tied = None
+
+
+class _ZeroStep(_HookedStep):
+    """ZeRO-1/2 (``runtime/zero/stage_1_and_2.py``).
+
+    Each 16-bit gradient autograd produces is copied into the ``reduce_bucket_size`` IPG bucket
+    (allocated at the first gradient hook of the step, released at the epilogue) and freed; a
+    full bucket is reduced and copied into the flat ``grads_in_partition`` buffer (allocated at
+    the first flush). A gradient larger than the bucket bypasses it until the next flush. ZeRO-2
+    does this in the hooks, during backward; ZeRO-1's hooks only set the bucket up and the copies
+    run after backward, in parameter order, so its gradients pile up until then. The step
+    flattens the partition once more, upcasts it to fp32, frees both 16-bit copies, and runs the
+    client optimizer on the flat fp32 master (AdamW creates m and v at its first step). With the
+    optimizer offloaded there is no partition on the GPU: a flushed bucket's gradients go to the
+    host one by one (an fp64 upcast for the norm, an fp32 upcast for the copy) and the optimizer
+    steps on the host.
+    """
+
+    def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
+        super().__init__(plan, alloc, [])
+        self.part = -(-plan.model.params // plan.data_parallel)
+        self.bucket: int | None = None
+        self.partition: int | None = None
+        self.filled = 0
+        self.oversized: list[int] = []
+        self.sizes: list[int] = []
+        self.pending: list[tuple[int, int]] = []
+
+    def _take(self, grad: int, size: int) -> None:
+        if self.bucket is None:
+            self.bucket = self.a.malloc(2 * self.plan.reduce_bucket_size)
+        if self.plan.zero_stage == 1:
+            self.pending.append((grad, size))
+        else:
+            self._copy(grad, size)
+
+    def _copy(self, grad: int, size: int) -> None:
+        if self.filled + size > self.plan.reduce_bucket_size:
+            self._flush()
+        self.filled += size
+        self.sizes.append(-(-size // self.plan.data_parallel))
+        if size > self.plan.reduce_bucket_size:
+            self.oversized.append(grad)
+        else:
+            self.a.free(grad)
+
+    def _flush(self) -> None:
+        if self.plan.offload_optimizer != "none":      # each gradient goes to the host's fp32 partition:
+            for size in self.sizes:                      # its fp64 norm and its fp32 upcast, one at a time
+                self.a.free(self.a.malloc(8 * size))
+                self.a.free(self.a.malloc(4 * size))
+        elif self.partition is None:
+            self.partition = self.a.malloc(2 * self.part)
+        for grad in self.oversized:
+            self.a.free(grad)
+        self.oversized, self.sizes, self.filled = [], [], 0
+
+    def optimizer(self, grads: list[int], first: bool) -> None:
+        a = self.a
+        self._end_of_backward()
+        for grad, size in reversed(self.pending):        # reduce_gradients walks the group in order
+            self._copy(grad, size)
+        self.pending = []
+        self._flush()
+        a.free(self.bucket)
+        self.bucket = None
+        if self.plan.offload_optimizer != "none":      # the CPU optimizer steps on the host
+            return
+        _norm_upcasts(self.plan, a)
+        flat = a.malloc(2 * self.part)
+        fp32 = a.malloc(4 * self.part)
+        a.free(flat)
+        a.free(self.partition)
+        self.partition = None
+        if first:
+            self.states += [a.malloc(4 * self.part), a.malloc(4 * self.part)]
+        temp = a.malloc(4 * self.part)
+        a.free(temp)
+        a.free(fp32)
+
+
+def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
+    """``deepspeed.initialize`` for ZeRO-1/2 on a model moved to the GPU: the 16-bit parameters
+    are flattened into one buffer (the originals freed; when the GPU cannot hold both, DeepSpeed
+    moves the originals to the host and empties the cache first), the fp32 master partition is a
+    clone upcast (the clone freed), and ``initialize_optimizer_states`` allocates and drops one
+    fp32 gradient partition."""
+    m = plan.model
+    part = -(-m.params // plan.data_parallel)
+    if plan.offload_optimizer != "none":        # the gradient staging buffer for the copies to the host
+        alloc.malloc(2 * max(m.tensor_sizes))
+    originals = [alloc.malloc(2 * size) for size in m.tensor_sizes if size]
+    on_gpu = alloc.reserved + 2 * m.params <= plan.cluster.gpu.memory_bytes    # flatten_on_accelerator
+    if not on_gpu:
+        for handle in originals:
+            alloc.free(handle)
+        alloc.empty_cache()
+    alloc.malloc(2 * m.params)
+    for handle in originals if on_gpu else []:
+        alloc.free(handle)
+    clone = alloc.malloc(2 * part)
+    if plan.offload_optimizer == "none":        # the fp32 master and its first gradient stay on the GPU
+        alloc.malloc(4 * part)
+        alloc.free(alloc.malloc(4 * part))
+    alloc.free(clone)
+
+
+GATHER, REDUCE = 1, 2      # DeepSpeed's all-gather and reduce-and-partition CUDA streams
+MAX_REDUCE_EVENTS = 2      # stage3.py max_param_reduce_events: reductions in flight before the host waits
+NORM_CHUNK = 250_000_000   # stage3.py _constant_buffered_norm2: fp64 norms in chunks of this many elements
+
+
+def _norm_upcasts(plan: Plan, alloc: CachingAllocator) -> None:
+    """The gradient norm (for clipping and the logged norm): ZeRO's ``get_grad_norm_direct``
+    upcasts each gradient piece of the local partition to fp64 (``get_norm_dtype``), one at a
+    time, 8 B per element."""
+    part = -(-plan.model.params // plan.data_parallel)
+    for size in plan.model.tensor_sizes:
+        if size:
+            alloc.free(alloc.malloc(8 * min(-(-size // plan.data_parallel), part)))
+
+
+class _Zero3Step(_HookedStep):
+    """ZeRO-3 (``runtime/zero/stage3.py``, ``partitioned_param_coordinator.py``).
+
+    Parameters that are partitioned over several GPUs or offloaded are fetched for each module on
+    the all-gather stream and released after it; from the second step on, when the coordinator
+    knows the module order, a module whose parameters come back within
+    ``stage3_max_reuse_distance`` elements keeps them (the last layers stay gathered from their
+    forward to their backward). Each 16-bit gradient is copied into the IPG bucket (allocated at
+    initialisation) and freed; a full bucket is reduce-scattered into the gradient partition, or,
+    with the optimizer offloaded, staged per parameter on the reduce stream (a 16-bit GPU copy
+    alive until the bucket is done, an fp32 upcast per parameter) on its way to the host. The
+    step walks the sub-groups: flatten + fp32 upcast of the gradients, AdamW's m and v (first
+    step) and one temporary.
+    """
+
+    def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
+        super().__init__(plan, alloc, [])
+        self.fetching = plan.offload_param != "none" or plan.data_parallel > 1
+        self.kept = zero3_kept(plan.model, plan.max_reuse_distance)
+        self.traced = False
+        self.held: dict[int, list[int]] = {}
+        self.filled = 0
+        self.bucket: list[int] = []
+        self.oversized: list[int] = []
+        self.window: list[int] = []
+        self.flushed: list[list[int]] = []
+
+    def _gather(self, index: int) -> list[int]:
+        if not self.fetching:
+            return []
+        if index in self.held:
+            return self.held.pop(index)
+        layer = self.m.layers[index]     # over several GPUs one flat buffer per module; from the host per tensor
+        parts = layer.parameter_tensors if self.plan.data_parallel == 1 else layer.modules
+        return [self.a.malloc(2 * size, GATHER) for _, size in parts if size]
+
+    def _release(self, index: int, gathered: list[int], forward: bool) -> None:
+        if forward and self.traced and index in self.kept.layers:
+            self.held[index] = gathered
+            return
+        super()._release(index, gathered, forward)
+
+    def forward(self):
+        """The embedding is fetched first; a tied one is what lm_head uses again after the last
+        layer, so a traced step keeps it gathered when the layers are within the reuse distance."""
+        self.embedding = self._fetch(self.m.embedding_params)
+        if self.embedding is not None and not (self.traced and self.kept.embedding):
+            self.a.free(self.embedding)
+            self.embedding = None
+        return super().forward()
+
+    def loss(self, kept):
+        if self.embedding is None:
+            self.embedding = self._fetch(self.m.head_params or self.m.embedding_params)
+        return super().loss(kept)
+
+    def _fetch(self, size: int) -> int | None:
+        return self.a.malloc(2 * size, GATHER) if self.fetching and size else None
+
+    def _param_grads(self, modules) -> list[int]:
+        if any(group == "head" for group, _ in modules) and self.embedding is not None:
+            self.a.free(self.embedding)          # lm_head's parameters go once its backward is done
+            self.embedding = None
+        return super()._param_grads(modules)
+
+    def _take(self, grad: int, size: int) -> None:
+        if self.filled + size > self.plan.reduce_bucket_size:
+            self._flush()
+        if size > self.plan.reduce_bucket_size:
+            self.oversized.append(grad)
+        else:
+            self.window.append(grad)         # copied on the reduce stream: record_stream defers the free
+        self.bucket.append(size)
+        self.filled += size
+
+    def _flush(self) -> None:
+        a, n = self.a, self.plan.data_parallel
+        if self.plan.offload_optimizer != "none":
+            copies = []
+            for size in self.bucket:
+                piece = -(-size // n)
+                copies.append(a.malloc(2 * piece, REDUCE))
+                a.free(a.malloc(8 * min(piece, NORM_CHUNK), REDUCE))
+                a.free(a.malloc(4 * piece, REDUCE))
+            for handle in copies:
+                a.free(handle)
+        if len(self.flushed) > MAX_REDUCE_EVENTS:       # the host waits for the oldest reduction
+            for handle in self.flushed.pop(0):
+                a.free(handle)
+        self.flushed.append(self.window + self.oversized)
+        self.bucket, self.oversized, self.window, self.filled = [], [], [], 0
+
+    def _synchronize(self) -> None:
+        """``reduce_and_partition_stream.synchronize()`` at the end of backward: every gradient
+        block recorded on the reduce stream is reusable again."""
+        for window in self.flushed:
+            for handle in window:
+                self.a.free(handle)
+        self.flushed = []
+
+    def optimizer(self, grads: list[int], first: bool) -> None:
+        a = self.a
+        self._end_of_backward()
+        self._flush()
+        self._synchronize()
+        self.traced = True
+        if self.plan.offload_optimizer != "none":
+            return
+        _norm_upcasts(self.plan, a)
+        for group in zero3_sub_groups(self.plan):
+            flat = a.malloc(2 * group)
+            fp32 = a.malloc(4 * group)
+            a.free(flat)
+            if first:
+                self.states += [a.malloc(4 * group), a.malloc(4 * group)]
+            temp = a.malloc(4 * group)
+            a.free(temp)
+            a.free(fp32)
+
+
+def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
+    """``deepspeed.initialize`` for ZeRO-3: each parameter is partitioned (offloaded partitions go
+    to the host); the partitions are defragmented into one flat buffer (through the host, with
+    ``empty_cache`` between); each sub-group's fp32 master is a clone of its fp32 conversion;
+    ``initialize_optimizer_states`` allocates and drops one fp32 gradient buffer; then the IPG
+    bucket and the 16-bit gradient partition are allocated for good."""
+    m, n = plan.model, plan.data_parallel
+    part = -(-m.params // n)
+    groups = zero3_sub_groups(plan)
+    sizes = [size for size in m.tensor_sizes if size]
+    # under zero.Init each parameter is partitioned as it is created; a model built on the GPU
+    # first (as the calibration runs did) leaves its freed full-size blocks cached
+    originals = [None] * len(sizes) if plan.zero_init else [alloc.malloc(2 * size) for size in sizes]
+    if plan.offload_param == "none":
+        partitions = []
+        for handle, size in zip(originals, sizes):
+            partitions.append(alloc.malloc(2 * -(-size // n)))
+            if handle is not None:
+                alloc.free(handle)
+        for handle in partitions:          # zero/utils.py defragment: via the host, then empty_cache
+            alloc.free(handle)
+        alloc.empty_cache()
+        alloc.malloc(2 * part)
+    else:
+        for handle in originals:
+            if handle is not None:
+                alloc.free(handle)
+    if plan.offload_optimizer == "none":
+        for group in groups:                     # _create_fp32_partitions: .to(fp32), then .clone()
+            converted = alloc.malloc(4 * group)
+            alloc.malloc(4 * group)
+            alloc.free(converted)
+        alloc.free(alloc.malloc(4 * max(groups)))
+    alloc.malloc(2 * plan.reduce_bucket_size)
+    if plan.offload_optimizer == "none":
+        alloc.malloc(2 * part)
+
+
+def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
+    """What ``deepspeed.initialize`` leaves on the GPU (see memory/states.py for the bytes)."""
+    for component in deepspeed_states(plan).resting:
+        if component.bytes:
+            alloc.malloc(component.bytes)
+
+
+def simulate_deepspeed(plan: Plan) -> Peaks:
+    alloc = CachingAllocator()
+    if plan.zero_stage in (1, 2) and plan.precision != "fp32":
+        _zero_init(plan, alloc)
+        step = _ZeroStep(plan, alloc)
+    elif plan.zero_stage == 3 and plan.precision != "fp32":
+        _zero3_init(plan, alloc)
+        step = _Zero3Step(plan, alloc)
+    else:
+        _deepspeed_persistent(plan, alloc)
+        step = _DeepSpeedStep(plan, alloc, [])
+    step.run(first=True)
+    alloc.reset_peaks()      # no empty_cache between steps; step 2 is the steady state (ZeRO-3 has traced)
+    step.run(first=False)
+    return Peaks(alloc.peak_allocated, alloc.peak_reserved)
