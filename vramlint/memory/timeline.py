@@ -30,7 +30,7 @@ LINEAR_GROUPS = ("attention", "mlp", "experts", "router")
 CAST_GROUPS = ("attention", "mlp", "router")     # grouped_mm experts are not autocast ops: never cast
 
 
-class _Step:
+class Step:
     """One training step of the torch runtime, replayed into an allocator."""
 
     def __init__(self, plan: Plan, alloc: CachingAllocator, params: list[tuple[str, int]]) -> None:
@@ -193,7 +193,7 @@ def simulate_training(plan: Plan) -> Peaks:
             item for layer in plan.model.layers for item in layer.parameter_tensors] + [("head", plan.model.head_params)]:
         if size:
             alloc.malloc(size * (q_b if plan.load_in_4bit and group in LINEAR_GROUPS else w_b))
-    step = _Step(plan, alloc, params)
+    step = Step(plan, alloc, params)
     step.run(first=True)
     alloc.empty_cache()
     alloc.reset_peaks()
@@ -201,7 +201,7 @@ def simulate_training(plan: Plan) -> Peaks:
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)
 
 
-class _FsdpStep(_Step):
+class _FsdpStep(Step):
     """FSDP: flat fp32 shards at rest; FULL_SHARD unshards each decoder layer's parameters in the
     compute dtype for its forward and again for its backward; gradients are reduce-scattered into
     fp32 shards, which the optimizer steps with one shard-sized temporary."""

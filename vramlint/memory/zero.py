@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.states import deepspeed_states, zero3_kept, zero3_sub_groups
-from vramlint.memory.timeline import _Step
+from vramlint.memory.timeline import Step
 from vramlint.plan import Plan
 
 
-class _DeepSpeedStep(_Step):
+class _DeepSpeedStep(Step):
     """DeepSpeed ZeRO-0 (``BF16_Optimizer``), and any stage in fp32: the states of
     ``memory/states.py`` allocated at once; per-parameter 16-bit gradients kept until the step,
     which converts them into a flat fp32 gradient buffer (the local partition above ZeRO-0) and
@@ -54,7 +54,7 @@ class _DeepSpeedStep(_Step):
             a.free(handle)
 
 
-class _HookedStep(_Step):
+class _HookedStep(Step):
     """DeepSpeed ZeRO's gradient hooks: each gradient autograd produces is taken (``_take``) by
     the stage's reduction as soon as its accumulation hook fires."""
 
