@@ -32,26 +32,26 @@ def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tok
     residual stream and norm outputs, ``w.a`` for 16-bit compute (they differ under autocast)."""
     m, h = plan.model, plan.model.hidden_size
     block = m.block
-    normed = _nograd_norm(alloc, block, h, tokens, w.r)
-    kept, projected = _nograd_attention(alloc, plan, layer.attention, tokens, w, cache)
+    normed = _norm(alloc, block, h, tokens, w.r)
+    kept, projected = _attention(alloc, plan, layer.attention, tokens, w, cache)
     if block.post_norms:                         # gemma2/3, olmo2: the sublayer output is normed first
-        post = _nograd_norm(alloc, block, h, tokens, w.r)
+        post = _norm(alloc, block, h, tokens, w.r)
         alloc.free(projected)
         projected = post
     residual = alloc.malloc(w.r * h * tokens)    # residual + attention; the caller still holds the layer input
     alloc.free(projected)
     alloc.free(normed)
-    normed = _nograd_norm(alloc, block, h, tokens, w.r)
-    down = _nograd_mlp(alloc, plan, layer.mlp, h, tokens, w)
+    normed = _norm(alloc, block, h, tokens, w.r)
+    down = _mlp(alloc, plan, layer.mlp, h, tokens, w)
     if block.post_norms > 1:
-        post = _nograd_norm(alloc, block, h, tokens, w.r)
+        post = _norm(alloc, block, h, tokens, w.r)
         alloc.free(down)
         down = post
     residual = _add(alloc, residual, [down, normed], w.r * h * tokens)
     return residual, kept
 
 
-def _nograd_norm(alloc: CachingAllocator, block, h: int, tokens: int, r: int) -> int:
+def _norm(alloc: CachingAllocator, block, h: int, tokens: int, r: int) -> int:
     """A norm's temporaries in a forward that keeps nothing; returns its output (in the residual
     stream's dtype, ``r`` bytes). HF RMSNorm: fp32 copy, its square (for the mean), the
     normalised fp32 tensor, its cast back, ``weight *`` that. Gemma's norm stays fp32 through
@@ -104,7 +104,7 @@ def _linear(alloc: CachingAllocator, plan: Plan, n_in: int, n_out: int, tokens: 
     return out
 
 
-def _nograd_attention(alloc: CachingAllocator, plan: Plan, att, tokens: int, w: act.Widths, cache: bool):
+def _attention(alloc: CachingAllocator, plan: Plan, att, tokens: int, w: act.Widths, cache: bool):
     """transformers' attention forward keeping nothing: projections (one fused tensor whose views
     are q, k, v, or three), RoPE's new q and k, with a cache its ``torch.cat`` copies of k and v
     (after which the pre-cache k and v die), eager attention's scores, softmax in fp32 and their
@@ -155,7 +155,7 @@ def _nograd_attention(alloc: CachingAllocator, plan: Plan, att, tokens: int, w: 
     return kept, projected
 
 
-def _nograd_mlp(alloc: CachingAllocator, plan: Plan, mlp, h: int, tokens: int, w: act.Widths) -> int:
+def _mlp(alloc: CachingAllocator, plan: Plan, mlp, h: int, tokens: int, w: act.Widths) -> int:
     """The MLP's intermediates in evaluation order; returns the output handle. Under autocast the
     projections of the fp32 norm output cast it first, and GPT-2's tanh-GELU chain runs in fp32
     after autocast's fp32 ``pow``."""
@@ -163,7 +163,7 @@ def _nograd_mlp(alloc: CachingAllocator, plan: Plan, mlp, h: int, tokens: int, w
     m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
     i = mlp.intermediate
     if mlp.kind == "moe":
-        return _nograd_experts(alloc, mlp, h, tokens, w.r)
+        return _experts(alloc, mlp, h, tokens, w.r)
     if mlp.kind == "gated" and block.fused_gate_up:   # phi3: the chunk views keep the fused output to the end
         fused = _linear(alloc, plan, h, 2 * i, tokens, w, "up", cast=True)
         act_ = m(i)
@@ -201,7 +201,7 @@ def _nograd_mlp(alloc: CachingAllocator, plan: Plan, mlp, h: int, tokens: int, w
     return down
 
 
-def _nograd_experts(alloc: CachingAllocator, mlp, h: int, tokens: int, a: int) -> int:
+def _experts(alloc: CachingAllocator, mlp, h: int, tokens: int, a: int) -> int:
     """transformers' ``grouped_mm_experts_forward`` (5.17, as measured) under no_grad: every
     routed copy of a token at once, sorted by expert. The gathered input lives to the end of the
     function; each grouped_mm output is copied once more by the sentinel ``masked_fill``; the
