@@ -123,7 +123,8 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
     """With LoRA the frozen base linears keep no input, but PEFT casts each adapted linear's input
     to the fp32 adapter dtype and lora_A keeps that copy (routed experts: not counted)."""
     wanted = lora_targets(plan.lora_targets)
-    return [4 * d_in for name, (d_in, _, copies) in layer.linears(h).items() if name in wanted and copies == 1]
+    return [4 * d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
+            if name in wanted and copies == 1]
 
 
 def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:

@@ -114,7 +114,7 @@ def _attention(alloc: CachingAllocator, plan: Plan, att, tokens: int, w: act.Wid
     q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
     m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
     if block.fused_qkv:
-        fused = _linear(alloc, plan, h, q + 2 * kv, tokens, w, "q", cast=True)
+        fused = _linear(alloc, plan, h, q + 2 * kv, tokens, w, "qkv", cast=True)
         q_h = k_h = v_h = None
     else:
         fused, (q_h, k_h, v_h) = None, (_linear(alloc, plan, h, n, tokens, w, name, cast=True)
@@ -165,7 +165,7 @@ def _mlp(alloc: CachingAllocator, plan: Plan, mlp, h: int, tokens: int, w: act.W
     if mlp.kind == "moe":
         return _experts(alloc, mlp, h, tokens, w.r)
     if mlp.kind == "gated" and block.fused_gate_up:   # phi3: the chunk views keep the fused output to the end
-        fused = _linear(alloc, plan, h, 2 * i, tokens, w, "up", cast=True)
+        fused = _linear(alloc, plan, h, 2 * i, tokens, w, "gate_up", cast=True)
         act_ = m(i)
         product = m(i)
         f(act_)

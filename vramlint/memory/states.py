@@ -58,18 +58,24 @@ class States:
     gathered: list[Component] = field(default_factory=list)      # at the turn from forward to backward
 
 
+FUSED = {"qkv": {"q", "k", "v"}, "gate_up": {"gate", "up"}}
+
+
 def lora_targets(targets: tuple[str, ...]) -> set[str]:
-    """PEFT ``target_modules`` as short names; "all-linear" is every linear of the decoder."""
+    """PEFT ``target_modules`` as short names; "all-linear" is every linear of the decoder. A
+    fused projection counts as targeted when any of its parts is."""
     if "all-linear" in targets:
-        return {"q", "k", "v", "o", "gate", "up", "down"}
-    return {t.removesuffix("_proj") for t in targets}
+        return {"q", "k", "v", "o", "gate", "up", "down", *FUSED}
+    names = {t.removesuffix("_proj") for t in targets}
+    return names | {fused for fused, parts in FUSED.items() if names & parts}
 
 
 def lora_params(model: ModelShape, rank: int, targets: tuple[str, ...] = ("all-linear",)) -> int:
     """Trainable LoRA parameters: r x (d_in + d_out) per adapted matrix (PEFT), lm_head excluded."""
     wanted = lora_targets(targets)
     return rank * sum(copies * (d_in + d_out) for layer in model.layers
-                      for name, (d_in, d_out, copies) in layer.linears(model.hidden_size).items() if name in wanted)
+                      for name, (d_in, d_out, copies) in layer.linears(model.hidden_size, model.block).items()
+                      if name in wanted)
 
 
 def trainable(plan: Plan) -> int:

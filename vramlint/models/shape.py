@@ -102,16 +102,25 @@ class Layer:
         """Largest single module's own parameters (what DeepSpeed calls a layer)."""
         return max(size for _, size in self.modules)
 
-    def linears(self, hidden: int) -> dict[str, tuple[int, int, int]]:
+    def linears(self, hidden: int, block: Block) -> dict[str, tuple[int, int, int]]:
         """The linears an adapter (PEFT LoRA) can target, by short name: (d_in, d_out, copies) —
-        copies is the expert count for routed experts, one adapter pair per expert matrix."""
+        copies is the expert count for routed experts, one adapter pair per expert matrix. A fused
+        projection (qkv, phi3's gate_up) is one linear and gets one adapter pair."""
         att, mlp = self.attention, self.mlp
         q, kv = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
-        out = {"q": (hidden, q, 1), "k": (hidden, kv, 1), "v": (hidden, kv, 1), "o": (q, hidden, 1)}
+        if block.fused_qkv:
+            out = {"qkv": (hidden, q + 2 * kv, 1)}
+        else:
+            out = {"q": (hidden, q, 1), "k": (hidden, kv, 1), "v": (hidden, kv, 1)}
+        out["o"] = (q, hidden, 1)
         copies = mlp.experts if mlp.kind == "moe" else 1
-        if mlp.kind != "plain":
-            out["gate"] = (hidden, mlp.intermediate, copies)
-        out.update(up=(hidden, mlp.intermediate, copies), down=(mlp.intermediate, hidden, copies))
+        if block.fused_gate_up and mlp.kind == "gated":
+            out["gate_up"] = (hidden, 2 * mlp.intermediate, copies)
+        else:
+            if mlp.kind != "plain":
+                out["gate"] = (hidden, mlp.intermediate, copies)
+            out["up"] = (hidden, mlp.intermediate, copies)
+        out["down"] = (mlp.intermediate, hidden, copies)
         return out
 
     @property
