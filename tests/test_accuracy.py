@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 
 from conftest import ROOT, SHARED, shared_or_skip
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from accuracy import rows  # noqa: E402
+from accuracy import plan_for, rows  # noqa: E402
+
+from vramlint.memory.states import trainable  # noqa: E402
 
 
 def test_median_error_on_measured_runs_is_within_three_percent():
@@ -51,9 +54,6 @@ def test_lora_trainable_counts_equal_peft_for_dense_models():
     """PEFT's own count (``params_trainable`` of the measured runs, r=16 on all-linear): fused
     projections are one linear with one adapter pair. MoE experts are left out: transformers 5's
     fused 3-D experts are adapted in a way vramlint does not reproduce yet."""
-    import json
-    from accuracy import plan_for
-    from vramlint.memory.states import trainable
     path = shared_or_skip(SHARED / "groundtruth" / "h200-calibration.jsonl")
     records = [json.loads(line) for line in path.read_text().splitlines()]
     lora = [r for r in records if isinstance(r.get("scenario"), dict) and r["scenario"]["kind"] == "lora_bf16"
