@@ -14,13 +14,18 @@ from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.states import lora_targets
 from vramlint.memory.weights import DTYPE_BYTES
+from vramlint.models.quantization import nf4
 from vramlint.plan import Plan
 
 
-def _load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> None:
-    for size in plan.model.tensor_sizes:
-        if size:
-            alloc.malloc(dtype_bytes * size)
+LINEAR_GROUPS = ("attention", "mlp", "experts", "router")
+
+
+def load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> None:
+    """The model's parameters as it is loaded: one block per tensor (QLoRA: linears in NF4)."""
+    nf4_bytes = nf4().bits / 8
+    for group, size in plan.model.parameter_tensors:
+        alloc.malloc(size * (nf4_bytes if plan.load_in_4bit and group in LINEAR_GROUPS else dtype_bytes))
 
 
 def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tokens: int, w: act.Widths,
@@ -243,7 +248,7 @@ def simulate_inference(plan: Plan) -> Peaks:
     alloc = CachingAllocator()
     m = plan.model
     a = DTYPE_BYTES[plan.weights_dtype or m.dtype]
-    _load_weights(plan, alloc, a)
+    load_weights(plan, alloc, a)
     alloc.reset_peaks()
     tokens = plan.micro_batch * plan.seq_len
     embeddings = hidden = alloc.malloc(a * m.hidden_size * tokens)   # ``inputs_embeds`` lives to the end

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.nograd import forward_layer
+from vramlint.memory.nograd import forward_layer, load_weights
 from vramlint.memory.states import fsdp_states, trainable
 from vramlint.memory.weights import DTYPE_BYTES
-from vramlint.models.quantization import nf4
 from vramlint.plan import Plan
 
-LINEAR_GROUPS = ("attention", "mlp", "experts", "router")
 CAST_GROUPS = ("attention", "mlp", "router")     # grouped_mm experts are not autocast ops: never cast
 
 
@@ -175,24 +173,14 @@ def _trainable_tensors(plan: Plan) -> list[tuple[str, int]]:
     if plan.lora_rank:
         per_layer = trainable(plan) // max(1, m.num_layers)
         return [("lora", per_layer)] * m.num_layers
-    out = [("embedding", m.embedding_params)]
-    for layer in m.layers:
-        out += list(layer.parameter_tensors)
-    if m.head_params:
-        out.append(("head", m.head_params))
-    return out
+    return list(m.parameter_tensors)
 
 
 def simulate_training(plan: Plan) -> Peaks:
     """Torch-runtime training: weights loaded, two steps, peaks of the second (as measured)."""
     alloc = CachingAllocator()
     params = _trainable_tensors(plan)
-    w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
-    q_b = nf4().bits / 8
-    for group, size in [("embedding", plan.model.embedding_params)] + [
-            item for layer in plan.model.layers for item in layer.parameter_tensors] + [("head", plan.model.head_params)]:
-        if size:
-            alloc.malloc(size * (q_b if plan.load_in_4bit and group in LINEAR_GROUPS else w_b))
+    load_weights(plan, alloc, DTYPE_BYTES[plan.weights_dtype or "bfloat16"])
     step = Step(plan, alloc, params)
     step.run(first=True)
     alloc.empty_cache()

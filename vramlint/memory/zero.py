@@ -171,7 +171,7 @@ def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
     part = -(-m.params // plan.data_parallel)
     if plan.offload_optimizer != "none":        # the gradient staging buffer for the copies to the host
         alloc.malloc(2 * max(m.tensor_sizes))
-    originals = [alloc.malloc(2 * size) for size in m.tensor_sizes if size]
+    originals = [alloc.malloc(2 * size) for size in m.tensor_sizes]
     on_gpu = alloc.reserved + 2 * m.params <= plan.cluster.gpu.memory_bytes    # flatten_on_accelerator
     if not on_gpu:
         for handle in originals:
@@ -198,8 +198,7 @@ def _norm_upcasts(plan: Plan, alloc: CachingAllocator) -> None:
     time, 8 B per element."""
     part = -(-plan.model.params // plan.data_parallel)
     for size in plan.model.tensor_sizes:
-        if size:
-            alloc.free(alloc.malloc(8 * min(-(-size // plan.data_parallel), part)))
+        alloc.free(alloc.malloc(8 * min(-(-size // plan.data_parallel), part)))
 
 
 class _Zero3Step(_HookedStep):
@@ -331,7 +330,7 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
     m, n = plan.model, plan.data_parallel
     part = -(-m.params // n)
     groups = zero3_sub_groups(plan)
-    sizes = [size for size in m.tensor_sizes if size]
+    sizes = m.tensor_sizes
     # under zero.Init each parameter is partitioned as it is created; a model built on the GPU
     # first (as the calibration runs did) leaves its freed full-size blocks cached
     originals = [None] * len(sizes) if plan.zero_init else [alloc.malloc(2 * size) for size in sizes]

@@ -208,12 +208,17 @@ class ModelShape:
         return self.outside_layers + sum(layer.active_params for layer in self.layers)
 
     @property
+    def parameter_tensors(self) -> tuple[tuple[str, int], ...]:
+        """(Params group, elements) of each parameter tensor, in the order the model creates them:
+        what the allocator sees when the model is built and what DeepSpeed groups and partitions."""
+        layers = [item for layer in self.layers for item in layer.parameter_tensors]
+        model_level = [("extra", self.extra_params), ("small", self.final_norm_params), ("head", self.head_params)]
+        return tuple((group, size) for group, size in [("embedding", self.embedding_params), *layers, *model_level]
+                     if size)
+
+    @property
     def tensor_sizes(self) -> tuple[int, ...]:
-        """Each parameter tensor's elements, in the order the model creates them (what the
-        allocator sees when the model is built and what DeepSpeed groups and partitions)."""
-        layers = [size for layer in self.layers for _, size in layer.parameter_tensors]
-        model_level = [self.extra_params, self.final_norm_params, self.head_params]
-        return tuple(size for size in [self.embedding_params, *layers, *model_level] if size)
+        return tuple(size for _, size in self.parameter_tensors)
 
     @property
     def layer_params(self) -> Params:
