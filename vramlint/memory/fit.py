@@ -24,10 +24,23 @@ def peak(plan: Plan) -> int:
     return estimate(plan).per_gpu_peak
 
 
+def fitting_peak(plan: Plan, budget: int) -> int | None:
+    """The peak when it fits the budget, else None. The allocator replay only adds to the tensors
+    and the context, so a plan whose tensors alone are over the budget is decided without it."""
+    if estimate(plan, replay=False).per_gpu_peak > budget:
+        return None
+    value = peak(plan)
+    return value if value <= budget else None
+
+
 def fits(plan: Plan, budget: int) -> bool:
-    """Whether the peak fits; the allocator replay only adds to the tensors and the context, so a
-    plan whose tensors alone are over the budget is decided without it."""
-    return estimate(plan, replay=False).per_gpu_peak <= budget and peak(plan) <= budget
+    return fitting_peak(plan, budget) is not None
+
+
+def _change(plan: Plan, budget: int, words: str, **changes) -> list[Change]:
+    """The change, with its peak, if it makes the plan fit."""
+    value = fitting_peak(plan.with_changes(**changes), budget)
+    return [] if value is None else [Change(words, value)]
 
 
 def largest_micro_batch(plan: Plan, budget: int) -> int:
@@ -99,24 +112,20 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
     distance, a smaller micro-batch, offload; failing those, combinations; failing those, more GPUs."""
     out: list[Change] = []
     for changes, words in _sharding(plan):
-        changed = plan.with_changes(**changes)
-        if fits(changed, budget):
-            out.append(Change(words, peak(changed)))
+        sharded = _change(plan, budget, words, **changes)
+        if sharded:
+            out += sharded
             break
     if not plan.grad_checkpointing:
-        changed = plan.with_changes(grad_checkpointing=True)
-        if fits(changed, budget):
-            out.append(Change("gradient checkpointing on", peak(changed)))
+        out += _change(plan, budget, "gradient checkpointing on", grad_checkpointing=True)
     if _gathers(plan) and plan.max_reuse_distance > 0:      # ZeRO-3 keeps no layer gathered for backward
-        changed = plan.with_changes(max_reuse_distance=0)
-        if fits(changed, budget):
-            out.append(Change("zero_optimization.stage3_max_reuse_distance 0", peak(changed)))
+        out += _change(plan, budget, "zero_optimization.stage3_max_reuse_distance 0", max_reuse_distance=0)
     best = largest_micro_batch(plan, budget)
     if 0 < best < plan.micro_batch:
         out.append(Change(_micro_words(plan, best), peak(plan.with_changes(micro_batch=best))))
     offload = _offload(plan)
-    if offload and fits(plan.with_changes(**offload[0]), budget):
-        out.append(Change(offload[1], peak(plan.with_changes(**offload[0]))))
+    if offload:
+        out += _change(plan, budget, offload[1], **offload[0])
     return out or _combined(plan, budget) + _more_gpus(plan, budget)
 
 
