@@ -206,12 +206,13 @@ def _mlp(alloc: CachingAllocator, plan: Plan, mlp, h: int, tokens: int, w: act.W
     return down
 
 
-def _experts(alloc: CachingAllocator, mlp, h: int, tokens: int, a: int) -> int:
+def _experts(alloc: CachingAllocator, mlp, h: int, tokens: int, e: int) -> int:
     """transformers' ``grouped_mm_experts_forward`` (5.17, as measured) under no_grad: every
     routed copy of a token at once, sorted by expert. The gathered input lives to the end of the
     function; each grouped_mm output is copied once more by the sentinel ``masked_fill``; the
-    expert output is weighted, put back in token order and summed over the k copies."""
-    m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
+    expert output is weighted, put back in token order and summed over the k copies. ``e``: the
+    experts' bytes per element, their weights' dtype (grouped_mm is no autocast op)."""
+    m, f = (lambda n: alloc.malloc(e * n * tokens)), alloc.free
     k, i = mlp.experts_per_token, mlp.intermediate
     logits = alloc.malloc(4 * mlp.experts * tokens)          # router softmax in fp32
     order = [alloc.malloc(8 * k * tokens) for _ in range(2)]  # sorted expert ids and the permutation

@@ -167,10 +167,11 @@ def deepspeed_states(plan: Plan) -> States:
                                  DS_SOURCE))
     if stage in (1, 2) and not opt_off:
         grads, step, backward = _zero12_step(plan)
-        return States(resting, grads, step, _host(plan), backward)
+        return States(resting, grads, step, _host(plan), backward=backward)
     grads, step = _deepspeed_step(plan, opt_off)
     if stage == 3 and (par_off or n > 1):
-        return States(resting, grads, step, _host(plan), *_zero3_gathered(plan))
+        in_flight, at_loss = _zero3_gathered(plan)
+        return States(resting, grads, step, _host(plan), backward=in_flight, gathered=at_loss)
     return States(resting, grads, step, _host(plan))
 
 
@@ -209,8 +210,10 @@ def zero3_sub_groups(plan: Plan) -> list[int]:
 
 @dataclass(frozen=True)
 class Kept:
-    layers: frozenset[int]
-    embedding: int
+    """What ZeRO-3 keeps gathered from a layer's forward to its backward (``zero3_kept``)."""
+
+    layers: frozenset[int]     # decoder layer indices
+    embedding: int             # a tied embedding's parameters, when kept for lm_head
 
 
 def zero3_kept(model: ModelShape, distance: int) -> Kept:

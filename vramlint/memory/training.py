@@ -80,10 +80,13 @@ def _one_layer(plan: Plan) -> Component:
 
 
 def _masks(plan: Plan) -> tuple[Component, ...]:
+    """The attention masks, alive for the whole forward and backward (none with SDPA on full layers)."""
     size = act.attention_masks(plan, act.widths(plan).r)
-    return (Component("attention masks", size, f"{'b x ' if plan.attn == 'eager' else ''}s x s per mask kind "
-                      f"({plan.attn})", "transformers masking_utils.py (memory/activations.py attention_masks)"),
-            ) if size else ()
+    if not size:
+        return ()
+    shape = "b x s x s" if plan.attn == "eager" else "s x s"
+    return (Component("attention masks", size, f"{shape} per mask kind ({plan.attn})",
+                      "transformers masking_utils.py (memory/activations.py attention_masks)"),)
 
 
 def moments(plan: Plan, states: States) -> list[Moment]:
