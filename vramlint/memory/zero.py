@@ -23,18 +23,23 @@ class _DeepSpeedStep(Step):
     16-bit ZeRO stages have their own replays below (``_ZeroStep``, ``_Zero3Step``).
     """
 
+    @property
+    def width(self) -> int:
+        """Bytes of the parameters and their gradients: 16-bit, or fp32 without mixed precision."""
+        return 4 if self.plan.precision == "fp32" else 2
+
     def _param_grads(self, modules) -> list[int]:
         if self.plan.zero_stage == 3 or self.plan.offload_optimizer != "none":
             return []       # reduce-scattered into the partition, or streamed to the host
-        return [self.a.malloc(2 * size) for _, size in modules if size]
+        return [self.a.malloc(self.width * size) for _, size in modules if size]
 
     def _gather(self, index: int) -> list[int]:
-        """ZeRO-3 all-gathers (or fetches from the host) each module's 16-bit parameters before
-        use and releases them after, when there is anything to gather."""
+        """ZeRO-3 all-gathers (or fetches from the host) each module's parameters before use and
+        releases them after, when there is anything to gather."""
         plan = self.plan
         if plan.zero_stage != 3 or (plan.data_parallel == 1 and plan.offload_param == "none"):
             return []
-        return [self.a.malloc(2 * size) for _, size in self.m.layers[index].modules if size]
+        return [self.a.malloc(self.width * size) for _, size in self.m.layers[index].modules if size]
 
     def optimizer(self, grads: list[int], first: bool) -> None:
         a, plan = self.a, self.plan
@@ -43,8 +48,9 @@ class _DeepSpeedStep(Step):
             for handle in grads:
                 a.free(handle)
             return
-        part = p if plan.zero_stage == 0 else -(-p // n)
-        group = min(plan.sub_group_size, part) if plan.zero_stage == 3 else part
+        group = p if plan.zero_stage == 0 else -(-p // n)
+        if plan.zero_stage == 3:
+            group = max(zero3_sub_groups(plan))
         fp32_grads = a.malloc(4 * group)
         if plan.zero_stage:                 # ZeRO-1/2 release the 16-bit gradients once reduced
             for handle in grads:
