@@ -227,6 +227,7 @@ class _Zero3Step(_HookedStep):
         self.fetching = plan.offload_param != "none" or plan.data_parallel > 1
         self.kept = zero3_kept(plan.model, plan.max_reuse_distance)
         self.traced = False
+        self.embedding: int | None = None        # the gathered embedding / lm_head, while it is
         self.held: dict[int, list[int]] = {}
         self.filled = 0
         self.bucket: list[int] = []
