@@ -3,6 +3,8 @@ activation accounting and the allocator replay."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from vramlint.hardware import parse_gpus
@@ -65,10 +67,36 @@ def test_cpu_offload_moves_optimizer_states_to_host():
 
 
 def test_llama_layer_keeps_what_autograd_saves():
-    """bf16, SDPA: 2 RMSNorms x 8h + attention 2·(3q + 2kv) + gated MLP 8·I bytes per token."""
+    """bf16, SDPA: 2 RMSNorms x 8h + attention 2·(2q + 2kv) (new q and k, v, the output, which
+    o_proj keeps as it is: token-major) + gated MLP 8·I bytes per token."""
     m = read_model("meta-llama/Llama-3.2-1B")
     h, q, kv, i = 2048, 2048, 512, 8192
-    assert layer_bytes_per_token(m.layers[0], m, plan(model=m)) == 16 * h + 2 * (3 * q + 2 * kv) + 8 * i
+    assert layer_bytes_per_token(m.layers[0], m, plan(model=m)) == 16 * h + 2 * (2 * q + 2 * kv) + 8 * i
+
+
+def test_under_autocast_each_linear_keeps_its_own_cast_of_the_normed_input():
+    """fp32 weights + autocast: norms keep 4h + 4h; q, k and v cast the fp32 norm output three
+    times, gate and up twice (autocast caches casts of leaf tensors only)."""
+    m = read_model("meta-llama/Llama-3.2-1B")
+    h, q, kv, i = 2048, 2048, 512, 8192
+    amp = plan(model=m, weights_dtype="float32", runtime="torch", zero_stage=0)
+    assert amp.autocast
+    assert layer_bytes_per_token(m.layers[0], m, amp) == 2 * 8 * h + 5 * 2 * h + 2 * (2 * q + 2 * kv) + 8 * i
+
+
+def test_rope_through_torch_cat_makes_o_proj_keep_a_contiguous_copy():
+    """Partial-rotary RoPE ends in torch.cat: q is head-major, SDPA's output too, and o_proj keeps
+    the transpose's contiguous copy (pythia: 2h more per token than without the cat)."""
+    pythia = read_model("EleutherAI/pythia-1b")
+    assert pythia.block.rope_cat and pythia.block.parallel_residual
+    h, i = 2048, 8192
+    # input (once: both LayerNorms read it), two LayerNorm outputs, fused qkv 6h, new q and k,
+    # SDPA's output and its copy, fc output and GELU output
+    expected = 2 * h + 2 * 2 * h + 6 * h + 2 * 2 * h + 2 * 2 * h + 2 * 2 * i
+    layer = pythia.layers[0]
+    assert layer_bytes_per_token(layer, pythia, plan(model=pythia)) == expected
+    plain = replace(pythia, block=replace(pythia.block, rope_cat=False))
+    assert layer_bytes_per_token(layer, plain, plan(model=plain)) == expected - 2 * h
 
 
 def test_activations_grow_with_micro_batch_and_checkpointing_caps_them():
@@ -203,9 +231,10 @@ def test_grouped_mm_experts_run_in_the_weights_dtype_under_autocast():
     from vramlint.memory.training import training_peak
     _, moments, _ = training_peak(Plan(**base, weights_dtype="float32"))
     forward = next(m for m in moments if m.name == "forward at the loss")
-    casts = next(c.bytes for c in forward.components if c.name == "autocast weight copies")
+    casts = {c.name: c.bytes for c in forward.components if "autocast" in c.name}
     g = mixtral.layer_params
-    assert casts == 2 * (g.attention + g.mlp + g.router + mixtral.vocab_size * h)
+    assert casts == {"autocast weight copies": 2 * (g.attention + g.mlp + g.router),
+                     "lm_head autocast copy": 2 * mixtral.vocab_size * h}
 
 
 def test_transformers_prefill_keeps_the_whole_prompt_in_sliding_layers():

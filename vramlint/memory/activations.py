@@ -7,10 +7,13 @@ saves an input only when the gradient of another input needs it (REFERENCE.md se
 - HF ``RMSNorm``: ``x.to(fp32)`` (4h, kept by ``pow``), the normalised ``y`` in the input dtype
   (kept by ``weight * y``) and the product, kept by the linears it feeds.
 - Gemma norms compute ``y * (1 + w)`` in fp32 (4h + 4h) and cast back (a·h) for the linears.
-- ``nn.LayerNorm`` keeps its input; the linears keep its output.
+- ``nn.LayerNorm`` keeps its input (once, when a parallel residual's two norms read the same
+  tensor); the linears keep its output.
 - SDPA / FlashAttention keeps q, k, v (after RoPE: new tensors; GQA keeps k, v at their own
-  head count), its output, and ``o_proj`` keeps the contiguous copy of that output. A fused qkv
-  projection stays alive whole through the v view. Eager attention adds the b·a·s² softmax in fp32
+  head count) and its output, which ``o_proj`` keeps too — unless RoPE ended in ``torch.cat``
+  (or attention is eager): then the output is head-major and o_proj keeps the contiguous copy
+  (``output_copied``; checked on H200: llama, qwen2, gemma2, mixtral, gpt2 keep one tensor,
+  phi3 and pythia two). A fused qkv projection stays alive whole through the v view. Eager attention adds the b·a·s² softmax in fp32
   plus its 16-bit cast (6 bytes per score).
 - Gated MLP: gate, up, act(gate) and the product (4·I); plain GELU MLP: fc output and GELU
   output (2·I); GPT-2's python tanh-GELU keeps five I-sized tensors — under autocast three of
@@ -21,7 +24,9 @@ saves an input only when the gradient of another input needs it (REFERENCE.md se
   the fp32 weights (``input.to(weight.dtype)``) and no 16-bit weight copy is made.
 - Dropout in training keeps a 1-byte mask per element.
 - torch.autocast over fp32 weights: the residual stream is fp32 (r = 4 bytes), linears cast their
-  input to 16 bit (a = 2) and keep the cast, and keep a 16-bit copy of their weight.
+  input to 16 bit (a = 2) and keep the cast — each linear its own, since autocast caches only
+  casts of leaf tensors: q, k and v keep three casts of the normed input, gate and up two — and
+  keep a 16-bit copy of their weight (cached: a leaf).
 
 The language-model head: the 16-bit logits are upcast to fp32 for the loss (transformers
 ``ForCausalLMLoss``); ``log_softmax`` keeps its fp32 output (4 B per logit) for backward. At the
@@ -61,15 +66,32 @@ def widths(plan: Plan) -> Widths:
     return Widths(2, 2)
 
 
-def _pre_norm(block: Block, h: int, w: Widths, frozen: bool) -> list[int]:
-    """A norm whose output feeds linears: what it keeps, and the linears' copy of its output."""
+def _pre_norm(block: Block, h: int, w: Widths, frozen: bool, readers: int = 1,
+              shared_input: bool = False) -> list[int]:
+    """A norm whose output feeds ``readers`` linears: what it keeps, and the linears' input. They
+    share one input tensor, except under autocast, where each linear casts the fp32 norm output to
+    16 bit itself and keeps its own cast (q, k and v: three; a fused qkv: one). ``shared_input``:
+    a parallel-residual LayerNorm reads the tensor the first one already keeps."""
     if block.norm == "layer":
-        kept = [w.r * h]                               # nn.LayerNorm keeps its input
+        kept = [] if shared_input else [w.r * h]       # nn.LayerNorm keeps its input
     elif block.norm == "gemma":
         kept = [4 * h, 4 * h]                          # fp32 input copy, fp32 y * (1 + w)
     else:
         kept = [4 * h] + ([] if frozen else [w.r * h])  # fp32 copy (pow); y (weight * y)
-    return kept + ([] if frozen else [w.a * h])        # the linears' input (frozen linears keep none)
+    casts = readers if w.r != w.a else 1
+    return kept + ([] if frozen else [w.a * h] * casts)  # the linears' input (frozen linears keep none)
+
+
+def _readers(layer: Layer, block: Block, sublayer: int) -> int:
+    """How many linears read a sublayer's normed input (each casts it under autocast)."""
+    att, mlp = layer.attention, layer.mlp
+    if sublayer == 0:
+        if block.fused_qkv:
+            return 1
+        return 2 if att.kind in (MLA, LINEAR) else 3    # q_a/q and kv_a; in_proj_qkvz and in_proj_ba
+    if mlp.kind == "moe":                                # the router (experts: grouped_mm, no cast)
+        return 1 + (2 if mlp.shared_intermediate else 0)
+    return 2 if mlp.kind == "gated" and not block.fused_gate_up else 1
 
 
 def _post_norm(block: Block, h: int, w: Widths, frozen: bool) -> list[int]:
@@ -78,8 +100,16 @@ def _post_norm(block: Block, h: int, w: Widths, frozen: bool) -> list[int]:
     return [4 * h] + ([] if frozen else [w.r * h])
 
 
+def output_copied(block: Block, eager: bool) -> bool:
+    """Whether ``attn_output.transpose(1, 2).contiguous()`` before o_proj copies. SDPA's (and
+    FlashAttention's) output is laid out like q (flash-attn's ``empty_like(q)``): token-major when
+    RoPE's elementwise ops kept q_proj's layout, so the transpose is already contiguous; head-major
+    when RoPE ended in ``torch.cat``, or with eager attention (a matmul output) — then a copy."""
+    return eager or block.rope_cat
+
+
 def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool) -> list[int]:
-    """q, k, v as SDPA keeps them, its output, o_proj's contiguous input (+ eager's scores)."""
+    """q, k, v as SDPA keeps them, its output, o_proj's input where it is a copy (+ eager's scores)."""
     att = layer.attention
     if att.kind == MLA:
         q = att.num_heads * att.head_dim
@@ -98,7 +128,7 @@ def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool) -> 
             tensors += [w.a * q, w.a * q]                # repeat_kv copies of k and v
         scores = att.num_heads * min(seq, att.window or seq)
         tensors += [4 * scores, w.a * scores]            # fp32 softmax, its 16-bit cast
-    return tensors + [w.a * q, w.a * q]                  # output, o_proj's contiguous input
+    return tensors + [w.a * q] * (2 if output_copied(block, eager) else 1)   # output (+ o_proj's copy)
 
 
 def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[int]:
@@ -136,7 +166,8 @@ def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
                  lambda: _mlp(layer, block, h, w, frozen)]
     for index, sublayer in enumerate(sublayers):
         if index < block.pre_norms:
-            tensors += _pre_norm(block, h, w, frozen)
+            tensors += _pre_norm(block, h, w, frozen, _readers(layer, block, index),
+                                 shared_input=index > 0 and block.parallel_residual)
         elif block.raw_inputs and not frozen:
             tensors.append(w.a * h)
         tensors += sublayer()

@@ -3,8 +3,8 @@ and a checkpointed training forward (non-reentrant checkpointing's pack hook kee
 layer's input), replayed through the caching-allocator model. Every intermediate dies as soon as
 the next op consumed it; what the replay adds over the analytic working set
 (``memory/inference.py``) is the order and the temporaries — norms' fp32 copies, autocast's input
-casts, PEFT's fp32 adapter path, RoPE's new q and k, the KV cache's copies, SDPA's output and its
-contiguous copy, transformers' grouped_mm experts — so the allocator model sees which blocks
+casts, PEFT's fp32 adapter path, RoPE's new q and k, the KV cache's copies, SDPA's output (and
+its contiguous copy, ``activations.output_copied``), transformers' grouped_mm experts — so the allocator model sees which blocks
 later requests reuse.
 """
 
@@ -113,7 +113,7 @@ def _attention(alloc: CachingAllocator, plan: Plan, att, tokens: int, w: act.Wid
     """transformers' attention forward keeping nothing: projections (one fused tensor whose views
     are q, k, v, or three), RoPE's new q and k, with a cache its ``torch.cat`` copies of k and v
     (after which the pre-cache k and v die), eager attention's scores, softmax in fp32 and their
-    16-bit cast, the output and its transposed contiguous copy, o_proj. Returns the cache tensors
+    16-bit cast, the output (and its contiguous copy where it is head-major), o_proj. Returns the cache tensors
     and o_proj's output."""
     block, h, a = plan.model.block, plan.model.hidden_size, w.a
     q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
@@ -147,10 +147,12 @@ def _attention(alloc: CachingAllocator, plan: Plan, att, tokens: int, w: act.Wid
     out = m(q)
     if plan.attn == "eager":
         f(probs)
-    contiguous = m(q)                            # transpose(1, 2).contiguous()
-    f(out)
+    if act.output_copied(block, plan.attn == "eager"):   # transpose(1, 2).contiguous() copies
+        contiguous = m(q)
+        f(out)
+        out = contiguous
     projected = _linear(alloc, plan, q, h, tokens, w, "o")
-    f(contiguous)
+    f(out)
     done = (q_rot,) if block.rope else (fused,)
     if not cache:
         done += (k_rot, v_h) + ((fused,) if block.rope else ())

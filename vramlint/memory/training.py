@@ -61,16 +61,19 @@ def _logits(plan: Plan, per_logit: int, when: str) -> Component:
                      "transformers ForCausalLMLoss fp32 upcast, REFERENCE.md §3")
 
 
-def _cast_weights(plan: Plan) -> Component | None:
-    """autocast caches a 16-bit copy of every linear weight it casts (and lm_head's); grouped_mm
-    experts are not autocast ops and keep their fp32 weights."""
+def _cast_weights(plan: Plan) -> tuple[Component, ...]:
+    """autocast caches a 16-bit copy of every linear weight it casts; grouped_mm experts are not
+    autocast ops and keep their fp32 weights. The decoder layers' copies and lm_head's are apart:
+    with gradient checkpointing the layers' die when the autocast region closes (the recompute
+    casts again), while lm_head's is saved for its backward and lives into the backward pass."""
     if not plan.autocast:
-        return None
+        return ()
     m = plan.model
     g = m.layer_params
-    linear = g.attention + g.mlp + g.router + m.vocab_size * m.hidden_size
-    return Component("autocast weight copies", 2 * linear, f"2 B x {linear:,} linear weights",
-                     "torch.autocast weight cast cache, REFERENCE.md §4")
+    layers, head = g.attention + g.mlp + g.router, m.vocab_size * m.hidden_size
+    source = "torch.autocast weight cast cache, REFERENCE.md §4"
+    return (Component("autocast weight copies", 2 * layers, f"2 B x {layers:,} linear weights", source),
+            Component("lm_head autocast copy", 2 * head, f"2 B x V·h = 2 x {head:,}", source))
 
 
 def _one_layer(plan: Plan) -> Component:
@@ -91,13 +94,12 @@ def _masks(plan: Plan) -> tuple[Component, ...]:
 
 def moments(plan: Plan, states: States) -> list[Moment]:
     kept, head = _kept_activations(plan), _head(plan)
-    cast = _cast_weights(plan)
+    casts = _cast_weights(plan)
     rest = tuple(states.resting)
     turn = rest + tuple(states.gathered) + _masks(plan)
-    forward = turn + (kept, head, _logits(plan, act.FORWARD_LOGIT_BYTES, "forward")) + ((cast,) if cast else ())
+    forward = turn + (kept, head, _logits(plan, act.FORWARD_LOGIT_BYTES, "forward")) + casts
     backward = turn + (kept, head, _logits(plan, act.BACKWARD_LOGIT_BYTES, "backward"))
-    if cast and not plan.grad_checkpointing:
-        backward += (cast,)
+    backward += casts[1:] if plan.grad_checkpointing else casts
     out = [Moment("forward at the loss", forward), Moment("backward at the loss", backward),
            Moment("optimizer step", rest + tuple(states.gradients) + tuple(states.step))]
     if plan.grad_checkpointing:

@@ -267,7 +267,7 @@ def qwen3_next(c: HfConfig) -> ModelShape:
         else:
             mlp, mlp_modules = Mlp("gated", c.int("intermediate_size")), gated_mlp(h, c.int("intermediate_size"))
         layers.append(layer(attn, mlp, modules + mlp_modules + [norm("input_norm", h), norm("post_norm", h)]))
-    return decoder(c, layers, h)
+    return decoder(c, layers, h, block=Block(qk_norm=True, rope_cat=True))
 
 
 def gemma(c: HfConfig) -> ModelShape:
@@ -297,7 +297,8 @@ def olmo2(c: HfConfig) -> ModelShape:
 
 
 def phi3(c: HfConfig) -> ModelShape:
-    """Fused qkv_proj and gate_up_proj; every layer slides when ``sliding_window`` is set."""
+    """Fused qkv_proj and gate_up_proj; RoPE ends in torch.cat (``partial_rotary_factor``); every
+    layer slides when ``sliding_window`` is set."""
     h, nh, nkv, hd = heads(c)
     width = c.int("intermediate_size")
     window = window_of(c)
@@ -310,7 +311,7 @@ def phi3(c: HfConfig) -> ModelShape:
         attn = Attention(SLIDING if window else FULL, nh, nkv, hd, window)
         layers.append(layer(attn, Mlp("gated", width), modules))
     drops = 2 if dropout_on(c, "resid_pdrop") else 0
-    return decoder(c, layers, h, block=Block(fused_qkv=True, fused_gate_up=True, dropout_masks=drops),
+    return decoder(c, layers, h, block=Block(fused_qkv=True, fused_gate_up=True, rope_cat=True, dropout_masks=drops),
                    embedding_dropout=dropout_on(c, "embd_pdrop"))
 
 
@@ -348,7 +349,7 @@ def gpt_oss(c: HfConfig) -> ModelShape:
         mlp, mlp_modules = routed(h, count, top_k, width, router_bias=True, expert_bias=True)
         modules += mlp_modules + [norm("input_norm", h), norm("post_norm", h)]
         layers.append(layer(Attention(kind, nh, nkv, hd, window if kind == SLIDING else None), mlp, modules))
-    return decoder(c, layers, h)
+    return decoder(c, layers, h, block=Block(rope_cat=True))
 
 
 def llama4_text(c: HfConfig) -> ModelShape:
@@ -461,7 +462,8 @@ def gpt_bigcode(c: HfConfig) -> ModelShape:
 
 
 def gpt_neox(c: HfConfig) -> ModelShape:
-    """Pythia: fused query_key_value, plain MLP, two LayerNorms, untied embed_out."""
+    """Pythia: fused query_key_value, partial rotary (RoPE ends in torch.cat), plain MLP, two
+    LayerNorms that read the same input (``use_parallel_residual``), untied embed_out."""
     h, nh = c.int("hidden_size"), c.int("num_attention_heads")
     bias = c.flag("attention_bias", default=True)
     width = c.int("intermediate_size")
@@ -472,7 +474,9 @@ def gpt_neox(c: HfConfig) -> ModelShape:
                    linear("dense", "attention", h, h, bias)] + plain_mlp(h, width, True)
         layers.append(layer(Attention(FULL, nh, nh, h // nh), Mlp("plain", width), modules))
     drops = 2 if dropout_on(c, "hidden_dropout") else 0
-    return decoder(c, layers, h, final_norm=2 * h, block=Block(norm="layer", fused_qkv=True, dropout_masks=drops))
+    block = Block(norm="layer", fused_qkv=True, rope_cat=True, dropout_masks=drops,
+                  parallel_residual=c.flag("use_parallel_residual", default=True))
+    return decoder(c, layers, h, final_norm=2 * h, block=block)
 
 
 def falcon(c: HfConfig) -> ModelShape:
@@ -499,7 +503,8 @@ def falcon(c: HfConfig) -> ModelShape:
         modules += [norm(f"ln{n}", h, True) for n in range(norms)]
         layers.append(layer(Attention(FULL, nh, nkv, hd), Mlp("plain", width), modules))
     return decoder(c, layers, h, final_norm=2 * h, tie_default=True,
-                   block=Block(norm="layer", pre_norms=norms, fused_qkv=True))
+                   block=Block(norm="layer", pre_norms=norms, fused_qkv=True,
+                               parallel_residual=new or c.flag("parallel_attn", default=True)))
 
 
 def gemma4_text(c: HfConfig) -> ModelShape:

@@ -147,6 +147,11 @@ class Block:
     fused_qkv: bool = False        # one q/k/v projection whose output the v view keeps alive
     fused_gate_up: bool = False    # one gate_up projection whose output the chunk views keep alive (phi3)
     rope: bool = True              # rotary embedding rebuilds q and k as new tensors
+    rope_cat: bool = False         # RoPE ends in torch.cat (partial rotary: gpt_neox, phi3, qwen3_next,
+                                   # gpt_oss): q comes out head-major, so SDPA's output does too and
+                                   # transpose(1, 2).contiguous() before o_proj copies it
+    parallel_residual: bool = False  # attention and MLP both read the layer input (gpt_neox, falcon):
+                                   # LayerNorms keep that one tensor once
     learned_positions: bool = False  # position embeddings added to the token embeddings (gpt2, gpt_bigcode)
     qk_norm: bool = False          # RMSNorm on q and k before RoPE (qwen3, gemma3, olmo2)
     act: str = "native"            # "native" (silu/gelu kernels save their input); "gelu_new": python
