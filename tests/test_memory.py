@@ -112,6 +112,34 @@ def test_lora_counts_all_linear_adapters():
     assert lora_params(m, 16) == 16 * per_layer * 16 == 11_272_192       # PEFT's count, measured
 
 
+def test_lora_on_moe_follows_peft_transformers5_conversion():
+    """PEFT 0.21 maps all-linear onto transformers 5's fused experts where transformers converted
+    them from v4 linears (qwen3_moe): the router, gate_up at rank 2r (w1 + w3 fused), down at r,
+    each with one adapter per expert. gpt-oss's experts never were nn.Linear: untouched.
+    (Checked with get_peft_model on CPU: qwen3_moe, qwen2_moe, gpt_oss, and the measured Mixtral.)"""
+    qwen = read_model("Qwen/Qwen3-30B-A3B")
+    h, q, kv, e, i = 2048, 4096, 512, 128, 768
+    per_layer = (h + q) + 2 * (h + kv) + (q + h) + (h + e) + 2 * e * (h + 2 * i) + e * (i + h)
+    assert lora_params(qwen, 16) == 16 * per_layer * 48
+    oss = read_model("openai/gpt-oss-20b")
+    att = oss.layers[0].attention
+    q, kv = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
+    h = oss.hidden_size
+    assert lora_params(oss, 16) == 16 * ((h + q) + 2 * (h + kv) + (q + h)) * oss.num_layers
+
+
+def test_qwen3_moe_reads_the_expert_count_transformers5_writes():
+    """Qwen3MoeConfig's attribute_map saves ``num_experts`` as ``num_local_experts``: a config.json
+    written by transformers 5 has only that key (the class default of 128 would hide a change)."""
+    from vramlint.models.catalog import entries
+    from vramlint.models.hfconfig import shape_from_dict
+    config = dict(next(e for e in entries() if e["id"] == "Qwen/Qwen3-30B-A3B")["config"])
+    config["num_local_experts"] = 64
+    config.pop("num_experts")
+    layer = shape_from_dict(config).layers[0]
+    assert layer.mlp.experts == 64
+
+
 def test_allocator_reuses_freed_blocks_and_reserves_new_segments():
     a = CachingAllocator()
     big = a.malloc(100 << 20)

@@ -154,7 +154,7 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
     to the fp32 adapter dtype and lora_A keeps that copy (routed experts: not counted)."""
     wanted = lora_targets(plan.lora_targets)
     return [4 * d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
-            if name in wanted and copies == 1]
+            if name in wanted and copies == 1 and name != "router"]   # PEFT wraps the router's weight
 
 
 def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:

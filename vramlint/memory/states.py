@@ -62,12 +62,15 @@ FUSED = {"qkv": {"q", "k", "v"}, "gate_up": {"gate", "up"}}
 
 
 def lora_targets(targets: tuple[str, ...]) -> set[str]:
-    """PEFT ``target_modules`` as short names; "all-linear" is every linear of the decoder. A
-    fused projection counts as targeted when any of its parts is."""
+    """PEFT ``target_modules`` as short names; "all-linear" is every linear of the decoder (and,
+    through PEFT's MoE conversion, the router). A fused projection counts as targeted when any of
+    its parts is; a shared expert's linears answer to the same leaf names as dense ones."""
     if "all-linear" in targets:
-        return {"q", "k", "v", "o", "gate", "up", "down", *FUSED}
+        names = {"q", "k", "v", "o", "gate", "up", "down"}
+        return names | {f"shared_{n}" for n in names} | {"router", "shared_expert_gate", *FUSED}
     names = {t.removesuffix("_proj") for t in targets}
-    return names | {fused for fused, parts in FUSED.items() if names & parts}
+    names |= {fused for fused, parts in FUSED.items() if names & parts}
+    return names | {f"shared_{n}" for n in names}
 
 
 def lora_params(model: ModelShape, rank: int, targets: tuple[str, ...] = ("all-linear",)) -> int:

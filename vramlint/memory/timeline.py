@@ -150,9 +150,20 @@ class Step:
         return new_grad
 
     def _param_grads(self, modules) -> list[int]:
+        """Each parameter's gradient as backward produces it. A weight autocast cast gets its
+        gradient in 16 bit first (the matmul's), which the cast's backward (``ToCopyBackward``)
+        turns into the fp32 gradient that AccumulateGrad keeps: the 16-bit one dies right after."""
         if self.plan.lora_rank:
             return []
-        return [self.a.malloc(self.state_bytes * size) for _, size in modules if size]
+        grads = []
+        for group, size in modules:
+            if not size:
+                continue
+            cast = self.a.malloc(2 * size) if self.plan.autocast and group in CAST_GROUPS + ("head",) else None
+            grads.append(self.a.malloc(self.state_bytes * size))
+            if cast is not None:
+                self.a.free(cast)
+        return grads
 
     # optimizer -----------------------------------------------------------------------------
     def optimizer(self, grads: list[int], first: bool) -> None:

@@ -166,22 +166,25 @@ def llama_like(c: HfConfig, *, qkv_bias: bool | None = None, o_bias: bool | None
 
 
 def routed(h: int, count: int, top_k: int, width: int, *, shared: int = 0, shared_gate: bool = False,
-           router_bias: bool = False, expert_bias: bool = False) -> tuple[Mlp, list[Module]]:
-    """A mixture-of-experts block: router, fused experts, optional shared expert(s)."""
+           router_bias: bool = False, expert_bias: bool = False,
+           peft_converted: bool = False) -> tuple[Mlp, list[Module]]:
+    """A mixture-of-experts block: router, fused experts, optional shared expert(s).
+    ``peft_converted``: the family is in transformers' v4 -> v5 conversion list that PEFT reads
+    (``_MODEL_TO_CONVERSION_PATTERN``, plus mixtral), so LoRA targets reach its experts."""
     modules = [linear("router", "router", h, count, router_bias), experts(h, width, count, expert_bias)]
     if shared:
         modules += gated_mlp(h, shared, "shared_expert")
     if shared_gate:
         modules.append(linear("shared_expert_gate", "router", h, 1))
-    return Mlp("moe", width, count, top_k, shared), modules
+    return Mlp("moe", width, count, top_k, shared, shared_gate, peft_converted), modules
 
 
-def sparse_step(c: HfConfig, count_key: str) -> Callable[[int], bool]:
+def sparse_step(c: HfConfig, *count_keys: str) -> Callable[[int], bool]:
     """Qwen MoE placement: layer i is MoE unless in ``mlp_only_layers``, every
     ``decoder_sparse_step``-th layer (``(i + 1) % step == 0``)."""
     only_dense = set(c.get("mlp_only_layers") or [])
     step = c.int("decoder_sparse_step", default=1)
-    count = c.opt_int(count_key) or 0
+    count = c.opt_int(*count_keys) or 0
     return lambda i: i not in only_dense and count > 0 and (i + 1) % step == 0
 
 
@@ -195,7 +198,8 @@ def mistral(c: HfConfig) -> ModelShape:
 
 def mixtral(c: HfConfig) -> ModelShape:
     def moe(i: int, h: int):
-        return routed(h, c.int("num_local_experts"), c.int("num_experts_per_tok"), c.int("intermediate_size"))
+        return routed(h, c.int("num_local_experts"), c.int("num_experts_per_tok"), c.int("intermediate_size"),
+                      peft_converted=True)
     return llama_like(c, qkv_bias=False, o_bias=False, moe=moe)
 
 
@@ -228,12 +232,15 @@ def qwen3(c: HfConfig) -> ModelShape:
 
 
 def qwen3_moe(c: HfConfig) -> ModelShape:
-    is_moe = sparse_step(c, "num_experts")
+    """transformers 5 writes ``num_experts`` as ``num_local_experts`` (its ``attribute_map``)."""
+    experts = ("num_experts", "num_local_experts")
+    is_moe = sparse_step(c, *experts)
 
     def moe(i: int, h: int):
         if not is_moe(i):
             return None
-        return routed(h, c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"))
+        return routed(h, c.int(*experts), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
+                      peft_converted=True)
     return llama_like(c, qk_norm="head", types=qwen_window(c), moe=moe)
 
 
@@ -263,7 +270,8 @@ def qwen3_next(c: HfConfig) -> ModelShape:
         if is_moe(i):
             mlp, mlp_modules = routed(h, c.int("num_experts"), c.int("num_experts_per_tok"),
                                       c.int("moe_intermediate_size"),
-                                      shared=c.int("shared_expert_intermediate_size"), shared_gate=True)
+                                      shared=c.int("shared_expert_intermediate_size"), shared_gate=True,
+                                      peft_converted=True)
         else:
             mlp, mlp_modules = Mlp("gated", c.int("intermediate_size")), gated_mlp(h, c.int("intermediate_size"))
         layers.append(layer(attn, mlp, modules + mlp_modules + [norm("input_norm", h), norm("post_norm", h)]))
@@ -412,7 +420,7 @@ def deepseek(c: HfConfig) -> ModelShape:
             moe_width = c.int("moe_intermediate_size")
             top_k = c.opt_int("num_experts_per_tok") or count   # unset (V2 class default): all
             mlp, mlp_modules = routed(h, count, top_k, moe_width,
-                                      shared=moe_width * (c.opt_int("n_shared_experts") or 0))
+                                      shared=moe_width * (c.opt_int("n_shared_experts") or 0), peft_converted=True)
         else:
             width = c.int("intermediate_size")
             mlp, mlp_modules = Mlp("gated", width), gated_mlp(h, width)

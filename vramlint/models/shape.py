@@ -74,6 +74,9 @@ class Mlp:
     experts: int = 0
     experts_per_token: int = 0
     shared_intermediate: int = 0   # total width of always-on shared experts
+    shared_gate: bool = False      # a sigmoid gate on the shared expert (qwen2_moe: a Linear(h, 1))
+    peft_converted: bool = False   # experts transformers 5 fused from v4 nn.Linear ones (mixtral, qwen3_moe,
+                                   # qwen3_next, deepseek): PEFT maps LoRA targets onto them (router too)
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,12 @@ class Layer:
 
     def linears(self, hidden: int, block: Block) -> dict[str, tuple[int, int, int]]:
         """The linears an adapter (PEFT LoRA) can target, by short name: (d_in, d_out, copies) —
-        copies is the expert count for routed experts, one adapter pair per expert matrix. A fused
-        projection (qkv, phi3's gate_up) is one linear and gets one adapter pair."""
+        an adapter pair r·(d_in + d_out) per copy. A fused projection (qkv, phi3's gate_up) is one
+        linear and gets one adapter pair. Routed experts (``router``, ``gate_up``, ``down`` with
+        one copy per expert) only where PEFT converts the targets onto transformers 5's fused
+        experts (``peft_converted``): its ParamWrapper gives the fused gate_up twice the rank (w1
+        and w3 were two targets), so 2·E copies; elsewhere "all-linear" reaches no 3-D expert
+        parameter. Shared experts are plain linears (``shared_gate``, ...)."""
         att, mlp = self.attention, self.mlp
         q, kv = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
         if block.fused_qkv:
@@ -113,14 +120,25 @@ class Layer:
         else:
             out = {"q": (hidden, q, 1), "k": (hidden, kv, 1), "v": (hidden, kv, 1)}
         out["o"] = (q, hidden, 1)
-        copies = mlp.experts if mlp.kind == "moe" else 1
+        i = mlp.intermediate
+        if mlp.kind == "moe":
+            if mlp.peft_converted:
+                out |= {"router": (hidden, mlp.experts, 1), "gate_up": (hidden, 2 * i, 2 * mlp.experts),
+                        "down": (i, hidden, mlp.experts)}
+            if mlp.shared_intermediate:
+                shared = mlp.shared_intermediate
+                out |= {"shared_gate": (hidden, shared, 1), "shared_up": (hidden, shared, 1),
+                        "shared_down": (shared, hidden, 1)}
+            if mlp.shared_gate:
+                out["shared_expert_gate"] = (hidden, 1, 1)
+            return out
         if block.fused_gate_up and mlp.kind == "gated":
-            out["gate_up"] = (hidden, 2 * mlp.intermediate, copies)
+            out["gate_up"] = (hidden, 2 * i, 1)
         else:
             if mlp.kind != "plain":
-                out["gate"] = (hidden, mlp.intermediate, copies)
-            out["up"] = (hidden, mlp.intermediate, copies)
-        out["down"] = (mlp.intermediate, hidden, copies)
+                out["gate"] = (hidden, i, 1)
+            out["up"] = (hidden, i, 1)
+        out["down"] = (i, hidden, 1)
         return out
 
     @property
