@@ -172,3 +172,15 @@ def test_bitsandbytes_nf4_keeps_embeddings_and_head_in_16_bit():
     assert q.method.startswith("bitsandbytes-4bit") and 4 < q.bits < 4.6
     linear = shape.layer_params.attention + shape.layer_params.mlp
     assert weight_bytes(shape) == int((shape.params - linear) * 2 + linear * q.bits / 8)
+
+
+LORA = json.loads((__import__("conftest").DATA / "lora_counts.json").read_text())
+
+
+@pytest.mark.parametrize("model_type", sorted(LORA))
+def test_lora_trainable_count_equals_peft_for_every_family(model_type):
+    """``get_peft_model(LoraConfig(r=8, target_modules="all-linear"))`` on each default config
+    (dev/lora_counts.py): fused projections, MLA and Gated DeltaNet linears, llama4's nn.Linear
+    router, and PEFT's transformers-5 conversion onto fused experts."""
+    from vramlint.memory.states import lora_params
+    assert lora_params(shape_from_dict({"model_type": model_type}), 8) == LORA[model_type]["r8_all_linear"]

@@ -152,7 +152,7 @@ def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[in
 def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
     """With LoRA the frozen base linears keep no input, but PEFT casts each adapted linear's input
     to the fp32 adapter dtype and lora_A keeps that copy (routed experts: not counted)."""
-    wanted = lora_targets(plan.lora_targets)
+    wanted = lora_targets(plan.lora_targets, plan.model)
     return [4 * d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
             if name in wanted and copies == 1 and name != "router"]   # PEFT wraps the router's weight
 

@@ -92,7 +92,7 @@ def _linear(alloc: CachingAllocator, plan: Plan, n_in: int, n_out: int, tokens: 
     out = m(w.a, n_out)
     if cast_in is not None:
         f(cast_in)
-    if not (plan.lora_rank and name in lora_targets(plan.lora_targets)):
+    if not (plan.lora_rank and name in lora_targets(plan.lora_targets, plan.model)):
         return out
     x32 = m(4, n_in)
     low = m(4, plan.lora_rank)

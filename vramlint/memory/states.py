@@ -59,23 +59,33 @@ class States:
 
 
 FUSED = {"qkv": {"q", "k", "v"}, "gate_up": {"gate", "up"}}
+LATENT = {"q_a", "q_b", "kv_a_proj_with_mqa", "kv_b", "in_proj_qkvz", "in_proj_ba", "out"}   # MLA, Gated DeltaNet
+MLP_NAMES = {"gate", "up", "down", "gate_up"}
 
 
-def lora_targets(targets: tuple[str, ...]) -> set[str]:
-    """PEFT ``target_modules`` as short names; "all-linear" is every linear of the decoder (and,
-    through PEFT's MoE conversion, the router). A fused projection counts as targeted when any of
-    its parts is; a shared expert's linears answer to the same leaf names as dense ones."""
+def lora_targets(targets: tuple[str, ...], model: ModelShape | None = None) -> set[str]:
+    """PEFT ``target_modules`` as the short names of ``Layer.linears``; "all-linear" is every
+    linear of the decoder (and, through PEFT's MoE conversion, the router). A fused projection
+    counts as targeted when any of its parts is; a shared expert's linears answer to the same leaf
+    names as dense ones. Where PEFT converts the targets onto transformers 5's fused experts
+    (``model.peft_converted``), the MLP names go to the routed experts — gate and up to the fused
+    gate_up, down to down — and no dense or shared MLP linear keeps an adapter (PEFT 0.21)."""
     if "all-linear" in targets:
-        names = {"q", "k", "v", "o", "gate", "up", "down"}
-        return names | {f"shared_{n}" for n in names} | {"router", "shared_expert_gate", *FUSED}
-    names = {t.removesuffix("_proj") for t in targets}
-    names |= {fused for fused, parts in FUSED.items() if names & parts}
-    return names | {f"shared_{n}" for n in names}
+        names = {"q", "k", "v", "o", "gate", "up", "down", "router", "shared_expert_gate", *FUSED, *LATENT}
+    else:
+        names = {t.removesuffix("_proj") for t in targets}
+        names |= {fused for fused, parts in FUSED.items() if names & parts}
+    names |= {f"shared_{n}" for n in names & MLP_NAMES}
+    if model is None or not model.peft_converted:
+        return names
+    experts = {"experts_gate_up"} if names & {"gate", "up"} else set()
+    experts |= {"experts_down"} if "down" in names else set()
+    return names - MLP_NAMES - {f"shared_{n}" for n in MLP_NAMES} | experts
 
 
 def lora_params(model: ModelShape, rank: int, targets: tuple[str, ...] = ("all-linear",)) -> int:
     """Trainable LoRA parameters: r x (d_in + d_out) per adapted matrix (PEFT), lm_head excluded."""
-    wanted = lora_targets(targets)
+    wanted = lora_targets(targets, model)
     return rank * sum(copies * (d_in + d_out) for layer in model.layers
                       for name, (d_in, d_out, copies) in layer.linears(model.hidden_size, model.block).items()
                       if name in wanted)

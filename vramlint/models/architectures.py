@@ -42,9 +42,10 @@ def norm(name: str, size: int, bias: bool = False) -> Module:
     return Module(name, "small", size * (2 if bias else 1), (size, size) if bias else ())
 
 
-def layer(attention: Attention, mlp: Mlp, modules: list[Module]) -> Layer:
+def layer(attention: Attention, mlp: Mlp, modules: list[Module],
+          attention_linears: tuple[tuple[str, int, int], ...] = ()) -> Layer:
     return Layer(attention, mlp, tuple((m.group, m.params) for m in modules),
-                 tuple((m.group, size) for m in modules for size in m.parts))
+                 tuple((m.group, size) for m in modules for size in m.parts), attention_linears)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,7 +177,7 @@ def routed(h: int, count: int, top_k: int, width: int, *, shared: int = 0, share
         modules += gated_mlp(h, shared, "shared_expert")
     if shared_gate:
         modules.append(linear("shared_expert_gate", "router", h, 1))
-    return Mlp("moe", width, count, top_k, shared, shared_gate, peft_converted), modules
+    return Mlp("moe", width, count, top_k, shared, shared_gate=shared_gate, peft_converted=peft_converted), modules
 
 
 def sparse_step(c: HfConfig, *count_keys: str) -> Callable[[int], bool]:
@@ -258,6 +259,8 @@ def qwen3_next(c: HfConfig) -> ModelShape:
     for i, layer_type in enumerate(kinds):
         if kind_of(layer_type) == LINEAR:
             conv_dim = 2 * nk * dk + nv * dv
+            linears = (("in_proj_qkvz", h, 2 * nk * dk + 2 * nv * dv), ("in_proj_ba", h, 2 * nv),
+                       ("out", nv * dv, h))
             modules = [linear("in_proj_qkvz", "attention", h, 2 * nk * dk + 2 * nv * dv),
                        linear("in_proj_ba", "attention", h, 2 * nv),
                        Module("conv1d", "attention", conv_dim * conv),
@@ -265,6 +268,7 @@ def qwen3_next(c: HfConfig) -> ModelShape:
                        linear("out_proj", "attention", nv * dv, h)]
             attn = Attention(LINEAR, nv, nk, dk)
         else:
+            linears = (("q", h, 2 * nh * hd), ("k", h, nkv * hd), ("v", h, nkv * hd), ("o", nh * hd, h))
             modules = attention_projections(h, nh, nkv, hd, q_factor=2) + [norm("q_norm", hd), norm("k_norm", hd)]
             attn = Attention(FULL, nh, nkv, hd)
         if is_moe(i):
@@ -274,7 +278,8 @@ def qwen3_next(c: HfConfig) -> ModelShape:
                                       peft_converted=True)
         else:
             mlp, mlp_modules = Mlp("gated", c.int("intermediate_size")), gated_mlp(h, c.int("intermediate_size"))
-        layers.append(layer(attn, mlp, modules + mlp_modules + [norm("input_norm", h), norm("post_norm", h)]))
+        layers.append(layer(attn, mlp, modules + mlp_modules + [norm("input_norm", h), norm("post_norm", h)],
+                            linears))
     return decoder(c, layers, h, block=Block(qk_norm=True, rope_cat=True))
 
 
@@ -384,6 +389,7 @@ def llama4_text(c: HfConfig) -> ModelShape:
         if i in moe_layers:
             mlp, mlp_modules = routed(h, c.int("num_local_experts"), c.int("num_experts_per_tok"), width,
                                       shared=width)
+            mlp = replace(mlp, linear_router=True)      # Llama4Router subclasses nn.Linear
         else:
             dense = c.int("intermediate_size_mlp")
             mlp, mlp_modules = Mlp("gated", dense), gated_mlp(h, dense)
@@ -408,10 +414,14 @@ def deepseek(c: HfConfig) -> ModelShape:
     layers = []
     for i in range(c.int("num_hidden_layers")):
         if q_lora:
+            linears = (("q_a", h, q_lora), ("q_b", q_lora, nh * (nope + rope)))
             modules = [linear("q_a_proj", "attention", h, q_lora, bias), norm("q_a_layernorm", q_lora),
                        linear("q_b_proj", "attention", q_lora, nh * (nope + rope))]
         else:
+            linears = (("q", h, nh * (nope + rope)),)
             modules = [linear("q_proj", "attention", h, nh * (nope + rope))]
+        linears += (("kv_a_proj_with_mqa", h, kv_lora + rope), ("kv_b", kv_lora, nh * (nope + v_dim)),
+                    ("o", nh * v_dim, h))
         modules += [linear("kv_a_proj_with_mqa", "attention", h, kv_lora + rope, bias),
                     norm("kv_a_layernorm", kv_lora),
                     linear("kv_b_proj", "attention", kv_lora, nh * (nope + v_dim)),
@@ -426,7 +436,7 @@ def deepseek(c: HfConfig) -> ModelShape:
             mlp, mlp_modules = Mlp("gated", width), gated_mlp(h, width)
         modules += mlp_modules + [norm("input_norm", h), norm("post_norm", h)]
         attn = Attention(MLA, nh, nh, nope + rope, kv_latent_dim=kv_lora + rope, v_head_dim=v_dim)
-        layers.append(layer(attn, mlp, modules))
+        layers.append(layer(attn, mlp, modules, linears))
     return decoder(c, layers, h)
 
 

@@ -75,6 +75,7 @@ class Mlp:
     experts_per_token: int = 0
     shared_intermediate: int = 0   # total width of always-on shared experts
     shared_gate: bool = False      # a sigmoid gate on the shared expert (qwen2_moe: a Linear(h, 1))
+    linear_router: bool = False    # the router is an nn.Linear (llama4), which "all-linear" adapts
     peft_converted: bool = False   # experts transformers 5 fused from v4 nn.Linear ones (mixtral, qwen3_moe,
                                    # qwen3_next, deepseek): PEFT maps LoRA targets onto them (router too)
 
@@ -87,6 +88,8 @@ class Layer:
     mlp: Mlp
     modules: tuple[tuple[str, int], ...]    # (Params group, parameters) of each module, in order
     tensors: tuple[tuple[str, int], ...] = ()   # (Params group, elements) of each parameter tensor, in order
+    attention_linears: tuple[tuple[str, int, int], ...] = ()   # (name, d_in, d_out) where the attention's
+                                   # linears are not q, k, v, o of its head counts (MLA, Gated DeltaNet, gated q)
 
     @property
     def parameter_tensors(self) -> tuple[tuple[str, int], ...]:
@@ -108,23 +111,29 @@ class Layer:
     def linears(self, hidden: int, block: Block) -> dict[str, tuple[int, int, int]]:
         """The linears an adapter (PEFT LoRA) can target, by short name: (d_in, d_out, copies) —
         an adapter pair r·(d_in + d_out) per copy. A fused projection (qkv, phi3's gate_up) is one
-        linear and gets one adapter pair. Routed experts (``router``, ``gate_up``, ``down`` with
-        one copy per expert) only where PEFT converts the targets onto transformers 5's fused
-        experts (``peft_converted``): its ParamWrapper gives the fused gate_up twice the rank (w1
-        and w3 were two targets), so 2·E copies; elsewhere "all-linear" reaches no 3-D expert
-        parameter. Shared experts are plain linears (``shared_gate``, ...)."""
+        linear and gets one adapter pair. Routed experts (``router``, ``experts_gate_up``,
+        ``experts_down``, one copy per expert) only where PEFT converts the targets onto
+        transformers 5's fused experts (``peft_converted``): its ParamWrapper gives the fused gate_up
+        twice the rank (w1 and w3 were two targets), so 2·E copies; elsewhere "all-linear" reaches
+        no 3-D expert parameter. Shared experts are plain linears (``shared_gate``, ...); which
+        names an adapter reaches is ``memory.states.lora_targets``'s business.
+        ``attention_linears`` replaces q, k, v, o where the builder lists other ones (MLA,
+        Gated DeltaNet, gated q). Checked against get_peft_model for every family's default config
+        (tests/data/lora_counts.json)."""
         att, mlp = self.attention, self.mlp
         q, kv = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
-        if block.fused_qkv:
-            out = {"qkv": (hidden, q + 2 * kv, 1)}
+        if self.attention_linears:
+            out = {name: (d_in, d_out, 1) for name, d_in, d_out in self.attention_linears}
+        elif block.fused_qkv:
+            out = {"qkv": (hidden, q + 2 * kv, 1), "o": (q, hidden, 1)}
         else:
-            out = {"q": (hidden, q, 1), "k": (hidden, kv, 1), "v": (hidden, kv, 1)}
-        out["o"] = (q, hidden, 1)
+            out = {"q": (hidden, q, 1), "k": (hidden, kv, 1), "v": (hidden, kv, 1), "o": (q, hidden, 1)}
         i = mlp.intermediate
         if mlp.kind == "moe":
+            if mlp.peft_converted or mlp.linear_router:
+                out["router"] = (hidden, mlp.experts, 1)
             if mlp.peft_converted:
-                out |= {"router": (hidden, mlp.experts, 1), "gate_up": (hidden, 2 * i, 2 * mlp.experts),
-                        "down": (i, hidden, mlp.experts)}
+                out |= {"experts_gate_up": (hidden, 2 * i, 2 * mlp.experts), "experts_down": (i, hidden, mlp.experts)}
             if mlp.shared_intermediate:
                 shared = mlp.shared_intermediate
                 out |= {"shared_gate": (hidden, shared, 1), "shared_up": (hidden, shared, 1),
@@ -258,6 +267,11 @@ class ModelShape:
         token_embedding = self.vocab_size * self.hidden_size   # learned positions are a module apart
         return max([token_embedding, self.head_params, self.extra_largest,
                     *(l.largest_module for l in self.layers)])
+
+    @property
+    def peft_converted(self) -> bool:
+        """PEFT converts this model's LoRA targets onto transformers 5's fused experts."""
+        return any(layer.mlp.peft_converted for layer in self.layers)
 
     @property
     def is_moe(self) -> bool:
