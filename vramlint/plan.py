@@ -68,7 +68,7 @@ class Plan:
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = ("all-linear",)
     load_in_4bit: bool = False
-    attn: str = "sdpa"             # sdpa / flash_attention_2 (no s^2 term) or eager
+    attn: str = "auto"             # sdpa / flash_attention_2 (no s^2 term) or eager; auto: the type's default
     fsdp_strategy: str = "FULL_SHARD"          # FSDP: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD(_ZERO2)
     source: str = "deepspeed"                  # the file's vocabulary for hints: deepspeed, accelerate, flags
     sub_group_size: int = 1_000_000_000        # DeepSpeed ZeRO-3 optimizer sub-group (elements)
@@ -80,6 +80,11 @@ class Plan:
     zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
     assumptions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """"auto" is the kernel transformers picks for the model type (``Block.default_attn``)."""
+        if self.attn == "auto":
+            object.__setattr__(self, "attn", self.model.block.default_attn)
 
     @property
     def autocast(self) -> bool:
@@ -249,7 +254,7 @@ def workload_from_flags(flags: dict) -> dict:
     """Plan fields that only the command line gives (no DeepSpeed file states them)."""
     attn = flags.get("attn") or "auto"
     targets = tuple(t.strip() for t in (flags.get("lora_targets") or "all-linear").split(",") if t.strip())
-    return {"optimizer": flags.get("optimizer") or "adamw", "attn": "sdpa" if attn == "auto" else attn,
+    return {"optimizer": flags.get("optimizer") or "adamw", "attn": attn,
             "lora_rank": flags.get("lora_rank") or (16 if flags.get("load_in_4bit") else 0), "lora_targets": targets,
             "load_in_4bit": bool(flags.get("load_in_4bit")), "tensor_parallel": flags.get("tp") or 1,
             **({"weights_dtype": flags["weights_dtype"]} if flags.get("weights_dtype") else {})}
@@ -285,7 +290,9 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
         weights = model.dtype if infer else ("float32" if precision == "fp32" else "bfloat16")
         notes.append(f"weights loaded in {weights} (--weights-dtype to change)")
     if (flags.get("attn") or "auto") == "auto":
-        notes.append("attention kernel: SDPA (no s² scores); --attn eager to model eager attention")
+        notes.append(f"attention kernel: {model.block.default_attn}, transformers' default for {model.model_type or 'the model'}"
+                     + (" (no s² scores); --attn eager to model eager attention" if model.block.default_attn != "eager"
+                        else " (every b·heads·s² score kept); --attn flash_attention_2 to model FlashAttention"))
     batch = flags.get("batch") if infer and flags.get("batch") else flags.get("micro_batch") or 1
     return Plan(model=model, cluster=cluster, precision=precision, mode="infer" if infer else "train",
                 runtime=_runtime(flags), weights_dtype=weights,

@@ -6,7 +6,8 @@ saves an input only when the gradient of another input needs it (REFERENCE.md se
 
 - HF ``RMSNorm``: ``x.to(fp32)`` (4h, kept by ``pow``), the normalised ``y`` in the input dtype
   (kept by ``weight * y``) and the product, kept by the linears it feeds.
-- Gemma norms compute ``y * (1 + w)`` in fp32 (4h + 4h) and cast back (a·h) for the linears.
+- Norms that apply their weight in fp32 (gemma's ``y * (1 + w)``, olmo2's ``w * y``) keep 4h + 4h
+  and cast the product back (a·h) for the linears; so do their q/k norms (4 + 4 per element).
 - ``nn.LayerNorm`` keeps its input (once, when a parallel residual's two norms read the same
   tensor); the linears keep its output.
 - SDPA / FlashAttention keeps q, k, v (after RoPE: new tensors; GQA keeps k, v at their own
@@ -74,7 +75,7 @@ def _pre_norm(block: Block, h: int, w: Widths, frozen: bool, readers: int = 1,
     a parallel-residual LayerNorm reads the tensor the first one already keeps."""
     if block.norm == "layer":
         kept = [] if shared_input else [w.r * h]       # nn.LayerNorm keeps its input
-    elif block.norm == "gemma":
+    elif block.norm == "fp32":
         kept = [4 * h, 4 * h]                          # fp32 input copy, fp32 y * (1 + w)
     else:
         kept = [4 * h] + ([] if frozen else [w.r * h])  # fp32 copy (pow); y (weight * y)
@@ -95,7 +96,7 @@ def _readers(layer: Layer, block: Block, sublayer: int) -> int:
 
 
 def _post_norm(block: Block, h: int, w: Widths, frozen: bool) -> list[int]:
-    if block.norm == "gemma":
+    if block.norm == "fp32":
         return [4 * h, 4 * h]
     return [4 * h] + ([] if frozen else [w.r * h])
 
@@ -109,26 +110,50 @@ def output_copied(block: Block, eager: bool) -> bool:
 
 
 def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool) -> list[int]:
-    """q, k, v as SDPA keeps them, its output, o_proj's input where it is a copy (+ eager's scores)."""
+    """What the attention keeps. SDPA: q, k, v (new q and k after RoPE; v its own tensor or a view
+    of the fused qkv) and its output (+ o_proj's contiguous copy, ``output_copied``). Eager
+    (``eager_attention_forward``): the matmuls keep q, k and v — for grouped KV heads the
+    ``repeat_kv`` copies, q-sized, instead of k and v — the fp32 softmax (its output) and its
+    16-bit cast, b·heads·s² each (every score: the window is a mask), and o_proj the contiguous
+    copy of the output; gpt-oss's sinks softmax stays in 16 bit (+ the max's int64 indices)."""
     att = layer.attention
     if att.kind == MLA:
-        q = att.num_heads * att.head_dim
-        v = att.num_heads * att.v_head_dim
-        return [w.a * q, w.a * q, w.a * v, w.a * v, w.a * v]
+        return _latent_attention(layer, w)
     q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
-    tensors = [w.a * (q + 2 * kv)] if block.fused_qkv else []
+    repeated = eager and att.num_kv_heads != att.num_heads
+    fused = block.fused_qkv and (not block.rope or not repeated)   # a kept view holds it alive
+    tensors = [w.a * (q + 2 * kv)] if fused else []
     if block.qk_norm:
-        tensors += [4 * q, 2 * q, 4 * kv, 2 * kv]       # fp32 copy + normalised q and k
-    if block.rope:
-        tensors += [w.a * q, w.a * kv] + ([] if block.fused_qkv else [w.a * kv])   # new q, k; own v
+        y = 4 if block.norm == "fp32" else w.a          # the normalised q and k the weight multiplies
+        tensors += [4 * q, y * q, 4 * kv, y * kv]       # fp32 copy + normalised q and k
+    if block.rope or not block.fused_qkv:
+        tensors += [w.a * q] + ([] if repeated else [w.a * kv])   # q and k: RoPE's or the projections'
+    if repeated:
+        tensors += [w.a * q, w.a * q]                    # repeat_kv copies of k and v
     elif not block.fused_qkv:
-        tensors += [w.a * q, w.a * kv, w.a * kv]
-    if eager:
-        if att.num_kv_heads != att.num_heads:
-            tensors += [w.a * q, w.a * q]                # repeat_kv copies of k and v
-        scores = att.num_heads * min(seq, att.window or seq)
+        tensors.append(w.a * kv)                         # v
+    if not eager:
+        return tensors + [w.a * q] * (2 if output_copied(block, eager) else 1)   # output (+ o_proj's copy)
+    scores = att.num_heads * seq
+    if block.attention_sinks:
+        tensors += [w.a * att.num_heads * (seq + 1), 8 * att.num_heads]
+    else:
         tensors += [4 * scores, w.a * scores]            # fp32 softmax, its 16-bit cast
-    return tensors + [w.a * q] * (2 if output_copied(block, eager) else 1)   # output (+ o_proj's copy)
+    return tensors + [w.a * q]                           # o_proj's contiguous copy of the output
+
+
+def _latent_attention(layer: Layer, w: Widths) -> list[int]:
+    """DeepSeek's multi-head latent attention (``DeepseekV3Attention``): the q and kv latents pass
+    RMSNorms (fp32 copy, y, the output q_b/kv_b keep); q and k are rebuilt by ``torch.cat`` of
+    their nope and rope parts; v is a view of kv_b's output, which it keeps whole (nope + v per
+    head). q/k and v head sizes differ, so SDPA runs the memory-efficient kernel, whose output is
+    always token-major: o_proj keeps it without a copy."""
+    att, linears = layer.attention, {name: (d_in, d_out) for name, d_in, d_out in layer.attention_linears}
+    q, v = att.num_heads * att.head_dim, att.num_heads * att.v_head_dim
+    latents = [linears["q_a"][1]] if "q_a" in linears else []
+    latents.append(linears["kv_b"][0])
+    norms = [size for d in latents for size in (4 * d, w.a * d, w.a * d)]
+    return norms + [w.a * q, w.a * q, w.a * linears["kv_b"][1], w.a * v]
 
 
 def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[int]:
@@ -136,9 +161,13 @@ def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[in
     if mlp.kind == "moe":
         k, i = mlp.experts_per_token, mlp.intermediate
         e = w.r     # grouped_mm is no autocast op: the chain runs in the weights' dtype (fp32 under autocast)
-        routed = [e * k * h, e * k * 2 * i, e * k * i, e * k * i, e * k * h]
+        chain = 5 if block.act == "clamped_glu" else 2     # act(gate) and product; gpt-oss: five
+        routed = [e * k * h, e * k * 2 * i] + [e * k * i] * chain + [e * k * h]
         shared = [w.a * mlp.shared_intermediate] * 4 if mlp.shared_intermediate else []
-        return [2 * mlp.experts, 4 * mlp.experts, 4 * mlp.experts] + routed + shared
+        if mlp.shared_gate:      # sigmoid(gate(x)) * shared_out keeps both factors
+            shared += [w.a * h, w.a]
+        router = [4 * h] if mlp.router_fp32 else []    # deepseek: F.linear on an fp32 copy of the input
+        return router + [2 * mlp.experts, 4 * mlp.experts, 4 * mlp.experts] + routed + shared
     i = mlp.intermediate
     if mlp.kind == "gated":
         return [w.a * i] * (3 if frozen else 4)        # gate, up, act(gate), product (kept by down)

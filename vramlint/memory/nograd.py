@@ -59,8 +59,8 @@ def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tok
 def _norm(alloc: CachingAllocator, block, h: int, tokens: int, r: int) -> int:
     """A norm's temporaries in a forward that keeps nothing; returns its output (in the residual
     stream's dtype, ``r`` bytes). HF RMSNorm: fp32 copy, its square (for the mean), the
-    normalised fp32 tensor, its cast back, ``weight *`` that. Gemma's norm stays fp32 through
-    ``* (1 + weight)`` and casts at the end. LayerNorm: one fused kernel."""
+    normalised fp32 tensor, its cast back, ``weight *`` that. Gemma's and olmo2's norms stay fp32
+    through the weight (``* (1 + weight)``, ``weight *``) and cast at the end. LayerNorm: one fused kernel."""
     m, f = (lambda width: alloc.malloc(width * h * tokens)), alloc.free
     if block.norm == "layer":
         return m(r)
@@ -68,7 +68,7 @@ def _norm(alloc: CachingAllocator, block, h: int, tokens: int, r: int) -> int:
     f(m(4))                                      # x.pow(2), consumed by mean()
     normalised = m(4)
     f(upcast)
-    if block.norm == "gemma":
+    if block.norm == "fp32":
         scaled = m(4)
         f(normalised)
         out = m(r)

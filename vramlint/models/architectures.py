@@ -284,14 +284,14 @@ def qwen3_next(c: HfConfig) -> ModelShape:
 
 
 def gemma(c: HfConfig) -> ModelShape:
-    return llama_like(c, block=Block(norm="gemma"))
+    return llama_like(c, block=Block(norm="fp32"))
 
 
 def gemma2(c: HfConfig) -> ModelShape:
     """Four norms per block; even layers slide (transformers: sliding if ``(i + 1) % 2``)."""
     softcap = bool(c.get("final_logit_softcapping"))
     return llama_like(c, norms=4, types=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention",
-                      block=Block(norm="gemma", post_norms=2, logit_softcap=softcap))
+                      block=Block(norm="fp32", post_norms=2, logit_softcap=softcap))
 
 
 def gemma3_text(c: HfConfig) -> ModelShape:
@@ -300,13 +300,15 @@ def gemma3_text(c: HfConfig) -> ModelShape:
     pattern = c.int("sliding_window_pattern", "_sliding_window_pattern", default=6)
     return llama_like(c, qk_norm="head", norms=4,
                       types=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention",
-                      block=Block(norm="gemma", post_norms=2, qk_norm=True,
+                      block=Block(norm="fp32", post_norms=2, qk_norm=True,
                                   logit_softcap=bool(c.get("final_logit_softcapping"))))
 
 
 def olmo2(c: HfConfig) -> ModelShape:
-    """q/k norms over the whole projection; post-attention and post-feedforward norms only."""
-    return llama_like(c, qk_norm="full", block=Block(pre_norms=0, post_norms=2, raw_inputs=2, qk_norm=True))
+    """q/k norms over the whole projection; post-attention and post-feedforward norms only;
+    ``Olmo2RMSNorm`` multiplies by its weight in fp32 and casts the product."""
+    return llama_like(c, qk_norm="full", block=Block(norm="fp32", pre_norms=0, post_norms=2, raw_inputs=2,
+                                                     qk_norm=True))
 
 
 def phi3(c: HfConfig) -> ModelShape:
@@ -362,7 +364,8 @@ def gpt_oss(c: HfConfig) -> ModelShape:
         mlp, mlp_modules = routed(h, count, top_k, width, router_bias=True, expert_bias=True)
         modules += mlp_modules + [norm("input_norm", h), norm("post_norm", h)]
         layers.append(layer(Attention(kind, nh, nkv, hd, window if kind == SLIDING else None), mlp, modules))
-    return decoder(c, layers, h, block=Block(rope_cat=True))
+    return decoder(c, layers, h, block=Block(norm="fp32", rope_cat=True, attention_sinks=True, act="clamped_glu",
+                                             default_attn="eager"))
 
 
 def llama4_text(c: HfConfig) -> ModelShape:
@@ -431,6 +434,7 @@ def deepseek(c: HfConfig) -> ModelShape:
             top_k = c.opt_int("num_experts_per_tok") or count   # unset (V2 class default): all
             mlp, mlp_modules = routed(h, count, top_k, moe_width,
                                       shared=moe_width * (c.opt_int("n_shared_experts") or 0), peft_converted=True)
+            mlp = replace(mlp, router_fp32=True)
         else:
             width = c.int("intermediate_size")
             mlp, mlp_modules = Mlp("gated", width), gated_mlp(h, width)

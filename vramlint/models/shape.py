@@ -76,6 +76,7 @@ class Mlp:
     shared_intermediate: int = 0   # total width of always-on shared experts
     shared_gate: bool = False      # a sigmoid gate on the shared expert (qwen2_moe: a Linear(h, 1))
     linear_router: bool = False    # the router is an nn.Linear (llama4), which "all-linear" adapts
+    router_fp32: bool = False      # the router runs on an fp32 copy of its input (deepseek's MoE gate)
     peft_converted: bool = False   # experts transformers 5 fused from v4 nn.Linear ones (mixtral, qwen3_moe,
                                    # qwen3_next, deepseek): PEFT maps LoRA targets onto them (router too)
 
@@ -166,7 +167,8 @@ class Block:
     Read by ``memory/activations.py``; set by each family builder from the modeling code.
     """
 
-    norm: str = "rms"              # "rms": HF RMSNorm (fp32 inside, weight * y); "gemma": (1 + w) in fp32;
+    norm: str = "rms"              # "rms": HF RMSNorm (fp32 inside, weight * y); "fp32": the weight applied in
+                                   # fp32 and the product cast (gemma's (1 + w), olmo2's w);
                                    # "layer": nn.LayerNorm
     pre_norms: int = 2             # norms whose output feeds linears (attention input, MLP input)
     post_norms: int = 0            # norms on a sublayer's output before the residual add (gemma2/3, olmo2)
@@ -182,9 +184,12 @@ class Block:
     learned_positions: bool = False  # position embeddings added to the token embeddings (gpt2, gpt_bigcode)
     qk_norm: bool = False          # RMSNorm on q and k before RoPE (qwen3, gemma3, olmo2)
     act: str = "native"            # "native" (silu/gelu kernels save their input); "gelu_new": python
-                                   # tanh-GELU (gpt2) that saves four I-sized tensors
+                                   # tanh-GELU (gpt2) that saves four I-sized tensors; "clamped_glu":
+                                   # gpt-oss's clamped gate * sigmoid(alpha * gate) * (up + 1), five
     dropout_masks: int = 0         # dropout layers per block active in training (1-byte masks)
     logit_softcap: bool = False    # gemma2 final logit soft-capping keeps a tanh output
+    attention_sinks: bool = False  # gpt-oss: eager softmax over the scores and a sink column, in 16 bit
+    default_attn: str = "sdpa"     # transformers' kernel when none is asked for (gpt-oss: _supports_sdpa False)
 
 
 @dataclass(frozen=True)
