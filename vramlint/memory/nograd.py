@@ -126,10 +126,17 @@ def _attention(alloc: CachingAllocator, plan: Plan, att, tokens: int, w: act.Wid
                                         for name, n in (("q", q), ("k", kv), ("v", kv)))
     q_rot = k_rot = None
     if block.rope:
-        q_rot, k_rot = m(q), m(kv)
+        # cos/sin take the residual stream's dtype: under autocast RoPE's q and k come out fp32,
+        # and SDPA (an autocast op) casts them back to 16 bit
+        q_rot, k_rot = (alloc.malloc(w.r * n * tokens) for n in (q, kv))
         for handle in (q_h, k_h):
             if handle is not None:
                 f(handle)
+        if w.r != w.a:
+            cast = m(q), m(kv)
+            f(q_rot)
+            f(k_rot)
+            q_rot, k_rot = cast
     kept = [m(kv), m(kv)] if cache else []       # DynamicCache: torch.cat onto an empty tensor
     if cache:
         for handle in (k_rot, v_h) + ((fused,) if block.rope else ()):
