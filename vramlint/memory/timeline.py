@@ -64,7 +64,7 @@ class Step:
                 inputs.append(residual)
                 residual, tensors = forward_layer(self.plan, a, layer, residual, tokens, w, cache=False)
             else:
-                tensors = [a.malloc(t * tokens) for t in act.layer_tensors(layer, m, self.plan)]
+                tensors = self._keep(layer)
                 inputs.append(None)
                 new_residual = a.malloc(w.r * m.hidden_size * tokens)
                 a.free(residual)
@@ -73,6 +73,19 @@ class Step:
             casts.append(layer_casts)
             self._release(index, gathered, forward=True)
         return kept, inputs, casts, residual
+
+    def _keep(self, layer) -> list[int]:
+        """A layer's forward with autograd on: what it keeps for backward, and — for transformers'
+        grouped_mm experts — the transients around it: the gate_up and down outputs before their
+        sentinel ``masked_fill`` copies, the routing-weighted output and its re-ordered copy."""
+        a, tokens = self.a, self.tokens
+        kept = [a.malloc(t * tokens) for t in act.layer_tensors(layer, self.m, self.plan)]
+        mlp = layer.mlp
+        if mlp.kind == "moe":
+            e, k = self.w.r, mlp.experts_per_token
+            for width in (2 * mlp.intermediate, self.m.hidden_size, self.m.hidden_size, self.m.hidden_size):
+                a.free(a.malloc(e * k * width * tokens))
+        return kept
 
     def _gather(self, index: int) -> list[int]:
         """Parameters fetched for one layer (ZeRO-3 / FSDP); none here."""
@@ -137,7 +150,7 @@ class Step:
         gathered = self._gather(index)
         if checkpoint_input is not None:
             casts = self._casts(layer)
-            kept = [a.malloc(t * tokens) for t in act.layer_tensors(layer, m, self.plan)]
+            kept = self._keep(layer)
         grads += self._param_grads(list(layer.parameter_tensors))
         widest = max(act.layer_tensors(layer, m, self.plan))
         scratch = a.malloc(widest * tokens)
