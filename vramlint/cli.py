@@ -55,7 +55,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-rank", type=_positive, help="train LoRA adapters of this rank on a frozen base")
     p.add_argument("--lora-targets", help="all-linear (default) or a list such as q,k,v,o")
     p.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes)")
-    p.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], help="default auto")
+    p.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], help="attention kernel; auto (default): transformers' default for the model type (SDPA; eager for gpt-oss)")
     p.add_argument("--tp", type=_positive, help="tensor-parallel degree (activations and KV split)")
 
 
