@@ -128,6 +128,22 @@ def test_lora_on_moe_follows_peft_transformers5_conversion():
     assert lora_params(oss, 16) == 16 * ((h + q) + 2 * (h + kv) + (q + h)) * oss.num_layers
 
 
+def test_explicit_lora_targets_on_a_converted_moe_follow_peft():
+    """PEFT 0.21 on qwen3_moe (layer 0 dense through ``mlp_only_layers``), r=8: gate/up/down_proj
+    name the routed experts only — the dense layer's MLP keeps no adapter (get_peft_model: 14336,
+    90112 and 32768 trainable parameters for the three target lists)."""
+    from vramlint.models.hfconfig import shape_from_dict
+    config = {"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 128,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+              "num_experts": 8, "num_experts_per_tok": 2, "vocab_size": 1000, "mlp_only_layers": [0]}
+    model = shape_from_dict(config)
+    h, q, kv, e, i, r = 256, 256, 128, 8, 128, 8
+    experts = 2 * r * e * (h + 2 * i) + r * e * (i + h)       # gate_up at rank 2r, down at r, per expert
+    assert lora_params(model, r, ("q_proj", "v_proj")) == 2 * r * ((h + q) + (h + kv)) == 14336
+    assert lora_params(model, r, ("gate_proj", "up_proj", "down_proj")) == experts == 90112
+    assert lora_params(model, r, ("q_proj", "down_proj")) == 2 * r * (h + q) + r * e * (i + h) == 32768
+
+
 def test_qwen3_moe_reads_the_expert_count_transformers5_writes():
     """Qwen3MoeConfig's attribute_map saves ``num_experts`` as ``num_local_experts``: a config.json
     written by transformers 5 has only that key (the class default of 128 would hide a change)."""
