@@ -76,7 +76,7 @@ def _pre_norm(block: Block, h: int, w: Widths, frozen: bool, readers: int = 1,
     if block.norm == "layer":
         kept = [] if shared_input else [w.r * h]       # nn.LayerNorm keeps its input
     elif block.norm == "fp32":
-        kept = [4 * h, 4 * h]                          # fp32 input copy, fp32 y * (1 + w)
+        kept = [4 * h, 4 * h]                          # fp32 input copy, the fp32 y the weight multiplies
     else:
         kept = [4 * h] + ([] if frozen else [w.r * h])  # fp32 copy (pow); y (weight * y)
     casts = readers if w.r != w.a else 1
