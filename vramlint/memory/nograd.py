@@ -44,7 +44,8 @@ def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tok
         alloc.free(projected)
         projected = post
     residual = alloc.malloc(w.r * h * tokens)    # residual + attention; the caller still holds the layer input
-    alloc.free(projected)
+    if not block.attention_output_held:         # gpt2's ``attn_output`` lives to the end of the block
+        alloc.free(projected)
     alloc.free(normed)
     normed = _norm(alloc, block, h, tokens, w.r)
     down = _mlp(alloc, plan, layer.mlp, h, tokens, w)
@@ -53,6 +54,8 @@ def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tok
         alloc.free(down)
         down = post
     residual = _add(alloc, residual, [down, normed], w.r * h * tokens)
+    if block.attention_output_held:
+        alloc.free(projected)
     return residual, kept
 
 

@@ -460,7 +460,7 @@ def gpt2(c: HfConfig) -> ModelShape:
     positions = c.int("n_positions", "max_position_embeddings") * h
     act = "gelu_new" if c.get("activation_function", default="gelu_new") == "gelu_new" else "native"
     block = Block(norm="layer", fused_qkv=True, rope=False, learned_positions=True, act=act,
-                  dropout_masks=2 if dropout_on(c, "resid_pdrop") else 0)
+                  attention_output_held=True, dropout_masks=2 if dropout_on(c, "resid_pdrop") else 0)
     return decoder(c, layers, h, final_norm=2 * h, positions=positions, tie_default=True, block=block,
                    embedding_dropout=dropout_on(c, "embd_pdrop"))
 
@@ -477,7 +477,7 @@ def gpt_bigcode(c: HfConfig) -> ModelShape:
                    linear("c_proj", "attention", h, h, True), norm("ln_2", h, True)] + plain_mlp(h, width, True)
         layers.append(layer(Attention(FULL, nh, nkv, hd), Mlp("plain", width), modules))
     positions = c.int("n_positions", "max_position_embeddings") * h
-    block = Block(norm="layer", fused_qkv=True, rope=False, learned_positions=True,
+    block = Block(norm="layer", fused_qkv=True, rope=False, learned_positions=True, attention_output_held=True,
                   dropout_masks=2 if dropout_on(c, "resid_pdrop") else 0)
     return decoder(c, layers, h, final_norm=2 * h, positions=positions, tie_default=True, block=block,
                    embedding_dropout=dropout_on(c, "embd_pdrop"))
@@ -496,8 +496,9 @@ def gpt_neox(c: HfConfig) -> ModelShape:
                    linear("dense", "attention", h, h, bias)] + plain_mlp(h, width, True)
         layers.append(layer(Attention(FULL, nh, nh, h // nh), Mlp("plain", width), modules))
     drops = 2 if dropout_on(c, "hidden_dropout") else 0
-    block = Block(norm="layer", fused_qkv=True, rope_cat=True, dropout_masks=drops,
-                  parallel_residual=c.flag("use_parallel_residual", default=True))
+    parallel = c.flag("use_parallel_residual", default=True)
+    block = Block(norm="layer", fused_qkv=True, rope_cat=True, dropout_masks=drops, parallel_residual=parallel,
+                  attention_output_held=parallel)
     return decoder(c, layers, h, final_norm=2 * h, block=block)
 
 
@@ -518,6 +519,7 @@ def falcon(c: HfConfig) -> ModelShape:
         norms = 1 if c.get("num_ln_in_parallel_attn") == 1 else 2
     else:
         norms = 1 if c.flag("parallel_attn", default=True) else 2
+    parallel = new or c.flag("parallel_attn", default=True)
     layers = []
     for _ in range(c.int("num_hidden_layers", "n_layer")):
         modules = [linear("query_key_value", "attention", h, (nh + 2 * nkv) * hd, bias),
@@ -525,8 +527,8 @@ def falcon(c: HfConfig) -> ModelShape:
         modules += [norm(f"ln{n}", h, True) for n in range(norms)]
         layers.append(layer(Attention(FULL, nh, nkv, hd), Mlp("plain", width), modules))
     return decoder(c, layers, h, final_norm=2 * h, tie_default=True,
-                   block=Block(norm="layer", pre_norms=norms, fused_qkv=True,
-                               parallel_residual=new or c.flag("parallel_attn", default=True)))
+                   block=Block(norm="layer", pre_norms=norms, fused_qkv=True, parallel_residual=parallel,
+                               attention_output_held=parallel))
 
 
 def gemma4_text(c: HfConfig) -> ModelShape:

@@ -181,6 +181,8 @@ class Block:
                                    # transpose(1, 2).contiguous() before o_proj copies it
     parallel_residual: bool = False  # attention and MLP both read the layer input (gpt_neox, falcon):
                                    # LayerNorms keep that one tensor once
+    attention_output_held: bool = False  # the block's code names the attention output and holds it to
+                                   # the end of the block (gpt2, gpt_bigcode ``attn_output``; parallel residuals)
     learned_positions: bool = False  # position embeddings added to the token embeddings (gpt2, gpt_bigcode)
     qk_norm: bool = False          # RMSNorm on q and k before RoPE (qwen3, gemma3, olmo2)
     act: str = "native"            # "native" (silu/gelu kernels save their input); "gelu_new": python
