@@ -1,0 +1,137 @@
+"""Dev-only: record the allocations transformers makes in one measured setup, on the CPU.
+
+Builds the model of a ../shared/groundtruth record (measure.py's MODELS) and runs that record's
+setup — a no_grad prefill, or two training steps with AdamW (autocast, checkpointing as recorded)
+— under a ``TorchDispatchMode`` that logs every storage an aten op creates (size, op) and when the
+last tensor holding it dies. Writes JSON: ``{"params": [bytes per parameter, in order], "steps":
+[[["alloc", id, bytes, op] | ["free", id], ...], ...]}``.
+
+Replayed through ``vramlint.memory.allocator.CachingAllocator`` (``replay`` below) the sequence
+gives the reserve PyTorch's caching allocator would reach on a GPU for the real op order — to
+tell an allocator-model miss from an op-order miss in vramlint's own replays (memory/timeline.py,
+nograd.py). Kernel-internal buffers (cuBLAS workspace) and CUDA streams are not in it.
+
+    pip install torch==2.13.0 transformers    # CPU build from local disk; never a vramlint dependency
+    python dev/trace_allocations.py gpt2 infer_prefill 16 1024 > trace.json
+    python dev/trace_allocations.py --replay trace.json
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import warnings
+import weakref
+from pathlib import Path
+
+GROUNDTRUTH = Path(__file__).resolve().parents[2] / "shared" / "groundtruth"
+
+
+def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool) -> dict:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    class Trace(TorchDispatchMode):
+        def __init__(self, exclude: set[int]) -> None:
+            super().__init__()
+            self.exclude, self.refs, self.ids, self.events = exclude, {}, {}, []
+            self.count = itertools.count()
+
+        def _release(self, ptr: int) -> None:
+            self.refs[ptr] -= 1
+            if not self.refs[ptr]:
+                del self.refs[ptr]
+                self.events.append(["free", self.ids.pop(ptr)])
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for tensor in tree_flatten(out)[0]:
+                if not isinstance(tensor, torch.Tensor):
+                    continue
+                ptr = tensor.untyped_storage().data_ptr()
+                if not ptr or ptr in self.exclude:
+                    continue
+                if ptr not in self.refs:
+                    self.refs[ptr], self.ids[ptr] = 0, next(self.count)
+                    self.events.append(["alloc", self.ids[ptr], tensor.untyped_storage().nbytes(), str(func)])
+                self.refs[ptr] += 1
+                weakref.finalize(tensor, self._release, ptr)
+            return out
+
+    source = (GROUNDTRUTH / "measure.py").read_text()
+    scope: dict = {}
+    exec(source[source.index("MODELS = {"):source.index("SMALL = [")], scope)
+    model_type, kwargs = scope["MODELS"][name]
+    config = AutoConfig.for_model(model_type, **kwargs)
+    dtype = torch.float32 if kind == "amp_adamw" else torch.bfloat16
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+    params = list(model.parameters())
+    exclude = {p.untyped_storage().data_ptr() for p in params}
+    ids = torch.randint(0, config.vocab_size, (batch, seq))
+    out = {"params": [p.untyped_storage().nbytes() for p in params], "steps": []}
+    if kind == "infer_prefill":
+        model.eval()
+        trace = Trace(exclude)
+        with torch.no_grad(), trace:
+            result = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            del result                  # as measure.py: the cache lives until the output is dropped
+        out["steps"].append(trace.events)
+        return out
+    model.config.use_cache = False
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    optimizer = torch.optim.AdamW(params, lr=1e-5, foreach=True)
+    traces = []                         # kept: Adam's states, created in the first step, stay tracked
+    for _ in range(2):
+        trace = Trace(exclude)
+        with trace:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=kind == "amp_adamw"):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            del loss
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        traces.append(trace)
+        out["steps"].append(trace.events)
+    return out
+
+
+def replay(trace: dict) -> list[tuple[int, int]]:
+    """(peak allocated, peak reserved) of each step, weights loaded first, ``empty_cache`` before
+    each step as measure.py's ``reset()`` does."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from vramlint.memory.allocator import CachingAllocator
+
+    alloc = CachingAllocator()
+    for size in trace["params"]:
+        alloc.malloc(size)
+    handles, peaks = {}, []
+    for step, events in enumerate(trace["steps"]):
+        alloc.empty_cache()
+        alloc.reset_peaks()
+        for event in events:
+            if event[0] == "alloc":
+                handles[step, event[1]] = alloc.malloc(event[2])
+            else:
+                alloc.free(handles.pop((step, event[1])))
+        peaks.append((alloc.peak_allocated, alloc.peak_reserved))
+    return peaks
+
+
+def main() -> None:
+    if sys.argv[1] == "--replay":
+        for allocated, reserved in replay(json.loads(Path(sys.argv[2]).read_text())):
+            print(f"peak allocated {allocated / 1e9:.3f} GB, reserved {reserved / 1e9:.3f} GB")
+        return
+    warnings.filterwarnings("ignore")
+    name, kind, batch, seq = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    json.dump(record(name, kind, batch, seq, "gc" in sys.argv[5:]), sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""The allocator model against a real allocation sequence.
+
+tests/data/trace_gpt2_prefill_b16_s1024.json is transformers' own sequence of allocations and
+frees for the measured GPT-2 prefill (batch 16, 1024 tokens), recorded on the CPU by
+dev/trace_allocations.py. Replayed through ``CachingAllocator`` it must give the reserve the H200
+showed (max_memory_reserved − max_memory_allocated: 136 MB), and vramlint's own op-by-op prefill
+(memory/nograd.py) must reach the same reserve — the op order is what decides it: before the
+attention output was held to the end of GPT-2's block (its ``attn_output``), the replay had 60 MB.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from conftest import DATA, ROOT, SHARED, shared_or_skip
+
+sys.path.insert(0, str(ROOT / "dev"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from accuracy import plan_for  # noqa: E402
+from trace_allocations import replay  # noqa: E402
+
+from vramlint.memory.nograd import simulate_inference  # noqa: E402
+
+TRACE = json.loads((DATA / "trace_gpt2_prefill_b16_s1024.json").read_text())
+
+
+def measured_record() -> dict:
+    path = shared_or_skip(SHARED / "groundtruth" / "h200-calibration.jsonl")
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return next(r for r in records if r.get("model") == "gpt2" and isinstance(r.get("scenario"), dict)
+                and r["scenario"]["kind"] == "infer_prefill" and r["scenario"]["batch"] == 16)
+
+
+def test_the_recorded_sequence_reproduces_the_measured_reserve():
+    record = measured_record()
+    (allocated, reserved), = replay(TRACE)
+    measured = record["peak_reserved"] - record["peak_allocated"]
+    assert reserved - allocated == pytest.approx(measured, abs=5_000_000)
+
+
+def test_vramlint_prefill_replay_reaches_the_reserve_of_the_real_sequence():
+    (allocated, reserved), = replay(TRACE)
+    peaks = simulate_inference(plan_for(measured_record()))
+    assert peaks.reserved - peaks.allocated == pytest.approx(reserved - allocated, rel=0.1)
