@@ -45,3 +45,32 @@ def test_vramlint_prefill_replay_reaches_the_reserve_of_the_real_sequence():
     (allocated, reserved), = replay(TRACE)
     peaks = simulate_inference(plan_for(measured_record()))
     assert peaks.reserved - peaks.allocated == pytest.approx(reserved - allocated, rel=0.1)
+
+
+TRAINING = {   # recorded trace -> the measured run it reproduces (H200, second step)
+    "trace_mixtral_amp_b2_s1024.json": "mixtral-mini amp_adamw b2 s1024",
+    "trace_pythia_bf16_b2_s2048_gc.json": "pythia-1b bf16_adamw b2 s2048 gc",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRAINING))
+def test_vramlint_training_replay_reaches_the_reserve_of_the_real_op_order(name):
+    """Two training steps as transformers and torch.optim.AdamW run them, recorded on the CPU and
+    replayed through the allocator model, against vramlint's replay of the same run: the
+    reserve must agree within 0.2 GB. (The backward walks each layer's MLP before its
+    attention, freeing what each sublayer kept as it goes: before that, Mixtral's replay had
+    1.67 GB of reserve where the real order gives 0.78.) Where the H200 still differs — pythia
+    with checkpointing: 0.54 GB measured, 0.14 in the real op order — the difference is on the GPU
+    side, not in the order of allocations."""
+    from accuracy import setup_text
+
+    from vramlint.memory.timeline import simulate_training
+
+    trace = json.loads((DATA / name).read_text())
+    path = shared_or_skip(SHARED / "groundtruth" / "h200-calibration.jsonl")
+    record = next(r for r in map(json.loads, path.read_text().splitlines())
+                  if r.get("model") and "steps" in r and setup_text(r) == TRAINING[name])
+    allocated, reserved = replay(trace)[1]
+    peaks = simulate_training(plan_for(record))
+    assert allocated == pytest.approx(peaks.allocated, rel=0.01)
+    assert peaks.reserved - peaks.allocated == pytest.approx(reserved - allocated, abs=0.2e9)

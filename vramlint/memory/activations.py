@@ -186,14 +186,16 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
             if name in wanted and copies == 1 and name != "router"]   # PEFT wraps the router's weight
 
 
-def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
-    """Bytes per token of every tensor one decoder layer keeps for backward, in forward order."""
+def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[int]]:
+    """Bytes per token of every tensor one decoder layer keeps for backward, in forward order, by
+    sublayer (attention with its norms, then the MLP with its norms and LoRA's input copies)."""
     w, block, h = widths(plan), model.block, model.hidden_size
     frozen = plan.lora_rank > 0
-    tensors: list[int] = []
+    parts: list[list[int]] = []
     sublayers = [lambda: _attention(layer, block, w, plan.seq_len, plan.attn == "eager"),
                  lambda: _mlp(layer, block, h, w, frozen)]
     for index, sublayer in enumerate(sublayers):
+        tensors: list[int] = []
         if index < block.pre_norms:
             tensors += _pre_norm(block, h, w, frozen, _readers(layer, block, index),
                                  shared_input=index > 0 and block.parallel_residual)
@@ -203,9 +205,15 @@ def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
         if index < block.post_norms:
             tensors += _post_norm(block, h, w, frozen)
         tensors += [h] * (block.dropout_masks // 2)
+        parts.append(tensors)
     if frozen:
-        tensors += _lora_inputs(layer, h, plan)
-    return [max(1, t // plan.tensor_parallel) for t in tensors]
+        parts[-1] += _lora_inputs(layer, h, plan)
+    return [[max(1, t // plan.tensor_parallel) for t in part] for part in parts]
+
+
+def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
+    """Bytes per token of every tensor one decoder layer keeps for backward, in forward order."""
+    return [t for part in sublayer_tensors(layer, model, plan) for t in part]
 
 
 def attention_masks(plan: Plan, width: int) -> int:

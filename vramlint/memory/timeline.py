@@ -26,6 +26,15 @@ from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.plan import Plan
 
 CAST_GROUPS = ("attention", "mlp", "router")     # grouped_mm experts are not autocast ops: never cast
+SUBLAYER = {"attention": 0, "small": 0, "mlp": 1, "experts": 1, "router": 1}   # parameter group -> sublayer
+
+
+def by_sublayer(tensors) -> list[list[tuple[str, int]]]:
+    """A layer's (group, size) parameter tensors split into the attention's and the MLP's."""
+    parts: list[list[tuple[str, int]]] = [[], []]
+    for group, size in tensors:
+        parts[SUBLAYER.get(group, 0)].append((group, size))
+    return parts
 
 
 class Step:
@@ -79,7 +88,7 @@ class Step:
         grouped_mm experts — the transients around it: the gate_up and down outputs before their
         sentinel ``masked_fill`` copies, the routing-weighted output and its re-ordered copy."""
         a, tokens = self.a, self.tokens
-        kept = [a.malloc(t * tokens) for t in act.layer_tensors(layer, self.m, self.plan)]
+        kept = [[a.malloc(t * tokens) for t in part] for part in act.sublayer_tensors(layer, self.m, self.plan)]
         mlp = layer.mlp
         if mlp.kind == "moe":
             e, k = self.w.r, mlp.experts_per_token
@@ -96,10 +105,12 @@ class Step:
         for handle in gathered:
             self.a.free(handle)
 
-    def _casts(self, layer) -> list[int]:
+    def _casts(self, layer) -> list[list[int]]:
+        """autocast's 16-bit copies of the layer's linear weights, by sublayer."""
         if not self.plan.autocast:
-            return []
-        return [self.a.malloc(2 * size) for group, size in layer.parameter_tensors if group in CAST_GROUPS]
+            return [[], []]
+        return [[self.a.malloc(2 * size) for group, size in part if group in CAST_GROUPS]
+                for part in by_sublayer(layer.parameter_tensors)]
 
     def loss(self, kept):
         a, m, tokens = self.a, self.m, self.tokens
@@ -121,9 +132,9 @@ class Step:
         a, m, tokens, w = self.a, self.m, self.tokens, self.w
         if self.plan.grad_checkpointing and self.plan.autocast:
             for layer_casts in casts:            # autocast's cache dies with the autocast region
-                for handle in layer_casts:
+                for handle in layer_casts[0] + layer_casts[1]:
                     a.free(handle)
-            casts = [[] for _ in casts]
+            casts = [[[], []] for _ in casts]
         logits = tokens * m.vocab_size // self.plan.tensor_parallel
         g_out = a.malloc(4 * logits)
         g_in = a.malloc(4 * logits)
@@ -151,16 +162,19 @@ class Step:
         if checkpoint_input is not None:
             casts = self._casts(layer)
             kept = self._keep(layer)
-        grads += self._param_grads(list(layer.parameter_tensors))
-        widest = max(act.layer_tensors(layer, m, self.plan))
-        scratch = a.malloc(widest * tokens)
-        new_grad = a.malloc(w.r * m.hidden_size * tokens)
-        for handle in kept + casts + [scratch, grad]:
-            a.free(handle)
+        sizes = act.sublayer_tensors(layer, m, self.plan)
+        params = by_sublayer(layer.parameter_tensors)
+        for part in reversed(range(len(sizes))):    # the MLP's backward runs first, then the attention's
+            grads += self._param_grads(params[part])
+            scratch = a.malloc(max(sizes[part]) * tokens)
+            new_grad = a.malloc(w.r * m.hidden_size * tokens)   # the gradient of the sublayer's input
+            for handle in kept[part] + casts[part] + [scratch, grad]:
+                a.free(handle)
+            grad = new_grad
         self._release(index, gathered, forward=False)
         if checkpoint_input is not None:
             a.free(checkpoint_input)
-        return new_grad
+        return grad
 
     def _param_grads(self, modules) -> list[int]:
         """Each parameter's gradient as backward produces it. A weight autocast cast gets its
