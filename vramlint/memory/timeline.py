@@ -3,8 +3,9 @@
 The tensor sizes are the same ones the analytic model counts (``activations.layer_tensors``, the
 model's parameter tensors, the optimizer's states); what the replay adds is their order, so the
 allocator model can tell which freed blocks later requests reuse. The order follows PyTorch and
-transformers: forward layer by layer, the loss, backward layer by layer in reverse (parameter
-gradients appear as activations are released), then ``optimizer.step()`` — which on the first
+transformers: forward layer by layer, the loss, backward layer by layer in reverse — within a
+layer the MLP's backward before the attention's, each sublayer's gradients appearing as its
+kept tensors are released (the order dev/trace_allocations.py records) — then ``optimizer.step()`` — which on the first
 step creates Adam's m and v inside whatever blocks backward left cached — and
 ``zero_grad(set_to_none=True)``. Two steps are replayed with ``empty_cache`` between them, as the
 calibration runs did, and the second step's peaks are reported. Under (non-reentrant) gradient
