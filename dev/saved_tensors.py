@@ -17,12 +17,12 @@ leaves those families out and says why.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import sys
 import warnings
 
 import torch
 import transformers
+from torch_probe import each_in_fresh_process
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
 SEQ = 64
@@ -87,11 +87,9 @@ def measure(case: tuple[str, str]) -> tuple[str, dict]:
 def main() -> None:
     cases = [(t, "sdpa") for t in TYPES] + [(t, "eager") for t in EAGER]
     out = {}
-    # one fresh process per model: the CPU allocator keeps what the previous model freed
-    with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
-        for key, entry in pool.imap(measure, cases):
-            out[key] = entry
-            print(key, entry["bytes_per_token"], file=sys.stderr)
+    for key, entry in each_in_fresh_process(measure, cases):
+        out[key] = entry
+        print(key, entry["bytes_per_token"], file=sys.stderr)
     json.dump(out, sys.stdout, indent=1, sort_keys=True, default=str)
     print()
 

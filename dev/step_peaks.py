@@ -2,8 +2,8 @@
 
 For each model type's default config shrunk to a small width (two layers, hidden 512, 8 heads,
 vocab 8000, at most 8 routed experts, dropout off), runs two bf16 training steps on the CPU —
-forward, loss, backward, foreach AdamW, zero_grad — under a ``TorchDispatchMode`` that adds up
-the storages aten ops create and drops them when their last tensor dies: what
+forward, loss, backward, foreach AdamW, zero_grad — adding up the storages aten ops create and
+dropping them when their last tensor dies (``torch_probe.StorageWatch``): what
 ``max_memory_allocated`` would show above the parameters. Writes ``tests/data/step_peaks.json``:
 ``{type: {"seq": 1024, "peak_above_weights": <second step>, "adam_states": ..., "config": ...}}``.
 The second step starts with Adam's states alive (created in the first), outside the count.
@@ -18,15 +18,12 @@ qwen3_next (its Gated DeltaNet is not modelled).
 from __future__ import annotations
 
 import json
-import multiprocessing
 import sys
 import warnings
-import weakref
 
 import torch
 import transformers
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch_probe import StorageWatch, each_in_fresh_process, parameter_storages
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
 SEQ = 1024
@@ -39,35 +36,20 @@ DROPOUT = ("attn_pdrop", "resid_pdrop", "embd_pdrop", "attention_dropout", "hidd
            "embedding_dropout")
 
 
-class LiveStorages(TorchDispatchMode):
-    """Bytes of the storages aten ops create and some tensor still holds; their peak."""
+class Live:
+    """Bytes of the storages aten ops created that some tensor still holds, and their peak."""
 
-    def __init__(self, exclude: set[int]) -> None:
-        super().__init__()
-        self.exclude, self.refs, self.size = exclude, {}, {}
+    def __init__(self) -> None:
+        self.size: dict[int, int] = {}
         self.current = self.peak = 0
 
-    def _release(self, ptr: int) -> None:
-        self.refs[ptr] -= 1
-        if not self.refs[ptr]:
-            del self.refs[ptr]
-            self.current -= self.size.pop(ptr)
+    def new(self, ptr: int, nbytes: int, op: str) -> None:
+        self.size[ptr] = nbytes
+        self.current += nbytes
+        self.peak = max(self.peak, self.current)
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for tensor in tree_flatten(out)[0]:
-            if not isinstance(tensor, torch.Tensor):
-                continue
-            ptr = tensor.untyped_storage().data_ptr()
-            if not ptr or ptr in self.exclude:
-                continue
-            if ptr not in self.refs:
-                self.refs[ptr], self.size[ptr] = 0, tensor.untyped_storage().nbytes()
-                self.current += self.size[ptr]
-                self.peak = max(self.peak, self.current)
-            self.refs[ptr] += 1
-            weakref.finalize(tensor, self._release, ptr)
-        return out
+    def free(self, ptr: int) -> None:
+        self.current -= self.size.pop(ptr)
 
 
 def small(model_type: str):
@@ -96,13 +78,13 @@ def measure(model_type: str) -> tuple[str, dict]:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="eager")
     model.train()
     model.config.use_cache = False
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    params = parameter_storages(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
     ids = torch.randint(0, config.vocab_size, (1, SEQ))
     peaks = []
     for _ in range(2):
-        live = LiveStorages(params)
-        with live:
+        live = Live()
+        with StorageWatch(params, live.new, live.free):
             model(input_ids=ids, labels=ids).loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -115,10 +97,9 @@ def measure(model_type: str) -> tuple[str, dict]:
 
 def main() -> None:
     out = {}
-    with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
-        for model_type, entry in pool.imap(measure, TYPES):
-            out[model_type] = entry
-            print(model_type, entry["peak_above_weights"], file=sys.stderr)
+    for model_type, entry in each_in_fresh_process(measure, TYPES):
+        out[model_type] = entry
+        print(model_type, entry["peak_above_weights"], file=sys.stderr)
     json.dump(out, sys.stdout, indent=1, sort_keys=True, default=str)
     print()
 

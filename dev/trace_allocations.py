@@ -2,8 +2,8 @@
 
 Builds the model of a ../shared/groundtruth record (measure.py's MODELS) and runs that record's
 setup — a no_grad prefill, or two training steps with AdamW (autocast, checkpointing as recorded)
-— under a ``TorchDispatchMode`` that logs every storage an aten op creates (size, op) and when the
-last tensor holding it dies. Writes JSON: ``{"params": [bytes per parameter, in order], "steps":
+— logging every storage an aten op creates (size, op) and when the last tensor holding it dies
+(``torch_probe.StorageWatch``). Writes JSON: ``{"params": [bytes per parameter, in order], "steps":
 [[["alloc", id, bytes, op] | ["free", id], ...], ...]}``.
 
 Replayed through ``vramlint.memory.allocator.CachingAllocator`` (``replay`` below) the sequence
@@ -22,7 +22,6 @@ import itertools
 import json
 import sys
 import warnings
-import weakref
 from pathlib import Path
 
 GROUNDTRUTH = Path(__file__).resolve().parents[2] / "shared" / "groundtruth"
@@ -30,36 +29,18 @@ GROUNDTRUTH = Path(__file__).resolve().parents[2] / "shared" / "groundtruth"
 
 def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool) -> dict:
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
+    from torch_probe import StorageWatch, parameter_storages
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    class Trace(TorchDispatchMode):
-        def __init__(self, exclude: set[int]) -> None:
-            super().__init__()
-            self.exclude, self.refs, self.ids, self.events = exclude, {}, {}, []
-            self.count = itertools.count()
+    def watch(events: list, exclude: set[int]) -> StorageWatch:
+        ids: dict[int, int] = {}
+        count = itertools.count()
 
-        def _release(self, ptr: int) -> None:
-            self.refs[ptr] -= 1
-            if not self.refs[ptr]:
-                del self.refs[ptr]
-                self.events.append(["free", self.ids.pop(ptr)])
+        def new(ptr: int, nbytes: int, op: str) -> None:
+            ids[ptr] = next(count)
+            events.append(["alloc", ids[ptr], nbytes, op])
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for tensor in tree_flatten(out)[0]:
-                if not isinstance(tensor, torch.Tensor):
-                    continue
-                ptr = tensor.untyped_storage().data_ptr()
-                if not ptr or ptr in self.exclude:
-                    continue
-                if ptr not in self.refs:
-                    self.refs[ptr], self.ids[ptr] = 0, next(self.count)
-                    self.events.append(["alloc", self.ids[ptr], tensor.untyped_storage().nbytes(), str(func)])
-                self.refs[ptr] += 1
-                weakref.finalize(tensor, self._release, ptr)
-            return out
+        return StorageWatch(exclude, new, lambda ptr: events.append(["free", ids.pop(ptr)]))
 
     source = (GROUNDTRUTH / "measure.py").read_text()
     scope: dict = {}
@@ -69,33 +50,33 @@ def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool) -> d
     dtype = torch.float32 if kind == "amp_adamw" else torch.bfloat16
     model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
     params = list(model.parameters())
-    exclude = {p.untyped_storage().data_ptr() for p in params}
+    exclude = parameter_storages(model)
     ids = torch.randint(0, config.vocab_size, (batch, seq))
     out = {"params": [p.untyped_storage().nbytes() for p in params], "steps": []}
     if kind == "infer_prefill":
         model.eval()
-        trace = Trace(exclude)
-        with torch.no_grad(), trace:
+        events: list = []
+        with torch.no_grad(), watch(events, exclude):
             model(input_ids=ids, use_cache=True, logits_to_keep=1)   # the peak is inside the forward
-        out["steps"].append(trace.events)
+        out["steps"].append(events)
         return out
     model.config.use_cache = False
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     optimizer = torch.optim.AdamW(params, lr=1e-5, foreach=True)
-    traces = []                         # kept: Adam's states, created in the first step, stay tracked
+    watches = []                        # kept: Adam's states, created in the first step, stay tracked
     for _ in range(2):
-        trace = Trace(exclude)
-        with trace:
+        events = []
+        watches.append(watch(events, exclude))
+        with watches[-1]:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=kind == "amp_adamw"):
                 loss = model(input_ids=ids, labels=ids).loss
             loss.backward()
             del loss
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        traces.append(trace)
-        out["steps"].append(trace.events)
+        out["steps"].append(events)
     return out
 
 

@@ -1,0 +1,60 @@
+"""Dev-only: what the scripts that watch transformers run on the CPU share.
+
+``StorageWatch`` sees every storage an aten op creates (the parameters excepted) and the moment
+the last tensor holding it dies — the CPU's stand-in for the CUDA caching allocator's mallocs and
+frees. ``each_in_fresh_process`` runs one case per spawned process: the CPU allocator keeps what a
+previous model freed, and a dozen default-size models would not fit in one process.
+
+    pip install torch==2.13.0 transformers    # CPU build from local disk; never a vramlint dependency
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+
+class StorageWatch(TorchDispatchMode):
+    """Calls ``on_new(ptr, nbytes, op)`` for each storage an aten op creates and ``on_free(ptr)``
+    when no tensor holds it any more."""
+
+    def __init__(self, exclude: set[int], on_new: Callable[[int, int, str], None],
+                 on_free: Callable[[int], None]) -> None:
+        super().__init__()
+        self.exclude, self.on_new, self.on_free = exclude, on_new, on_free
+        self.refs: dict[int, int] = {}
+
+    def _release(self, ptr: int) -> None:
+        self.refs[ptr] -= 1
+        if not self.refs[ptr]:
+            del self.refs[ptr]
+            self.on_free(ptr)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in tree_flatten(out)[0]:
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            ptr = tensor.untyped_storage().data_ptr()
+            if not ptr or ptr in self.exclude:
+                continue
+            if ptr not in self.refs:
+                self.refs[ptr] = 0
+                self.on_new(ptr, tensor.untyped_storage().nbytes(), str(func))
+            self.refs[ptr] += 1
+            weakref.finalize(tensor, self._release, ptr)
+        return out
+
+
+def parameter_storages(model: torch.nn.Module) -> set[int]:
+    return {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+
+def each_in_fresh_process(fn: Callable, cases: Iterable) -> Iterator:
+    with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
+        yield from pool.imap(fn, cases)
