@@ -16,13 +16,11 @@ leaves those families out and says why.
 
 from __future__ import annotations
 
-import json
-import sys
 import warnings
 
 import torch
 import transformers
-from torch_probe import each_in_fresh_process
+from torch_probe import dump_cases
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
 SEQ = 64
@@ -85,13 +83,7 @@ def measure(case: tuple[str, str]) -> tuple[str, dict]:
 
 
 def main() -> None:
-    cases = [(t, "sdpa") for t in TYPES] + [(t, "eager") for t in EAGER]
-    out = {}
-    for key, entry in each_in_fresh_process(measure, cases):
-        out[key] = entry
-        print(key, entry["bytes_per_token"], file=sys.stderr)
-    json.dump(out, sys.stdout, indent=1, sort_keys=True, default=str)
-    print()
+    dump_cases(measure, [(t, "sdpa") for t in TYPES] + [(t, "eager") for t in EAGER], "bytes_per_token")
 
 
 if __name__ == "__main__":

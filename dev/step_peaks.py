@@ -17,13 +17,11 @@ qwen3_next (its Gated DeltaNet is not modelled).
 
 from __future__ import annotations
 
-import json
-import sys
 import warnings
 
 import torch
 import transformers
-from torch_probe import StorageWatch, each_in_fresh_process, parameter_storages
+from torch_probe import StorageWatch, dump_cases, parameter_storages
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
 SEQ = 1024
@@ -96,12 +94,7 @@ def measure(model_type: str) -> tuple[str, dict]:
 
 
 def main() -> None:
-    out = {}
-    for model_type, entry in each_in_fresh_process(measure, TYPES):
-        out[model_type] = entry
-        print(model_type, entry["peak_above_weights"], file=sys.stderr)
-    json.dump(out, sys.stdout, indent=1, sort_keys=True, default=str)
-    print()
+    dump_cases(measure, TYPES, "peak_above_weights")
 
 
 if __name__ == "__main__":

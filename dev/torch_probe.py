@@ -10,7 +10,9 @@ previous model freed, and a dozen default-size models would not fit in one proce
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 
@@ -58,3 +60,14 @@ def parameter_storages(model: torch.nn.Module) -> set[int]:
 def each_in_fresh_process(fn: Callable, cases: Iterable) -> Iterator:
     with multiprocessing.get_context("spawn").Pool(1, maxtasksperchild=1) as pool:
         yield from pool.imap(fn, cases)
+
+
+def dump_cases(fn: Callable, cases: Iterable, shown: str) -> None:
+    """Run ``fn`` on each case (it returns ``(key, entry)``), say ``entry[shown]`` on stderr as it
+    goes, and write ``{key: entry}`` to stdout as JSON."""
+    out = {}
+    for key, entry in each_in_fresh_process(fn, cases):
+        out[key] = entry
+        print(key, entry[shown], file=sys.stderr)
+    json.dump(out, sys.stdout, indent=1, sort_keys=True, default=str)
+    print()
