@@ -4,8 +4,8 @@ layer's input), replayed through the caching-allocator model. Every intermediate
 the next op consumed it; what the replay adds over the analytic working set
 (``memory/inference.py``) is the order and the temporaries — norms' fp32 copies, autocast's input
 casts, PEFT's fp32 adapter path, RoPE's new q and k, the KV cache's copies, SDPA's output (and
-its contiguous copy, ``activations.output_copied``), transformers' grouped_mm experts — so the allocator model sees which blocks
-later requests reuse.
+its contiguous copy, ``activations.output_copied``), transformers' grouped_mm experts — so the
+allocator model sees which blocks later requests reuse.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def _norm(alloc: CachingAllocator, block, h: int, tokens: int, r: int) -> int:
     """A norm's temporaries in a forward that keeps nothing; returns its output (in the residual
     stream's dtype, ``r`` bytes). HF RMSNorm: fp32 copy, its square (for the mean), the
     normalised fp32 tensor, its cast back, ``weight *`` that. Gemma's and olmo2's norms stay fp32
-    through the weight (``* (1 + weight)``, ``weight *``) and cast at the end. LayerNorm: one fused kernel."""
+    through the weight (``* (1 + weight)``, ``weight *``) and cast at the end. LayerNorm: one
+    fused kernel."""
     m, f = (lambda width: alloc.malloc(width * h * tokens)), alloc.free
     if block.norm == "layer":
         return m(r)
@@ -116,8 +117,8 @@ def _attention(alloc: CachingAllocator, plan: Plan, att, tokens: int, w: act.Wid
     """transformers' attention forward keeping nothing: projections (one fused tensor whose views
     are q, k, v, or three), RoPE's new q and k, with a cache its ``torch.cat`` copies of k and v
     (after which the pre-cache k and v die), eager attention's scores, softmax in fp32 and their
-    16-bit cast, the output (and its contiguous copy where it is head-major), o_proj. Returns the cache tensors
-    and o_proj's output."""
+    16-bit cast, the output (and its contiguous copy where it is head-major), o_proj. Returns the
+    cache tensors and o_proj's output."""
     block, h, a = plan.model.block, plan.model.hidden_size, w.a
     q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
     m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free

@@ -5,8 +5,9 @@ model's parameter tensors, the optimizer's states); what the replay adds is thei
 allocator model can tell which freed blocks later requests reuse. The order follows PyTorch and
 transformers: forward layer by layer, the loss, backward layer by layer in reverse — within a
 layer the MLP's backward before the attention's, each sublayer's gradients appearing as its
-kept tensors are released (the order dev/trace_allocations.py records) — then ``optimizer.step()`` — which on the first
-step creates Adam's m and v inside whatever blocks backward left cached — and
+kept tensors are released (the order dev/trace_allocations.py records) — then
+``optimizer.step()``, which on the first step creates Adam's m and v inside whatever blocks
+backward left cached, and
 ``zero_grad(set_to_none=True)``. Two steps are replayed with ``empty_cache`` between them, as the
 calibration runs did, and the second step's peaks are reported. Under (non-reentrant) gradient
 checkpointing the forward keeps nothing but each layer's input, so it runs op by op like a
@@ -84,9 +85,9 @@ class Step:
             self._release(index, gathered, forward=True)
         return kept, inputs, casts, residual
 
-    def _keep(self, layer) -> list[int]:
-        """A layer's forward with autograd on: what it keeps for backward, and — for transformers'
-        grouped_mm experts — the transients around it: the gate_up and down outputs before their
+    def _keep(self, layer) -> list[list[int]]:
+        """A layer's forward with autograd on: what it keeps for backward, by sublayer, and — for
+        transformers' grouped_mm experts — the transients around it: the gate_up and down outputs before their
         sentinel ``masked_fill`` copies, the routing-weighted output and its re-ordered copy."""
         a, tokens = self.a, self.tokens
         kept = [[a.malloc(t * tokens) for t in part] for part in act.sublayer_tensors(layer, self.m, self.plan)]
