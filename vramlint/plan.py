@@ -290,9 +290,10 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
         weights = model.dtype if infer else ("float32" if precision == "fp32" else "bfloat16")
         notes.append(f"weights loaded in {weights} (--weights-dtype to change)")
     if (flags.get("attn") or "auto") == "auto":
-        notes.append(f"attention kernel: {model.block.default_attn}, transformers' default for {model.model_type or 'the model'}"
-                     + (" (no s² scores); --attn eager to model eager attention" if model.block.default_attn != "eager"
-                        else " (every b·heads·s² score kept); --attn flash_attention_2 to model FlashAttention"))
+        kernel = model.block.default_attn
+        notes.append(f"attention kernel: {kernel}, transformers' default for {model.model_type or 'the model'}"
+                     + (" (every b·heads·s² score kept); --attn flash_attention_2 to model FlashAttention"
+                        if kernel == "eager" else " (no s² scores); --attn eager to model eager attention"))
     batch = flags.get("batch") if infer and flags.get("batch") else flags.get("micro_batch") or 1
     return Plan(model=model, cluster=cluster, precision=precision, mode="infer" if infer else "train",
                 runtime=_runtime(flags), weights_dtype=weights,

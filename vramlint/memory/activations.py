@@ -14,8 +14,8 @@ saves an input only when the gradient of another input needs it (REFERENCE.md se
   head count) and its output, which ``o_proj`` keeps too — unless RoPE ended in ``torch.cat``
   (or attention is eager): then the output is head-major and o_proj keeps the contiguous copy
   (``output_copied``; checked on H200: llama, qwen2, gemma2, mixtral, gpt2 keep one tensor,
-  phi3 and pythia two). A fused qkv projection stays alive whole through the v view. Eager attention adds the b·a·s² softmax in fp32
-  plus its 16-bit cast (6 bytes per score).
+  phi3 and pythia two). A fused qkv projection stays alive whole through the v view. Eager
+  attention keeps every b·a·s² score: the softmax in fp32 plus its 16-bit cast (6 bytes each).
 - Gated MLP: gate, up, act(gate) and the product (4·I); plain GELU MLP: fc output and GELU
   output (2·I); GPT-2's python tanh-GELU keeps five I-sized tensors — under autocast three of
   them in fp32, since autocast runs ``pow`` in fp32 and the chain after it stays fp32.
