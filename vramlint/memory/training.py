@@ -61,19 +61,20 @@ def _logits(plan: Plan, per_logit: int, when: str) -> Component:
                      "transformers ForCausalLMLoss fp32 upcast, REFERENCE.md §3")
 
 
-def _cast_weights(plan: Plan) -> tuple[Component, ...]:
+def _cast_weights(plan: Plan) -> tuple[tuple[Component, ...], tuple[Component, ...]]:
     """autocast caches a 16-bit copy of every linear weight it casts; grouped_mm experts are not
     autocast ops and keep their fp32 weights. The decoder layers' copies and lm_head's are apart:
     with gradient checkpointing the layers' die when the autocast region closes (the recompute
-    casts again), while lm_head's is saved for its backward and lives into the backward pass."""
+    casts again), while lm_head's is saved for its backward and lives into the backward pass.
+    Returns (the layers' copies, lm_head's copy), each empty without autocast."""
     if not plan.autocast:
-        return ()
+        return (), ()
     m = plan.model
     g = m.layer_params
     layers, head = g.attention + g.mlp + g.router, m.vocab_size * m.hidden_size
     source = "torch.autocast weight cast cache, REFERENCE.md §4"
-    return (Component("autocast weight copies", 2 * layers, f"2 B x {layers:,} linear weights", source),
-            Component("lm_head autocast copy", 2 * head, f"2 B x V·h = 2 x {head:,}", source))
+    return ((Component("autocast weight copies", 2 * layers, f"2 B x {layers:,} linear weights", source),),
+            (Component("lm_head autocast copy", 2 * head, f"2 B x V·h = 2 x {head:,}", source),))
 
 
 def _one_layer(plan: Plan) -> Component:
@@ -94,12 +95,12 @@ def _masks(plan: Plan) -> tuple[Component, ...]:
 
 def moments(plan: Plan, states: States) -> list[Moment]:
     kept, head = _kept_activations(plan), _head(plan)
-    casts = _cast_weights(plan)
+    layer_casts, head_cast = _cast_weights(plan)
     rest = tuple(states.resting)
     turn = rest + tuple(states.gathered) + _masks(plan)
-    forward = turn + (kept, head, _logits(plan, act.FORWARD_LOGIT_BYTES, "forward")) + casts
+    forward = turn + (kept, head, _logits(plan, act.FORWARD_LOGIT_BYTES, "forward")) + layer_casts + head_cast
     backward = turn + (kept, head, _logits(plan, act.BACKWARD_LOGIT_BYTES, "backward"))
-    backward += casts[1:] if plan.grad_checkpointing else casts
+    backward += (() if plan.grad_checkpointing else layer_casts) + head_cast
     out = [Moment("forward at the loss", forward), Moment("backward at the loss", backward),
            Moment("optimizer step", rest + tuple(states.gradients) + tuple(states.step))]
     if plan.grad_checkpointing:
