@@ -20,41 +20,20 @@ import warnings
 
 import torch
 import transformers
-from torch_probe import dump_cases
-from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+from torch_probe import dump_cases, parameter_storages, shrunk_config, training_model
 
 SEQ = 64
 TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
          "gemma3_text", "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v3", "olmo2", "starcoder2", "gpt_oss",
          "gpt_bigcode"]
 EAGER = ["llama", "qwen2", "mixtral", "gemma2", "phi3", "gpt_neox"]
-DROPOUT = ("attn_pdrop", "resid_pdrop", "embd_pdrop", "attention_dropout", "hidden_dropout", "residual_dropout",
-           "embedding_dropout")
-
-
-def small(model_type: str):
-    """The default config with two layers and at most 8 routed experts (2 per token)."""
-    raw = CONFIG_MAPPING[model_type]().to_dict()
-    raw.pop("layer_types", None)
-    over = {k: 2 for k in ("num_hidden_layers", "n_layer") if k in raw}
-    over |= {k: 8 for k in ("num_experts", "num_local_experts", "n_routed_experts") if raw.get(k)}
-    if (raw.get("num_experts_per_tok") or 0) > 2:
-        over["num_experts_per_tok"] = 2
-    over |= {k: 0.0 for k in DROPOUT if raw.get(k)}
-    if model_type.startswith("deepseek"):
-        over |= {"first_k_dense_replace": 0, "n_group": 1, "topk_group": 1}
-    return CONFIG_MAPPING[model_type](**{**raw, **over})
-
-
-def first_layer_bytes(config, attn: str) -> int:
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation=attn)
-    model.train()
-    model.config.use_cache = False
+def first_layer_bytes(model) -> int:
+    config = model.config
     layers = next(module for name, module in model.named_modules() if isinstance(module, torch.nn.ModuleList))
     tag = {"layer": -1}
     for index, layer in enumerate(layers):
         layer.register_forward_pre_hook(lambda module, args, index=index: tag.__setitem__("layer", index))
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    params = parameter_storages(model)
     saved: dict[int, tuple[int, int]] = {}
 
     def pack(tensor):
@@ -72,12 +51,10 @@ def first_layer_bytes(config, attn: str) -> int:
 def measure(case: tuple[str, str]) -> tuple[str, dict]:
     warnings.filterwarnings("ignore")
     model_type, attn = case
-    config = small(model_type)
-    try:
-        total = first_layer_bytes(config, attn)
-    except ValueError:                 # no SDPA for this type (gpt-oss): transformers uses eager
-        attn = "eager"
-        total = first_layer_bytes(config, attn)
+    config = shrunk_config(model_type)
+    model = training_model(config, attn)
+    attn = model.config._attn_implementation
+    total = first_layer_bytes(model)
     return f"{model_type}:{attn}", {"seq": SEQ, "bytes_per_token": total / SEQ, "config": config.to_diff_dict(),
                                     "source": f"torch {torch.__version__}, transformers {transformers.__version__}"}
 

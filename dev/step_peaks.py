@@ -21,8 +21,7 @@ import warnings
 
 import torch
 import transformers
-from torch_probe import StorageWatch, dump_cases, parameter_storages
-from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+from torch_probe import StorageWatch, dump_cases, parameter_storages, shrunk_config, training_model
 
 SEQ = 1024
 TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text",
@@ -30,8 +29,6 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
 SMALL = {"hidden_size": 512, "n_embd": 512, "intermediate_size": 1408, "moe_intermediate_size": 256,
          "shared_expert_intermediate_size": 512, "num_attention_heads": 8, "n_head": 8, "head_dim": 64,
          "vocab_size": 8000}
-DROPOUT = ("attn_pdrop", "resid_pdrop", "embd_pdrop", "attention_dropout", "hidden_dropout", "residual_dropout",
-           "embedding_dropout")
 
 
 class Live:
@@ -50,32 +47,10 @@ class Live:
         self.current -= self.size.pop(ptr)
 
 
-def small(model_type: str):
-    raw = CONFIG_MAPPING[model_type]().to_dict()
-    raw.pop("layer_types", None)
-    over = {k: 2 for k in ("num_hidden_layers", "n_layer") if k in raw}
-    over |= {k: v for k, v in SMALL.items() if raw.get(k) is not None}
-    heads, kv = raw.get("num_attention_heads"), raw.get("num_key_value_heads")
-    if kv:
-        over["num_key_value_heads"] = 8 if kv == heads else 2
-    over |= {k: 8 for k in ("num_experts", "num_local_experts") if raw.get(k)}
-    if (raw.get("num_experts_per_tok") or 0) > 2:
-        over["num_experts_per_tok"] = 2
-    over |= {k: 0.0 for k in DROPOUT if raw.get(k)}
-    if (raw.get("pad_token_id") or 0) >= SMALL["vocab_size"]:
-        over["pad_token_id"] = None
-    return CONFIG_MAPPING[model_type](**{**raw, **over})
-
-
 def measure(model_type: str) -> tuple[str, dict]:
     warnings.filterwarnings("ignore")
-    config = small(model_type)
-    try:
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
-    except ValueError:                 # no SDPA for this type (gpt-oss): transformers uses eager
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="eager")
-    model.train()
-    model.config.use_cache = False
+    config = shrunk_config(model_type, SMALL)
+    model = training_model(config)
     params = parameter_storages(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
     ids = torch.randint(0, config.vocab_size, (1, SEQ))

@@ -19,6 +19,10 @@ from collections.abc import Callable, Iterable, Iterator
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+DROPOUT = ("attn_pdrop", "resid_pdrop", "embd_pdrop", "attention_dropout", "hidden_dropout", "residual_dropout",
+           "embedding_dropout")
 
 
 class StorageWatch(TorchDispatchMode):
@@ -51,6 +55,41 @@ class StorageWatch(TorchDispatchMode):
             self.refs[ptr] += 1
             weakref.finalize(tensor, self._release, ptr)
         return out
+
+
+def shrunk_config(model_type: str, widths: dict | None = None):
+    """The type's default config with two layers, at most 8 routed experts (2 per token) and
+    dropout off (the CPU's SDPA has no fused kernel with dropout); ``widths`` overrides the sizes
+    the default sets (grouped KV heads become 2, full ones 8; a pad id beyond the vocabulary goes)."""
+    raw = CONFIG_MAPPING[model_type]().to_dict()
+    raw.pop("layer_types", None)
+    over = {k: 2 for k in ("num_hidden_layers", "n_layer") if k in raw}
+    if widths:
+        over |= {k: v for k, v in widths.items() if raw.get(k) is not None}
+        heads, kv = raw.get("num_attention_heads"), raw.get("num_key_value_heads")
+        if kv:
+            over["num_key_value_heads"] = 8 if kv == heads else 2
+        if (raw.get("pad_token_id") or 0) >= widths.get("vocab_size", raw["vocab_size"]):
+            over["pad_token_id"] = None
+    over |= {k: 8 for k in ("num_experts", "num_local_experts", "n_routed_experts") if raw.get(k)}
+    if (raw.get("num_experts_per_tok") or 0) > 2:
+        over["num_experts_per_tok"] = 2
+    over |= {k: 0.0 for k in DROPOUT if raw.get(k)}
+    if model_type.startswith("deepseek"):
+        over |= {"first_k_dense_replace": 0, "n_group": 1, "topk_group": 1}
+    return CONFIG_MAPPING[model_type](**{**raw, **over})
+
+
+def training_model(config, attn: str = "sdpa"):
+    """A bf16 model in training mode, no cache; the type's fallback where it has no SDPA (gpt-oss:
+    transformers raises and uses eager)."""
+    try:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation=attn)
+    except ValueError:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="eager")
+    model.train()
+    model.config.use_cache = False
+    return model
 
 
 def parameter_storages(model: torch.nn.Module) -> set[int]:
