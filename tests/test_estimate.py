@@ -47,7 +47,8 @@ def test_autocast_over_fp32_weights_costs_more_than_pure_bf16(capsys):
 def test_lora_and_qlora_shrink_training_memory(capsys):
     full = peak(capsys, *BASE, "--train", "--micro-batch", "4", "--grad-checkpointing")
     lora = peak(capsys, *BASE, "--train", "--micro-batch", "4", "--grad-checkpointing", "--lora-rank", "16")
-    qlora = peak(capsys, *BASE, "--train", "--micro-batch", "4", "--grad-checkpointing", "--load-in-4bit")
+    qlora = peak(capsys, *BASE, "--train", "--micro-batch", "4", "--grad-checkpointing", "--load-in-4bit",
+                 "--weights-dtype", "bfloat16")      # the same 16-bit unquantized parameters as the LoRA run
     assert qlora < lora < full
 
 
@@ -109,3 +110,18 @@ def test_a_zero_stage_means_deepspeed_and_a_strategy_fsdp(capsys):
 def test_a_flag_of_another_runtime_is_a_usage_error(capsys, flags, words):
     assert main(["estimate", *BASE, "--train", *flags]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_qlora_defaults_to_fp32_unquantized_parameters_under_autocast(capsys):
+    """peft's prepare_model_for_kbit_training and TRL's SFTTrainer leave embeddings, norms and
+    lm_head in fp32; --weights-dtype bfloat16 models a script that keeps them 16-bit."""
+    args = [*BASE, "--train", "--micro-batch", "4", "--grad-checkpointing", "--load-in-4bit"]
+    default = run(capsys, *args)
+    assert any("prepare_model_for_kbit_training" in a for a in default["assumptions"])
+    bf16 = run(capsys, *args, "--weights-dtype", "bfloat16")
+    weights = {doc["per_gpu_peak_bytes"]: next(c["bytes"] for c in doc["components"] if c["name"] == "weights (NF4)")
+               for doc in (default, bf16)}
+    embedding = 128256 * 2048                       # Llama-3.2-1B's tied embedding, the bulk of what stays unquantized
+    assert weights[default["per_gpu_peak_bytes"]] - weights[bf16["per_gpu_peak_bytes"]] == pytest.approx(
+        2 * embedding, rel=0.01)
+    assert default["per_gpu_peak_bytes"] > bf16["per_gpu_peak_bytes"]

@@ -286,7 +286,12 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
         raise UsageError("--seq-len is required")
     precision = {"no": "fp32"}.get(flags.get("mixed_precision") or "bf16", flags.get("mixed_precision") or "bf16")
     weights = flags.get("weights_dtype")
-    if weights is None:
+    if weights is None and flags.get("load_in_4bit") and not infer:
+        weights = "float32"
+        notes.append("QLoRA: the parameters bitsandbytes leaves unquantized (embeddings, norms, lm_head) in "
+                     "float32 under autocast, as peft's prepare_model_for_kbit_training and TRL's SFTTrainer "
+                     "leave them (--weights-dtype bfloat16 if the script keeps them 16-bit)")
+    elif weights is None:
         weights = model.dtype if infer else ("float32" if precision == "fp32" else "bfloat16")
         notes.append(f"weights loaded in {weights} (--weights-dtype to change)")
     if (flags.get("attn") or "auto") == "auto":

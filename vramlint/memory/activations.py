@@ -53,17 +53,24 @@ BACKWARD_LOGIT_BYTES = 4 + 4 + 4   # kept log_softmax output + its gradient + th
 
 @dataclass(frozen=True)
 class Widths:
-    """Bytes per element: ``a`` for 16-bit compute tensors, ``r`` for the residual stream."""
+    """Bytes per element: ``a`` for 16-bit compute tensors, ``r`` for the residual stream, ``o``
+    for what a linear returns (``a``, except bitsandbytes' 4-bit linears, which compute in 16 bit
+    and cast the output back to their input's dtype: the fp32 stream's under autocast)."""
 
     a: int
     r: int
+    o: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.o:
+            object.__setattr__(self, "o", self.a)
 
 
 def widths(plan: Plan) -> Widths:
     if plan.precision == "fp32":
         return Widths(4, 4)
     if plan.autocast:
-        return Widths(2, 4)
+        return Widths(2, 4, 4 if plan.load_in_4bit else 2)
     return Widths(2, 2)
 
 
@@ -76,7 +83,7 @@ def _pre_norm(block: Block, h: int, w: Widths, frozen: bool, readers: int = 1,
     if block.norm == "layer":
         kept = [] if shared_input else [w.r * h]       # nn.LayerNorm keeps its input
     elif block.norm == "fp32":
-        kept = [4 * h, 4 * h]                          # fp32 input copy, the fp32 y the weight multiplies
+        kept = [4 * h] + ([] if frozen else [4 * h])   # fp32 input copy; the fp32 y the weight multiplies
     else:
         kept = [4 * h] + ([] if frozen else [w.r * h])  # fp32 copy (pow); y (weight * y)
     casts = readers if w.r != w.a else 1
@@ -96,9 +103,8 @@ def _readers(layer: Layer, block: Block, sublayer: int) -> int:
 
 
 def _post_norm(block: Block, h: int, w: Widths, frozen: bool) -> list[int]:
-    if block.norm == "fp32":
-        return [4 * h, 4 * h]
-    return [4 * h] + ([] if frozen else [w.r * h])
+    y = 4 if block.norm == "fp32" else w.r
+    return [4 * h] + ([] if frozen else [y * h])
 
 
 def output_copied(block: Block, eager: bool) -> bool:
@@ -121,16 +127,18 @@ def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool) -> 
         return _latent_attention(layer, w)
     q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
     repeated = eager and att.num_kv_heads != att.num_heads
-    fused = block.fused_qkv and (not block.rope or not repeated)   # a kept view holds it alive
+    # a kept view holds the fused output alive — unless it is fp32 (4-bit under autocast): then
+    # attention keeps its own 16-bit casts of q, k and v
+    fused = block.fused_qkv and (not block.rope or not repeated) and w.o == w.a
     tensors = [w.a * (q + 2 * kv)] if fused else []
     if block.qk_norm:
         y = 4 if block.norm == "fp32" else w.a          # the normalised q and k the weight multiplies
         tensors += [4 * q, y * q, 4 * kv, y * kv]       # fp32 copy + normalised q and k
-    if block.rope or not block.fused_qkv:
+    if block.rope or not fused:
         tensors += [w.a * q] + ([] if repeated else [w.a * kv])   # q and k: RoPE's or the projections'
     if repeated:
         tensors += [w.a * q, w.a * q]                    # repeat_kv copies of k and v
-    elif not block.fused_qkv:
+    elif not fused:
         tensors.append(w.a * kv)                         # v
     if not eager:
         return tensors + [w.a * q] * (2 if output_copied(block, eager) else 1)   # output (+ o_proj's copy)
@@ -170,19 +178,22 @@ def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[in
         return router + [2 * mlp.experts, 4 * mlp.experts, 4 * mlp.experts] + routed + shared
     i = mlp.intermediate
     if mlp.kind == "gated":
-        return [w.a * i] * (3 if frozen else 4)        # gate, up, act(gate), product (kept by down)
+        return [w.o * i] * (3 if frozen else 4)        # gate, up, act(gate), product (kept by down)
     if block.act == "gelu_new":
         if w.r == 4 and w.a == 2:   # autocast runs pow in fp32: x³ chain, tanh, 1+tanh in fp32
             return [4 * i, 4 * i, 2 * i, 4 * i, 2 * i]
         return [w.a * i] * 5
-    return [w.a * i] * (1 if frozen else 2)
+    return [w.o * i] * (1 if frozen else 2)
 
 
 def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
-    """With LoRA the frozen base linears keep no input, but PEFT casts each adapted linear's input
-    to the fp32 adapter dtype and lora_A keeps that copy (routed experts: not counted)."""
+    """With LoRA the frozen base linears (bitsandbytes' 4-bit ones too) keep no input, but PEFT
+    casts each adapted linear's input to the fp32 adapter dtype and lora_A keeps that copy; under
+    autocast lora_A casts it back to 16 bit and keeps that cast instead (routed experts: not
+    counted)."""
     wanted = lora_targets(plan.lora_targets, plan.model)
-    return [4 * d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
+    width = 2 if plan.autocast else 4
+    return [width * d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
             if name in wanted and copies == 1 and name != "router"]   # PEFT wraps the router's weight
 
 

@@ -93,7 +93,7 @@ def _linear(alloc: CachingAllocator, plan: Plan, n_in: int, n_out: int, tokens: 
     (the sum promoted to fp32) and casts the sum back."""
     m, f = (lambda width, n: alloc.malloc(width * n * tokens)), alloc.free
     cast_in = m(w.a, n_in) if cast and w.r != w.a else None
-    out = m(w.a, n_out)
+    out = m(w.o, n_out)
     if cast_in is not None:
         f(cast_in)
     if not (plan.lora_rank and name in lora_targets(plan.lora_targets, plan.model)):
@@ -107,7 +107,7 @@ def _linear(alloc: CachingAllocator, plan: Plan, n_in: int, n_out: int, tokens: 
     total = m(4, n_out)
     f(scaled)
     f(out)
-    out = m(w.a, n_out)
+    out = m(w.o, n_out)
     f(total)
     f(x32)
     return out
@@ -177,7 +177,7 @@ def _mlp(alloc: CachingAllocator, plan: Plan, mlp, h: int, tokens: int, w: act.W
     """The MLP's intermediates in evaluation order; returns the output handle. Under autocast the
     projections of the fp32 norm output cast it first, and GPT-2's tanh-GELU chain runs in fp32
     after autocast's fp32 ``pow``."""
-    a, block = w.a, plan.model.block
+    a, block = w.o, plan.model.block
     m, f = (lambda n: alloc.malloc(a * n * tokens)), alloc.free
     i = mlp.intermediate
     if mlp.kind == "moe":

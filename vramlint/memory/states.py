@@ -118,9 +118,9 @@ def torch_states(plan: Plan) -> States:
 
 def _torch_weights(plan: Plan, w_b: int) -> Component:
     m = plan.model
-    if plan.load_in_4bit:
-        size = weight_bytes(replace(m, quantization=nf4()), 2)
-        return Component("weights (NF4)", size, f"{nf4().detail} on linears, 16-bit elsewhere",
+    if plan.load_in_4bit:       # bitsandbytes quantizes the decoder's linears; the rest keeps the load dtype
+        size = weight_bytes(replace(m, quantization=nf4()), w_b)
+        return Component("weights (NF4)", size, f"{nf4().detail} on linears, {w_b} B elsewhere",
                          "bitsandbytes 4-bit, models/quantization.py")
     return Component("weights", m.params * w_b, f"{w_b} B x {m.params:,} params", ZERO_PAPER)
 

@@ -108,8 +108,9 @@ class Step:
             self.a.free(handle)
 
     def _casts(self, layer) -> list[list[int]]:
-        """autocast's 16-bit copies of the layer's linear weights, by sublayer."""
-        if not self.plan.autocast:
+        """autocast's 16-bit copies of the layer's linear weights, by sublayer (none of 4-bit
+        linears: bitsandbytes dequantizes inside its matmul)."""
+        if not self.plan.autocast or self.plan.load_in_4bit:
             return [[], []]
         return [[self.a.malloc(2 * size) for group, size in part if group in CAST_GROUPS]
                 for part in by_sublayer(layer.parameter_tensors)]

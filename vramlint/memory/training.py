@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from vramlint.memory import activations as act
 from vramlint.memory.components import Component
-from vramlint.memory.states import States, model_states
+from vramlint.memory.states import States, model_states, trainable
 from vramlint.plan import Plan
 
 MEASURED = "per-op saved-tensor count checked on H200 (memory/activations.py)"
@@ -62,18 +62,23 @@ def _logits(plan: Plan, per_logit: int, when: str) -> Component:
 
 
 def _cast_weights(plan: Plan) -> tuple[tuple[Component, ...], tuple[Component, ...]]:
-    """autocast caches a 16-bit copy of every linear weight it casts; grouped_mm experts are not
-    autocast ops and keep their fp32 weights. The decoder layers' copies and lm_head's are apart:
-    with gradient checkpointing the layers' die when the autocast region closes (the recompute
-    casts again), while lm_head's is saved for its backward and lives into the backward pass.
-    Returns (the layers' copies, lm_head's copy), each empty without autocast."""
+    """autocast casts every linear weight to 16 bit and the matmul keeps the copy for backward;
+    grouped_mm experts are not autocast ops and keep their fp32 weights, and bitsandbytes' 4-bit
+    linears dequantize inside their own matmul (no copy kept) — LoRA's fp32 adapters are cast like
+    any weight. The decoder layers' copies and lm_head's are apart: with gradient checkpointing
+    the layers' die when the autocast region closes (the recompute casts again), while lm_head's
+    is saved for its backward and lives into the backward pass. Returns (the layers' copies,
+    lm_head's copy), each empty without autocast."""
     if not plan.autocast:
         return (), ()
     m = plan.model
     g = m.layer_params
-    layers, head = g.attention + g.mlp + g.router, m.vocab_size * m.hidden_size
+    layers = 0 if plan.load_in_4bit else g.attention + g.mlp + g.router
+    layers += trainable(plan) if plan.lora_rank else 0
+    head = m.vocab_size * m.hidden_size
+    what = "adapter weights" if plan.load_in_4bit else "linear weights" + (" and adapters" if plan.lora_rank else "")
     source = "torch.autocast weight cast cache, REFERENCE.md §4"
-    return ((Component("autocast weight copies", 2 * layers, f"2 B x {layers:,} linear weights", source),),
+    return ((Component("autocast weight copies", 2 * layers, f"2 B x {layers:,} {what}", source),),
             (Component("lm_head autocast copy", 2 * head, f"2 B x V·h = 2 x {head:,}", source),))
 
 
