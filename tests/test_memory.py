@@ -217,6 +217,20 @@ def test_largest_micro_batch_is_the_boundary():
     assert estimate(p.with_changes(micro_batch=best + 1)).per_gpu_peak > budget
 
 
+@pytest.mark.parametrize("gib", [31, 40, 47, 60])
+def test_largest_micro_batch_is_the_boundary_where_the_reserve_decides(gib):
+    """The search bounds the answer by the tensors alone, then walks down with the allocator
+    replay: at these budgets the two answers differ, and the replayed boundary is the one returned."""
+    p = Plan(model=read_model("meta-llama/Llama-3.2-1B"), cluster=parse_gpus("1xH100"), precision="bf16",
+             zero_stage=2, micro_batch=1, seq_len=4096, grad_checkpointing=True)
+    budget = gib << 30
+    best = largest_micro_batch(p, budget)
+    if best:
+        assert estimate(p.with_changes(micro_batch=best)).per_gpu_peak <= budget
+    assert estimate(p.with_changes(micro_batch=best + 1)).per_gpu_peak > budget
+    assert estimate(p.with_changes(micro_batch=best + 1), replay=False).per_gpu_peak <= budget  # the reserve decides
+
+
 def test_every_suggested_change_really_fits():
     p = plan(zero_stage=0, micro_batch=8)
     budget = p.cluster.gpu.memory_bytes

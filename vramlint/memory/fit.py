@@ -44,19 +44,47 @@ def _change(plan: Plan, budget: int, words: str, **changes) -> list[Change]:
 
 
 def largest_micro_batch(plan: Plan, budget: int) -> int:
-    """The largest micro-batch whose peak fits ``budget`` (0 if not even 1 fits); binary search,
-    since the peak grows with the micro-batch."""
-    if not fits(plan.with_changes(micro_batch=1), budget):
+    """The largest micro-batch whose peak fits ``budget`` (0 if not even 1 fits). The peak grows
+    with the micro-batch, and the tensors alone (no allocator replay) are a lower bound of it: the
+    bound's answer is searched first, cheaply, and the replayed one walked down from it."""
+    at = lambda mb: plan.with_changes(micro_batch=mb)  # noqa: E731
+    bound = _largest(lambda mb: estimate(at(mb), replay=False).per_gpu_peak <= budget, max(1, plan.micro_batch))
+    return _largest_from(lambda mb: fits(at(mb), budget), bound)
+
+
+def _largest(ok, start: int, most: int = 1 << 16) -> int:
+    """The largest n >= 1 with ``ok(n)`` for a predicate true up to some point and false after
+    (0 if ``ok(1)`` is false): doubling from ``start``, then bisection."""
+    if not ok(1):
         return 0
-    lo, hi = 1, max(1, plan.micro_batch)
-    while fits(plan.with_changes(micro_batch=hi), budget):
+    lo, hi = 1, max(2, start)
+    while ok(hi):
         lo, hi = hi, hi * 2
-        if hi > 1 << 16:
+        if hi > most:
             return lo
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(plan.with_changes(micro_batch=mid), budget) else (lo, mid)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return lo
+
+
+def _largest_from(ok, bound: int) -> int:
+    """The largest n <= ``bound`` with ``ok(n)`` (0 if none), expected at or just below ``bound``:
+    galloping down from it, then bisection."""
+    if bound < 1 or ok(bound):
+        return max(bound, 0)
+    high, step = bound, 1                  # ok(high) is false
+    while True:
+        low = max(1, high - step)
+        if ok(low):
+            break
+        if low == 1:
+            return 0
+        high, step = low, step * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if ok(mid) else (low, mid)
+    return low
 
 
 WORDS = {  # (source file vocabulary, setting) -> how that file spells it
@@ -163,9 +191,20 @@ def _more_gpus(plan: Plan, budget: int, most: int = 64) -> list[Change]:
                                 **({"fsdp_strategy": "FULL_SHARD"} if plan.runtime == "fsdp"
                                    else {"runtime": "deepspeed", "zero_stage": 3}))
     on = lambda nodes: sharded.with_changes(cluster=replace(plan.cluster, nodes=nodes))  # noqa: E731
-    lo, hi = plan.cluster.nodes, most
-    if not fits(on(hi), budget):
+    # fewer nodes need more memory each; the tensors alone bound the answer from below
+    tensors = lambda nodes: estimate(on(nodes), replay=False).per_gpu_peak <= budget  # noqa: E731
+    if not tensors(most):
         return []
+    lo, hi = plan.cluster.nodes, most
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if tensors(mid) else (mid, hi)
+    step = 1
+    while not fits(on(hi), budget):                     # gallop up from the bound, then bisect
+        if hi == most:
+            return []
+        lo, hi = hi, min(most, hi + step)
+        step *= 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if fits(on(mid), budget) else (mid, hi)

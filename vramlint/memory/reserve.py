@@ -9,6 +9,9 @@ cache and retries the allocation instead of failing, so the reserve is capped at
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from vramlint.memory.allocator import Peaks
 from vramlint.memory.components import ALLOCATOR, Component
 from vramlint.memory.nograd import simulate_inference
 from vramlint.memory.timeline import simulate_fsdp, simulate_training
@@ -19,15 +22,21 @@ SOURCE = ("PyTorch caching-allocator replay (memory/allocator.py; memory/timelin
           "REFERENCE.md §4")
 
 
-def headroom(plan: Plan, allocated: int, context: int) -> Component:
+@lru_cache(maxsize=64)
+def replay(plan: Plan) -> Peaks:
+    """The replayed step's peaks. Kept per plan: the searches for what would fit (memory/fit.py)
+    ask about the same changed plan more than once, and a replay is most of an estimate's time."""
     if plan.mode == "infer":
-        peaks = simulate_inference(plan)
-    elif plan.runtime == "deepspeed":
-        peaks = simulate_deepspeed(plan)
-    elif plan.runtime == "fsdp":
-        peaks = simulate_fsdp(plan)
-    else:
-        peaks = simulate_training(plan)
+        return simulate_inference(plan)
+    if plan.runtime == "deepspeed":
+        return simulate_deepspeed(plan)
+    if plan.runtime == "fsdp":
+        return simulate_fsdp(plan)
+    return simulate_training(plan)
+
+
+def headroom(plan: Plan, allocated: int, context: int) -> Component:
+    peaks = replay(plan)
     reserve = max(0, peaks.reserved - peaks.allocated)
     left = plan.cluster.gpu.memory_bytes - allocated - context
     capped = 0 < left < reserve
