@@ -3,17 +3,21 @@ activation accounting and the allocator replay."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
+
+from conftest import DATA
 
 from vramlint.hardware import parse_gpus
 from vramlint.memory import estimate
 from vramlint.memory.activations import layer_bytes_per_token
 from vramlint.memory.allocator import CachingAllocator
 from vramlint.memory.fit import fitting_changes, largest_micro_batch
-from vramlint.memory.states import deepspeed_states, lora_params, zero3_kept, zero3_sub_groups
+from vramlint.memory.states import deepspeed_states, lora_params, model_states, zero3_kept, zero3_sub_groups
 from vramlint.models import read_model
+from vramlint.models.hfconfig import shape_from_dict
 from vramlint.plan import Plan
 
 LLAMA_8B = read_model("meta-llama/Llama-3.1-8B")
@@ -333,3 +337,18 @@ def test_attention_masks_follow_transformers_masking_utils():
     assert masks("sdpa", 8192) == 8192 * 8192         # one boolean s x s view for the sliding layers
     assert masks("eager", 2048) == 2 * 2 * 2048 * 2048 * 2     # additive b x s x s per mask kind
     assert masks("flash_attention_2", 8192) == 0
+
+
+ADAM_8BIT = json.loads((DATA / "adam8bit_states.json").read_text())
+
+
+@pytest.mark.parametrize("model_type", sorted(ADAM_8BIT))
+def test_8bit_adam_states_equal_bitsandbytes(model_type):
+    """tests/data/adam8bit_states.json: dev/adam8bit_states.py ran one bitsandbytes AdamW8bit step
+    on each shrunk model and added up its state storages (uint8 m, v; fp32 absmax per 256; fp32
+    m, v for tensors under 4096 elements: the biases and norms)."""
+    entry = ADAM_8BIT[model_type]
+    p = Plan(model=shape_from_dict(dict(entry["config"])), cluster=parse_gpus("1xH100"), precision="bf16",
+             runtime="torch", weights_dtype="bfloat16", optimizer="adamw-8bit")
+    states = sum(c.bytes for c in model_states(p).resting if c.name == "optimizer states")
+    assert states == entry["state_bytes"]

@@ -125,10 +125,24 @@ def _torch_weights(plan: Plan, w_b: int) -> Component:
     return Component("weights", m.params * w_b, f"{w_b} B x {m.params:,} params", ZERO_PAPER)
 
 
+BNB_BLOCK, BNB_MIN_8BIT = 256, 4096     # bitsandbytes Optimizer2State: absmax block; smaller tensors stay fp32
+
+
+def _adam_8bit_bytes(sizes: list[int]) -> int:
+    """bitsandbytes' 8-bit Adam (``Optimizer2State.init_state``): m and v as uint8 plus an fp32
+    absmax per 256-element block for each; a tensor under ``min_8bit_size`` (4096 elements) keeps
+    fp32 m and v."""
+    return sum(8 * n if n < BNB_MIN_8BIT else 2 * n + 8 * -(-n // BNB_BLOCK) for n in sizes)
+
+
 def _optimizer_states(plan: Plan, t: int, s_b: int) -> Component:
     h = plan.model.hidden_size
-    per = {"adamw": (2 * s_b, f"Adam m, v: 2 x {s_b} B"), "sgd": (s_b, f"momentum: {s_b} B"),
-           "adamw-8bit": (2, "8-bit m, v: 2 x 1 B (bitsandbytes)")}
+    per = {"adamw": (2 * s_b, f"Adam m, v: 2 x {s_b} B"), "sgd": (s_b, f"momentum: {s_b} B")}
+    if plan.optimizer == "adamw-8bit":
+        sizes = [t] if plan.lora_rank else [size for _, size in plan.model.parameter_tensors if size]
+        return Component("optimizer states", _adam_8bit_bytes(sizes), f"8-bit m, v: 2 x 1 B x {t:,} trainable "
+                         "params + an fp32 absmax per 256 (fp32 m, v for tensors under 4096)",
+                         "bitsandbytes 8-bit Adam, optim/optimizer.py Optimizer2State")
     if plan.optimizer == "adafactor":
         size = 4 * 2 * t // h
         return Component("optimizer states", size, "factored second moment: a row and a column per matrix "
