@@ -27,33 +27,32 @@ DROPOUT = ("attn_pdrop", "resid_pdrop", "embd_pdrop", "attention_dropout", "hidd
 
 class StorageWatch(TorchDispatchMode):
     """Calls ``on_new(ptr, nbytes, op)`` for each storage an aten op creates and ``on_free(ptr)``
-    when no tensor holds it any more."""
+    when the storage itself dies. The finalizer hangs on the storage (PyTorch keeps one Python
+    object per storage), not on the tensors: a ``param.data = ...`` swap — DeepSpeed's way of
+    partitioning — frees the old storage while the tensor object lives on."""
 
     def __init__(self, exclude: set[int], on_new: Callable[[int, int, str], None],
                  on_free: Callable[[int], None]) -> None:
         super().__init__()
         self.exclude, self.on_new, self.on_free = exclude, on_new, on_free
-        self.refs: dict[int, int] = {}
+        self.alive: set[int] = set()
 
     def _release(self, ptr: int) -> None:
-        self.refs[ptr] -= 1
-        if not self.refs[ptr]:
-            del self.refs[ptr]
-            self.on_free(ptr)
+        self.alive.discard(ptr)
+        self.on_free(ptr)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for tensor in tree_flatten(out)[0]:
             if not isinstance(tensor, torch.Tensor):
                 continue
-            ptr = tensor.untyped_storage().data_ptr()
-            if not ptr or ptr in self.exclude:
+            storage = tensor.untyped_storage()
+            ptr = storage.data_ptr()
+            if not ptr or ptr in self.exclude or ptr in self.alive:
                 continue
-            if ptr not in self.refs:
-                self.refs[ptr] = 0
-                self.on_new(ptr, tensor.untyped_storage().nbytes(), str(func))
-            self.refs[ptr] += 1
-            weakref.finalize(tensor, self._release, ptr)
+            self.alive.add(ptr)
+            self.on_new(ptr, storage.nbytes(), str(func))
+            weakref.finalize(storage, self._release, ptr)
         return out
 
 

@@ -59,19 +59,15 @@ class Widths:
 
     a: int
     r: int
-    o: int = 0
-
-    def __post_init__(self) -> None:
-        if not self.o:
-            object.__setattr__(self, "o", self.a)
+    o: int
 
 
 def widths(plan: Plan) -> Widths:
     if plan.precision == "fp32":
-        return Widths(4, 4)
+        return Widths(4, 4, 4)
     if plan.autocast:
         return Widths(2, 4, 4 if plan.load_in_4bit else 2)
-    return Widths(2, 2)
+    return Widths(2, 2, 2)
 
 
 def _pre_norm(block: Block, h: int, w: Widths, frozen: bool, readers: int = 1,

@@ -34,7 +34,8 @@ def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tok
     checkpointed training forward (the pack hook keeps only the layer's input): every
     intermediate dies as soon as the next op consumed it. With ``cache`` the KV cache keeps copies
     of k (after RoPE) and v (the whole prompt, sliding layers too). Widths: ``w.r`` for the
-    residual stream and norm outputs, ``w.a`` for 16-bit compute (they differ under autocast)."""
+    residual stream and norm outputs, ``w.a`` for 16-bit compute (they differ under autocast),
+    ``w.o`` for what a linear returns (fp32 from a 4-bit linear under autocast)."""
     m, h = plan.model, plan.model.hidden_size
     block = m.block
     normed = _norm(alloc, block, h, tokens, w.r)
@@ -272,7 +273,7 @@ def simulate_inference(plan: Plan) -> Peaks:
     if masks:
         alloc.malloc(masks)
     for layer in m.layers:
-        output, _cache = forward_layer(plan, alloc, layer, hidden, tokens, act.Widths(a, a))
+        output, _cache = forward_layer(plan, alloc, layer, hidden, tokens, act.Widths(a, a, a))
         if hidden != embeddings:
             alloc.free(hidden)
         hidden = output

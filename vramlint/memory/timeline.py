@@ -146,17 +146,24 @@ class Step:
         g_16 = a.malloc(2 * logits)
         a.free(g_in)
         grad = a.malloc(w.r * m.hidden_size * tokens)
-        grads = self._param_grads([("head", m.head_params or m.vocab_size * m.hidden_size)])
+        # lm_head's gradient, then the final norm's: under DeepSpeed the first gradient hook to fire
+        # (a tied lm_head's waits for the embedding's), which sets up the reduce bucket
+        grads = self._param_grads([("head", m.head_params or m.vocab_size * m.hidden_size),
+                                   ("small", m.final_norm_params)])
         for handle in head + [g_16, residual]:
             a.free(handle)
         for index in reversed(range(m.num_layers)):
             grad = self._layer_backward(index, kept[index], inputs[index], casts[index], grad, grads)
         if m.head_params:
             grads += self._param_grads([("embedding", m.embedding_params)])
-        elif not self.plan.lora_rank:   # tied: the embedding's dense gradient, added into lm_head's in place
-            a.free(a.malloc(self.state_bytes * m.embedding_params))
+        elif not self.plan.lora_rank:
+            self._tied_embedding_grad()
         a.free(grad)
         return grads
+
+    def _tied_embedding_grad(self) -> None:
+        """A tied weight: the embedding's dense gradient, added into lm_head's in place."""
+        self.a.free(self.a.malloc(self.state_bytes * self.m.embedding_params))
 
     def _layer_backward(self, index, kept, checkpoint_input, casts, grad, grads) -> int:
         a, m, tokens, w = self.a, self.m, self.tokens, self.w

@@ -79,6 +79,19 @@ class _HookedStep(Step):
             self._take(grad, size)
         return []
 
+    def _tied_embedding_grad(self) -> None:
+        """With the hooks holding lm_head's gradient, autograd cannot add the embedding's into it
+        in place: the sum is a third tensor, and the hook fires for it (recorded on the CPU,
+        dev/trace_deepspeed.py)."""
+        if self.tied is None:
+            return super()._tied_embedding_grad()
+        head, size = self.tied
+        embedding = self.a.malloc(2 * size)
+        total = self.a.malloc(2 * size)
+        self.a.free(head)
+        self.a.free(embedding)
+        self.tied = (total, size)
+
     def _take(self, grad: int, size: int) -> None:
         raise NotImplementedError
 
@@ -364,6 +377,8 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
     alloc.malloc(2 * plan.reduce_bucket_size)
     if plan.offload_optimizer == "none":
         alloc.malloc(2 * part)
+    for size in sizes:       # create_reduce_and_remove_grad_hooks: param.all_gather() of each, released
+        alloc.free(alloc.malloc(2 * size))
 
 
 def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
