@@ -388,17 +388,21 @@ def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
             alloc.malloc(component.bytes)
 
 
-def simulate_deepspeed(plan: Plan) -> Peaks:
-    alloc = CachingAllocator()
+def initialize(plan: Plan, alloc: CachingAllocator) -> Step:
+    """``deepspeed.initialize`` replayed into ``alloc``; returns the stage's step."""
     if plan.zero_stage in (1, 2) and plan.precision != "fp32":
         _zero_init(plan, alloc)
-        step = _ZeroStep(plan, alloc)
-    elif plan.zero_stage == 3 and plan.precision != "fp32":
+        return _ZeroStep(plan, alloc)
+    if plan.zero_stage == 3 and plan.precision != "fp32":
         _zero3_init(plan, alloc)
-        step = _Zero3Step(plan, alloc)
-    else:
-        _deepspeed_persistent(plan, alloc)
-        step = _DeepSpeedStep(plan, alloc, [])
+        return _Zero3Step(plan, alloc)
+    _deepspeed_persistent(plan, alloc)
+    return _DeepSpeedStep(plan, alloc, [])
+
+
+def simulate_deepspeed(plan: Plan) -> Peaks:
+    alloc = CachingAllocator()
+    step = initialize(plan, alloc)
     step.run(first=True)
     alloc.reset_peaks()      # no empty_cache between steps; step 2 is the steady state (ZeRO-3 has traced)
     step.run(first=False)
