@@ -46,8 +46,11 @@ class StorageWatch(TorchDispatchMode):
         for tensor in tree_flatten(out)[0]:
             if not isinstance(tensor, torch.Tensor):
                 continue
-            storage = tensor.untyped_storage()
-            ptr = storage.data_ptr()
+            try:
+                storage = tensor.untyped_storage()
+                ptr = storage.data_ptr()
+            except (RuntimeError, NotImplementedError):   # a tensor subclass or a freed storage: no memory
+                continue
             if not ptr or ptr in self.exclude or ptr in self.alive:
                 continue
             self.alive.add(ptr)
