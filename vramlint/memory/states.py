@@ -42,6 +42,7 @@ DS_SOURCE = "DeepSpeed 0.19 runtime/zero/stage_1_and_2.py (IPG bucket, grads_in_
 DS_STAGE3 = "DeepSpeed 0.19 runtime/zero/stage3.py, partitioned_param_coordinator.py"
 DS_MEASURED = "DeepSpeed 0.19 on H200 (shared/groundtruth/h200-deepspeed-calibration.jsonl)"
 TORCH_MEASURED = "torch.optim.AdamW foreach on H200 (shared/groundtruth/h200-calibration.jsonl)"
+BNB_BLOCK, BNB_MIN_8BIT = 256, 4096     # bitsandbytes Optimizer2State: absmax block; smaller tensors stay fp32
 SHARDED = {0: frozenset(), 1: frozenset({"optimizer"}), 2: frozenset({"optimizer", "gradients"}),
            3: frozenset({"optimizer", "gradients", "weights"})}
 
@@ -123,9 +124,6 @@ def _torch_weights(plan: Plan, w_b: int) -> Component:
         return Component("weights (NF4)", size, f"{nf4().detail} on linears, {w_b} B elsewhere",
                          "bitsandbytes 4-bit, models/quantization.py")
     return Component("weights", m.params * w_b, f"{w_b} B x {m.params:,} params", ZERO_PAPER)
-
-
-BNB_BLOCK, BNB_MIN_8BIT = 256, 4096     # bitsandbytes Optimizer2State: absmax block; smaller tensors stay fp32
 
 
 def _adam_8bit_bytes(sizes: list[int]) -> int:
