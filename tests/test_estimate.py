@@ -125,3 +125,15 @@ def test_qlora_defaults_to_fp32_unquantized_parameters_under_autocast(capsys):
     assert weights[default["per_gpu_peak_bytes"]] - weights[bf16["per_gpu_peak_bytes"]] == pytest.approx(
         2 * embedding, rel=0.01)
     assert default["per_gpu_peak_bytes"] > bf16["per_gpu_peak_bytes"]
+
+
+def test_lora_dropout_keeps_a_mask_per_adapted_input(capsys):
+    """PEFT gives each adapted linear a dropout of its own; on CUDA ``native_dropout`` keeps a
+    bool mask of the linear's input (1 B per element) beside the fp32 output lora_A keeps in
+    place of PEFT's fp32 cast. Llama-3.2-1B: q, k, v, o, gate, up read 2048 wide (o: 32 x 64),
+    down 8192, over 16 layers."""
+    args = [*BASE, "--train", "--micro-batch", "2", "--lora-rank", "16"]
+    plain = {c["name"]: c["bytes"] for c in run(capsys, *args)["components"]}
+    dropped = {c["name"]: c["bytes"] for c in run(capsys, *args, "--lora-dropout", "0.05")["components"]}
+    inputs = 6 * 2048 + 8192
+    assert dropped["activations"] - plain["activations"] == 1 * inputs * 2 * 2048 * 16

@@ -73,3 +73,11 @@ def test_missing_gpus_is_a_usage_error(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["check", OVER, "--model", "llama-3.1-8b"]) == 2
     assert "--gpus not given" in capsys.readouterr().err
+
+
+def test_lora_dropout_is_a_probability(tmp_path):
+    write(tmp_path, '[tool.vramlint]\nlora_dropout = 0.05\n')
+    assert load_settings(start=tmp_path).for_file("x.json")["lora_dropout"] == 0.05
+    write(tmp_path, '[tool.vramlint]\nlora_dropout = 1.5\n')
+    with pytest.raises(UsageError, match="lora_dropout"):
+        load_settings(start=tmp_path)

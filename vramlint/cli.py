@@ -30,6 +30,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability such as 0.05, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {value}")
+    return value
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -54,6 +64,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizer", choices=["adamw", "adamw-8bit", "sgd", "adafactor"], help="default adamw")
     p.add_argument("--lora-rank", type=_positive, help="train LoRA adapters of this rank on a frozen base")
     p.add_argument("--lora-targets", help="all-linear (default) or a list such as q,k,v,o")
+    p.add_argument("--lora-dropout", type=_probability, help="PEFT's lora_dropout (default 0, PEFT's default)")
     p.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes)")
     p.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], help="attention kernel; auto (default): transformers' default for the model type (SDPA; eager for gpt-oss)")
     p.add_argument("--tp", type=_positive, help="tensor-parallel degree (activations and KV split)")

@@ -67,6 +67,7 @@ class Plan:
     optimizer: str = "adamw"       # adamw (foreach), adamw-8bit, sgd, adafactor
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = ("all-linear",)
+    lora_dropout: float = 0.0      # PEFT's lora_dropout: a kept mask per adapted linear's input when > 0
     load_in_4bit: bool = False
     attn: str = "auto"             # sdpa / flash_attention_2 (no s^2 term) or eager; auto: the type's default
     fsdp_strategy: str = "FULL_SHARD"          # FSDP: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD(_ZERO2)
@@ -256,6 +257,7 @@ def workload_from_flags(flags: dict) -> dict:
     targets = tuple(t.strip() for t in (flags.get("lora_targets") or "all-linear").split(",") if t.strip())
     return {"optimizer": flags.get("optimizer") or "adamw", "attn": attn,
             "lora_rank": flags.get("lora_rank") or (16 if flags.get("load_in_4bit") else 0), "lora_targets": targets,
+            "lora_dropout": flags.get("lora_dropout") or 0.0,
             "load_in_4bit": bool(flags.get("load_in_4bit")), "tensor_parallel": flags.get("tp") or 1,
             **({"weights_dtype": flags["weights_dtype"]} if flags.get("weights_dtype") else {})}
 

@@ -186,9 +186,10 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
     """With LoRA the frozen base linears (bitsandbytes' 4-bit ones too) keep no input, but PEFT
     casts each adapted linear's input to the fp32 adapter dtype and lora_A keeps that copy; under
     autocast lora_A casts it back to 16 bit and keeps that cast instead (routed experts: not
-    counted)."""
+    counted). With ``lora_dropout`` the copy lora_A keeps is the dropout's output, and the dropout
+    keeps its mask: on CUDA ``native_dropout``'s bool mask, 1 B per element."""
     wanted = lora_targets(plan.lora_targets, plan.model)
-    width = 2 if plan.autocast else 4
+    width = (2 if plan.autocast else 4) + (1 if plan.lora_dropout else 0)
     return [width * d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
             if name in wanted and copies == 1 and name != "router"]   # PEFT wraps the router's weight
 

@@ -100,6 +100,9 @@ def _linear(alloc: CachingAllocator, plan: Plan, n_in: int, n_out: int, tokens: 
     if not (plan.lora_rank and name in lora_targets(plan.lora_targets, plan.model)):
         return out
     x32 = m(4, n_in)
+    dropped = m(4, n_in) if plan.lora_dropout else None     # the dropout's output; its mask dies at once
+    if dropped is not None:
+        f(m(1, n_in))
     low = m(4, plan.lora_rank)
     b = m(4, n_out)
     f(low)
@@ -111,6 +114,8 @@ def _linear(alloc: CachingAllocator, plan: Plan, n_in: int, n_out: int, tokens: 
     out = m(w.o, n_out)
     f(total)
     f(x32)
+    if dropped is not None:
+        f(dropped)
     return out
 
 
