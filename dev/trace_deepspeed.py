@@ -5,8 +5,9 @@ Runs ``../shared/groundtruth/ds_measure.py``'s setup — the model built first, 
 (foreach, as it defaults on CUDA), gradient checkpointing, two steps — on DeepSpeed's CPU
 accelerator (world size 1, gloo), with fewer layers so that it runs in minutes on two cores.
 Logs every storage an aten op creates and when the storage dies (``torch_probe.StorageWatch``,
-which follows DeepSpeed's ``param.data = ...`` swaps). Writes JSON: ``{"model", "layers", "stage",
-"micro_batch", "seq", "steps": [[["alloc", id, bytes, op] | ["free", id], ...], ...]}`` — the
+which follows DeepSpeed's ``param.data = ...`` swaps). Writes JSON: ``{"model", "layers",
+"stage", "micro_batch", "seq", "sub_group_size", "steps": [[["alloc", id, bytes, op] |
+["free", id], ...], ...]}`` — the
 two steps' events; what ``initialize`` does is left out, since on the CPU its "move to the host"
 is no move at all.
 
@@ -16,7 +17,7 @@ the blocks ``record_stream`` holds back. Only stages without offload are compara
 the host is the device).
 
     pip install torch==2.13.0 transformers deepspeed    # never vramlint dependencies
-    python dev/trace_deepspeed.py llama-3.2-1b 3 2 2048 --layers 4 > trace.json
+    python dev/trace_deepspeed.py llama-3.2-1b 3 2 2048 --layers 4 [--sub-group-size N] > trace.json
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def models() -> dict:
     return scope["MODELS"]
 
 
-def record(name: str, stage: int, micro_batch: int, seq: int, layers: int) -> dict:
+def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
+           sub_group_size: int = 1_000_000_000) -> dict:
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=os.environ.get("MASTER_PORT", "29533"), DS_ACCELERATOR="cpu")
     import deepspeed
@@ -64,7 +66,8 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int) -> di
         model.config.use_cache = False
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         ds_config = {"train_micro_batch_size_per_gpu": micro_batch, "gradient_accumulation_steps": 1,
-                     "bf16": {"enabled": True}, "zero_optimization": {"stage": stage}, "gradient_clipping": 1.0,
+                     "bf16": {"enabled": True}, "gradient_clipping": 1.0,
+                     "zero_optimization": {"stage": stage, "sub_group_size": sub_group_size},
                      "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False,
                      "steps_per_print": 10**9, "wall_clock_breakdown": False}
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
@@ -79,6 +82,7 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int) -> di
             engine.step()
             steps.append(events[start:])
     return {"model": name, "layers": layers, "stage": stage, "micro_batch": micro_batch, "seq": seq,
+            "sub_group_size": sub_group_size,
             "source": f"torch {torch.__version__}, deepspeed {deepspeed.__version__} (CPU accelerator)",
             "steps": steps}
 
@@ -86,9 +90,10 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int) -> di
 def main() -> None:
     warnings.filterwarnings("ignore")
     args = sys.argv[1:]
-    layers = int(args[args.index("--layers") + 1]) if "--layers" in args else 4
+    option = lambda flag, default: int(args[args.index(flag) + 1]) if flag in args else default  # noqa: E731
     name, stage, micro_batch, seq = args[0], int(args[1]), int(args[2]), int(args[3])
-    json.dump(record(name, stage, micro_batch, seq, layers), sys.stdout)
+    json.dump(record(name, stage, micro_batch, seq, option("--layers", 4), option("--sub-group-size", 10**9)),
+              sys.stdout)
     print()
 
 
