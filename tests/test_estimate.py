@@ -137,3 +137,14 @@ def test_lora_dropout_keeps_a_mask_per_adapted_input(capsys):
     dropped = {c["name"]: c["bytes"] for c in run(capsys, *args, "--lora-dropout", "0.05")["components"]}
     inputs = 6 * 2048 + 8192
     assert dropped["activations"] - plain["activations"] == 1 * inputs * 2 * 2048 * 16
+
+
+def test_lora_under_deepspeed_says_it_is_modelled_as_full_fine_tuning(capsys):
+    """Not modelled yet: DeepSpeed and FSDP with LoRA get full fine-tuning states. The estimate
+    says so instead of passing an upper bound off as a prediction."""
+    lora = run(capsys, *BASE, "--train", "--runtime", "deepspeed", "--zero-stage", "2", "--lora-rank", "16")
+    full = run(capsys, *BASE, "--train", "--runtime", "deepspeed", "--zero-stage", "2")
+    assert any("modelled as full fine-tuning" in a for a in lora["assumptions"])
+    assert not any("modelled as full fine-tuning" in a for a in full["assumptions"])
+    torch = run(capsys, *BASE, "--train", "--lora-rank", "16")
+    assert not any("modelled as full fine-tuning" in a for a in torch["assumptions"])

@@ -28,6 +28,16 @@ WIDER = (
 )
 
 
+# What the model does not cover for a plan, said beside the estimate rather than guessed at.
+LIMITS = (
+    (lambda p: p.lora_rank > 0 and p.runtime != "torch",
+     "LoRA under DeepSpeed or FSDP is modelled as full fine-tuning (every parameter's gradient and "
+     "optimizer states): an upper bound; the torch runtime (one GPU or DDP) models the adapters alone"),
+    (lambda p: p.load_in_4bit and p.runtime != "torch",
+     "4-bit base weights under DeepSpeed or FSDP are modelled as 16-bit"),
+)
+
+
 def band(plan: Plan) -> tuple[float, list[str]]:
     width, reasons = BAND, []
     for applies, extra, reason in WIDER:
@@ -54,7 +64,9 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     else:
         reserve = Component("allocator reserve", 0, "not replayed", "memory/reserve.py", kind=ALLOCATOR)
     width, reasons = band(plan)
-    return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + tuple(reasons), moment, width)
+    limits = tuple(text for applies, text in LIMITS if applies(plan))
+    return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + limits + tuple(reasons),
+                    moment, width)
 
 
 __all__ = ["Component", "Estimate", "estimate"]
