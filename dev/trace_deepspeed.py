@@ -6,7 +6,8 @@ Runs ``../shared/groundtruth/ds_measure.py``'s setup — the model built first, 
 accelerator (world size 1, gloo), with fewer layers so that it runs in minutes on two cores.
 Logs every storage an aten op creates and when the storage dies (``torch_probe.StorageWatch``,
 which follows DeepSpeed's ``param.data = ...`` swaps). Writes JSON: ``{"model", "layers",
-"stage", "micro_batch", "seq", "sub_group_size", "steps": [[["alloc", id, bytes, op] |
+"stage", "micro_batch", "seq", "sub_group_size", "lora_rank", "after_init" (bytes alive after
+``initialize``, the model included), "steps": [[["alloc", id, bytes, op] |
 ["free", id], ...], ...]}`` — the
 two steps' events; what ``initialize`` does is left out, since on the CPU its "move to the host"
 is no move at all.
@@ -17,7 +18,7 @@ the blocks ``record_stream`` holds back. Only stages without offload are compara
 the host is the device).
 
     pip install torch==2.13.0 transformers deepspeed    # never vramlint dependencies
-    python dev/trace_deepspeed.py llama-3.2-1b 3 2 2048 --layers 4 [--sub-group-size N] > trace.json
+    python dev/trace_deepspeed.py llama-3.2-1b 3 2 2048 --layers 4 [--sub-group-size N] [--lora R] > trace.json
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def models() -> dict:
 
 
 def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
-           sub_group_size: int = 1_000_000_000) -> dict:
+           sub_group_size: int = 1_000_000_000, lora: int = 0) -> dict:
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=os.environ.get("MASTER_PORT", "29533"), DS_ACCELERATOR="cpu")
     import deepspeed
@@ -65,13 +66,26 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
         model.config.use_cache = False
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if lora:        # PEFT on the frozen base, the optimizer over the adapters (as HF Trainer builds it)
+            from peft import LoraConfig, get_peft_model
+            model = get_peft_model(model, LoraConfig(r=lora, lora_alpha=2 * lora, lora_dropout=0.0,
+                                                     target_modules="all-linear"))
+            model.enable_input_require_grads()
         ds_config = {"train_micro_batch_size_per_gpu": micro_batch, "gradient_accumulation_steps": 1,
                      "bf16": {"enabled": True}, "gradient_clipping": 1.0,
                      "zero_optimization": {"stage": stage, "sub_group_size": sub_group_size},
                      "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False,
                      "steps_per_print": 10**9, "wall_clock_breakdown": False}
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+        trained = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trained, lr=1e-5, foreach=True)
         engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+        live = {}
+        for event in events:
+            if event[0] == "alloc":
+                live[event[1]] = event[2]
+            else:
+                live.pop(event[1], None)
+        after_init = sum(live.values())
         tokens = torch.randint(0, config.vocab_size, (micro_batch, seq))
         steps = []
         for _ in range(2):
@@ -82,7 +96,7 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
             engine.step()
             steps.append(events[start:])
     return {"model": name, "layers": layers, "stage": stage, "micro_batch": micro_batch, "seq": seq,
-            "sub_group_size": sub_group_size,
+            "sub_group_size": sub_group_size, "lora_rank": lora, "after_init": after_init,
             "source": f"torch {torch.__version__}, deepspeed {deepspeed.__version__} (CPU accelerator)",
             "steps": steps}
 
@@ -92,8 +106,8 @@ def main() -> None:
     args = sys.argv[1:]
     option = lambda flag, default: int(args[args.index(flag) + 1]) if flag in args else default  # noqa: E731
     name, stage, micro_batch, seq = args[0], int(args[1]), int(args[2]), int(args[3])
-    json.dump(record(name, stage, micro_batch, seq, option("--layers", 4), option("--sub-group-size", 10**9)),
-              sys.stdout)
+    json.dump(record(name, stage, micro_batch, seq, option("--layers", 4), option("--sub-group-size", 10**9),
+                     option("--lora", 0)), sys.stdout)
     print()
 
 

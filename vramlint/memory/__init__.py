@@ -30,9 +30,9 @@ WIDER = (
 
 # What the model does not cover for a plan, said beside the estimate rather than guessed at.
 LIMITS = (
-    (lambda p: p.lora_rank > 0 and p.runtime != "torch",
-     "LoRA under DeepSpeed or FSDP is modelled as full fine-tuning (every parameter's gradient and "
-     "optimizer states): an upper bound; the torch runtime (one GPU or DDP) models the adapters alone"),
+    (lambda p: p.lora_rank > 0 and p.runtime == "fsdp",
+     "LoRA under FSDP is modelled as full fine-tuning (every parameter's gradient and optimizer "
+     "states): an upper bound; DeepSpeed and the torch runtime model the adapters alone"),
     (lambda p: p.load_in_4bit and p.runtime != "torch",
      "4-bit base weights under DeepSpeed or FSDP are modelled as 16-bit"),
 )

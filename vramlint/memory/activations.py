@@ -182,16 +182,35 @@ def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[in
     return [w.o * i] * (1 if frozen else 2)
 
 
+SHARED_READS = {"q": "attention", "k": "attention", "v": "attention", "qkv": "attention", "q_a": "attention",
+                "kv_a_proj_with_mqa": "attention", "in_proj_qkvz": "attention", "in_proj_ba": "attention",
+                "o": None, "out": None, "gate": "mlp", "up": "mlp", "gate_up": "mlp", "shared_gate": "mlp",
+                "shared_up": "mlp", "shared_expert_gate": "mlp"}
+
+
+def adapters_16bit(plan: Plan) -> bool:
+    """PEFT keeps LoRA adapters in fp32 (``autocast_adapter_dtype``); DeepSpeed casts every
+    parameter to the 16-bit dtype, and FSDP's mixed precision computes them in it."""
+    return plan.runtime != "torch"
+
+
 def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
-    """With LoRA the frozen base linears (bitsandbytes' 4-bit ones too) keep no input, but PEFT
-    casts each adapted linear's input to the fp32 adapter dtype and lora_A keeps that copy; under
-    autocast lora_A casts it back to 16 bit and keeps that cast instead (routed experts: not
-    counted). With ``lora_dropout`` the copy lora_A keeps is the dropout's output, and the dropout
-    keeps its mask: on CUDA ``native_dropout``'s bool mask, 1 B per element."""
+    """With LoRA the frozen base linears (bitsandbytes' 4-bit ones too) keep no input, but lora_A
+    keeps the one it reads (routed experts: not counted). fp32 adapters: PEFT casts each adapted
+    linear's input to fp32 and lora_A keeps that copy; under autocast lora_A casts it back to 16
+    bit and keeps that cast instead. 16-bit adapters read the linear's own input: kept once per
+    tensor (q, k and v share the normed input), nothing for o_proj's (attention keeps it). With
+    ``lora_dropout`` every adapter keeps its own dropout output and CUDA's bool mask (1 B)."""
     wanted = lora_targets(plan.lora_targets, plan.model)
-    width = (2 if plan.autocast else 4) + (1 if plan.lora_dropout else 0)
-    return [width * d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
-            if name in wanted and copies == 1 and name != "router"]   # PEFT wraps the router's weight
+    linears = {name: d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
+               if name in wanted and copies == 1 and name != "router"}   # PEFT wraps the router's weight
+    mask = 1 if plan.lora_dropout else 0
+    if not adapters_16bit(plan):
+        return [((2 if plan.autocast else 4) + mask) * d_in for d_in in linears.values()]
+    if mask:
+        return [(widths(plan).a + mask) * d_in for d_in in linears.values()]
+    read = {SHARED_READS.get(name, name): d_in for name, d_in in linears.items() if SHARED_READS.get(name, name)}
+    return [widths(plan).a * d_in for d_in in read.values()]
 
 
 def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[int]]:

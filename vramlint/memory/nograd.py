@@ -91,7 +91,8 @@ def _linear(alloc: CachingAllocator, plan: Plan, n_in: int, n_out: int, tokens: 
     """One linear in a forward that keeps nothing; returns its output. Under autocast a linear on
     the fp32 residual stream first casts its input to 16 bit (``cast``). A PEFT LoRA adapter on it
     (fp32 weights) casts the input to fp32, runs A then B, scales, adds that to the base output
-    (the sum promoted to fp32) and casts the sum back."""
+    (the sum promoted to fp32) and casts the sum back; 16-bit adapters (DeepSpeed, FSDP) skip the
+    casts."""
     m, f = (lambda width, n: alloc.malloc(width * n * tokens)), alloc.free
     cast_in = m(w.a, n_in) if cast and w.r != w.a else None
     out = m(w.o, n_out)
@@ -99,6 +100,16 @@ def _linear(alloc: CachingAllocator, plan: Plan, n_in: int, n_out: int, tokens: 
         f(cast_in)
     if not (plan.lora_rank and name in lora_targets(plan.lora_targets, plan.model)):
         return out
+    if act.adapters_16bit(plan):      # A, B, the scaled output and the sum, all in the compute dtype
+        low = m(w.a, plan.lora_rank)
+        b = m(w.a, n_out)
+        f(low)
+        scaled = m(w.a, n_out)
+        f(b)
+        total = m(w.o, n_out)
+        f(scaled)
+        f(out)
+        return total
     x32 = m(4, n_in)
     dropped = m(4, n_in) if plan.lora_dropout else None     # the dropout's output; its mask dies at once
     if dropped is not None:

@@ -96,6 +96,32 @@ def trainable(plan: Plan) -> int:
     return lora_params(plan.model, plan.lora_rank, plan.lora_targets) if plan.lora_rank else plan.model.params
 
 
+ADAPTER_GROUPS = {"router": "router", "shared_expert_gate": "router", "experts_gate_up": "experts",
+                  "experts_down": "experts"}
+
+
+def lora_tensors(layer, plan: Plan) -> list[tuple[str, int]]:
+    """One layer's adapter tensors in module order, as (parameter group, elements): lora_A
+    (r x d_in) and lora_B (d_out x r) of every targeted linear, each copy of a fused expert's
+    folded into one; the group says which sublayer's backward produces the gradient."""
+    m, r = plan.model, plan.lora_rank
+    wanted = lora_targets(plan.lora_targets, m)
+    out = []
+    for name, (d_in, d_out, copies) in layer.linears(m.hidden_size, m.block).items():
+        if name in wanted:
+            group = ADAPTER_GROUPS.get(name, "mlp" if name in MLP_NAMES or name.startswith("shared_") else "attention")
+            out += [(group, r * copies * d_in), (group, r * copies * d_out)]
+    return out
+
+
+def trainable_tensors(plan: Plan) -> list[int]:
+    """The sizes of the tensors the optimizer holds, in parameter order: every parameter, or with
+    LoRA the adapters alone (what HF Trainer hands the optimizer: parameters that need grads)."""
+    if not plan.lora_rank:
+        return list(plan.model.tensor_sizes)
+    return [size for layer in plan.model.layers for _, size in lora_tensors(layer, plan)]
+
+
 def _shard(plan: Plan, state: str, size: int) -> int:
     return -(-size // plan.data_parallel) if state in SHARDED[plan.zero_stage] else size
 
@@ -160,22 +186,35 @@ def _step_temporaries(plan: Plan, t: int, s_b: int, m: ModelShape) -> list[Compo
     return []
 
 
+def _weights_words(plan: Plan) -> tuple[int, str]:
+    """The 16-bit weights' elements and their name in formulas: P, or with LoRA the frozen base P
+    and the adapters T (DeepSpeed casts PEFT's fp32 adapters to 16 bit with the rest)."""
+    if plan.lora_rank:
+        return plan.model.params + trainable(plan), "(P + T)"
+    return plan.model.params, "P"
+
+
 def deepspeed_states(plan: Plan) -> States:
+    """ZeRO's states of the trainable parameters (T = P, or LoRA's adapters alone: the optimizer
+    gets only the parameters that need grads, and frozen ones stay 16-bit, partitioned under
+    ZeRO-3 and whole below it)."""
     if plan.precision == "fp32":
         return _deepspeed_fp32(plan)
-    p, n, stage = plan.model.params, plan.data_parallel, plan.zero_stage
+    t, n, stage = trainable(plan), plan.data_parallel, plan.zero_stage
     opt_off = plan.offload_optimizer != "none"
     par_off = plan.offload_param != "none" and stage == 3
     resting: list[Component] = []
-    weights = 0 if par_off else _shard(plan, "weights", 2 * p)
+    held, symbol = _weights_words(plan)
+    weights = 0 if par_off else _shard(plan, "weights", 2 * held)
     resting.append(Component("weights (16-bit)", weights, "offloaded to host" if par_off else
-                             f"2 B x P{' / N_d' if stage == 3 else ''}", ZERO_PAPER))
-    resting.append(Component("optimizer states", 0 if opt_off else _shard(plan, "optimizer", 12 * p),
+                             f"2 B x {symbol}{' / N_d' if stage == 3 else ''}", ZERO_PAPER))
+    tag = "T" if plan.lora_rank else "P"
+    resting.append(Component("optimizer states", 0 if opt_off else _shard(plan, "optimizer", 12 * t),
                              f"offloaded to {plan.offload_optimizer}" if opt_off else
-                             f"12 B x P{' / N_d' if stage else ''} (fp32 master + Adam m, v)", ZERO_PAPER))
+                             f"12 B x {tag}{' / N_d' if stage else ''} (fp32 master + Adam m, v)", ZERO_PAPER))
     if stage == 3:
         if not opt_off:
-            resting.append(Component("gradient partition (16-bit)", -(-2 * p // n), "2 B x P / N_d",
+            resting.append(Component("gradient partition (16-bit)", -(-2 * t // n), f"2 B x {tag} / N_d",
                                      DS_MEASURED))
         resting.append(Component("IPG reduce bucket", 2 * plan.reduce_bucket_size,
                                  f"2 B x reduce_bucket_size ({plan.reduce_bucket_size:,}), allocated at init",
@@ -186,7 +225,7 @@ def deepspeed_states(plan: Plan) -> States:
                                      f"stage3_param_persistence_threshold ({plan.param_persistence_threshold:,})",
                                      DS_STAGE3))
     elif opt_off:
-        largest = max(plan.model.tensor_sizes)
+        largest = max(trainable_tensors(plan))
         resting.append(Component("gradient staging (16-bit)", 2 * largest,
                                  f"2 B x the largest parameter ({largest:,}): temp_grad_buffer_for_gpu_offload",
                                  DS_SOURCE))
@@ -222,7 +261,7 @@ def zero3_sub_groups(plan: Plan) -> list[int]:
     closed once its partitions reach ``sub_group_size`` elements (stage3.py
     ``_create_fp16_sub_groups``; 0 makes every parameter its own group). Each group's elements."""
     n, groups, part = plan.data_parallel, [], 0
-    parts = [-(-size // n) for size in plan.model.tensor_sizes]
+    parts = [-(-size // n) for size in trainable_tensors(plan)]
     if plan.sub_group_size >= sum(parts):
         return [sum(parts)]
     for size in parts:
@@ -262,7 +301,7 @@ def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Com
     """ZeRO-1/2 (``stage_1_and_2.py``): gradients pass through the IPG bucket into a flat 16-bit
     partition; ``step()`` flattens that once more and upcasts it to an fp32 partition, then AdamW
     steps it with one temporary once both 16-bit copies are freed (8 B/P/N either way)."""
-    p, n = plan.model.params, plan.data_parallel
+    p, n = trainable(plan), plan.data_parallel
     half, full = -(-2 * p // n), -(-4 * p // n)
     grads = [Component("16-bit gradient partition", half, "2 B x P / N_d (grads_in_partition)", DS_SOURCE)]
     backward = [Component("IPG reduce bucket", 2 * plan.reduce_bucket_size,
@@ -276,7 +315,7 @@ def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Com
 
 
 def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Component]]:
-    p, stage = plan.model.params, plan.zero_stage
+    p, stage = trainable(plan), plan.zero_stage
     if opt_off:
         return [], []
     if stage == 0:
@@ -290,8 +329,9 @@ def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Co
 
 
 def _deepspeed_fp32(plan: Plan) -> States:
-    p = plan.model.params
-    resting = [Component("weights (fp32)", _shard(plan, "weights", 4 * p), "4 B x P", ZERO_PAPER),
+    p = trainable(plan)
+    held, symbol = _weights_words(plan)
+    resting = [Component("weights (fp32)", _shard(plan, "weights", 4 * held), f"4 B x {symbol}", ZERO_PAPER),
                Component("optimizer states", _shard(plan, "optimizer", 8 * p), "8 B x P (Adam m, v)", ZERO_PAPER)]
     grads = [Component("gradients (fp32)", _shard(plan, "gradients", 4 * p), "4 B x P", ZERO_PAPER)]
     step = [Component("optimizer step temporaries", _shard(plan, "optimizer", 4 * p), "4 B x P", TORCH_MEASURED)]
@@ -300,7 +340,7 @@ def _deepspeed_fp32(plan: Plan) -> States:
 
 def _host(plan: Plan) -> list[Component]:
     """Host RAM per node for offloaded states (DeepSpeed estimators, additional_buffer_factor 1.5)."""
-    p, nodes, gpus = plan.model.params, plan.cluster.nodes, plan.cluster.world_size
+    p, nodes, gpus = trainable(plan), plan.cluster.nodes, plan.cluster.world_size
     if plan.offload_optimizer != "cpu":
         return []
     if plan.zero_stage == 3:
@@ -356,4 +396,4 @@ def model_states(plan: Plan) -> States:
     return deepspeed_states(plan)
 
 
-__all__ = ["States", "lora_params", "model_states", "trainable"]
+__all__ = ["States", "lora_params", "lora_tensors", "model_states", "trainable", "trainable_tensors"]

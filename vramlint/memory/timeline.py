@@ -23,7 +23,7 @@ from __future__ import annotations
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.nograd import forward_layer, load_weights
-from vramlint.memory.states import fsdp_states, trainable
+from vramlint.memory.states import fsdp_states, lora_tensors, trainable
 from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.plan import Plan
 
@@ -148,15 +148,16 @@ class Step:
         grad = a.malloc(w.r * m.hidden_size * tokens)
         # lm_head's gradient, then the final norm's: under DeepSpeed the first gradient hook to fire
         # (a tied lm_head's waits for the embedding's), which sets up the reduce bucket
-        grads = self._param_grads([("head", m.head_params or m.vocab_size * m.hidden_size),
-                                   ("small", m.final_norm_params)])
+        lora = self.plan.lora_rank > 0
+        grads = [] if lora else self._param_grads([("head", m.head_params or m.vocab_size * m.hidden_size),
+                                                   ("small", m.final_norm_params)])
         for handle in head + [g_16, residual]:
             a.free(handle)
         for index in reversed(range(m.num_layers)):
             grad = self._layer_backward(index, kept[index], inputs[index], casts[index], grad, grads)
-        if m.head_params:
+        if m.head_params and not lora:
             grads += self._param_grads([("embedding", m.embedding_params)])
-        elif not self.plan.lora_rank:
+        elif not lora:
             self._tied_embedding_grad()
         a.free(grad)
         return grads
@@ -173,7 +174,7 @@ class Step:
             casts = self._casts(layer)
             kept = self._keep(layer)
         sizes = act.sublayer_tensors(layer, m, self.plan)
-        params = by_sublayer(layer.parameter_tensors)
+        params = by_sublayer(lora_tensors(layer, self.plan) if self.plan.lora_rank else layer.parameter_tensors)
         for part in reversed(range(len(sizes))):    # the MLP's backward runs first, then the attention's
             grads += self._param_grads(params[part])
             scratch = a.malloc(max(sizes[part]) * tokens)

@@ -10,7 +10,7 @@ reported: ZeRO-3's coordinator has traced the module order by then.
 from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import deepspeed_states, zero3_kept, zero3_sub_groups
+from vramlint.memory.states import deepspeed_states, trainable, trainable_tensors, zero3_kept, zero3_sub_groups
 from vramlint.memory.timeline import Step
 from vramlint.plan import Plan
 
@@ -43,7 +43,7 @@ class _DeepSpeedStep(Step):
 
     def optimizer(self, grads: list[int], first: bool) -> None:
         a, plan = self.a, self.plan
-        p, n = plan.model.params, plan.data_parallel
+        p, n = trainable(plan), plan.data_parallel
         if plan.offload_optimizer != "none":
             for handle in grads:
                 a.free(handle)
@@ -119,7 +119,7 @@ class _ZeroStep(_HookedStep):
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
         super().__init__(plan, alloc, [])
-        self.part = -(-plan.model.params // plan.data_parallel)
+        self.part = -(-trainable(plan) // plan.data_parallel)
         self.bucket: int | None = None
         self.partition: int | None = None
         self.filled = 0
@@ -180,23 +180,32 @@ class _ZeroStep(_HookedStep):
         a.free(fp32)
 
 
+def _frozen(plan: Plan, alloc: CachingAllocator) -> None:
+    """With LoRA the base model's parameters, frozen: loaded once, never flattened or freed."""
+    if plan.lora_rank:
+        for size in plan.model.tensor_sizes:
+            alloc.malloc(2 * size)
+
+
 def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
-    """``deepspeed.initialize`` for ZeRO-1/2 on a model moved to the GPU: the 16-bit parameters
-    are flattened into one buffer (the originals freed; when the GPU cannot hold both, DeepSpeed
-    moves the originals to the host and empties the cache first), the fp32 master partition is a
-    clone upcast (the clone freed), and ``initialize_optimizer_states`` allocates and drops one
-    fp32 gradient partition."""
-    m = plan.model
-    part = -(-m.params // plan.data_parallel)
+    """``deepspeed.initialize`` for ZeRO-1/2 on a model moved to the GPU: the trainable 16-bit
+    parameters are flattened into one buffer (the originals freed; when the GPU cannot hold both,
+    DeepSpeed moves the originals to the host and empties the cache first), the fp32 master
+    partition is a clone upcast (the clone freed), and ``initialize_optimizer_states`` allocates
+    and drops one fp32 gradient partition."""
+    trained = trainable_tensors(plan)
+    t = sum(trained)
+    part = -(-t // plan.data_parallel)
     if plan.offload_optimizer != "none":        # the gradient staging buffer for the copies to the host
-        alloc.malloc(2 * max(m.tensor_sizes))
-    originals = [alloc.malloc(2 * size) for size in m.tensor_sizes]
-    on_gpu = alloc.reserved + 2 * m.params <= plan.cluster.gpu.memory_bytes    # flatten_on_accelerator
+        alloc.malloc(2 * max(trained))
+    _frozen(plan, alloc)
+    originals = [alloc.malloc(2 * size) for size in trained]
+    on_gpu = alloc.reserved + 2 * t <= plan.cluster.gpu.memory_bytes    # flatten_on_accelerator
     if not on_gpu:
         for handle in originals:
             alloc.free(handle)
         alloc.empty_cache()
-    alloc.malloc(2 * m.params)
+    alloc.malloc(2 * t)
     for handle in originals if on_gpu else []:
         alloc.free(handle)
     clone = alloc.malloc(2 * part)
@@ -215,8 +224,8 @@ def _norm_upcasts(plan: Plan, alloc: CachingAllocator) -> None:
     """The gradient norm (for clipping and the logged norm): ZeRO's ``get_grad_norm_direct``
     upcasts each gradient piece of the local partition to fp64 (``get_norm_dtype``), one at a
     time, 8 B per element."""
-    part = -(-plan.model.params // plan.data_parallel)
-    for size in plan.model.tensor_sizes:
+    part = -(-trainable(plan) // plan.data_parallel)
+    for size in trainable_tensors(plan):
         alloc.free(alloc.malloc(8 * min(-(-size // plan.data_parallel), part)))
 
 
@@ -343,14 +352,17 @@ class _Zero3Step(_HookedStep):
 
 def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
     """``deepspeed.initialize`` for ZeRO-3: each parameter is partitioned (offloaded partitions go
-    to the host); the partitions are defragmented into one flat buffer (through the host, with
-    ``empty_cache`` between); each sub-group's fp32 master is a clone of its fp32 conversion;
-    ``initialize_optimizer_states`` allocates and drops one fp32 gradient buffer; then the IPG
-    bucket and the 16-bit gradient partition are allocated for good."""
-    m, n = plan.model, plan.data_parallel
-    part = -(-m.params // n)
+    to the host); the trainable ones' partitions are defragmented into one flat buffer (through
+    the host, with ``empty_cache`` between; LoRA's frozen base keeps its partitions); each
+    sub-group's fp32 master is a clone of its fp32 conversion; ``initialize_optimizer_states``
+    allocates and drops one fp32 gradient buffer; then the IPG bucket and the 16-bit gradient
+    partition are allocated for good, and every trainable parameter is gathered once."""
+    n = plan.data_parallel
+    trained = trainable_tensors(plan)
+    part = -(-sum(trained) // n)
     groups = zero3_sub_groups(plan)
-    sizes = m.tensor_sizes
+    frozen = list(plan.model.tensor_sizes) if plan.lora_rank else []
+    sizes = frozen + trained
     # under zero.Init each parameter is partitioned as it is created; a model built on the GPU
     # first (as the calibration runs did) leaves its freed full-size blocks cached
     originals = [None] * len(sizes) if plan.zero_init else [alloc.malloc(2 * size) for size in sizes]
@@ -360,7 +372,7 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
             partitions.append(alloc.malloc(2 * -(-size // n)))
             if handle is not None:
                 alloc.free(handle)
-        for handle in partitions:          # zero/utils.py defragment: via the host, then empty_cache
+        for handle in partitions[len(frozen):]:     # zero/utils.py defragment: via the host, then empty_cache
             alloc.free(handle)
         alloc.empty_cache()
         alloc.malloc(2 * part)
@@ -377,7 +389,7 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
     alloc.malloc(2 * plan.reduce_bucket_size)
     if plan.offload_optimizer == "none":
         alloc.malloc(2 * part)
-    for size in sizes:       # create_reduce_and_remove_grad_hooks: param.all_gather() of each, released
+    for size in trained:     # create_reduce_and_remove_grad_hooks: param.all_gather() of each, released
         alloc.free(alloc.malloc(2 * size))
 
 
