@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from vramlint.memory.components import HOST, Component
 from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
 from vramlint.models.quantization import nf4
-from vramlint.models.shape import ModelShape
+from vramlint.models.shape import Layer, ModelShape
 from vramlint.plan import Plan
 
 ZERO_PAPER = "ZeRO (Rajbhandari et al. 2020), REFERENCE.md §1-2"
@@ -100,7 +100,7 @@ ADAPTER_GROUPS = {"router": "router", "shared_expert_gate": "router", "experts_g
                   "experts_down": "experts"}
 
 
-def lora_tensors(layer, plan: Plan) -> list[tuple[str, int]]:
+def lora_tensors(layer: Layer, plan: Plan) -> list[tuple[str, int]]:
     """One layer's adapter tensors in module order, as (parameter group, elements): lora_A
     (r x d_in) and lora_B (d_out x r) of every targeted linear, each copy of a fused expert's
     folded into one; the group says which sublayer's backward produces the gradient."""
@@ -163,7 +163,7 @@ def _optimizer_states(plan: Plan, t: int, s_b: int) -> Component:
     h = plan.model.hidden_size
     per = {"adamw": (2 * s_b, f"Adam m, v: 2 x {s_b} B"), "sgd": (s_b, f"momentum: {s_b} B")}
     if plan.optimizer == "adamw-8bit":
-        sizes = [t] if plan.lora_rank else [size for _, size in plan.model.parameter_tensors if size]
+        sizes = [size for size in trainable_tensors(plan) if size]
         return Component("optimizer states", _adam_8bit_bytes(sizes), f"8-bit m, v: 2 x 1 B x {t:,} trainable "
                          "params + an fp32 absmax per 256 (fp32 m, v for tensors under 4096)",
                          "bitsandbytes 8-bit Adam, optim/optimizer.py Optimizer2State")
@@ -184,6 +184,11 @@ def _step_temporaries(plan: Plan, t: int, s_b: int, m: ModelShape) -> list[Compo
         return [Component("optimizer step temporaries", 4 * largest, "one fp32 update of the largest tensor",
                           "Adafactor (per-parameter update)")]
     return []
+
+
+def _tag(plan: Plan) -> str:
+    """How formulas name the trainable parameters: P, or T for LoRA's adapters."""
+    return "T" if plan.lora_rank else "P"
 
 
 def _weights_words(plan: Plan) -> tuple[int, str]:
@@ -208,7 +213,7 @@ def deepspeed_states(plan: Plan) -> States:
     weights = 0 if par_off else _shard(plan, "weights", 2 * held)
     resting.append(Component("weights (16-bit)", weights, "offloaded to host" if par_off else
                              f"2 B x {symbol}{' / N_d' if stage == 3 else ''}", ZERO_PAPER))
-    tag = "T" if plan.lora_rank else "P"
+    tag = _tag(plan)
     resting.append(Component("optimizer states", 0 if opt_off else _shard(plan, "optimizer", 12 * t),
                              f"offloaded to {plan.offload_optimizer}" if opt_off else
                              f"12 B x {tag}{' / N_d' if stage else ''} (fp32 master + Adam m, v)", ZERO_PAPER))
@@ -301,16 +306,16 @@ def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Com
     """ZeRO-1/2 (``stage_1_and_2.py``): gradients pass through the IPG bucket into a flat 16-bit
     partition; ``step()`` flattens that once more and upcasts it to an fp32 partition, then AdamW
     steps it with one temporary once both 16-bit copies are freed (8 B/P/N either way)."""
-    p, n = trainable(plan), plan.data_parallel
+    p, n, tag = trainable(plan), plan.data_parallel, _tag(plan)
     half, full = -(-2 * p // n), -(-4 * p // n)
-    grads = [Component("16-bit gradient partition", half, "2 B x P / N_d (grads_in_partition)", DS_SOURCE)]
+    grads = [Component("16-bit gradient partition", half, f"2 B x {tag} / N_d (grads_in_partition)", DS_SOURCE)]
     backward = [Component("IPG reduce bucket", 2 * plan.reduce_bucket_size,
                           f"2 B x reduce_bucket_size ({plan.reduce_bucket_size:,})", DS_SOURCE)]
     if plan.zero_stage == 1 and n > 1:
-        backward.append(Component("gradients (16-bit, before reduce)", 2 * p, "2 B x P: ZeRO-1 reduces after backward",
-                                  DS_SOURCE))
-    step = [Component("flattened 16-bit partition + fp32 upcast", half + full, "2 B + 4 B x P / N_d (then AdamW's "
-                      "temporary, 4 B x P / N_d, once the 16-bit copies are freed)", DS_MEASURED)]
+        backward.append(Component("gradients (16-bit, before reduce)", 2 * p,
+                                  f"2 B x {tag}: ZeRO-1 reduces after backward", DS_SOURCE))
+    step = [Component("flattened 16-bit partition + fp32 upcast", half + full, f"2 B + 4 B x {tag} / N_d (then "
+                      f"AdamW's temporary, 4 B x {tag} / N_d, once the 16-bit copies are freed)", DS_MEASURED)]
     return grads, step, backward
 
 
@@ -319,8 +324,9 @@ def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Co
     if opt_off:
         return [], []
     if stage == 0:
-        grads = [Component("gradients (16-bit + fp32)", 6 * p, "2 B + 4 B x P", DS_MEASURED)]
-        return grads, [Component("optimizer step temporaries", 4 * p, "foreach AdamW: 4 B x P", DS_MEASURED)]
+        tag = _tag(plan)
+        grads = [Component("gradients (16-bit + fp32)", 6 * p, f"2 B + 4 B x {tag}", DS_MEASURED)]
+        return grads, [Component("optimizer step temporaries", 4 * p, f"foreach AdamW: 4 B x {tag}", DS_MEASURED)]
     group = max(zero3_sub_groups(plan))
     return ([Component("fp32 gradients of one sub-group", 4 * group, f"4 B x the largest sub-group (sub_group_size "
                        f"{plan.sub_group_size:,}) = 4 x {group:,}",
@@ -329,12 +335,12 @@ def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Co
 
 
 def _deepspeed_fp32(plan: Plan) -> States:
-    p = trainable(plan)
+    p, tag = trainable(plan), _tag(plan)
     held, symbol = _weights_words(plan)
     resting = [Component("weights (fp32)", _shard(plan, "weights", 4 * held), f"4 B x {symbol}", ZERO_PAPER),
-               Component("optimizer states", _shard(plan, "optimizer", 8 * p), "8 B x P (Adam m, v)", ZERO_PAPER)]
-    grads = [Component("gradients (fp32)", _shard(plan, "gradients", 4 * p), "4 B x P", ZERO_PAPER)]
-    step = [Component("optimizer step temporaries", _shard(plan, "optimizer", 4 * p), "4 B x P", TORCH_MEASURED)]
+               Component("optimizer states", _shard(plan, "optimizer", 8 * p), f"8 B x {tag} (Adam m, v)", ZERO_PAPER)]
+    grads = [Component("gradients (fp32)", _shard(plan, "gradients", 4 * p), f"4 B x {tag}", ZERO_PAPER)]
+    step = [Component("optimizer step temporaries", _shard(plan, "optimizer", 4 * p), f"4 B x {tag}", TORCH_MEASURED)]
     return States(resting, grads, step, _host(plan))
 
 

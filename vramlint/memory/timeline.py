@@ -148,16 +148,16 @@ class Step:
         grad = a.malloc(w.r * m.hidden_size * tokens)
         # lm_head's gradient, then the final norm's: under DeepSpeed the first gradient hook to fire
         # (a tied lm_head's waits for the embedding's), which sets up the reduce bucket
-        lora = self.plan.lora_rank > 0
-        grads = [] if lora else self._param_grads([("head", m.head_params or m.vocab_size * m.hidden_size),
-                                                   ("small", m.final_norm_params)])
+        frozen = self.plan.lora_rank > 0        # LoRA: only the layers' adapters get gradients
+        grads = [] if frozen else self._param_grads([("head", m.head_params or m.vocab_size * m.hidden_size),
+                                                     ("small", m.final_norm_params)])
         for handle in head + [g_16, residual]:
             a.free(handle)
         for index in reversed(range(m.num_layers)):
             grad = self._layer_backward(index, kept[index], inputs[index], casts[index], grad, grads)
-        if m.head_params and not lora:
+        if not frozen and m.head_params:
             grads += self._param_grads([("embedding", m.embedding_params)])
-        elif not lora:
+        elif not frozen:
             self._tied_embedding_grad()
         a.free(grad)
         return grads
