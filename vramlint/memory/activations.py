@@ -182,9 +182,12 @@ def _mlp(layer: Layer, block: Block, h: int, w: Widths, frozen: bool) -> list[in
     return [w.o * i] * (1 if frozen else 2)
 
 
+# The tensor each adapted linear reads, where several read one (16-bit adapters keep it once):
+# the attention's normed input, the MLP's; None where attention keeps it anyway (o_proj's input,
+# the attention output SDPA saves). Other linears read a tensor of their own.
 SHARED_READS = {"q": "attention", "k": "attention", "v": "attention", "qkv": "attention", "q_a": "attention",
                 "kv_a_proj_with_mqa": "attention", "in_proj_qkvz": "attention", "in_proj_ba": "attention",
-                "o": None, "out": None, "gate": "mlp", "up": "mlp", "gate_up": "mlp", "shared_gate": "mlp",
+                "o": None, "gate": "mlp", "up": "mlp", "gate_up": "mlp", "shared_gate": "mlp",
                 "shared_up": "mlp", "shared_expert_gate": "mlp"}
 
 
