@@ -139,14 +139,16 @@ def test_lora_dropout_keeps_a_mask_per_adapted_input(capsys):
     assert dropped["activations"] - plain["activations"] == 1 * inputs * 2 * 2048 * 16
 
 
-def test_lora_under_fsdp_says_it_is_modelled_as_full_fine_tuning(capsys):
-    """Not modelled yet: FSDP with LoRA gets full fine-tuning states. The estimate says so instead
-    of passing an upper bound off as a prediction; DeepSpeed models the adapters alone."""
-    lora = run(capsys, *BASE, "--train", "--runtime", "fsdp", "--lora-rank", "16")
-    full = run(capsys, *BASE, "--train", "--runtime", "fsdp")
-    assert any("modelled as full fine-tuning" in a for a in lora["assumptions"])
-    assert not any("modelled as full fine-tuning" in a for a in full["assumptions"])
-    zero = run(capsys, *BASE, "--train", "--runtime", "deepspeed", "--zero-stage", "2", "--lora-rank", "16")
-    assert not any("modelled as full fine-tuning" in a for a in zero["assumptions"])
-    full_zero = run(capsys, *BASE, "--train", "--runtime", "deepspeed", "--zero-stage", "2")
-    assert zero["per_gpu_peak_bytes"] < full_zero["per_gpu_peak_bytes"] / 2
+def test_lora_under_deepspeed_and_fsdp_keeps_states_for_the_adapters_alone(capsys):
+    """The optimizer gets the parameters that need grads: fp32 master, Adam's m and v and the
+    gradients are the adapters' (T), while every base parameter stays (sharded by ZeRO-3 and
+    FSDP). FSDP1's flat gradients for frozen parameters are named in the assumptions."""
+    args = [*BASE, "--gpus", "8xH100", "--train", "--grad-checkpointing"]
+    for runtime in (["--runtime", "deepspeed", "--zero-stage", "3"], ["--runtime", "fsdp"]):
+        lora = run(capsys, *args, *runtime, "--lora-rank", "16")
+        full = run(capsys, *args, *runtime)
+        states = {doc_id: sum(c["bytes"] for c in doc["components"] if c["name"] == "optimizer states")
+                  for doc_id, doc in (("lora", lora), ("full", full))}
+        assert states["lora"] * 100 < states["full"]
+        assert lora["per_gpu_peak_bytes"] < full["per_gpu_peak_bytes"]
+    assert any("FSDP1" in a for a in lora["assumptions"]) and not any("FSDP1" in a for a in full["assumptions"])

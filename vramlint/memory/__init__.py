@@ -31,8 +31,8 @@ WIDER = (
 # What the model does not cover for a plan, said beside the estimate rather than guessed at.
 LIMITS = (
     (lambda p: p.lora_rank > 0 and p.runtime == "fsdp",
-     "LoRA under FSDP is modelled as full fine-tuning (every parameter's gradient and optimizer "
-     "states): an upper bound; DeepSpeed and the torch runtime model the adapters alone"),
+     "LoRA under FSDP as FSDP2 shards it (per parameter: gradients for the adapters alone); FSDP1 "
+     "with use_orig_params also keeps gradient shards for the frozen parameters (+4 B x P / N)"),
     (lambda p: p.load_in_4bit and p.runtime != "torch",
      "4-bit base weights under DeepSpeed or FSDP are modelled as 16-bit"),
 )

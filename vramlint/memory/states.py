@@ -362,35 +362,45 @@ FSDP_SOURCE = "torch FSDP with Accelerate mixed precision (fp32 sharded params, 
 
 
 def fsdp_states(plan: Plan) -> States:
-    """FSDP keeps fp32 flat parameter shards (4/N), fp32 gradient shards (4/N) and AdamW's m, v
+    """FSDP keeps fp32 parameter shards (4/N), fp32 gradient shards (4/N) and AdamW's m, v
     (8/N), and unshards one wrapped unit at a time in the compute dtype — the current and the
     prefetched next decoder layer, plus the root unit (embeddings, lm_head) for the whole step.
     SHARD_GRAD_OP keeps every unit unsharded from forward to backward; NO_SHARD is DDP-like with a
-    16-bit copy of every weight; CPU offload moves shards, gradients and the step to the host."""
-    m, p, n = plan.model, plan.model.params, plan.data_parallel
+    16-bit copy of every weight; CPU offload moves shards, gradients and the step to the host.
+    With LoRA every parameter is sharded and gathered, but gradients and optimizer states are the
+    adapters' alone (T; FSDP2's per-parameter sharding)."""
+    m, n = plan.model, plan.data_parallel
+    t, tag = trainable(plan), _tag(plan)
+    held, symbol = _weights_words(plan)
     stage = FSDP_STAGE.get(plan.fsdp_strategy, 3)
     c_b = 4 if plan.precision == "fp32" else 2
     unit = max(layer.params.total for layer in m.layers)
     root = m.outside_layers
-    shard = -(-p // n) if stage == 3 or plan.fsdp_strategy.startswith("SHARD") else p
+    sharded = stage == 3 or plan.fsdp_strategy.startswith("SHARD")
+    shard, part = (-(-held // n), -(-t // n)) if sharded else (held, t)
+    over = f" / {n}" if sharded else ""
     offload = plan.offload_param != "none"
     resting = [Component("fp32 parameter shards", 0 if offload else 4 * shard,
-                         "offloaded to host" if offload else f"4 B x P / {n if shard < p else 1}", FSDP_SOURCE),
-               Component("optimizer states", 0 if offload else 8 * shard, "Adam m, v: 8 B x P shard", FSDP_SOURCE)]
+                         "offloaded to host" if offload else f"4 B x {symbol}{over}", FSDP_SOURCE),
+               Component("optimizer states", 0 if offload else 8 * part, f"Adam m, v: 8 B x {tag}{over}",
+                         FSDP_SOURCE)]
     if stage == 3:
         gathered = c_b * (2 * unit + root)
         resting.append(Component("unsharded units", gathered, f"{c_b} B x (2 decoder layers in flight + root unit) "
                                  f"= {c_b} x (2 x {unit:,} + {root:,})", FSDP_SOURCE))
     elif plan.precision != "fp32" or stage == 2:
-        resting.append(Component("unsharded parameters", c_b * p, f"{c_b} B x P (every unit stays unsharded)",
-                                 FSDP_SOURCE))
-    grads = [Component("gradient shards (fp32)", 0 if offload else 4 * shard, "4 B x P shard", FSDP_SOURCE)]
+        resting.append(Component("unsharded parameters", c_b * held, f"{c_b} B x {symbol} (every unit stays "
+                                 "unsharded)", FSDP_SOURCE))
+    grads = [Component("gradient shards (fp32)", 0 if offload else 4 * part, f"4 B x {tag}{over}", FSDP_SOURCE)]
     if stage == 3:
-        grads.append(Component("unsharded unit gradient", c_b * unit, f"{c_b} B x one decoder layer", FSDP_SOURCE))
-    step = [] if offload else [Component("optimizer step temporaries", 4 * shard, "foreach AdamW: 4 B x P shard",
+        layer_grads = (max(sum(size for _, size in lora_tensors(layer, plan)) for layer in m.layers)
+                       if plan.lora_rank else unit)
+        grads.append(Component("unsharded unit gradient", c_b * layer_grads, f"{c_b} B x one decoder layer's "
+                               f"{'adapters' if plan.lora_rank else 'parameters'}", FSDP_SOURCE))
+    step = [] if offload else [Component("optimizer step temporaries", 4 * part, f"foreach AdamW: 4 B x {tag}{over}",
                                          TORCH_MEASURED)]
-    host = [Component("offloaded shards + states (host)", 16 * shard * (plan.cluster.per_node), "16 B x P shard x "
-                      "GPUs per node", FSDP_SOURCE, HOST)] if offload else []
+    host = [Component("offloaded shards + states (host)", (4 * shard + 12 * part) * plan.cluster.per_node,
+                      f"(4 B x {symbol} + 12 B x {tag}){over} x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
     return States(resting, grads, step, host)
 
 

@@ -255,7 +255,7 @@ class _FsdpStep(Step):
     def optimizer(self, grads: list[int], first: bool) -> None:
         if self.plan.offload_param != "none":
             return
-        shard = -(-self.plan.model.params // self.plan.data_parallel)
+        shard = -(-trainable(self.plan) // self.plan.data_parallel)
         gradients = self.a.malloc(4 * shard)
         temp = self.a.malloc(4 * shard)
         self.a.free(temp)
