@@ -288,14 +288,20 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
         raise UsageError("--seq-len is required")
     precision = {"no": "fp32"}.get(flags.get("mixed_precision") or "bf16", flags.get("mixed_precision") or "bf16")
     weights = flags.get("weights_dtype")
+    runtime = _runtime(flags)
+    said = infer or runtime == "torch"      # DeepSpeed and FSDP set the parameters' dtype themselves
     if weights is None and flags.get("load_in_4bit") and not infer:
         weights = "float32"
-        notes.append("QLoRA: the parameters bitsandbytes leaves unquantized (embeddings, norms, lm_head) in "
-                     "float32 under autocast, as peft's prepare_model_for_kbit_training and TRL's SFTTrainer "
-                     "leave them (--weights-dtype bfloat16 if the script keeps them 16-bit)")
+        note = ("QLoRA: the parameters bitsandbytes leaves unquantized (embeddings, norms, lm_head) in float32 "
+                "under autocast, as peft's prepare_model_for_kbit_training and TRL's SFTTrainer leave them "
+                "(--weights-dtype bfloat16 if the script keeps them 16-bit)")
     elif weights is None:
         weights = model.dtype if infer else ("float32" if precision == "fp32" else "bfloat16")
-        notes.append(f"weights loaded in {weights} (--weights-dtype to change)")
+        note = f"weights loaded in {weights} (--weights-dtype to change)"
+    else:
+        note = ""
+    if note and said:
+        notes.append(note)
     if (flags.get("attn") or "auto") == "auto":
         kernel = model.block.default_attn
         notes.append(f"attention kernel: {kernel}, transformers' default for {model.model_type or 'the model'}"
@@ -303,7 +309,7 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
                         if kernel == "eager" else " (no s² scores); --attn eager to model eager attention"))
     batch = flags.get("batch") if infer and flags.get("batch") else flags.get("micro_batch") or 1
     return Plan(model=model, cluster=cluster, precision=precision, mode="infer" if infer else "train",
-                runtime=_runtime(flags), weights_dtype=weights,
+                runtime=runtime, weights_dtype=weights,
                 zero_stage=flags.get("zero_stage") or 0, offload_optimizer=flags.get("offload_optimizer") or "none",
                 offload_param=flags.get("offload_param") or "none", micro_batch=batch, seq_len=flags["seq_len"],
                 grad_checkpointing=bool(flags.get("grad_checkpointing")), assumptions=tuple(notes),
