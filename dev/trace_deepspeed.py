@@ -2,15 +2,14 @@
 
 Runs ``../shared/groundtruth/ds_measure.py``'s setup — the model built first, then
 ``deepspeed.initialize`` with the measured bf16 config and torch's AdamW as client optimizer
-(foreach, as it defaults on CUDA), gradient checkpointing, two steps — on DeepSpeed's CPU
-accelerator (world size 1, gloo), with fewer layers so that it runs in minutes on two cores.
-Logs every storage an aten op creates and when the storage dies (``torch_probe.StorageWatch``,
-which follows DeepSpeed's ``param.data = ...`` swaps). Writes JSON: ``{"model", "layers",
-"stage", "micro_batch", "seq", "sub_group_size", "lora_rank", "after_init" (bytes alive after
-``initialize``, the model included), "steps": [[["alloc", id, bytes, op] |
-["free", id], ...], ...]}`` — the
-two steps' events; what ``initialize`` does is left out, since on the CPU its "move to the host"
-is no move at all.
+(foreach, as it defaults on CUDA), gradient checkpointing (unless ``--no-gc``), two steps — on
+DeepSpeed's CPU accelerator (world size 1, gloo), with fewer layers so that it runs in minutes on
+two cores. Logs every storage an aten op creates and when the storage dies
+(``torch_probe.StorageWatch``, which follows DeepSpeed's ``param.data = ...`` swaps). Writes
+JSON: ``{"model", "layers", "stage", "micro_batch", "seq", "sub_group_size", "lora_rank",
+"checkpointing", "after_init" (bytes alive after ``initialize``, the model included), "config",
+"steps": [[["alloc", id, bytes, op] | ["free", id], ...], ...]}`` — the two steps' events; what
+``initialize`` does is left out, since on the CPU its "move to the host" is no move at all.
 
 Replayed after vramlint's own initialisation (``memory/zero.py``) the sequence is DeepSpeed's real
 op order on one stream: what it leaves out is the GPU's — the all-gather and reduce streams and
@@ -18,7 +17,8 @@ the blocks ``record_stream`` holds back. Only stages without offload are compara
 the host is the device).
 
     pip install torch==2.13.0 transformers deepspeed    # never vramlint dependencies
-    python dev/trace_deepspeed.py llama-3.2-1b 3 2 2048 --layers 4 [--sub-group-size N] [--lora R] > trace.json
+    python dev/trace_deepspeed.py llama-3.2-1b 3 2 2048 --layers 4 [--sub-group-size N] [--lora R] \
+        [--no-gc] > trace.json
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def models() -> dict:
 
 
 def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
-           sub_group_size: int = 1_000_000_000, lora: int = 0) -> dict:
+           sub_group_size: int = 1_000_000_000, lora: int = 0, checkpointing: bool = True) -> dict:
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=os.environ.get("MASTER_PORT", "29533"), DS_ACCELERATOR="cpu")
     import deepspeed
@@ -65,7 +65,8 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
     with StorageWatch(set(), new, free):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="sdpa")
         model.config.use_cache = False
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if lora:        # PEFT on the frozen base, the optimizer over the adapters (as HF Trainer builds it)
             from peft import LoraConfig, get_peft_model
             model = get_peft_model(model, LoraConfig(r=lora, lora_alpha=2 * lora, lora_dropout=0.0,
@@ -96,7 +97,8 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
             engine.step()
             steps.append(events[start:])
     return {"model": name, "layers": layers, "stage": stage, "micro_batch": micro_batch, "seq": seq,
-            "sub_group_size": sub_group_size, "lora_rank": lora, "after_init": after_init,
+            "sub_group_size": sub_group_size, "lora_rank": lora, "checkpointing": checkpointing,
+            "after_init": after_init, "config": {**config.to_diff_dict(), "model_type": model_type},
             "source": f"torch {torch.__version__}, deepspeed {deepspeed.__version__} (CPU accelerator)",
             "steps": steps}
 
@@ -107,7 +109,7 @@ def main() -> None:
     option = lambda flag, default: int(args[args.index(flag) + 1]) if flag in args else default  # noqa: E731
     name, stage, micro_batch, seq = args[0], int(args[1]), int(args[2]), int(args[3])
     json.dump(record(name, stage, micro_batch, seq, option("--layers", 4), option("--sub-group-size", 10**9),
-                     option("--lora", 0)), sys.stdout)
+                     option("--lora", 0), "--no-gc" not in args), sys.stdout)
     print()
 
 

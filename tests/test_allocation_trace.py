@@ -78,7 +78,8 @@ def test_vramlint_training_replay_reaches_the_reserve_of_the_real_op_order(name)
 
 DEEPSPEED = [f"trace_deepspeed_z{stage}_llama4l_b2_s2048.json" for stage in (0, 1, 2, 3)] + [
     "trace_deepspeed_z3_llama4l_b2_s2048_subgroups2e8.json",       # three optimizer sub-groups
-    "trace_deepspeed_z2_llama4l_b2_s2048_lora16.json", "trace_deepspeed_z3_llama4l_b2_s2048_lora16.json"]
+    "trace_deepspeed_z2_llama4l_b2_s2048_lora16.json", "trace_deepspeed_z3_llama4l_b2_s2048_lora16.json",
+    "trace_deepspeed_z2_qwen2.5-4l_b2_s2048_nogc.json"]           # qwen2.5-1.5b's widths, no checkpointing
 
 
 def replay_steps(plan, trace: dict):
@@ -101,13 +102,15 @@ def replay_steps(plan, trace: dict):
 
 
 def deepspeed_plan(trace: dict):
-    """The measured DeepSpeed run's plan with the trace's layers, sequence, sub-groups and LoRA."""
+    """The measured DeepSpeed run's plan with the trace's model (its config where it records one),
+    layers, sequence, checkpointing, sub-groups and LoRA."""
     record = next(r for r in map(json.loads, shared_or_skip(SHARED / "groundtruth" /
                                                              "h200-deepspeed-calibration.jsonl").read_text().splitlines())
                   if r["scenario"]["stage"] == trace["stage"] and r["scenario"]["offload"] == "none")
-    config = dict(record["config"], num_hidden_layers=trace["layers"])
-    plan = plan_for(dict(record, config=config, scenario=dict(record["scenario"], seq=trace["seq"],
-                                                               micro_batch=trace["micro_batch"])))
+    config = dict(trace.get("config") or record["config"], num_hidden_layers=trace["layers"])
+    scenario = dict(record["scenario"], seq=trace["seq"], micro_batch=trace["micro_batch"],
+                    grad_checkpointing=trace.get("checkpointing", True))
+    plan = plan_for(dict(record, model=trace["model"], config=config, scenario=scenario))
     return plan.with_changes(sub_group_size=trace.get("sub_group_size", plan.sub_group_size),
                              lora_rank=trace.get("lora_rank", 0))
 
@@ -119,7 +122,8 @@ def test_vramlint_deepspeed_replay_reaches_the_reserve_of_the_real_op_order(name
     vramlint's own ``deepspeed.initialize``, against vramlint's replay of the same run: the second
     step's allocated peak within 0.5 %, its reserve within 0.2 GB (ZeRO-0: 1.24 GB in the real
     order, 1.24 in vramlint's; ZeRO-1: 1.97 and 1.96; ZeRO-2: 4.08 and 4.06; ZeRO-3: 3.64 and
-    3.62, with three optimizer sub-groups 2.04 and 2.02; LoRA under ZeRO-2 and -3 likewise). Two
+    3.62, with three optimizer sub-groups 2.04 and 2.02; LoRA under ZeRO-2 and -3 and qwen2.5
+    without checkpointing likewise). Two
     things the real order showed: the
     final norm's gradient fires the first hook and sets up the reduce bucket before any layer's
     backward (vramlint had it wait for the last layer's, whose recomputed tensors then pushed
@@ -150,5 +154,20 @@ def test_deepspeed_lora_states_and_peak_match_the_real_run(name):
     resting = sum(c.bytes for c in deepspeed_states(plan).resting)
     adam = 8 * trainable(plan)
     assert resting - adam == pytest.approx(trace["after_init"], abs=100_000)
+    peak, _, _ = training_peak(plan)
+    assert peak.bytes == pytest.approx(replay_steps(plan, trace).peak_allocated, rel=0.005)
+
+
+def test_deepspeed_without_checkpointing_keeps_what_transformers_keeps():
+    """ZeRO-2 with every activation kept (qwen2.5-1.5b's widths, 4 layers, b2 s2048): the
+    analytic peak against DeepSpeed's own run within 0.5 %, what ``initialize`` leaves exact."""
+    from vramlint.memory.states import deepspeed_states
+    from vramlint.memory.training import training_peak
+
+    trace = json.loads((DATA / "trace_deepspeed_z2_qwen2.5-4l_b2_s2048_nogc.json").read_text())
+    plan = deepspeed_plan(trace)
+    assert not plan.grad_checkpointing and plan.model.model_type == "qwen2"
+    resting = sum(c.bytes for c in deepspeed_states(plan).resting)
+    assert resting - 8 * plan.model.params == pytest.approx(trace["after_init"], abs=100_000)
     peak, _, _ = training_peak(plan)
     assert peak.bytes == pytest.approx(replay_steps(plan, trace).peak_allocated, rel=0.005)
