@@ -100,33 +100,27 @@ def _linear(alloc: CachingAllocator, plan: Plan, n_in: int, n_out: int, tokens: 
         f(cast_in)
     if not (plan.lora_rank and name in lora_targets(plan.lora_targets, plan.model)):
         return out
-    if act.adapters_16bit(plan):      # A, B, the scaled output and the sum, all in the compute dtype
-        low = m(w.a, plan.lora_rank)
-        b = m(w.a, n_out)
-        f(low)
-        scaled = m(w.a, n_out)
-        f(b)
-        total = m(w.o, n_out)
-        f(scaled)
-        f(out)
-        return total
-    x32 = m(4, n_in)
-    dropped = m(4, n_in) if plan.lora_dropout else None     # the dropout's output; its mask dies at once
+    wide = w.a if act.adapters_16bit(plan) else 4     # the adapters' dtype: fp32 (PEFT) or the compute one
+    x32 = m(4, n_in) if wide == 4 else None             # PEFT's cast of the input to the adapters' dtype
+    dropped = m(wide, n_in) if plan.lora_dropout else None     # the dropout's output; its mask dies at once
     if dropped is not None:
         f(m(1, n_in))
-    low = m(4, plan.lora_rank)
-    b = m(4, n_out)
+    low = m(wide, plan.lora_rank)                       # A, B, the scaled output, the sum
+    b = m(wide, n_out)
     f(low)
-    scaled = m(4, n_out)
+    scaled = m(wide, n_out)
     f(b)
-    total = m(4, n_out)
+    total = m(max(wide, w.o), n_out)
     f(scaled)
     f(out)
-    out = m(w.o, n_out)
-    f(total)
-    f(x32)
-    if dropped is not None:
-        f(dropped)
+    if wide == 4:                                       # cast back to the base output's dtype
+        out = m(w.o, n_out)
+        f(total)
+    else:
+        out = total
+    for handle in (x32, dropped):
+        if handle is not None:
+            f(handle)
     return out
 
 
