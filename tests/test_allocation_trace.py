@@ -79,7 +79,8 @@ def test_vramlint_training_replay_reaches_the_reserve_of_the_real_op_order(name)
 DEEPSPEED = [f"trace_deepspeed_z{stage}_llama4l_b2_s2048.json" for stage in (0, 1, 2, 3)] + [
     "trace_deepspeed_z3_llama4l_b2_s2048_subgroups2e8.json",       # three optimizer sub-groups
     "trace_deepspeed_z2_llama4l_b2_s2048_lora16.json", "trace_deepspeed_z3_llama4l_b2_s2048_lora16.json",
-    "trace_deepspeed_z2_qwen2.5-4l_b2_s2048_nogc.json"]           # qwen2.5-1.5b's widths, no checkpointing
+    "trace_deepspeed_z2_qwen2.5-4l_b2_s2048_nogc.json",           # qwen2.5-1.5b's widths, no checkpointing
+    "trace_deepspeed_z2_llama4l_b2_s2048_lora16_nogc.json"]
 
 
 def replay_steps(plan, trace: dict):
@@ -158,16 +159,18 @@ def test_deepspeed_lora_states_and_peak_match_the_real_run(name):
     assert peak.bytes == pytest.approx(replay_steps(plan, trace).peak_allocated, rel=0.005)
 
 
-def test_deepspeed_without_checkpointing_keeps_what_transformers_keeps():
-    """ZeRO-2 with every activation kept (qwen2.5-1.5b's widths, 4 layers, b2 s2048): the
+@pytest.mark.parametrize("name", [n for n in DEEPSPEED if n.endswith("nogc.json")])
+def test_deepspeed_without_checkpointing_keeps_what_transformers_keeps(name):
+    """ZeRO-2 with every activation kept (qwen2.5-1.5b's widths; Llama with LoRA, whose 16-bit
+    adapters keep each input tensor once — with PEFT's fp32 rule the count was 10 % over): the
     analytic peak against DeepSpeed's own run within 0.5 %, what ``initialize`` leaves exact."""
-    from vramlint.memory.states import deepspeed_states
+    from vramlint.memory.states import deepspeed_states, trainable
     from vramlint.memory.training import training_peak
 
-    trace = json.loads((DATA / "trace_deepspeed_z2_qwen2.5-4l_b2_s2048_nogc.json").read_text())
+    trace = json.loads((DATA / name).read_text())
     plan = deepspeed_plan(trace)
-    assert not plan.grad_checkpointing and plan.model.model_type == "qwen2"
+    assert not plan.grad_checkpointing
     resting = sum(c.bytes for c in deepspeed_states(plan).resting)
-    assert resting - 8 * plan.model.params == pytest.approx(trace["after_init"], abs=100_000)
+    assert resting - 8 * trainable(plan) == pytest.approx(trace["after_init"], abs=100_000)
     peak, _, _ = training_peak(plan)
     assert peak.bytes == pytest.approx(replay_steps(plan, trace).peak_allocated, rel=0.005)
