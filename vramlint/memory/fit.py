@@ -52,6 +52,15 @@ def largest_micro_batch(plan: Plan, budget: int) -> int:
     return _largest_from(lambda mb: fits(at(mb), budget), bound)
 
 
+def _bisect(ok, good: int, bad: int) -> int:
+    """The good end of the boundary between ``good`` (``ok``) and ``bad`` (not), either of them
+    the larger, for a predicate that changes once between them."""
+    while abs(bad - good) > 1:
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if ok(mid) else (good, mid)
+    return good
+
+
 def _largest(ok, start: int, most: int = 1 << 16) -> int:
     """The largest n >= 1 with ``ok(n)`` for a predicate true up to some point and false after
     (0 if ``ok(1)`` is false): doubling from ``start``, then bisection."""
@@ -62,10 +71,7 @@ def _largest(ok, start: int, most: int = 1 << 16) -> int:
         lo, hi = hi, hi * 2
         if hi > most:
             return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo
+    return _bisect(ok, lo, hi)
 
 
 def _largest_from(ok, bound: int) -> int:
@@ -77,14 +83,10 @@ def _largest_from(ok, bound: int) -> int:
     while True:
         low = max(1, high - step)
         if ok(low):
-            break
+            return _bisect(ok, low, high)
         if low == 1:
             return 0
         high, step = low, step * 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if ok(mid) else (low, mid)
-    return low
 
 
 WORDS = {  # (source file vocabulary, setting) -> how that file spells it
@@ -195,19 +197,15 @@ def _more_gpus(plan: Plan, budget: int, most: int = 64) -> list[Change]:
     tensors = lambda nodes: estimate(on(nodes), replay=False).per_gpu_peak <= budget  # noqa: E731
     if not tensors(most):
         return []
-    lo, hi = plan.cluster.nodes, most
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if tensors(mid) else (mid, hi)
+    lo = plan.cluster.nodes
+    hi = _bisect(tensors, most, lo)
     step = 1
     while not fits(on(hi), budget):                     # gallop up from the bound, then bisect
         if hi == most:
             return []
         lo, hi = hi, min(most, hi + step)
         step *= 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if fits(on(mid), budget) else (mid, hi)
+    hi = _bisect(lambda nodes: fits(on(nodes), budget), hi, lo)
     bigger = on(hi)
     return [Change(f"{hi} nodes x {plan.cluster.per_node} GPUs ({bigger.cluster.world_size} GPUs), fully sharded "
                    "with checkpointing at micro-batch 1, no offload", peak(bigger))]
