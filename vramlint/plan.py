@@ -289,7 +289,7 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
     precision = {"no": "fp32"}.get(flags.get("mixed_precision") or "bf16", flags.get("mixed_precision") or "bf16")
     weights = flags.get("weights_dtype")
     runtime = _runtime(flags)
-    said = infer or runtime == "torch"      # DeepSpeed and FSDP set the parameters' dtype themselves
+    script_dtype = infer or runtime == "torch"    # DeepSpeed and FSDP set the parameters' dtype themselves
     if weights is None and flags.get("load_in_4bit") and not infer:
         weights = "float32"
         note = ("QLoRA: the parameters bitsandbytes leaves unquantized (embeddings, norms, lm_head) in float32 "
@@ -300,7 +300,7 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
         note = f"weights loaded in {weights} (--weights-dtype to change)"
     else:
         note = ""
-    if note and said:
+    if note and script_dtype:
         notes.append(note)
     if (flags.get("attn") or "auto") == "auto":
         kernel = model.block.default_attn

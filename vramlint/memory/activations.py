@@ -212,8 +212,12 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
         return [((2 if plan.autocast else 4) + mask) * d_in for d_in in linears.values()]
     if mask:
         return [(widths(plan).a + mask) * d_in for d_in in linears.values()]
-    read = {SHARED_READS.get(name, name): d_in for name, d_in in linears.items() if SHARED_READS.get(name, name)}
-    return [widths(plan).a * d_in for d_in in read.values()]
+    reads: dict[str, int] = {}
+    for name, d_in in linears.items():
+        tensor = SHARED_READS.get(name, name)
+        if tensor:
+            reads[tensor] = d_in
+    return [widths(plan).a * d_in for d_in in reads.values()]
 
 
 def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[int]]:

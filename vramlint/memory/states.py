@@ -86,10 +86,7 @@ def lora_targets(targets: tuple[str, ...], model: ModelShape | None = None) -> s
 
 def lora_params(model: ModelShape, rank: int, targets: tuple[str, ...] = ("all-linear",)) -> int:
     """Trainable LoRA parameters: r x (d_in + d_out) per adapted matrix (PEFT), lm_head excluded."""
-    wanted = lora_targets(targets, model)
-    return rank * sum(copies * (d_in + d_out) for layer in model.layers
-                      for name, (d_in, d_out, copies) in layer.linears(model.hidden_size, model.block).items()
-                      if name in wanted)
+    return sum(size for layer in model.layers for _, size in _adapters(layer, model, rank, targets))
 
 
 def trainable(plan: Plan) -> int:
@@ -100,18 +97,22 @@ ADAPTER_GROUPS = {"router": "router", "shared_expert_gate": "router", "experts_g
                   "experts_down": "experts"}
 
 
-def lora_tensors(layer: Layer, plan: Plan) -> list[tuple[str, int]]:
+def _adapters(layer: Layer, model: ModelShape, rank: int, targets: tuple[str, ...]) -> list[tuple[str, int]]:
     """One layer's adapter tensors in module order, as (parameter group, elements): lora_A
     (r x d_in) and lora_B (d_out x r) of every targeted linear, each copy of a fused expert's
     folded into one; the group says which sublayer's backward produces the gradient."""
-    m, r = plan.model, plan.lora_rank
-    wanted = lora_targets(plan.lora_targets, m)
+    wanted = lora_targets(targets, model)
     out = []
-    for name, (d_in, d_out, copies) in layer.linears(m.hidden_size, m.block).items():
+    for name, (d_in, d_out, copies) in layer.linears(model.hidden_size, model.block).items():
         if name in wanted:
             group = ADAPTER_GROUPS.get(name, "mlp" if name in MLP_NAMES or name.startswith("shared_") else "attention")
-            out += [(group, r * copies * d_in), (group, r * copies * d_out)]
+            out += [(group, rank * copies * d_in), (group, rank * copies * d_out)]
     return out
+
+
+def lora_tensors(layer: Layer, plan: Plan) -> list[tuple[str, int]]:
+    """The plan's adapter tensors of one layer (``_adapters``)."""
+    return _adapters(layer, plan.model, plan.lora_rank, plan.lora_targets)
 
 
 def trainable_tensors(plan: Plan) -> list[int]:

@@ -180,7 +180,7 @@ class _ZeroStep(_HookedStep):
         a.free(fp32)
 
 
-def _frozen(plan: Plan, alloc: CachingAllocator) -> None:
+def _load_frozen_base(plan: Plan, alloc: CachingAllocator) -> None:
     """With LoRA the base model's parameters, frozen: loaded once, never flattened or freed."""
     if plan.lora_rank:
         for size in plan.model.tensor_sizes:
@@ -198,7 +198,7 @@ def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
     part = -(-t // plan.data_parallel)
     if plan.offload_optimizer != "none":        # the gradient staging buffer for the copies to the host
         alloc.malloc(2 * max(trained))
-    _frozen(plan, alloc)
+    _load_frozen_base(plan, alloc)
     originals = [alloc.malloc(2 * size) for size in trained]
     on_gpu = alloc.reserved + 2 * t <= plan.cluster.gpu.memory_bytes    # flatten_on_accelerator
     if not on_gpu:
