@@ -58,10 +58,13 @@ def test_step_peak_above_the_resting_bytes_matches(key):
     assert peak.bytes - weights == pytest.approx(entry["peak_above_resting"], rel=0.03)
 
 
-def test_fp32_regime_costs_what_the_upcast_parameters_and_fp32_stream_cost():
-    """The same model in both regimes: the fp32 one holds more at rest and more at the peak."""
-    bf16, fp32 = PEAKS["llama:bf16:no-gc"], PEAKS["llama:fp32-autocast:no-gc"]
+@pytest.mark.parametrize("key", sorted(k for k in PEAKS if ":bf16:" in k))
+def test_fp32_regime_costs_what_the_upcast_parameters_and_fp32_stream_cost(key):
+    """The same model in both regimes: what the fp32 unquantized parameters and the fp32 stream
+    add, predicted against measured — within 1 % for every run but gpt_neox without
+    checkpointing (+7.6 %, not yet traced down: see the closing note)."""
+    bf16, fp32 = PEAKS[key], PEAKS[key.replace(":bf16:", ":fp32-autocast:")]
     assert fp32["resting"] > 1.7 * bf16["resting"]
     low, high = (training_peak(plan_for(e))[0].bytes for e in (bf16, fp32))
-    assert high - low == pytest.approx((fp32["resting"] + fp32["peak_above_resting"])
-                                       - (bf16["resting"] + bf16["peak_above_resting"]), rel=0.25)
+    measured = (fp32["resting"] + fp32["peak_above_resting"]) - (bf16["resting"] + bf16["peak_above_resting"])
+    assert high - low == pytest.approx(measured, rel=0.08 if key == "gpt_neox:bf16:no-gc" else 0.015)
