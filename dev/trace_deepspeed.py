@@ -3,22 +3,24 @@
 Runs ``../shared/groundtruth/ds_measure.py``'s setup — the model built first, then
 ``deepspeed.initialize`` with the measured bf16 config and torch's AdamW as client optimizer
 (foreach, as it defaults on CUDA), gradient checkpointing (unless ``--no-gc``), two steps — on
-DeepSpeed's CPU accelerator (world size 1, gloo), with fewer layers so that it runs in minutes on
-two cores. Logs every storage an aten op creates and when the storage dies
-(``torch_probe.StorageWatch``, which follows DeepSpeed's ``param.data = ...`` swaps). Writes
-JSON: ``{"model", "layers", "stage", "micro_batch", "seq", "sub_group_size", "lora_rank",
-"checkpointing", "after_init" (bytes alive after ``initialize``, the model included), "config",
-"steps": [[["alloc", id, bytes, op] | ["free", id], ...], ...]}`` — the two steps' events; what
+DeepSpeed's CPU accelerator (world size 1, or ``--world N`` ranks as processes; gloo), with fewer
+layers so that it runs in minutes on two cores. Logs every storage an aten op creates and when
+the storage dies (``torch_probe.StorageWatch``, which follows DeepSpeed's ``param.data = ...``
+swaps), tagged with the stream ZeRO-3 would run it on (``_tag_streams``), without what a
+collective allocates inside itself (``_mark_collectives``). Writes JSON: ``{"model", "layers",
+"stage", "world", "micro_batch", "seq", "sub_group_size", "lora_rank", "checkpointing",
+"after_init" (bytes alive after ``initialize``, the model included), "config", "steps":
+[[["alloc", id, bytes, op(, stream)] | ["free", id], ...], ...]}`` — the two steps' events; what
 ``initialize`` does is left out, since on the CPU its "move to the host" is no move at all.
 
 Replayed after vramlint's own initialisation (``memory/zero.py``) the sequence is DeepSpeed's real
-op order on one stream: what it leaves out is the GPU's — the all-gather and reduce streams and
-the blocks ``record_stream`` holds back. Only stages without offload are comparable (on the CPU
-the host is the device).
+op order, each allocation in its stream's pool: what it leaves out is the GPU's timing — the
+blocks ``record_stream`` holds back until a stream catches up. Only stages without offload are
+comparable (on the CPU the host is the device).
 
     pip install torch==2.13.0 transformers deepspeed    # never vramlint dependencies
     python dev/trace_deepspeed.py llama-3.2-1b 3 2 2048 --layers 4 [--sub-group-size N] [--lora R] \
-        [--no-gc] > trace.json
+        [--no-gc] [--overlap-comm] [--world N] > trace.json
 """
 
 from __future__ import annotations
@@ -40,9 +42,64 @@ def models() -> dict:
     return scope["MODELS"]
 
 
+STREAMS = {"partitioned_param_coordinator.py": 1, "stage3.py": 2}   # vramlint's GATHER and REDUCE pools
+
+
+def _tag_streams(deepspeed) -> list[int]:
+    """On the CPU every stream is None and ``accelerator.stream(s)`` a no-op; on a GPU, ZeRO-3's
+    all-gathers (the parameter coordinator) and its reduce-and-partition work (stage3.py) run on
+    streams of their own, whose blocks the caching allocator keeps apart. Tags each allocation
+    made inside such a context with the stream it would have had: the list's one item, 0 outside."""
+    import contextlib
+
+    accelerator = deepspeed.accelerator.get_accelerator()
+    current = [0]
+
+    @contextlib.contextmanager
+    def stream(_):
+        caller = Path(sys._getframe(2).f_code.co_filename).name
+        outer, current[0] = current[0], STREAMS.get(caller, current[0])
+        try:
+            yield
+        finally:
+            current[0] = outer
+
+    accelerator.stream = stream
+    return current
+
+
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "allgather_fn", "reduce_scatter",
+               "reduce_scatter_tensor", "reduce_scatter_fn", "reduce", "broadcast", "inference_all_reduce")
+
+
+def _mark_collectives(deepspeed) -> list[int]:
+    """What a collective allocates inside itself is gloo's (or DeepSpeed's fallback for a backend
+    without ``reduce_scatter_tensor``), not NCCL's, which writes into the buffers it is given:
+    counts the ``deepspeed.comm`` calls in progress, so that such storages are left out."""
+    import functools
+
+    depth = [0]
+
+    def counted(fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            depth[0] += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+        return call
+
+    for name in COLLECTIVES:
+        if hasattr(deepspeed.comm, name):
+            setattr(deepspeed.comm, name, counted(getattr(deepspeed.comm, name)))
+    return depth
+
+
 def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
-           sub_group_size: int = 1_000_000_000, lora: int = 0, checkpointing: bool = True) -> dict:
-    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+           sub_group_size: int = 1_000_000_000, lora: int = 0, checkpointing: bool = True, overlap_comm: bool = False,
+           rank: int = 0, world: int = 1) -> dict:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=os.environ.get("MASTER_PORT", "29533"), DS_ACCELERATOR="cpu")
     import deepspeed
     import torch
@@ -55,11 +112,20 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
     ids: dict[int, int] = {}
     count = itertools.count()
 
+    stream = _tag_streams(deepspeed)
+    in_comm, scratch = _mark_collectives(deepspeed), set()
+
     def new(ptr: int, nbytes: int, op: str) -> None:
+        if in_comm[0]:
+            scratch.add(ptr)
+            return
         ids[ptr] = next(count)
-        events.append(["alloc", ids[ptr], nbytes, op])
+        events.append(["alloc", ids[ptr], nbytes, op] + ([stream[0]] if stream[0] else []))
 
     def free(ptr: int) -> None:
+        if ptr in scratch:
+            scratch.discard(ptr)
+            return
         events.append(["free", ids.pop(ptr)])
 
     with StorageWatch(set(), new, free):
@@ -74,7 +140,8 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
             model.enable_input_require_grads()
         ds_config = {"train_micro_batch_size_per_gpu": micro_batch, "gradient_accumulation_steps": 1,
                      "bf16": {"enabled": True}, "gradient_clipping": 1.0,
-                     "zero_optimization": {"stage": stage, "sub_group_size": sub_group_size},
+                     "zero_optimization": {"stage": stage, "sub_group_size": sub_group_size,
+                                           **({"overlap_comm": True} if overlap_comm else {})},
                      "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False,
                      "steps_per_print": 10**9, "wall_clock_breakdown": False}
         trained = [p for p in model.parameters() if p.requires_grad]
@@ -87,7 +154,7 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
             else:
                 live.pop(event[1], None)
         after_init = sum(live.values())
-        tokens = torch.randint(0, config.vocab_size, (micro_batch, seq))
+        tokens = torch.randint(0, config.vocab_size, (micro_batch, seq), generator=torch.Generator().manual_seed(rank))
         steps = []
         for _ in range(2):
             start = len(events)
@@ -96,11 +163,34 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
             del loss
             engine.step()
             steps.append(events[start:])
-    return {"model": name, "layers": layers, "stage": stage, "micro_batch": micro_batch, "seq": seq,
+    return {"model": name, "layers": layers, "stage": stage, "world": world, "micro_batch": micro_batch, "seq": seq,
             "sub_group_size": sub_group_size, "lora_rank": lora, "checkpointing": checkpointing,
+            **({"overlap_comm": True} if overlap_comm else {}),
             "after_init": after_init, "config": {**config.to_diff_dict(), "model_type": model_type},
             "source": f"torch {torch.__version__}, deepspeed {deepspeed.__version__} (CPU accelerator)",
             "steps": steps}
+
+
+def _rank(rank: int, world: int, args: tuple, folder: str) -> None:
+    """One data-parallel rank of a ``--world N`` run (torch.multiprocessing.spawn's entry); what
+    DeepSpeed prints goes to stderr, so that stdout stays the JSON."""
+    os.dup2(2, 1)
+    warnings.filterwarnings("ignore")
+    trace = record(*args, rank=rank, world=world)
+    Path(folder, f"{rank}.json").write_text(json.dumps(trace))
+
+
+def _ranks(args: tuple, world: int) -> dict:
+    """Rank 0's trace of an N-rank run (every rank holds a partition of the same size), with what
+    ``initialize`` left on each rank."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as folder:
+        mp.spawn(_rank, args=(world, args, folder), nprocs=world)
+        traces = [json.loads(Path(folder, f"{rank}.json").read_text()) for rank in range(world)]
+    return {**traces[0], "after_init_per_rank": [t["after_init"] for t in traces]}
 
 
 def main() -> None:
@@ -108,8 +198,10 @@ def main() -> None:
     args = sys.argv[1:]
     option = lambda flag, default: int(args[args.index(flag) + 1]) if flag in args else default  # noqa: E731
     name, stage, micro_batch, seq = args[0], int(args[1]), int(args[2]), int(args[3])
-    json.dump(record(name, stage, micro_batch, seq, option("--layers", 4), option("--sub-group-size", 10**9),
-                     option("--lora", 0), "--no-gc" not in args), sys.stdout)
+    run = (name, stage, micro_batch, seq, option("--layers", 4), option("--sub-group-size", 10**9),
+           option("--lora", 0), "--no-gc" not in args, "--overlap-comm" in args)
+    world = option("--world", 1)
+    json.dump(_ranks(run, world) if world > 1 else record(*run), sys.stdout)
     print()
 
 

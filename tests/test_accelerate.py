@@ -42,6 +42,15 @@ def test_fsdp2_reshard_after_forward():
     assert acc.fsdp_strategy.value == "FULL_SHARD"
 
 
+def test_fsdp_version_is_read():
+    """FSDP2's step keeps an all-gather output and a reduce-scatter input that FSDP1's flat
+    parameters do without (memory/fsdp.py); Accelerate's default is 1."""
+    two = read("huggingface__trl__examples__accelerate_configs__fsdp2.yaml")
+    one = read("hiyouga__LLaMA-Factory__examples__accelerate__fsdp_config.yaml")
+    assert (two.fsdp_version.value, one.fsdp_version.value) == (2, 1)
+    assert two.fsdp_version.location is not None and one.fsdp_version.location is None
+
+
 def test_unquoted_no_is_read_as_yaml_false_and_noted():
     acc = read("huggingface__accelerate__tests__test_configs__0_30_0_sagemaker.yaml")
     assert acc.distributed_type.value == "NO" and any("unquoted NO" in n for n in acc.notes)

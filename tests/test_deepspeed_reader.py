@@ -83,3 +83,24 @@ def test_auto_buffer_sizes_are_filled_from_the_hidden_size_as_the_hf_trainer_doe
     assert (plan.sub_group_size, plan.max_reuse_distance) == (0, 0)
     assert plan.origins["reduce_bucket_size"].location.line == ds.buffers["reduce_bucket_size"].location.line
     assert any("hidden_size**2" in note for note in plan.assumptions)
+
+
+def test_overlap_comm_gives_zero2_its_second_bucket():
+    """DeepSpeed's setup_buckets allocates a second IPG buffer for the reduction stream when
+    ``overlap_comm`` is on (off by default below stage 3): 2 B x reduce_bucket_size more in backward."""
+    from dataclasses import replace
+
+    from vramlint.hardware import parse_gpus
+    from vramlint.memory.states import deepspeed_states
+    from vramlint.models import read_model
+    from vramlint.plan import Flags, plan_from_deepspeed
+    model, gpus = read_model("meta-llama/Llama-3.2-1B"), parse_gpus("8xH100")
+    ds = read("huggingface__accelerate__examples__deepspeed_config_templates__zero_stage2_config.json")
+    assert ds.overlap_comm.value is True and ds.overlap_comm.location.line > 1
+    plan = plan_from_deepspeed(ds, model, gpus, Flags(seq_len=2048))
+    assert plan.overlap_comm and plan.reduce_bucket_size == 2048 ** 2          # "auto": hidden_size**2
+    without = ds.overlap_comm.__class__(None, None)                            # the key absent: DeepSpeed's default
+    assert not plan_from_deepspeed(replace(ds, overlap_comm=without), model, gpus, Flags(seq_len=2048)).overlap_comm
+    buckets = [sum(c.bytes for c in deepspeed_states(p).backward if c.name.startswith("IPG"))
+               for p in (plan, plan.with_changes(overlap_comm=False))]
+    assert buckets == [4 * 2048 ** 2, 2 * 2048 ** 2]

@@ -77,6 +77,18 @@ def test_fsdp_full_shard_fits_where_no_shard_does_not(capsys):
     assert hybrid > peak(capsys, *args, "--fsdp-strategy", "FULL_SHARD")   # shards over 8, not 16
 
 
+def test_lora_under_fsdp1_keeps_gradients_for_the_frozen_weights_too(capsys):
+    """FSDP1's flat parameter (``use_orig_params``) gets one gradient over all of it, frozen weights
+    included; FSDP2 shards per parameter and keeps the adapters' alone. ``--fsdp-version`` alone
+    implies FSDP; in a decoder layer's backward both hold three 16-bit copies of the layer."""
+    args = ["--model", "mistralai/Mixtral-8x7B-v0.1", "--gpus", "2x8xH100", "--train", "--seq-len", "4096",
+            "--grad-checkpointing", "--lora-rank", "16"]
+    one, two = (run(capsys, *args, "--fsdp-version", version) for version in ("1", "2"))
+    assert one["allocated_peak_bytes"] > two["allocated_peak_bytes"]
+    assert any("LoRA under FSDP1" in note for note in one["assumptions"])
+    assert not any("LoRA under FSDP1" in note for note in two["assumptions"])
+
+
 def test_deepspeed_offload_needs_host_ram(capsys):
     doc = run(capsys, "--model", "llama-3.1-70b", "--gpus", "8xH100", "--train", "--seq-len", "4096",
               "--grad-checkpointing", "--runtime", "deepspeed", "--zero-stage", "3", "--offload-optimizer", "cpu")

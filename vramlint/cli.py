@@ -101,6 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--fsdp-strategy",
                      choices=["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"],
                      help="FSDP sharding strategy (default FULL_SHARD)")
+    est.add_argument("--fsdp-version", type=int, choices=[1, 2],
+                     help="FSDP1 (flat parameters, Accelerate's default) or FSDP2 (fully_shard); default 1")
     est.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="DeepSpeed ZeRO stage (default 0)")
     est.add_argument("--offload-optimizer", choices=["none", "cpu", "nvme"], default="none")
     est.add_argument("--offload-param", choices=["none", "cpu", "nvme"], default="none")

@@ -71,9 +71,11 @@ class Plan:
     load_in_4bit: bool = False
     attn: str = "auto"             # sdpa / flash_attention_2 (no s^2 term) or eager; auto: the type's default
     fsdp_strategy: str = "FULL_SHARD"          # FSDP: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD(_ZERO2)
+    fsdp_version: int = 1                      # FSDP1 (flat parameters; Accelerate's default) or FSDP2 (fully_shard)
     source: str = "deepspeed"                  # the file's vocabulary for hints: deepspeed, accelerate, flags
     sub_group_size: int = 1_000_000_000        # DeepSpeed ZeRO-3 optimizer sub-group (elements)
     reduce_bucket_size: int = 500_000_000      # DeepSpeed ZeRO-1/2/3 gradient bucket (elements)
+    overlap_comm: bool = False                 # DeepSpeed ZeRO-1/2: a second IPG bucket (DeepSpeed's default off below stage 3)
     max_live_parameters: int = 1_000_000_000   # DeepSpeed ZeRO-3 stage3_max_live_parameters
     max_reuse_distance: int = 1_000_000_000    # DeepSpeed ZeRO-3 stage3_max_reuse_distance (elements)
     prefetch_bucket_size: int = 50_000_000     # DeepSpeed ZeRO-3 stage3_prefetch_bucket_size (elements)
@@ -176,6 +178,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
         model=model, cluster=cluster,
         precision=_precision(ds, flags, origins, notes),
         zero_stage=stage,
+        overlap_comm=ds.overlap_comm.value if isinstance(ds.overlap_comm.value, bool) else stage == 3,
         offload_optimizer=_device(ds.offload_optimizer, "offload_optimizer", origins, notes),
         offload_param=_device(ds.offload_param, "offload_param", origins, notes),
         micro_batch=_micro_batch(ds, flags, cluster.world_size, origins, notes),
@@ -246,7 +249,8 @@ def plan_from_accelerate(acc, model: ModelShape, cluster: Cluster, flags: Flags)
                 offload_optimizer=acc.offload_optimizer.value if runtime == "deepspeed" else "none",
                 offload_param=(acc.offload_param.value if runtime == "deepspeed"
                                else "cpu" if acc.fsdp_offload.value else "none"),
-                fsdp_strategy=acc.fsdp_strategy.value, micro_batch=micro, seq_len=flags.seq_len, source="accelerate",
+                fsdp_strategy=acc.fsdp_strategy.value, fsdp_version=acc.fsdp_version.value, micro_batch=micro,
+                seq_len=flags.seq_len, source="accelerate",
                 grad_checkpointing=flags.grad_checkpointing or bool(acc.activation_checkpointing.value),
                 origins=origins, assumptions=tuple(notes), **workload)
 
@@ -268,6 +272,7 @@ def _runtime(flags: dict) -> str:
     deepspeed = ["--zero-stage"] if flags.get("zero_stage") is not None else []
     deepspeed += ["--offload-optimizer"] if flags.get("offload_optimizer") not in (None, "none") else []
     fsdp = ["--fsdp-strategy"] if flags.get("fsdp_strategy") else []
+    fsdp += ["--fsdp-version"] if flags.get("fsdp_version") else []
     implied = "deepspeed" if deepspeed else "fsdp" if fsdp else None
     if flags.get("offload_param") not in (None, "none"):
         implied = implied or "deepspeed"
@@ -313,7 +318,7 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
                 zero_stage=flags.get("zero_stage") or 0, offload_optimizer=flags.get("offload_optimizer") or "none",
                 offload_param=flags.get("offload_param") or "none", micro_batch=batch, seq_len=flags["seq_len"],
                 grad_checkpointing=bool(flags.get("grad_checkpointing")), assumptions=tuple(notes),
-                fsdp_strategy=flags.get("fsdp_strategy") or "FULL_SHARD",
+                fsdp_strategy=flags.get("fsdp_strategy") or "FULL_SHARD", fsdp_version=flags.get("fsdp_version") or 1,
                 **{k: v for k, v in workload_from_flags(flags).items() if k != "weights_dtype"})
 
 

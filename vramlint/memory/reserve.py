@@ -14,11 +14,12 @@ from functools import lru_cache
 from vramlint.memory.allocator import Peaks
 from vramlint.memory.components import ALLOCATOR, Component
 from vramlint.memory.nograd import simulate_inference
-from vramlint.memory.timeline import simulate_fsdp, simulate_training
+from vramlint.memory.fsdp import simulate_fsdp
+from vramlint.memory.timeline import simulate_training
 from vramlint.memory.zero import simulate_deepspeed
 from vramlint.plan import Plan
 
-SOURCE = ("PyTorch caching-allocator replay (memory/allocator.py; memory/timeline.py, zero.py, nograd.py), "
+SOURCE = ("PyTorch caching-allocator replay (memory/allocator.py; memory/timeline.py, fsdp.py, zero.py, nograd.py), "
           "REFERENCE.md §4")
 
 

@@ -310,8 +310,10 @@ def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Com
     p, n, tag = trainable(plan), plan.data_parallel, _tag(plan)
     half, full = -(-2 * p // n), -(-4 * p // n)
     grads = [Component("16-bit gradient partition", half, f"2 B x {tag} / N_d (grads_in_partition)", DS_SOURCE)]
-    backward = [Component("IPG reduce bucket", 2 * plan.reduce_bucket_size,
-                          f"2 B x reduce_bucket_size ({plan.reduce_bucket_size:,})", DS_SOURCE)]
+    buffers = 2 if plan.overlap_comm else 1      # setup_buckets: double buffers with overlap_comm
+    backward = [Component("IPG reduce bucket" + ("s" if buffers == 2 else ""), 2 * buffers * plan.reduce_bucket_size,
+                          f"{'2 x ' if buffers == 2 else ''}2 B x reduce_bucket_size ({plan.reduce_bucket_size:,})"
+                          + (" (overlap_comm)" if buffers == 2 else ""), DS_SOURCE)]
     if plan.zero_stage == 1 and n > 1:
         backward.append(Component("gradients (16-bit, before reduce)", 2 * p,
                                   f"2 B x {tag}: ZeRO-1 reduces after backward", DS_SOURCE))
@@ -363,21 +365,23 @@ FSDP_SOURCE = "torch FSDP with Accelerate mixed precision (fp32 sharded params, 
 
 
 def fsdp_states(plan: Plan) -> States:
-    """FSDP keeps fp32 parameter shards (4/N), fp32 gradient shards (4/N) and AdamW's m, v
-    (8/N), and unshards one wrapped unit at a time in the compute dtype — the current and the
-    prefetched next decoder layer, plus the root unit (embeddings, lm_head) for the whole step.
+    """FSDP keeps fp32 parameter shards (4/N) and AdamW's m, v (8/N) at rest, fp32 gradient shards
+    (4/N) from backward to the step. What is unsharded (in the compute dtype) depends on the
+    strategy, as Accelerate wraps the model (memory/fsdp.py, recorded by dev/trace_fsdp.py):
+    FULL_SHARD keeps the tail unit (final norm, lm_head, a tied embedding) from forward to the end
+    of backward, and in backward has one decoder layer unsharded, the next one's all-gather and
+    the layer's unsharded gradients in flight (FSDP2 also the last reduce-scatter's input);
     SHARD_GRAD_OP keeps every unit unsharded from forward to backward; NO_SHARD is DDP-like with a
-    16-bit copy of every weight; CPU offload moves shards, gradients and the step to the host.
-    With LoRA every parameter is sharded and gathered, but gradients and optimizer states are the
-    adapters' alone (T; FSDP2's per-parameter sharding)."""
+    16-bit copy of every weight. CPU offload moves shards, gradients and the step to the host.
+    With LoRA every parameter is sharded and gathered and optimizer states are the adapters' alone
+    (T); FSDP2 shards per parameter, so gradients are the adapters' too, while FSDP1's flat
+    parameter (``use_orig_params``) gets a gradient over all of it."""
     m, n = plan.model, plan.data_parallel
     t, tag = trainable(plan), _tag(plan)
     held, symbol = _weights_words(plan)
     stage = FSDP_STAGE.get(plan.fsdp_strategy, 3)
     c_b = 4 if plan.precision == "fp32" else 2
-    unit = max(layer.params.total for layer in m.layers)
-    root = m.outside_layers
-    sharded = stage == 3 or plan.fsdp_strategy.startswith("SHARD")
+    sharded = stage > 0
     shard, part = (-(-held // n), -(-t // n)) if sharded else (held, t)
     over = f" / {n}" if sharded else ""
     offload = plan.offload_param != "none"
@@ -385,24 +389,52 @@ def fsdp_states(plan: Plan) -> States:
                          "offloaded to host" if offload else f"4 B x {symbol}{over}", FSDP_SOURCE),
                Component("optimizer states", 0 if offload else 8 * part, f"Adam m, v: 8 B x {tag}{over}",
                          FSDP_SOURCE)]
-    if stage == 3:
-        gathered = c_b * (2 * unit + root)
-        resting.append(Component("unsharded units", gathered, f"{c_b} B x (2 decoder layers in flight + root unit) "
-                                 f"= {c_b} x (2 x {unit:,} + {root:,})", FSDP_SOURCE))
-    elif plan.precision != "fp32" or stage == 2:
-        resting.append(Component("unsharded parameters", c_b * held, f"{c_b} B x {symbol} (every unit stays "
-                                 "unsharded)", FSDP_SOURCE))
-    grads = [Component("gradient shards (fp32)", 0 if offload else 4 * part, f"4 B x {tag}{over}", FSDP_SOURCE)]
-    if stage == 3:
-        layer_grads = (max(sum(size for _, size in lora_tensors(layer, plan)) for layer in m.layers)
-                       if plan.lora_rank else unit)
-        grads.append(Component("unsharded unit gradient", c_b * layer_grads, f"{c_b} B x one decoder layer's "
-                               f"{'adapters' if plan.lora_rank else 'parameters'}", FSDP_SOURCE))
+    gathered: list[Component] = []
+    if stage == 0 and plan.precision != "fp32":
+        resting.append(Component("unsharded parameters", c_b * held, f"{c_b} B x {symbol} (NO_SHARD: a "
+                                 "16-bit copy of every weight)", FSDP_SOURCE))
+    elif stage == 2:
+        gathered.append(Component("unsharded parameters", c_b * held, f"{c_b} B x {symbol} (every unit unsharded "
+                                  "from forward to backward)", FSDP_SOURCE))
+    elif stage == 3:
+        tail = m.final_norm_params + (m.head_params or m.embedding_params)
+        gathered.append(Component("tail unit (unsharded)", c_b * tail, f"{c_b} B x {tail:,} (final norm, lm_head"
+                                  f"{'' if m.head_params else ' = embedding'}: not resharded after forward)",
+                                  FSDP_SOURCE))
+    flat = plan.lora_rank and plan.fsdp_version == 1      # FSDP1's flat gradient covers the frozen parameters
+    grads = [Component("gradient shards (fp32)", 0 if offload else 4 * (shard if flat else part),
+                       f"4 B x {symbol if flat else tag}{over}" + (" (FSDP1: the flat gradient, frozen parameters "
+                                                                     "included)" if flat else ""), FSDP_SOURCE)]
     step = [] if offload else [Component("optimizer step temporaries", 4 * part, f"foreach AdamW: 4 B x {tag}{over}",
                                          TORCH_MEASURED)]
     host = [Component("offloaded shards + states (host)", (4 * shard + 12 * part) * plan.cluster.per_node,
                       f"(4 B x {symbol} + 12 B x {tag}){over} x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
-    return States(resting, grads, step, host)
+    return States(resting, grads, step, host, backward=gathered + _fsdp_in_flight(plan, stage, c_b),
+                  gathered=gathered)
+
+
+def _fsdp_in_flight(plan: Plan, stage: int, c_b: int) -> list[Component]:
+    """In a decoder layer's backward (memory/fsdp.py): its unsharded gradients; under FULL_SHARD
+    also the layer's parameters, the next layer's all-gather, and FSDP2's last reduce-scatter
+    input or FSDP1's flat gradient, and a tied lm_head's gradient, which waits for the embedding's."""
+    m = plan.model
+    unit = max(layer.params.total for layer in m.layers)
+    adapters = plan.lora_rank and plan.fsdp_version == 2      # FSDP1: one flat gradient per unit
+    trained = max(sum(size for _, size in lora_tensors(layer, plan)) for layer in m.layers) if adapters else unit
+    what = "adapters" if adapters else "parameters"
+    out = [Component("unsharded layer gradients", c_b * trained, f"{c_b} B x one decoder layer's {what} "
+                     f"({trained:,})", FSDP_SOURCE)]
+    if stage != 3:
+        return out
+    words = ("parameters, next all-gather output, last reduce-scatter input" if plan.fsdp_version == 2 else
+             "flat parameter, the next one prefetched, the flat gradient")
+    out.append(Component("decoder layers in flight", 3 * c_b * unit, f"3 x {c_b} B x {unit:,} "
+                         f"(FSDP{plan.fsdp_version}: {words})", FSDP_SOURCE))
+    if not m.head_params and not plan.lora_rank:
+        head = m.embedding_params
+        out.append(Component("tied lm_head gradient", c_b * head, f"{c_b} B x {head:,} (summed with the "
+                             "embedding's at the end of backward)", FSDP_SOURCE))
+    return out
 
 
 def model_states(plan: Plan) -> States:

@@ -14,8 +14,8 @@ checkpointing the forward keeps nothing but each layer's input, so it runs op by
 no_grad forward (``nograd.forward_layer``), and backward re-materialises one layer's kept tensors
 at a time.
 
-This module holds the plain-PyTorch step and FSDP's; DeepSpeed's replays live in ``zero.py``, the
-op-by-op forward and the inference prefill in ``nograd.py``.
+This module holds the plain-PyTorch step; FSDP's replay lives in ``fsdp.py``, DeepSpeed's in
+``zero.py``, the op-by-op forward and the inference prefill in ``nograd.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.nograd import forward_layer, load_weights
-from vramlint.memory.states import fsdp_states, lora_tensors, trainable
+from vramlint.memory.states import lora_tensors, trainable
 from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.plan import Plan
 
@@ -233,42 +233,6 @@ def simulate_training(plan: Plan) -> Peaks:
     step = Step(plan, alloc, params)
     step.run(first=True)
     alloc.empty_cache()
-    alloc.reset_peaks()
-    step.run(first=False)
-    return Peaks(alloc.peak_allocated, alloc.peak_reserved)
-
-
-class _FsdpStep(Step):
-    """FSDP: flat fp32 shards at rest; FULL_SHARD unshards each decoder layer's parameters in the
-    compute dtype for its forward and again for its backward; gradients are reduce-scattered into
-    fp32 shards, which the optimizer steps with one shard-sized temporary."""
-
-    def _param_grads(self, modules) -> list[int]:
-        return []
-
-    def _gather(self, index: int) -> list[int]:
-        if self.plan.fsdp_strategy not in ("FULL_SHARD", "HYBRID_SHARD"):
-            return []
-        c_b = 4 if self.plan.precision == "fp32" else 2
-        return [self.a.malloc(c_b * size) for _, size in self.m.layers[index].modules if size]
-
-    def optimizer(self, grads: list[int], first: bool) -> None:
-        if self.plan.offload_param != "none":
-            return
-        shard = -(-trainable(self.plan) // self.plan.data_parallel)
-        gradients = self.a.malloc(4 * shard)
-        temp = self.a.malloc(4 * shard)
-        self.a.free(temp)
-        self.a.free(gradients)
-
-
-def simulate_fsdp(plan: Plan) -> Peaks:
-    alloc = CachingAllocator()
-    for component in fsdp_states(plan).resting:
-        if component.bytes and component.name != "unsharded units":    # units are gathered per layer
-            alloc.malloc(component.bytes)
-    step = _FsdpStep(plan, alloc, [])
-    step.run(first=True)
     alloc.reset_peaks()
     step.run(first=False)
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)

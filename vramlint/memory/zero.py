@@ -105,7 +105,8 @@ class _ZeroStep(_HookedStep):
     """ZeRO-1/2 (``runtime/zero/stage_1_and_2.py``).
 
     Each 16-bit gradient autograd produces is copied into the ``reduce_bucket_size`` IPG bucket
-    (allocated at the first gradient hook of the step, released at the epilogue) and freed; a
+    (allocated at the first gradient hook of the step, with ``overlap_comm`` a second one beside
+    it, released at the epilogue) and freed; a
     full bucket is reduced and copied into the flat ``grads_in_partition`` buffer (allocated at
     the first flush). A gradient larger than the bucket bypasses it until the next flush. ZeRO-2
     does this in the hooks, during backward; ZeRO-1's hooks only set the bucket up and the copies
@@ -121,6 +122,7 @@ class _ZeroStep(_HookedStep):
         super().__init__(plan, alloc, [])
         self.part = -(-trainable(plan) // plan.data_parallel)
         self.bucket: int | None = None
+        self.second: int | None = None
         self.partition: int | None = None
         self.filled = 0
         self.oversized: list[int] = []
@@ -128,8 +130,9 @@ class _ZeroStep(_HookedStep):
         self.pending: list[tuple[int, int]] = []
 
     def _take(self, grad: int, size: int) -> None:
-        if self.bucket is None:
+        if self.bucket is None:     # setup_buckets: a second buffer with overlap_comm, for the reduction stream
             self.bucket = self.a.malloc(2 * self.plan.reduce_bucket_size)
+            self.second = self.a.malloc(2 * self.plan.reduce_bucket_size) if self.plan.overlap_comm else None
         if self.plan.zero_stage == 1:
             self.pending.append((grad, size))
         else:
@@ -163,8 +166,10 @@ class _ZeroStep(_HookedStep):
             self._copy(grad, size)
         self.pending = []
         self._flush()
-        a.free(self.bucket)
-        self.bucket = None
+        for handle in (self.bucket, self.second):
+            if handle is not None:
+                a.free(handle)
+        self.bucket = self.second = None
         if self.plan.offload_optimizer != "none":      # the CPU optimizer steps on the host
             return
         _norm_upcasts(self.plan, a)
@@ -307,6 +312,7 @@ class _Zero3Step(_HookedStep):
 
     def _flush(self) -> None:
         a, n = self.a, self.plan.data_parallel
+        flat = self._scatter_buffer()
         if self.plan.offload_optimizer != "none":
             copies = []
             for size in self.bucket:
@@ -316,11 +322,23 @@ class _Zero3Step(_HookedStep):
                 a.free(a.malloc(4 * piece, REDUCE))
             for handle in copies:
                 a.free(handle)
+        if flat is not None:
+            a.free(flat)
         if len(self.flushed) > MAX_REDUCE_EVENTS:       # the host waits for the oldest reduction
             for handle in self.flushed.pop(0):
                 a.free(handle)
         self.flushed.append(self.window + self.oversized)
         self.bucket, self.oversized, self.window, self.filled = [], [], [], 0
+
+    def _scatter_buffer(self) -> int | None:
+        """``reduce_scatter_coalesced`` (runtime/comm/coalesced_collectives.py) concatenates the
+        bucket's gradients, each padded to a multiple of the ranks, into one flat 16-bit buffer on
+        the reduce stream — even on one GPU — unless the bucket is a single gradient that needs no
+        padding; the partitions are views of it until they are copied into the gradient partition."""
+        n, sizes = self.plan.data_parallel, self.bucket
+        if not sizes or (len(sizes) == 1 and sizes[0] % n == 0):
+            return None
+        return self.a.malloc(2 * n * sum(-(-size // n) for size in sizes), REDUCE)
 
     def _synchronize(self) -> None:
         """``reduce_and_partition_stream.synchronize()`` at the end of backward: every gradient

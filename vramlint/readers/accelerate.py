@@ -30,6 +30,7 @@ class AccelerateConfig:
     offload_param: Fact
     deepspeed_config_file: Fact
     fsdp_strategy: Fact
+    fsdp_version: Fact
     fsdp_offload: Fact
     activation_checkpointing: Fact
     notes: tuple[str, ...] = field(default=())
@@ -47,9 +48,15 @@ def _yaml_no(value: Any, notes: list[str], key: str) -> Any:
     return value
 
 
+def _fsdp2(fsdp: dict) -> bool:
+    """``fsdp_version: 2`` (Accelerate's default is 1); a bare ``fsdp_reshard_after_forward``
+    (FSDP2's name for the strategy) says the same."""
+    return fsdp.get("fsdp_version") == 2 or "fsdp_reshard_after_forward" in fsdp
+
+
 def _fsdp_strategy(doc: Document, fsdp: dict, notes: list[str]) -> Fact:
     path = "$.fsdp_config.fsdp_sharding_strategy"
-    if fsdp.get("fsdp_version") == 2 or "fsdp_reshard_after_forward" in fsdp:
+    if _fsdp2(fsdp):
         reshard = fsdp.get("fsdp_reshard_after_forward", True)
         if isinstance(reshard, bool):
             return _fact(doc, "$.fsdp_config.fsdp_reshard_after_forward", "FULL_SHARD" if reshard else "SHARD_GRAD_OP")
@@ -83,6 +90,7 @@ def read_accelerate(doc: Document) -> AccelerateConfig:
                             str(ds.get("offload_param_device", "none")).lower()),
         deepspeed_config_file=_fact(doc, "$.deepspeed_config.deepspeed_config_file", ds.get("deepspeed_config_file")),
         fsdp_strategy=_fsdp_strategy(doc, fsdp, notes),
+        fsdp_version=_fact(doc, "$.fsdp_config.fsdp_version", 2 if _fsdp2(fsdp) else 1),
         fsdp_offload=_fact(doc, "$.fsdp_config.fsdp_offload_params", bool(fsdp.get("fsdp_offload_params"))),
         activation_checkpointing=_fact(doc, "$.fsdp_config.fsdp_activation_checkpointing",
                                        bool(fsdp.get("fsdp_activation_checkpointing"))),

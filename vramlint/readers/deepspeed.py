@@ -40,6 +40,7 @@ class DeepSpeedConfig:
     grad_accum: Fact
     notes: tuple[str, ...] = field(default=())
     buffers: dict[str, Fact] = field(default_factory=dict)    # Plan field -> the ZeRO size that sets it
+    overlap_comm: Fact = field(default_factory=lambda: Fact(None, None))   # None: DeepSpeed's default (stage 3 only)
 
 
 # ZeRO sizes (in elements) that size GPU buffers: Plan field -> the zero_optimization keys DeepSpeed
@@ -132,6 +133,7 @@ def read_deepspeed(doc: Document) -> DeepSpeedConfig:
         grad_accum=_fact(doc, "$.gradient_accumulation_steps", data.get("gradient_accumulation_steps")),
         notes=tuple(notes),
         buffers=_buffers(doc, zero),
+        overlap_comm=_fact(doc, "$.zero_optimization.overlap_comm", zero.get("overlap_comm")),
     )
 
 

@@ -1,0 +1,218 @@
+"""Replay an FSDP training step (``torch.distributed.fsdp``) as Accelerate wraps the model.
+
+Accelerate's ``transformer_based_wrap`` makes each decoder layer a unit; the final norm and
+lm_head (with the embedding, when tied) are one unit that is not resharded after forward; an
+untied embedding is a unit of its own. What one unit costs, in the order FSDP2 allocates it
+(recorded on the CPU by dev/trace_fsdp.py, tests/test_fsdp_trace.py):
+
+- unshard: the local shard cast to the compute dtype (a transient of U/N) and the all-gather
+  output (U), both on the all-gather copy-in stream, then the per-parameter unsharded tensors
+  copied out of it (U). The all-gather output is kept until the next unit's all-gather
+  (``AllGatherState``), so two are alive across a unit;
+- backward: each parameter's unsharded gradient (U); at the unit's post-backward its parameters
+  are freed, the gradients are copied into the reduce-scatter input (U, kept until the next
+  reduce-scatter) and freed, and the reduce-scatter output (U/N, the reduce dtype) becomes an fp32
+  gradient shard (4 B x U/N) that lives until ``zero_grad`` — both on the reduce-scatter stream
+  (``_fsdp_collectives.py`` ``foreach_reduce``);
+- ``optimizer.step()``: foreach AdamW over the fp32 shards (m and v on the first step, one
+  shard-sized temporary).
+
+FSDP1 all-gathers into the unit's flat parameter itself (on its unshard stream: no separate
+output to keep) and, with ``use_orig_params`` as Accelerate sets it, concatenates the parameters'
+gradients into a flat gradient (U) before the unit is resharded, reduce-scatters it on its
+post-backward stream and frees it (``_flat_param.py``, ``_runtime_utils.py``; recorded too). Offloaded
+shards, their gradients and the step live on the host.
+"""
+
+from __future__ import annotations
+
+from vramlint.memory.allocator import CachingAllocator, Peaks
+from vramlint.memory.states import fsdp_states, lora_tensors
+from vramlint.memory.timeline import Step
+from vramlint.plan import Plan
+
+
+GATHER, REDUCE = 1, 2      # the all-gather (copy-in) and reduce-scatter streams: pools of their own
+
+
+class FsdpStep(Step):
+    """One FSDP training step: units unsharded around their forward and backward, gradients
+    reduce-scattered into fp32 shards at each unit's post-backward."""
+
+    def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
+        super().__init__(plan, alloc, [])
+        self.n = plan.data_parallel if plan.fsdp_strategy != "NO_SHARD" else 1
+        self.c_b = 4 if plan.precision == "fp32" else 2
+        self.fsdp2 = plan.fsdp_version == 2
+        self.resharding = plan.fsdp_strategy in ("FULL_SHARD", "HYBRID_SHARD")
+        self.offload = plan.offload_param != "none"
+        self.all_gather: int | None = None       # FSDP2: the last all-gather's output
+        self.reduce_scatter: int | None = None   # FSDP2: the last reduce-scatter's input
+        self.held: dict[int, list[int]] = {}     # units kept unsharded from forward to backward
+        self.shard_grads: list[int] = []
+        self.tail: list[int] = []
+        self.tail_grad: int | None = None
+
+    # units ---------------------------------------------------------------------------------
+    def _unshard(self, sizes: list[int]) -> list[int]:
+        """One unit's all-gather: the unsharded parameters (one flat parameter under FSDP1)."""
+        a, total = self.a, sum(sizes)
+        cast = a.malloc(self.c_b * -(-total // self.n) * (2 if self.offload else 1), GATHER)   # (+ the host copy)
+        if not self.fsdp2:
+            flat = a.malloc(self.c_b * self.n * -(-total // self.n), GATHER)
+            a.free(cast)
+            return [flat]
+        out = a.malloc(self.c_b * total, GATHER)
+        a.free(cast)
+        params = [a.malloc(self.c_b * size) for size in sizes if size]
+        if self.all_gather is not None:
+            a.free(self.all_gather)
+        self.all_gather = out
+        return params
+
+    def _post_backward(self, params: list[int], grads: list[int], trained: int) -> None:
+        """A unit's parameters resharded (FSDP1: once its flat gradient is made), its gradients
+        reduce-scattered into an fp32 shard."""
+        a = self.a
+        if self.fsdp2 or not trained:
+            for handle in params:
+                a.free(handle)
+            params = []
+        if not trained:
+            return
+        shard = -(-trained // self.n)
+        if self.fsdp2:
+            if self.reduce_scatter is not None:
+                a.free(self.reduce_scatter)
+            self.reduce_scatter = a.malloc(self.c_b * trained)
+            flat = None
+        else:                   # use_orig_params: the gradients concatenated into the flat gradient
+            flat = a.malloc(self.c_b * trained)
+        for handle in grads + params:
+            a.free(handle)
+        out = a.malloc(self.c_b * shard, REDUCE)
+        if not self.offload:
+            self.shard_grads.append(a.malloc(4 * shard, REDUCE))
+        a.free(out)
+        if flat is not None:
+            a.free(flat)
+
+    def _layer_sizes(self, index: int) -> list[int]:
+        return [size for _, size in self.m.layers[index].parameter_tensors]
+
+    def _gather(self, index: int) -> list[int]:
+        if index in self.held:
+            return self.held.pop(index)
+        return self._unshard(self._layer_sizes(index))
+
+    def _release(self, index: int, gathered: list[int], forward: bool) -> None:
+        if forward and not self.resharding:
+            self.held[index] = gathered
+        elif forward:
+            for handle in gathered:
+                self.a.free(handle)
+        else:
+            trained = sum(self._layer_sizes(index))
+            if self.plan.lora_rank and self.fsdp2:
+                trained = sum(size for _, size in lora_tensors(self.m.layers[index], self.plan))
+            elif self.plan.lora_rank:       # FSDP1: the flat parameter's gradient, frozen parameters included
+                self.layer_grads.append(self.a.malloc(self.c_b * trained))
+            self._post_backward(gathered, self.layer_grads, trained)
+            self.layer_grads = []
+
+    # forward, loss, backward ---------------------------------------------------------------
+    def forward(self):
+        """The tail unit (final norm, lm_head, and a tied embedding) is not resharded after its
+        forward: a tied one is gathered first, for the embedding, an untied one after the layers;
+        an untied embedding is a unit of its own, resharded after use."""
+        m = self.m
+        tail = [m.final_norm_params, m.head_params or m.embedding_params]
+        if m.head_params:
+            for handle in self._unshard([m.embedding_params]):
+                self.a.free(handle)
+        else:
+            self.tail = self._unshard(tail)
+        self.layer_grads: list[int] = []
+        out = super().forward()
+        if m.head_params:
+            self.tail = self._unshard(tail)
+        return out
+
+    def loss(self, kept):
+        """The root's post-forward, once the loss is computed, frees the last all-gather output."""
+        out = super().loss(kept)
+        if self.all_gather is not None:
+            self.a.free(self.all_gather)
+            self.all_gather = None
+        return out
+
+    def _param_grads(self, modules) -> list[int]:
+        """Unsharded gradients in the compute dtype, kept per unit until its post-backward. An
+        untied tail's post-backward follows lm_head's gradient at once; a tied one's waits for the
+        embedding's, at the end of backward. (The final norm's few elements are left out.)"""
+        m = self.m
+        for group, size in modules:
+            if group == "head" and m.head_params:
+                self._post_backward(self.tail, [self.a.malloc(self.c_b * size)], size + m.final_norm_params)
+                self.tail = []
+            elif group == "head":
+                self.tail_grad = self.a.malloc(self.c_b * size)
+            elif group == "embedding":
+                self._embedding_backward()
+            elif size and group != "small" and (self.fsdp2 or not self.plan.lora_rank):
+                self.layer_grads.append(self.a.malloc(self.c_b * size))
+        return []
+
+    def _embedding_backward(self) -> None:
+        """An untied embedding's unit, gathered again for its backward and reduce-scattered."""
+        size = self.m.embedding_params
+        params = self._unshard([size])
+        self._post_backward(params, [self.a.malloc(self.c_b * size)], size)
+
+    def _tied_embedding_grad(self) -> None:
+        """The embedding's dense gradient, summed with lm_head's into a third tensor."""
+        a, size = self.a, self.m.embedding_params
+        dense = a.malloc(self.c_b * size)
+        total = a.malloc(self.c_b * size)
+        a.free(self.tail_grad) if self.tail_grad is not None else None
+        a.free(dense)
+        self.tail_grad = total
+
+    def optimizer(self, grads: list[int], first: bool) -> None:
+        a, m = self.a, self.m
+        if self.tail:           # a tied tail (or LoRA's frozen one) is resharded at the end of backward
+            trained = 0 if self.tail_grad is None else m.final_norm_params + m.embedding_params
+            self._post_backward(self.tail, [] if self.tail_grad is None else [self.tail_grad], trained)
+        self.tail, self.tail_grad = [], None
+        for handle in (self.all_gather, self.reduce_scatter):
+            if handle is not None:
+                a.free(handle)
+        self.all_gather = self.reduce_scatter = None
+        if self.offload:
+            return
+        shards = [-(-size // self.n) for size in self._trained_sizes()]     # one DTensor shard per parameter
+        if first and self.plan.optimizer == "adamw":
+            for shard in shards:
+                self.states += [a.malloc(4 * shard), a.malloc(4 * shard)]
+        temps = [a.malloc(4 * shard) for shard in shards] if self.plan.optimizer == "adamw" else []
+        for handle in temps + self.shard_grads:
+            a.free(handle)
+        self.shard_grads = []
+
+    def _trained_sizes(self) -> list[int]:
+        if self.plan.lora_rank:
+            return [size for layer in self.m.layers for _, size in lora_tensors(layer, self.plan)]
+        return list(self.m.tensor_sizes)
+
+
+def simulate_fsdp(plan: Plan) -> Peaks:
+    """The fp32 shards at rest, two steps, the second's peaks (Adam's states from the first)."""
+    alloc = CachingAllocator()
+    for component in fsdp_states(plan).resting:
+        if component.bytes and component.name == "fp32 parameter shards":
+            alloc.malloc(component.bytes)
+    step = FsdpStep(plan, alloc)
+    step.run(first=True)
+    alloc.reset_peaks()
+    step.run(first=False)
+    return Peaks(alloc.peak_allocated, alloc.peak_reserved)
