@@ -81,7 +81,9 @@ DEEPSPEED = [f"trace_deepspeed_z{stage}_llama4l_b2_s2048.json" for stage in (0, 
     "trace_deepspeed_z2_llama4l_b2_s2048_lora16.json", "trace_deepspeed_z3_llama4l_b2_s2048_lora16.json",
     "trace_deepspeed_z2_qwen2.5-4l_b2_s2048_nogc.json",           # qwen2.5-1.5b's widths, no checkpointing
     "trace_deepspeed_z2_llama4l_b2_s2048_lora16_nogc.json",
-    "trace_deepspeed_z1_llama4l_b2_s2048_world2.json", "trace_deepspeed_z2_llama4l_b2_s2048_world2.json"]
+    "trace_deepspeed_z1_llama4l_b2_s2048_world2.json", "trace_deepspeed_z2_llama4l_b2_s2048_world2.json",
+    "trace_deepspeed_z3_llama4l_b1_s2048_world2.json",
+    "trace_deepspeed_z2_llama4l_b2_s2048_overlap.json"]       # overlap_comm: a second IPG bucket
 
 
 def replay_steps(plan, trace: dict):
@@ -105,7 +107,8 @@ def replay_steps(plan, trace: dict):
 
 def deepspeed_plan(trace: dict):
     """The measured DeepSpeed run's plan with the trace's model (its config where it records one),
-    layers, sequence, checkpointing, sub-groups, LoRA and data-parallel ranks (one GPU each)."""
+    layers, sequence, checkpointing, sub-groups, LoRA, overlap_comm and data-parallel ranks (one GPU
+    each)."""
     from dataclasses import replace
 
     record = next(r for r in map(json.loads, shared_or_skip(SHARED / "groundtruth" /
@@ -116,7 +119,7 @@ def deepspeed_plan(trace: dict):
                     grad_checkpointing=trace.get("checkpointing", True))
     plan = plan_for(dict(record, model=trace["model"], config=config, scenario=scenario))
     return plan.with_changes(sub_group_size=trace.get("sub_group_size", plan.sub_group_size),
-                             lora_rank=trace.get("lora_rank", 0),
+                             lora_rank=trace.get("lora_rank", 0), overlap_comm=trace.get("overlap_comm", False),
                              cluster=replace(plan.cluster, per_node=trace.get("world", 1)))
 
 
