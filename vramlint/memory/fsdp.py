@@ -48,10 +48,11 @@ class FsdpStep(Step):
         self.offload = plan.offload_param != "none"
         self.all_gather: int | None = None       # FSDP2: the last all-gather's output
         self.reduce_scatter: int | None = None   # FSDP2: the last reduce-scatter's input
-        self.held: dict[int, list[int]] = {}     # units kept unsharded from forward to backward
+        self.held: dict[int, list[int]] = {}     # units kept unsharded from forward to backward, or prefetched
+        self.prefetching = False
         self.shard_grads: list[int] = []
         self.tail: list[int] = []
-        self.tail_grad: int | None = None
+        self.tail_grads: list[int] = []
 
     # units ---------------------------------------------------------------------------------
     def _unshard(self, sizes: list[int]) -> list[int]:
@@ -101,9 +102,22 @@ class FsdpStep(Step):
         return [size for _, size in self.m.layers[index].parameter_tensors]
 
     def _gather(self, index: int) -> list[int]:
-        if index in self.held:
-            return self.held.pop(index)
-        return self._unshard(self._layer_sizes(index))
+        """A layer's parameters (kept from forward, or prefetched); in backward FSDP1's
+        BACKWARD_PRE then prefetches the layer before it."""
+        params = self.held.pop(index) if index in self.held else self._unshard(self._layer_sizes(index))
+        if self.prefetching and index > 0:
+            self.held[index - 1] = self._unshard(self._layer_sizes(index - 1))
+        return params
+
+    def backward(self, *args) -> list[int]:
+        """FSDP1's root pre-backward prefetches the last layer at the loss."""
+        self.prefetching = not self.fsdp2 and self.resharding
+        if self.prefetching:
+            last = self.m.num_layers - 1
+            self.held[last] = self._unshard(self._layer_sizes(last))
+        grads = super().backward(*args)
+        self.prefetching = False
+        return grads
 
     def _release(self, index: int, gathered: list[int], forward: bool) -> None:
         if forward and not self.resharding:
@@ -122,21 +136,34 @@ class FsdpStep(Step):
 
     # forward, loss, backward ---------------------------------------------------------------
     def forward(self):
-        """The tail unit (final norm, lm_head, and a tied embedding) is not resharded after its
-        forward: a tied one is gathered first, for the embedding, an untied one after the layers;
-        an untied embedding is a unit of its own, resharded after use."""
+        """The unit that holds lm_head is not resharded after its forward. Under FSDP1 it is the
+        root (embedding, final norm, lm_head), gathered first; under FSDP2 a tied tail is gathered
+        first too, for the embedding, an untied one after the layers, the untied embedding being
+        a unit of its own, resharded after use."""
         m = self.m
-        tail = [m.final_norm_params, m.head_params or m.embedding_params]
-        if m.head_params:
+        self.layer_grads: list[int] = []
+        self.tail_grads: list[int] = []
+        if self.root_first:
+            self.tail = self._unshard(self._root_sizes())
+        else:
             for handle in self._unshard([m.embedding_params]):
                 self.a.free(handle)
-        else:
-            self.tail = self._unshard(tail)
-        self.layer_grads: list[int] = []
         out = super().forward()
-        if m.head_params:
-            self.tail = self._unshard(tail)
+        if not self.root_first:
+            self.tail = self._unshard(self._root_sizes())
         return out
+
+    @property
+    def root_first(self) -> bool:
+        return not self.fsdp2 or not self.m.head_params
+
+    def _root_sizes(self) -> list[int]:
+        """The parameters of the unit that holds lm_head: with the embedding unless FSDP2 wrapped
+        an untied one apart."""
+        m = self.m
+        if self.fsdp2 and m.head_params:
+            return [m.final_norm_params, m.head_params]
+        return [m.embedding_params, m.final_norm_params, m.head_params]
 
     def loss(self, kept):
         """The root's post-forward, once the loss is computed, frees the last all-gather output."""
@@ -147,16 +174,16 @@ class FsdpStep(Step):
         return out
 
     def _param_grads(self, modules) -> list[int]:
-        """Unsharded gradients in the compute dtype, kept per unit until its post-backward. An
-        untied tail's post-backward follows lm_head's gradient at once; a tied one's waits for the
-        embedding's, at the end of backward. (The final norm's few elements are left out.)"""
-        m = self.m
+        """Unsharded gradients in the compute dtype, kept per unit until its post-backward. FSDP2's
+        untied tail is reduce-scattered as soon as lm_head's gradient is made; a unit that holds
+        the embedding waits for the embedding's, at the end of backward. (The final norm's few
+        elements are left out.)"""
         for group, size in modules:
-            if group == "head" and m.head_params:
-                self._post_backward(self.tail, [self.a.malloc(self.c_b * size)], size + m.final_norm_params)
+            if group == "head" and not self.root_first:
+                self._post_backward(self.tail, [self.a.malloc(self.c_b * size)], sum(self._root_sizes()))
                 self.tail = []
-            elif group == "head":
-                self.tail_grad = self.a.malloc(self.c_b * size)
+            elif group in ("head", "embedding") and self.root_first:
+                self.tail_grads.append(self.a.malloc(self.c_b * size))
             elif group == "embedding":
                 self._embedding_backward()
             elif size and group != "small" and (self.fsdp2 or not self.plan.lora_rank):
@@ -174,16 +201,15 @@ class FsdpStep(Step):
         a, size = self.a, self.m.embedding_params
         dense = a.malloc(self.c_b * size)
         total = a.malloc(self.c_b * size)
-        a.free(self.tail_grad) if self.tail_grad is not None else None
-        a.free(dense)
-        self.tail_grad = total
+        for handle in self.tail_grads + [dense]:
+            a.free(handle)
+        self.tail_grads = [total]
 
     def optimizer(self, grads: list[int], first: bool) -> None:
-        a, m = self.a, self.m
-        if self.tail:           # a tied tail (or LoRA's frozen one) is resharded at the end of backward
-            trained = 0 if self.tail_grad is None else m.final_norm_params + m.embedding_params
-            self._post_backward(self.tail, [] if self.tail_grad is None else [self.tail_grad], trained)
-        self.tail, self.tail_grad = [], None
+        a = self.a
+        if self.tail:           # the unit with the embedding (or LoRA's frozen tail) is resharded last
+            self._post_backward(self.tail, self.tail_grads, sum(self._root_sizes()) if self.tail_grads else 0)
+        self.tail, self.tail_grads = [], []
         for handle in (self.all_gather, self.reduce_scatter):
             if handle is not None:
                 a.free(handle)

@@ -368,15 +368,16 @@ def fsdp_states(plan: Plan) -> States:
     """FSDP keeps fp32 parameter shards (4/N) and AdamW's m, v (8/N) at rest, fp32 gradient shards
     (4/N) from backward to the step. What is unsharded (in the compute dtype) depends on the
     strategy, as Accelerate wraps the model (memory/fsdp.py, recorded by dev/trace_fsdp.py):
-    FULL_SHARD keeps the tail unit (final norm, lm_head, a tied embedding) from forward to the end
-    of backward, and in backward has one decoder layer unsharded, the next one's all-gather and
-    the layer's unsharded gradients in flight (FSDP2 also the last reduce-scatter's input);
+    FULL_SHARD keeps the unit that holds lm_head from forward to the end of backward
+    (``_fsdp_root``), and in backward has a decoder layer unsharded, the next one's all-gather,
+    FSDP2's last reduce-scatter input or FSDP1's flat gradient, and the layer's gradients in
+    flight (``_fsdp_in_flight``);
     SHARD_GRAD_OP keeps every unit unsharded from forward to backward; NO_SHARD is DDP-like with a
     16-bit copy of every weight. CPU offload moves shards, gradients and the step to the host.
     With LoRA every parameter is sharded and gathered and optimizer states are the adapters' alone
     (T); FSDP2 shards per parameter, so gradients are the adapters' too, while FSDP1's flat
     parameter (``use_orig_params``) gets a gradient over all of it."""
-    m, n = plan.model, plan.data_parallel
+    n = plan.data_parallel
     t, tag = trainable(plan), _tag(plan)
     held, symbol = _weights_words(plan)
     stage = FSDP_STAGE.get(plan.fsdp_strategy, 3)
@@ -397,10 +398,7 @@ def fsdp_states(plan: Plan) -> States:
         gathered.append(Component("unsharded parameters", c_b * held, f"{c_b} B x {symbol} (every unit unsharded "
                                   "from forward to backward)", FSDP_SOURCE))
     elif stage == 3:
-        tail = m.final_norm_params + (m.head_params or m.embedding_params)
-        gathered.append(Component("tail unit (unsharded)", c_b * tail, f"{c_b} B x {tail:,} (final norm, lm_head"
-                                  f"{'' if m.head_params else ' = embedding'}: not resharded after forward)",
-                                  FSDP_SOURCE))
+        gathered += _fsdp_root(plan, c_b)
     flat = plan.lora_rank and plan.fsdp_version == 1      # FSDP1's flat gradient covers the frozen parameters
     grads = [Component("gradient shards (fp32)", 0 if offload else 4 * (shard if flat else part),
                        f"4 B x {symbol if flat else tag}{over}" + (" (FSDP1: the flat gradient, frozen parameters "
@@ -411,6 +409,24 @@ def fsdp_states(plan: Plan) -> States:
                       f"(4 B x {symbol} + 12 B x {tag}){over} x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
     return States(resting, grads, step, host, backward=gathered + _fsdp_in_flight(plan, stage, c_b),
                   gathered=gathered)
+
+
+def _fsdp_root(plan: Plan, c_b: int) -> list[Component]:
+    """FULL_SHARD at the loss: the unit that holds lm_head, not resharded after forward — FSDP2's
+    tail (final norm, lm_head, a tied embedding), FSDP1's root (embedding, final norm, lm_head) —
+    and under FSDP1 the last decoder layer, which the root's pre-backward prefetches."""
+    m = plan.model
+    if plan.fsdp_version == 2:
+        size = m.final_norm_params + (m.head_params or m.embedding_params)
+        words = "tail unit: final norm, lm_head" + ("" if m.head_params else " = embedding")
+        return [Component("tail unit (unsharded)", c_b * size, f"{c_b} B x {size:,} ({words}; not resharded "
+                          "after forward)", FSDP_SOURCE)]
+    size = m.outside_layers
+    layer = m.layers[-1].params.total
+    return [Component("root unit (unsharded)", c_b * size, f"{c_b} B x {size:,} (embedding, final norm, lm_head; "
+                      "not resharded after forward)", FSDP_SOURCE),
+            Component("last layer, prefetched", c_b * layer, f"{c_b} B x {layer:,} (BACKWARD_PRE, at the loss)",
+                      FSDP_SOURCE)]
 
 
 def _fsdp_in_flight(plan: Plan, stage: int, c_b: int) -> list[Component]:
@@ -430,10 +446,10 @@ def _fsdp_in_flight(plan: Plan, stage: int, c_b: int) -> list[Component]:
              "flat parameter, the next one prefetched, the flat gradient")
     out.append(Component("decoder layers in flight", 3 * c_b * unit, f"3 x {c_b} B x {unit:,} "
                          f"(FSDP{plan.fsdp_version}: {words})", FSDP_SOURCE))
-    if not m.head_params and not plan.lora_rank:
-        head = m.embedding_params
-        out.append(Component("tied lm_head gradient", c_b * head, f"{c_b} B x {head:,} (summed with the "
-                             "embedding's at the end of backward)", FSDP_SOURCE))
+    if (not m.head_params or plan.fsdp_version == 1) and not plan.lora_rank:
+        head = m.head_params or m.embedding_params
+        out.append(Component("lm_head gradient", c_b * head, f"{c_b} B x {head:,} (kept to the end of backward: "
+                             "its unit holds the embedding)", FSDP_SOURCE))
     return out
 
 
