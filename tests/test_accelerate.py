@@ -119,3 +119,16 @@ def test_referenced_file_without_zero_section_is_refused(tmp_path, capsys):
                                               "deepspeed_config:\n  deepspeed_config_file: ds.json\nnum_processes: 8\n")
     code, out = check(capsys, tmp_path / "accelerate.yaml")
     assert any(f["code"] == "VL308" and "ZeRO optimization config" in f["message"] for f in out["findings"])
+
+
+@pytest.mark.parametrize("name, words", [
+    ("hiyouga__LLaMA-Factory__examples__accelerate__fsdp_config.yaml", "plan: FSDP1 FULL_SHARD bf16"),
+    ("huggingface__trl__examples__accelerate_configs__fsdp2.yaml", "plan: FSDP2 FULL_SHARD bf16"),
+    ("huggingface__trl__examples__accelerate_configs__deepspeed_zero3.yaml", "plan: ZeRO-3 bf16"),
+    ("huggingface__trl__examples__accelerate_configs__multi_gpu.yaml", "plan: PyTorch DDP bf16"),
+])
+def test_the_text_report_names_the_runtime_estimated(capsys, name, words):
+    path = shared_or_skip(CORPUS / ACC / name)
+    main(["check", str(path), "--gpus", "8xH100", "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "2048",
+          "--format", "text"])
+    assert words in capsys.readouterr().out

@@ -21,8 +21,8 @@ WIDER = (
      "measured -2.1 and -4.1 %)"),
     (lambda p: p.runtime == "deepspeed" and p.offload_param != "none", 0.05,
      "ZeRO-3 parameter offload: the measured reserve still grows from step to step"),
-    (lambda p: p.runtime == "fsdp", 0.10, "FSDP: its op order recorded on the CPU (FSDP2), its streams' "
-     "timing not measured on a GPU"),
+    (lambda p: p.runtime == "fsdp", 0.10, "FSDP: its op order recorded on the CPU (FSDP1 and FSDP2), its "
+     "streams' timing not measured on a GPU"),
     (lambda p: p.runtime == "deepspeed" and p.zero_stage == 3 and p.data_parallel > 1, 0.05,
      "ZeRO-3 gathering over several GPUs: not measured"),
     (lambda p: p.model.is_moe, 0.05, "mixture-of-experts: routing-dependent buffers"),

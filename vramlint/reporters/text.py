@@ -35,6 +35,20 @@ def _bar(share: float) -> str:
     return "█" * filled + "·" * (BAR - filled)
 
 
+RUNTIME_WORDS = {"torch": lambda p: "PyTorch" + (" DDP" if p.data_parallel > 1 else ""),
+                 "deepspeed": lambda p: f"ZeRO-{p.zero_stage}",
+                 "fsdp": lambda p: f"FSDP{p.fsdp_version} {p.fsdp_strategy}"}
+
+
+def _plan_line(plan) -> str:
+    """What was estimated, in the runtime's own words, with where the micro-batch came from."""
+    origin = plan.origins.get("micro_batch")
+    return (f"{RUNTIME_WORDS[plan.runtime](plan)} {plan.precision}, micro-batch {plan.micro_batch}"
+            f"{f' ({origin})' if origin else ''}, seq {plan.seq_len}, DP {plan.data_parallel}, "
+            f"offload optimizer {plan.offload_optimizer} / params {plan.offload_param}, "
+            f"checkpointing {'on' if plan.grad_checkpointing else 'off'}")
+
+
 def _estimate_table(title: str, est, cluster):
     from rich.table import Table
     budget = cluster.gpu.memory_bytes
@@ -91,11 +105,7 @@ def report(results, cluster, out: TextIO) -> None:
             console.print(_serving_table(result.path, *result.serving))
         if result.estimate is not None:
             console.print(_estimate_table(result.path, result.estimate, cluster))
-            plan = result.plan
-            console.print(f"  plan: ZeRO-{plan.zero_stage} {plan.precision}, micro-batch {plan.micro_batch} "
-                          f"({plan.origins.get('micro_batch')}), seq {plan.seq_len}, DP {plan.data_parallel}, "
-                          f"offload optimizer {plan.offload_optimizer} / params {plan.offload_param}, "
-                          f"checkpointing {'on' if plan.grad_checkpointing else 'off'}")
+            console.print(escape(f"  plan: {_plan_line(result.plan)}"))
             for note in result.estimate.assumptions:
                 console.print(escape(f"  assumed: {note}"))
     errors = sum(1 for r in results for f in r.findings if f.severity == "error")
