@@ -21,9 +21,11 @@ aten op or FSDP's own; stream: 1 all-gather, 2 reduce-scatter, absent for the de
     pip install torch==2.13.0 transformers    # never vramlint dependencies
 ``--fsdp1``: FSDP1 instead, as Accelerate's ``prepare_model`` wraps it (flat parameters,
 transformer-layer auto wrap, ``MixedPrecision`` bf16, BACKWARD_PRE, ``use_orig_params``).
+``--lora R``: PEFT's LoRA on all linears of a bf16 base (FSDP2), the adapters upcast to fp32 as
+Accelerate does with what needs grads, the optimizer over the adapters.
 
     python dev/trace_fsdp.py llama-3.2-1b 1 2048 --layers 4 --world 2 [--no-gc] [--shard-grad-op] [--untied] \
-        [--fsdp1] > trace.json
+        [--fsdp1] [--lora R] > trace.json
 """
 
 from __future__ import annotations
@@ -160,8 +162,9 @@ def _as_steps(windows: list[list[tuple[int, int]]]) -> list[list[list]]:
     return steps
 
 
-def _fully_shard(model, tied: bool, strategy: str, world: int) -> int:
-    """FSDP2 as Accelerate 1.15's ``fsdp2_prepare_model`` applies it; the local shards' bytes."""
+def _fully_shard(model, inner, tied: bool, strategy: str, world: int) -> int:
+    """FSDP2 as Accelerate 1.15's ``fsdp2_prepare_model`` applies it (``inner``: the causal LM, the
+    same as ``model`` unless PEFT wraps it); the local shards' bytes."""
     import torch
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -169,11 +172,11 @@ def _fully_shard(model, tied: bool, strategy: str, world: int) -> int:
     bf16 = torch.bfloat16
     shard = dict(mesh=init_device_mesh("cpu", (world,)), reshard_after_forward=strategy == "FULL_SHARD",
                  mp_policy=MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16, output_dtype=bf16))
-    for layer in model.model.layers:
+    for layer in inner.model.layers:
         fully_shard(layer, **shard)
     if not tied:        # an untied embedding is a unit of its own
-        fully_shard(model.model.embed_tokens, **shard)
-    tail = [model.model.norm] + ([model.model.embed_tokens] if tied else []) + [model.lm_head]
+        fully_shard(inner.model.embed_tokens, **shard)
+    tail = [inner.model.norm] + ([inner.model.embed_tokens] if tied else []) + [inner.lm_head]
     fully_shard(tail, **{**shard, "reshard_after_forward": False})
     fully_shard(model, **{k: v for k, v in shard.items() if k != "reshard_after_forward"})
     return sum(p.to_local().nbytes for p in model.parameters())
@@ -202,7 +205,7 @@ def _fsdp1(model, strategy: str):
 
 
 def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bool, strategy: str, tied: bool,
-           version: int, rank: int, world: int) -> dict:
+           version: int, lora: int, rank: int, world: int) -> dict:
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=os.environ.get("MASTER_PORT", "29547"))
     import threading
@@ -217,15 +220,25 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
     _mark_streams()
     model_type, kwargs = models()[name]
     config = AutoConfig.for_model(model_type, **{**kwargs, "num_hidden_layers": layers, "tie_word_embeddings": tied})
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+    dtype = torch.bfloat16 if lora else torch.float32      # LoRA's base as scripts load it; full: fp32 anyway
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
     model.config.use_cache = False
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    inner = model
+    if lora:            # PEFT on the frozen base; Accelerate upcasts what needs grads to fp32
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(r=lora, lora_alpha=2 * lora, lora_dropout=0.0,
+                                                 target_modules="all-linear"))
+        model.enable_input_require_grads()
+        for param in model.parameters():
+            if param.requires_grad and param.dtype != torch.float32:
+                param.data = param.data.to(torch.float32)
     if version == 2:
-        after_init = _fully_shard(model, tied, strategy, world)
+        after_init = _fully_shard(model, inner, tied, strategy, world)
     else:
         model, after_init = _fsdp1(model, strategy)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, foreach=True)
     from accelerate.utils import convert_outputs_to_fp32
     model.forward = convert_outputs_to_fp32(torch.autocast("cpu", dtype=torch.bfloat16)(model.forward))
     tokens = torch.randint(0, config.vocab_size, (micro_batch, seq), generator=torch.Generator().manual_seed(rank))
@@ -246,6 +259,7 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
     assert len(starts) == 2, starts
     dist.destroy_process_group()
     return {"model": name, "layers": layers, "world": world, "version": version, "strategy": strategy, "tied": tied,
+            "lora_rank": lora,
             "micro_batch": micro_batch,
             "seq": seq, "checkpointing": checkpointing, "after_init": after_init,
             "config": {**config.to_diff_dict(), "model_type": model_type},
@@ -268,7 +282,7 @@ def main() -> None:
     world = option("--world", 2)
     run = (args[0], int(args[1]), int(args[2]), option("--layers", 4), "--no-gc" not in args,
            "SHARD_GRAD_OP" if "--shard-grad-op" in args else "FULL_SHARD", "--untied" not in args,
-           1 if "--fsdp1" in args else 2)
+           1 if "--fsdp1" in args else 2, option("--lora", 0))
     with tempfile.TemporaryDirectory() as folder:
         mp.spawn(_rank, args=(world, run, folder), nprocs=world)
         print(Path(folder, "0.json").read_text())

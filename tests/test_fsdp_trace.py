@@ -45,11 +45,11 @@ def fsdp_plan(trace: dict) -> Plan:
                 cluster=parse_gpus(f"{trace['world']}xH200"), precision="bf16", runtime="fsdp",
                 fsdp_version=trace.get("version", 2),
                 fsdp_strategy=trace["strategy"], micro_batch=trace["micro_batch"], seq_len=trace["seq"],
-                grad_checkpointing=trace["checkpointing"], attn="sdpa")
+                grad_checkpointing=trace["checkpointing"], attn="sdpa", lora_rank=trace.get("lora_rank", 0))
 
 
 def resting_shards(plan: Plan) -> int:
-    return next(c.bytes for c in fsdp_states(plan).resting if c.name == "fp32 parameter shards")
+    return next(c.bytes for c in fsdp_states(plan).resting if c.name == "parameter shards")
 
 
 def replay(trace: dict) -> CachingAllocator:

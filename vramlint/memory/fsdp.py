@@ -235,7 +235,7 @@ def simulate_fsdp(plan: Plan) -> Peaks:
     """The fp32 shards at rest, two steps, the second's peaks (Adam's states from the first)."""
     alloc = CachingAllocator()
     for component in fsdp_states(plan).resting:
-        if component.bytes and component.name == "fp32 parameter shards":
+        if component.bytes and component.name == "parameter shards":
             alloc.malloc(component.bytes)
     step = FsdpStep(plan, alloc)
     step.run(first=True)

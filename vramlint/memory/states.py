@@ -386,8 +386,9 @@ def fsdp_states(plan: Plan) -> States:
     shard, part = (-(-held // n), -(-t // n)) if sharded else (held, t)
     over = f" / {n}" if sharded else ""
     offload = plan.offload_param != "none"
-    resting = [Component("fp32 parameter shards", 0 if offload else 4 * shard,
-                         "offloaded to host" if offload else f"4 B x {symbol}{over}", FSDP_SOURCE),
+    shards, words = _fsdp_shards(plan, n if sharded else 1, over)
+    resting = [Component("parameter shards", 0 if offload else shards,
+                         "offloaded to host" if offload else words, FSDP_SOURCE),
                Component("optimizer states", 0 if offload else 8 * part, f"Adam m, v: 8 B x {tag}{over}",
                          FSDP_SOURCE)]
     gathered: list[Component] = []
@@ -409,6 +410,18 @@ def fsdp_states(plan: Plan) -> States:
                       f"(4 B x {symbol} + 12 B x {tag}){over} x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
     return States(resting, grads, step, host, backward=gathered + _fsdp_in_flight(plan, stage, c_b),
                   gathered=gathered)
+
+
+def _fsdp_shards(plan: Plan, n: int, over: str) -> tuple[int, str]:
+    """The local parameter shards: fp32 (Accelerate upcasts what needs grads under mixed
+    precision); with LoRA under FSDP2 the frozen base keeps the dtype it was loaded in and only
+    the adapters are upcast — under FSDP1 the flat parameter holds both and is upcast whole."""
+    p, t = plan.model.params, trainable(plan)
+    if plan.lora_rank and plan.fsdp_version == 2:
+        base = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
+        return base * -(-p // n) + 4 * -(-t // n), f"{base} B x P{over} (frozen, as loaded) + 4 B x T{over}"
+    held, symbol = _weights_words(plan)
+    return 4 * -(-held // n), f"4 B x {symbol}{over} (fp32)"
 
 
 def _fsdp_root(plan: Plan, c_b: int) -> list[Component]:
