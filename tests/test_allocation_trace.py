@@ -107,8 +107,8 @@ def replay_steps(plan, trace: dict):
 
 def deepspeed_plan(trace: dict):
     """The measured DeepSpeed run's plan with the trace's model (its config where it records one),
-    layers, sequence, checkpointing, sub-groups, LoRA, overlap_comm and data-parallel ranks (one GPU
-    each)."""
+    layers, sequence, checkpointing, sub-groups, LoRA, overlap_comm, reuse distance and
+    data-parallel ranks (one GPU each)."""
     from dataclasses import replace
 
     record = next(r for r in map(json.loads, shared_or_skip(SHARED / "groundtruth" /
@@ -120,6 +120,7 @@ def deepspeed_plan(trace: dict):
     plan = plan_for(dict(record, model=trace["model"], config=config, scenario=scenario))
     return plan.with_changes(sub_group_size=trace.get("sub_group_size", plan.sub_group_size),
                              lora_rank=trace.get("lora_rank", 0), overlap_comm=trace.get("overlap_comm", False),
+                             max_reuse_distance=trace.get("max_reuse_distance", plan.max_reuse_distance),
                              cluster=replace(plan.cluster, per_node=trace.get("world", 1)))
 
 
