@@ -51,8 +51,9 @@ class FsdpStep(Step):
         self.held: dict[int, list[int]] = {}     # units kept unsharded from forward to backward, or prefetched
         self.prefetching = False
         self.shard_grads: list[int] = []
-        self.tail: list[int] = []
-        self.tail_grads: list[int] = []
+        self.tail: list[int] = []               # the unit that holds lm_head, while unsharded
+        self.tail_grads: list[int] = []         # its gradients, kept to its post-backward
+        self.layer_grads: list[int] = []        # the current layer's unsharded gradients
 
     # units ---------------------------------------------------------------------------------
     def _unshard(self, sizes: list[int]) -> list[int]:
@@ -141,8 +142,6 @@ class FsdpStep(Step):
         first too, for the embedding, an untied one after the layers, the untied embedding being
         a unit of its own, resharded after use."""
         m = self.m
-        self.layer_grads: list[int] = []
-        self.tail_grads: list[int] = []
         if self.root_first:
             self.tail = self._unshard(self._root_sizes())
         else:
