@@ -444,8 +444,9 @@ def _fsdp_root(plan: Plan, c_b: int) -> list[Component]:
 
 def _fsdp_in_flight(plan: Plan, stage: int, c_b: int) -> list[Component]:
     """In a decoder layer's backward (memory/fsdp.py): its unsharded gradients; under FULL_SHARD
-    also the layer's parameters, the next layer's all-gather, and FSDP2's last reduce-scatter
-    input or FSDP1's flat gradient, and a tied lm_head's gradient, which waits for the embedding's."""
+    also the layer's parameters, the next layer's all-gather, FSDP2's last reduce-scatter input or
+    FSDP1's flat gradient, and lm_head's gradient where its unit also holds the embedding (tied,
+    or FSDP1's root): that unit is reduce-scattered only after the embedding's backward, last."""
     m = plan.model
     unit = max(layer.params.total for layer in m.layers)
     adapters = plan.lora_rank and plan.fsdp_version == 2      # FSDP1: one flat gradient per unit
