@@ -35,3 +35,20 @@ def test_example_is_shown_in_the_readmes(case):
 
 def test_there_are_at_least_eight_examples():
     assert len(CASES) >= 8
+
+
+def test_the_readme_first_screen_shows_what_the_command_prints(capsys, monkeypatch):
+    """The README's opening console block is real output: its command, run here, prints each of
+    its lines (the text report is wide enough not to wrap them)."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split("```console\n", 1)[1].split("```", 1)[0].splitlines()
+    command, shown = block[0], block[1:]
+    assert command.startswith("$ vramlint check ") and shown
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("COLUMNS", "400")
+    main(shlex.split(command[2:])[1:] + ["--format", "text"])     # as a terminal shows it, in CI too
+    printed = capsys.readouterr().out.splitlines()
+    for line in shown:
+        assert line in printed
