@@ -20,7 +20,8 @@ comparable (on the CPU the host is the device).
 
     pip install torch==2.13.0 transformers deepspeed    # never vramlint dependencies
     python dev/trace_deepspeed.py llama-3.2-1b 3 2 2048 --layers 4 [--sub-group-size N] [--lora R] \
-        [--no-gc] [--overlap-comm] [--reuse-distance N] [--world N] > trace.json
+        [--no-gc] [--overlap-comm] [--reuse-distance N] [--world N] [--config KEY=INT ...] \
+        [--zero KEY=INT ...] > trace.json
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def _mark_collectives(deepspeed) -> list[int]:
 
 def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
            sub_group_size: int = 1_000_000_000, lora: int = 0, checkpointing: bool = True, overlap_comm: bool = False,
-           reuse_distance: int = 1_000_000_000,
+           reuse_distance: int = 1_000_000_000, widths: dict | None = None, zero: dict | None = None,
            rank: int = 0, world: int = 1) -> dict:
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=os.environ.get("MASTER_PORT", "29533"), DS_ACCELERATOR="cpu")
@@ -108,7 +109,7 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
     from transformers import AutoConfig, AutoModelForCausalLM
 
     model_type, kwargs = models()[name]
-    config = AutoConfig.for_model(model_type, **{**kwargs, "num_hidden_layers": layers})
+    config = AutoConfig.for_model(model_type, **{**kwargs, "num_hidden_layers": layers, **(widths or {})})
     events: list = []
     ids: dict[int, int] = {}
     count = itertools.count()
@@ -142,7 +143,7 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
         ds_config = {"train_micro_batch_size_per_gpu": micro_batch, "gradient_accumulation_steps": 1,
                      "bf16": {"enabled": True}, "gradient_clipping": 1.0,
                      "zero_optimization": {"stage": stage, "sub_group_size": sub_group_size,
-                                           "stage3_max_reuse_distance": reuse_distance,
+                                           "stage3_max_reuse_distance": reuse_distance, **(zero or {}),
                                            **({"overlap_comm": True} if overlap_comm else {})},
                      "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False,
                      "steps_per_print": 10**9, "wall_clock_breakdown": False}
@@ -168,6 +169,7 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
     return {"model": name, "layers": layers, "stage": stage, "world": world, "micro_batch": micro_batch, "seq": seq,
             "sub_group_size": sub_group_size, "lora_rank": lora, "checkpointing": checkpointing,
             **({"overlap_comm": True} if overlap_comm else {}), "max_reuse_distance": reuse_distance,
+            "zero_optimization": zero or {},
             "after_init": after_init, "config": {**config.to_diff_dict(), "model_type": model_type},
             "source": f"torch {torch.__version__}, deepspeed {deepspeed.__version__} (CPU accelerator)",
             "steps": steps}
@@ -195,6 +197,12 @@ def _ranks(args: tuple, world: int) -> dict:
     return {**traces[0], "after_init_per_rank": [t["after_init"] for t in traces]}
 
 
+def _pairs(args: list[str], flag: str) -> dict[str, int]:
+    """Every ``flag KEY=INT`` given: model config overrides (``--config hidden_size=512``) or
+    extra ``zero_optimization`` keys (``--zero stage3_max_live_parameters=30000000``)."""
+    return {args[i + 1].split("=")[0]: int(args[i + 1].split("=")[1]) for i, a in enumerate(args) if a == flag}
+
+
 def main() -> None:
     warnings.filterwarnings("ignore")
     args = sys.argv[1:]
@@ -202,7 +210,7 @@ def main() -> None:
     name, stage, micro_batch, seq = args[0], int(args[1]), int(args[2]), int(args[3])
     run = (name, stage, micro_batch, seq, option("--layers", 4), option("--sub-group-size", 10**9),
            option("--lora", 0), "--no-gc" not in args, "--overlap-comm" in args,
-           option("--reuse-distance", 10**9))
+           option("--reuse-distance", 10**9), _pairs(args, "--config"), _pairs(args, "--zero"))
     world = option("--world", 1)
     json.dump(_ranks(run, world) if world > 1 else record(*run), sys.stdout)
     print()

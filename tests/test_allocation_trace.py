@@ -23,6 +23,7 @@ from accuracy import plan_for  # noqa: E402
 from trace_allocations import replay  # noqa: E402
 
 from vramlint.memory.nograd import simulate_inference  # noqa: E402
+from vramlint.readers.deepspeed import BUFFER_KEYS  # noqa: E402
 
 TRACE = json.loads((DATA / "trace_gpt2_prefill_b16_s1024.json").read_text())
 
@@ -118,7 +119,9 @@ def deepspeed_plan(trace: dict):
     scenario = dict(record["scenario"], seq=trace["seq"], micro_batch=trace["micro_batch"],
                     grad_checkpointing=trace.get("checkpointing", True))
     plan = plan_for(dict(record, model=trace["model"], config=config, scenario=scenario))
-    return plan.with_changes(sub_group_size=trace.get("sub_group_size", plan.sub_group_size),
+    zero = trace.get("zero_optimization", {})        # the recorded ZeRO sizes, under the Plan fields they set
+    sizes = {field: zero[key] for field, keys in BUFFER_KEYS.items() for key in keys if key in zero}
+    return plan.with_changes(**sizes,sub_group_size=trace.get("sub_group_size", plan.sub_group_size),
                              lora_rank=trace.get("lora_rank", 0), overlap_comm=trace.get("overlap_comm", False),
                              max_reuse_distance=trace.get("max_reuse_distance", plan.max_reuse_distance),
                              cluster=replace(plan.cluster, per_node=trace.get("world", 1)))
@@ -179,3 +182,36 @@ def test_the_recorded_runs_cover_lora_and_no_checkpointing():
     traces = [json.loads((DATA / n).read_text()) for n in RECORDED_INIT]
     assert {t["stage"] for t in traces if t.get("lora_rank")} == {2, 3}
     assert sum(t.get("checkpointing") is False for t in traces) >= 2
+
+
+def gathered_at_the_loss(trace: dict) -> int:
+    """Bytes on the all-gather stream alive when the second step's loss is computed."""
+    live: dict[int, int] = {}
+    for event in trace["steps"][1]:
+        if event[0] == "alloc" and "log_softmax" in (event[3] if len(event) > 3 else ""):
+            return sum(live.values())
+        if event[0] == "alloc" and event[4:] == [1]:
+            live[event[1]] = event[2]
+        elif event[0] == "free":
+            live.pop(event[1], None)
+    raise AssertionError("no loss in the trace")
+
+
+KEPT = ["trace_deepspeed_z3_llama4l_b1_s2048_world2.json", "trace_deepspeed_z3_llama4l_b1_s2048_world2_reuse0.json",
+        "trace_deepspeed_z3_tiny16l_b1_s512_world2_live30m.json"]
+
+
+@pytest.mark.parametrize("name", KEPT)
+def test_zero3_keeps_gathered_what_its_prefetcher_passed(name):
+    """What a traced ZeRO-3 step over two ranks has gathered at the loss: lm_head and the layers
+    kept for backward, within 5 % of vramlint's "gathered parameters at the loss". With
+    ``stage3_max_reuse_distance`` 0 DeepSpeed still kept every layer of the 4-layer model (the
+    prefetcher marks the later use of what it passes), and with ``stage3_max_live_parameters``
+    30M (16 narrow layers) it kept 30.5M elements: the bound is the larger of the two
+    (``states.zero3_keep_distance``); by the reuse distance alone vramlint had kept none."""
+    from vramlint.memory.states import deepspeed_states
+
+    trace = json.loads((DATA / name).read_text())
+    at_loss = next(c.bytes for c in deepspeed_states(deepspeed_plan(trace)).gathered
+                   if c.name == "gathered parameters at the loss")
+    assert at_loss == pytest.approx(gathered_at_the_loss(trace), rel=0.05)

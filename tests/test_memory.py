@@ -319,12 +319,16 @@ def test_phi3_fused_gate_up_output_stays_whole_in_a_prefill():
 
 
 def test_zero3_hint_can_release_the_layers_kept_for_backward():
+    """A reuse distance of 0 alone releases nothing (DeepSpeed's prefetcher keeps what it passes
+    while fewer than stage3_max_live_parameters are gathered: tests/test_allocation_trace.py);
+    with the live bound down to the prefetch bucket the layers go."""
     p = plan(zero_stage=3, micro_batch=2, seq_len=4096, grad_checkpointing=True)
-    released = p.with_changes(max_reuse_distance=0)
+    assert estimate(p.with_changes(max_reuse_distance=0)).allocated_peak == estimate(p).allocated_peak
+    released = p.with_changes(max_reuse_distance=0, max_live_parameters=p.prefetch_bucket_size)
     assert estimate(released).allocated_peak < estimate(p).allocated_peak
     budget = estimate(released).per_gpu_peak
     texts = {c.text for c in fitting_changes(p, budget)}
-    assert "zero_optimization.stage3_max_reuse_distance 0" in texts
+    assert "zero_optimization.stage3_max_reuse_distance 0 + stage3_max_live_parameters 50000000" in texts
 
 
 def test_attention_masks_follow_transformers_masking_utils():

@@ -2,8 +2,9 @@
 
 Computed by running the memory model on changed plans, never guessed: the lowest ZeRO stage or FSDP
 strategy, gradient checkpointing, ZeRO-3 keeping no layer gathered for backward
-(``stage3_max_reuse_distance 0``), the largest micro-batch, offload, or the number of GPUs, in the
-config's own vocabulary. Each answer carries its own predicted peak.
+(``stage3_max_reuse_distance 0`` with ``stage3_max_live_parameters`` down to the prefetch bucket:
+the prefetcher keeps what it passes while fewer are live), the largest micro-batch, offload, or
+the number of GPUs, in the config's own vocabulary. Each answer carries its own predicted peak.
 """
 
 from __future__ import annotations
@@ -148,8 +149,10 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
             break
     if not plan.grad_checkpointing:
         out += _change(plan, budget, "gradient checkpointing on", grad_checkpointing=True)
-    if _gathers(plan) and plan.max_reuse_distance > 0:      # ZeRO-3 keeps no layer gathered for backward
-        out += _change(plan, budget, "zero_optimization.stage3_max_reuse_distance 0", max_reuse_distance=0)
+    live = plan.prefetch_bucket_size        # ZeRO-3 keeps no layer gathered for backward: both bounds down
+    if _gathers(plan) and (plan.max_reuse_distance > 0 or plan.max_live_parameters > live):
+        out += _change(plan, budget, f"zero_optimization.stage3_max_reuse_distance 0 + stage3_max_live_parameters "
+                       f"{live}", max_reuse_distance=0, max_live_parameters=live)
     best = largest_micro_batch(plan, budget)
     if 0 < best < plan.micro_batch:
         out.append(Change(_micro_words(plan, best), peak(plan.with_changes(micro_batch=best))))

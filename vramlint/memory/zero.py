@@ -10,7 +10,8 @@ reported: ZeRO-3's coordinator has traced the module order by then.
 from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import deepspeed_states, trainable, trainable_tensors, zero3_kept, zero3_sub_groups
+from vramlint.memory.states import (deepspeed_states, trainable, trainable_tensors, zero3_keep_distance, zero3_kept,
+                                    zero3_sub_groups)
 from vramlint.memory.timeline import Step
 from vramlint.plan import Plan
 
@@ -252,7 +253,7 @@ class _Zero3Step(_HookedStep):
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
         super().__init__(plan, alloc, [])
         self.fetching = plan.offload_param != "none" or plan.data_parallel > 1
-        self.kept = zero3_kept(plan.model, plan.max_reuse_distance)
+        self.kept = zero3_kept(plan.model, zero3_keep_distance(plan))
         self.traced = False
         self.embedding: int | None = None        # the gathered embedding / lm_head, while it is
         self.held: dict[int, list[int]] = {}
