@@ -102,6 +102,15 @@ class Plan:
             return max(1, self.cluster.per_node // self.tensor_parallel)
         return max(1, self.cluster.world_size // (self.tensor_parallel * self.pipeline_parallel))
 
+    @property
+    def setup_name(self) -> str:
+        """The runtime as its users name it: "ZeRO-3", "FSDP2 FULL_SHARD", "PyTorch DDP"."""
+        if self.runtime == "deepspeed":
+            return f"ZeRO-{self.zero_stage}"
+        if self.runtime == "fsdp":
+            return f"FSDP{self.fsdp_version} {self.fsdp_strategy}"
+        return "PyTorch DDP" if self.data_parallel > 1 else "PyTorch"
+
     def with_changes(self, **changes) -> Plan:
         return replace(self, **changes)
 

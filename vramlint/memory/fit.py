@@ -219,7 +219,7 @@ class Setup:
     """One way to run the training job, with the largest micro-batch that fits and its peak."""
 
     runtime: str
-    strategy: str          # "ZeRO-2", "FSDP FULL_SHARD", ...
+    strategy: str          # Plan.setup_name: "ZeRO-2", "FSDP1 FULL_SHARD", ...
     offload: str           # "none", "optimizer", "optimizer + parameters"
     grad_checkpointing: bool
     micro_batch: int
@@ -250,8 +250,7 @@ def training_setups(plan: Plan, budget: int) -> list[Setup]:
                                      fsdp_strategy=strategy if runtime == "fsdp" else plan.fsdp_strategy)
             best = min(largest_micro_batch(base.with_changes(micro_batch=64), budget), 64)
             if best:
-                name = f"ZeRO-{strategy}" if runtime == "deepspeed" else f"FSDP {strategy}"
                 offload = {"none": "none", "cpu": "optimizer"}[opt] if par == "none" else "optimizer + parameters"
-                out.append(Setup(runtime, name, offload, checkpointing, best,
+                out.append(Setup(runtime, base.setup_name, offload, checkpointing, best,
                                  peak(base.with_changes(micro_batch=best))))
     return sorted(out, key=lambda s: s.cost)

@@ -35,15 +35,10 @@ def _bar(share: float) -> str:
     return "█" * filled + "·" * (BAR - filled)
 
 
-RUNTIME_WORDS = {"torch": lambda p: "PyTorch" + (" DDP" if p.data_parallel > 1 else ""),
-                 "deepspeed": lambda p: f"ZeRO-{p.zero_stage}",
-                 "fsdp": lambda p: f"FSDP{p.fsdp_version} {p.fsdp_strategy}"}
-
-
 def _plan_line(plan) -> str:
     """What was estimated, in the runtime's own words, with where the micro-batch came from."""
     origin = plan.origins.get("micro_batch")
-    return (f"{RUNTIME_WORDS[plan.runtime](plan)} {plan.precision}, micro-batch {plan.micro_batch}"
+    return (f"{plan.setup_name} {plan.precision}, micro-batch {plan.micro_batch}"
             f"{f' ({origin})' if origin else ''}, seq {plan.seq_len}, DP {plan.data_parallel}, "
             f"offload optimizer {plan.offload_optimizer} / params {plan.offload_param}, "
             f"checkpointing {'on' if plan.grad_checkpointing else 'off'}")
