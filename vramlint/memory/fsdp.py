@@ -27,7 +27,8 @@ shards, their gradients and the step live on the host.
 from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import fsdp_states, lora_tensors
+from vramlint.memory.states import (fsdp_shard_count, fsdp_stage, fsdp_states, fsdp_tail_holds_embedding,
+                                    fsdp_tail_unit, lora_tensors)
 from vramlint.memory.timeline import Step
 from vramlint.plan import Plan
 
@@ -41,10 +42,12 @@ class FsdpStep(Step):
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
         super().__init__(plan, alloc, [])
-        self.n = plan.data_parallel if plan.fsdp_strategy != "NO_SHARD" else 1
+        self.n = fsdp_shard_count(plan)
         self.c_b = 4 if plan.precision == "fp32" else 2
         self.fsdp2 = plan.fsdp_version == 2
-        self.resharding = plan.fsdp_strategy in ("FULL_SHARD", "HYBRID_SHARD")
+        self.resharding = fsdp_stage(plan) == 3
+        self.root_first = fsdp_tail_holds_embedding(plan)    # the lm_head unit is gathered first
+        self.tail_sizes = list(fsdp_tail_unit(plan))
         self.offload = plan.offload_param != "none"
         self.all_gather: int | None = None       # FSDP2: the last all-gather's output
         self.reduce_scatter: int | None = None   # FSDP2: the last reduce-scatter's input
@@ -59,7 +62,9 @@ class FsdpStep(Step):
     def _unshard(self, sizes: list[int]) -> list[int]:
         """One unit's all-gather: the unsharded parameters (one flat parameter under FSDP1)."""
         a, total = self.a, sum(sizes)
-        cast = a.malloc(self.c_b * -(-total // self.n) * (2 if self.offload else 1), GATHER)   # (+ the host copy)
+        # the local shard in the compute dtype; offloaded, its fp32 copy to the GPU (not recorded: on
+        # the CPU the host is the device)
+        cast = a.malloc((4 if self.offload else self.c_b) * -(-total // self.n), GATHER)
         if not self.fsdp2:
             flat = a.malloc(self.c_b * self.n * -(-total // self.n), GATHER)
             a.free(cast)
@@ -143,26 +148,14 @@ class FsdpStep(Step):
         a unit of its own, resharded after use."""
         m = self.m
         if self.root_first:
-            self.tail = self._unshard(self._root_sizes())
+            self.tail = self._unshard(self.tail_sizes)
         else:
             for handle in self._unshard([m.embedding_params]):
                 self.a.free(handle)
         out = super().forward()
         if not self.root_first:
-            self.tail = self._unshard(self._root_sizes())
+            self.tail = self._unshard(self.tail_sizes)
         return out
-
-    @property
-    def root_first(self) -> bool:
-        return not self.fsdp2 or not self.m.head_params
-
-    def _root_sizes(self) -> list[int]:
-        """The parameters of the unit that holds lm_head: with the embedding unless FSDP2 wrapped
-        an untied one apart."""
-        m = self.m
-        if self.fsdp2 and m.head_params:
-            return [m.final_norm_params, m.head_params]
-        return [m.embedding_params, m.final_norm_params, m.head_params]
 
     def loss(self, kept):
         """The root's post-forward, once the loss is computed, frees the last all-gather output."""
@@ -179,7 +172,7 @@ class FsdpStep(Step):
         elements are left out.)"""
         for group, size in modules:
             if group == "head" and not self.root_first:
-                self._post_backward(self.tail, [self.a.malloc(self.c_b * size)], sum(self._root_sizes()))
+                self._post_backward(self.tail, [self.a.malloc(self.c_b * size)], sum(self.tail_sizes))
                 self.tail = []
             elif group in ("head", "embedding") and self.root_first:
                 self.tail_grads.append(self.a.malloc(self.c_b * size))
@@ -207,7 +200,7 @@ class FsdpStep(Step):
     def optimizer(self, grads: list[int], first: bool) -> None:
         a = self.a
         if self.tail:           # the unit with the embedding (or LoRA's frozen tail) is resharded last
-            self._post_backward(self.tail, self.tail_grads, sum(self._root_sizes()) if self.tail_grads else 0)
+            self._post_backward(self.tail, self.tail_grads, sum(self.tail_sizes) if self.tail_grads else 0)
         self.tail, self.tail_grads = [], []
         for handle in (self.all_gather, self.reduce_scatter):
             if handle is not None:

@@ -375,6 +375,33 @@ FSDP_STAGE = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0, "HYBRID_SHARD"
 FSDP_SOURCE = "torch FSDP with Accelerate mixed precision (fp32 sharded params, bf16 compute), REFERENCE.md §7"
 
 
+def fsdp_stage(plan: Plan) -> int:
+    """The ZeRO stage an FSDP strategy amounts to: 3 reshards after forward, 2 keeps units
+    unsharded to backward, 0 shards nothing."""
+    return FSDP_STAGE.get(plan.fsdp_strategy, 3)
+
+
+def fsdp_shard_count(plan: Plan) -> int:
+    """Ranks a parameter is sharded over: the data-parallel degree (a node's for HYBRID), 1 for NO_SHARD."""
+    return plan.data_parallel if fsdp_stage(plan) else 1
+
+
+def fsdp_tail_unit(plan: Plan) -> tuple[int, ...]:
+    """Elements of the unit that holds lm_head, as Accelerate wraps the model: FSDP2's tail (final
+    norm, lm_head, a tied embedding; an untied embedding is a unit of its own), FSDP1's root
+    (embedding, final norm, lm_head)."""
+    m = plan.model
+    if plan.fsdp_version == 2 and m.head_params:
+        return m.final_norm_params, m.head_params
+    return m.embedding_params, m.final_norm_params, m.head_params
+
+
+def fsdp_tail_holds_embedding(plan: Plan) -> bool:
+    """Whether the lm_head unit also holds the embedding: gathered at the first forward, and
+    reduce-scattered only after the embedding's backward, last."""
+    return plan.fsdp_version == 1 or not plan.model.head_params
+
+
 def fsdp_states(plan: Plan) -> States:
     """FSDP keeps fp32 parameter shards (4/N) and AdamW's m, v (8/N) at rest, fp32 gradient shards
     (4/N) from backward to the step. What is unsharded (in the compute dtype) depends on the
@@ -391,7 +418,7 @@ def fsdp_states(plan: Plan) -> States:
     n = plan.data_parallel
     t, tag = trainable(plan), _tag(plan)
     held, symbol = _weights_words(plan)
-    stage = FSDP_STAGE.get(plan.fsdp_strategy, 3)
+    stage = fsdp_stage(plan)
     c_b = 4 if plan.precision == "fp32" else 2
     sharded = stage > 0
     shard, part = (-(-held // n), -(-t // n)) if sharded else (held, t)
@@ -417,8 +444,8 @@ def fsdp_states(plan: Plan) -> States:
                                                                      "included)" if flat else ""), FSDP_SOURCE)]
     step = [] if offload else [Component("optimizer step temporaries", 4 * part, f"foreach AdamW: 4 B x {tag}{over}",
                                          TORCH_MEASURED)]
-    host = [Component("offloaded shards + states (host)", (4 * shard + 12 * part) * plan.cluster.per_node,
-                      f"(4 B x {symbol} + 12 B x {tag}){over} x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
+    host = [Component("offloaded shards + states (host)", (shards + 12 * part) * plan.cluster.per_node,
+                      f"({words} + 12 B x {tag}{over}) x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
     return States(resting, grads, step, host, backward=gathered + _fsdp_in_flight(plan, stage, c_b),
                   gathered=gathered)
 
@@ -440,12 +467,11 @@ def _fsdp_root(plan: Plan, c_b: int) -> list[Component]:
     tail (final norm, lm_head, a tied embedding), FSDP1's root (embedding, final norm, lm_head) —
     and under FSDP1 the last decoder layer, which the root's pre-backward prefetches."""
     m = plan.model
+    size = sum(fsdp_tail_unit(plan))
     if plan.fsdp_version == 2:
-        size = m.final_norm_params + (m.head_params or m.embedding_params)
         words = "tail unit: final norm, lm_head" + ("" if m.head_params else " = embedding")
         return [Component("tail unit (unsharded)", c_b * size, f"{c_b} B x {size:,} ({words}; not resharded "
                           "after forward)", FSDP_SOURCE)]
-    size = m.outside_layers
     layer = m.layers[-1].params.total
     return [Component("root unit (unsharded)", c_b * size, f"{c_b} B x {size:,} (embedding, final norm, lm_head; "
                       "not resharded after forward)", FSDP_SOURCE),
@@ -471,7 +497,7 @@ def _fsdp_in_flight(plan: Plan, stage: int, c_b: int) -> list[Component]:
              "flat parameter, the next one prefetched, the flat gradient")
     out.append(Component("decoder layers in flight", 3 * c_b * unit, f"3 x {c_b} B x {unit:,} "
                          f"(FSDP{plan.fsdp_version}: {words})", FSDP_SOURCE))
-    if (not m.head_params or plan.fsdp_version == 1) and not plan.lora_rank:
+    if fsdp_tail_holds_embedding(plan) and not plan.lora_rank:
         head = m.head_params or m.embedding_params
         out.append(Component("lm_head gradient", c_b * head, f"{c_b} B x {head:,} (kept to the end of backward: "
                              "its unit holds the embedding)", FSDP_SOURCE))
