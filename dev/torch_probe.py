@@ -2,8 +2,9 @@
 
 ``StorageWatch`` sees every storage an aten op creates (the parameters excepted) and the moment
 the last tensor holding it dies — the CPU's stand-in for the CUDA caching allocator's mallocs and
-frees. ``each_in_fresh_process`` runs one case per spawned process: the CPU allocator keeps what a
-previous model freed, and a dozen default-size models would not fit in one process.
+frees. ``run_ranks`` runs one recording as N gloo ranks. ``each_in_fresh_process`` runs one case
+per spawned process: the CPU allocator keeps what a previous model freed, and a dozen
+default-size models would not fit in one process.
 
     pip install torch==2.13.0 transformers    # CPU build from local disk; never a vramlint dependency
 """
@@ -96,6 +97,31 @@ def training_model(config, attn: str = "sdpa"):
 
 def parameter_storages(model: torch.nn.Module) -> set[int]:
     return {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+
+def _one_rank(rank: int, record: Callable, args: tuple, world: int, folder: str) -> None:
+    """One data-parallel rank (torch.multiprocessing.spawn's entry): what the frameworks print goes
+    to stderr, so that stdout stays the JSON; the trace goes to ``folder/<rank>.json``."""
+    import os
+    import warnings
+    from pathlib import Path
+
+    os.dup2(2, 1)
+    warnings.filterwarnings("ignore")
+    Path(folder, f"{rank}.json").write_text(json.dumps(record(*args, rank=rank, world=world)))
+
+
+def run_ranks(record: Callable, args: tuple, world: int) -> list[dict]:
+    """``record(*args, rank=r, world=world)`` in ``world`` spawned processes (gloo ranks); each
+    rank's result, in rank order."""
+    import tempfile
+    from pathlib import Path
+
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as folder:
+        mp.spawn(_one_rank, args=(record, args, world, folder), nprocs=world)
+        return [json.loads(Path(folder, f"{rank}.json").read_text()) for rank in range(world)]
 
 
 def each_in_fresh_process(fn: Callable, cases: Iterable) -> Iterator:

@@ -175,25 +175,12 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
             "steps": steps}
 
 
-def _rank(rank: int, world: int, args: tuple, folder: str) -> None:
-    """One data-parallel rank of a ``--world N`` run (torch.multiprocessing.spawn's entry); what
-    DeepSpeed prints goes to stderr, so that stdout stays the JSON."""
-    os.dup2(2, 1)
-    warnings.filterwarnings("ignore")
-    trace = record(*args, rank=rank, world=world)
-    Path(folder, f"{rank}.json").write_text(json.dumps(trace))
-
-
 def _ranks(args: tuple, world: int) -> dict:
     """Rank 0's trace of an N-rank run (every rank holds a partition of the same size), with what
     ``initialize`` left on each rank."""
-    import tempfile
+    from torch_probe import run_ranks
 
-    import torch.multiprocessing as mp
-
-    with tempfile.TemporaryDirectory() as folder:
-        mp.spawn(_rank, args=(world, args, folder), nprocs=world)
-        traces = [json.loads(Path(folder, f"{rank}.json").read_text()) for rank in range(world)]
+    traces = run_ranks(record, args, world)
     return {**traces[0], "after_init_per_rank": [t["after_init"] for t in traces]}
 
 

@@ -267,14 +267,8 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
             "steps": _as_steps([events[starts[0] + 1:starts[1]], events[starts[1] + 1:]])}
 
 
-def _rank(rank: int, world: int, args: tuple, folder: str) -> None:
-    os.dup2(2, 1)
-    warnings.filterwarnings("ignore")
-    Path(folder, f"{rank}.json").write_text(json.dumps(record(*args, rank=rank, world=world)))
-
-
 def main() -> None:
-    import torch.multiprocessing as mp
+    from torch_probe import run_ranks
 
     warnings.filterwarnings("ignore")
     args = sys.argv[1:]
@@ -283,9 +277,7 @@ def main() -> None:
     run = (args[0], int(args[1]), int(args[2]), option("--layers", 4), "--no-gc" not in args,
            "SHARD_GRAD_OP" if "--shard-grad-op" in args else "FULL_SHARD", "--untied" not in args,
            1 if "--fsdp1" in args else 2, option("--lora", 0))
-    with tempfile.TemporaryDirectory() as folder:
-        mp.spawn(_rank, args=(world, run, folder), nprocs=world)
-        print(Path(folder, "0.json").read_text())
+    print(json.dumps(run_ranks(record, run, world)[0]))
 
 
 if __name__ == "__main__":

@@ -321,10 +321,10 @@ def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Com
     p, n, tag = trainable(plan), plan.data_parallel, _tag(plan)
     half, full = -(-2 * p // n), -(-4 * p // n)
     grads = [Component("16-bit gradient partition", half, f"2 B x {tag} / N_d (grads_in_partition)", DS_SOURCE)]
-    buffers = 2 if plan.overlap_comm else 1      # setup_buckets: double buffers with overlap_comm
-    backward = [Component("IPG reduce bucket" + ("s" if buffers == 2 else ""), 2 * buffers * plan.reduce_bucket_size,
-                          f"{'2 x ' if buffers == 2 else ''}2 B x reduce_bucket_size ({plan.reduce_bucket_size:,})"
-                          + (" (overlap_comm)" if buffers == 2 else ""), DS_SOURCE)]
+    bucket = f"2 B x reduce_bucket_size ({plan.reduce_bucket_size:,})"
+    backward = [Component("IPG reduce buckets", 4 * plan.reduce_bucket_size, f"2 x {bucket}: overlap_comm's "
+                          "double buffers (setup_buckets)", DS_SOURCE) if plan.overlap_comm else
+                Component("IPG reduce bucket", 2 * plan.reduce_bucket_size, bucket, DS_SOURCE)]
     if plan.zero_stage == 1 and n > 1:
         backward.append(Component("gradients (16-bit, before reduce)", 2 * p,
                                   f"2 B x {tag}: ZeRO-1 reduces after backward", DS_SOURCE))
