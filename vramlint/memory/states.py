@@ -403,8 +403,8 @@ def fsdp_tail_holds_embedding(plan: Plan) -> bool:
 
 
 def fsdp_states(plan: Plan) -> States:
-    """FSDP keeps fp32 parameter shards (4/N) and AdamW's m, v (8/N) at rest, fp32 gradient shards
-    (4/N) from backward to the step. What is unsharded (in the compute dtype) depends on the
+    """FSDP keeps parameter shards (fp32, 4/N; ``_fsdp_shards``) and AdamW's m, v (8/N) at rest,
+    fp32 gradient shards (4/N) from backward to the step. What is unsharded (in the compute dtype) depends on the
     strategy, as Accelerate wraps the model (memory/fsdp.py, recorded by dev/trace_fsdp.py):
     FULL_SHARD keeps the unit that holds lm_head from forward to the end of backward
     (``_fsdp_root``), and in backward has a decoder layer unsharded, the next one's all-gather,
