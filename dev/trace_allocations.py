@@ -13,6 +13,7 @@ nograd.py). Kernel-internal buffers (cuBLAS workspace) and CUDA streams are not 
 
     pip install torch==2.13.0 transformers    # CPU build from local disk; never a vramlint dependency
     python dev/trace_allocations.py gpt2 infer_prefill 16 1024 > trace.json
+    python dev/trace_allocations.py pythia-1b bf16_adamw 2 2048 gc > trace.json   # checkpointed
     python dev/trace_allocations.py --replay trace.json
 """
 
@@ -76,7 +77,7 @@ def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool) -> d
             del loss
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        out["steps"].append(events)
+        out["steps"].append(list(events))  # a copy: Adam's states die with the optimizer, after the steps
     return out
 
 
@@ -109,6 +110,8 @@ def main() -> None:
         return
     warnings.filterwarnings("ignore")
     name, kind, batch, seq = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    if set(sys.argv[5:]) - {"gc"}:
+        sys.exit(f"unknown option(s) {sys.argv[5:]}: the only one is gc (gradient checkpointing)")
     json.dump(record(name, kind, batch, seq, "gc" in sys.argv[5:]), sys.stdout)
     print()
 
