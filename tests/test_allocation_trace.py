@@ -65,7 +65,8 @@ def test_vramlint_training_replay_reaches_the_reserve_of_the_real_op_order(name)
     difference is on the GPU side, not in the order of allocations: checkpointed pythia, 0.54 GB
     measured and 0.14 in the real op order; checkpointed Mixtral under autocast, 5.25 GB measured
     and 4.28 in the real op order. In both the first step's reserve agrees with the real order
-    (10.31 / 10.23 GB, 16.65 / 16.67 GB) and the second step's is short by about one bf16 logits tensor (0.41, 1.05 GB)."""
+    (10.31 / 10.23 GB, 16.65 / 16.67 GB) and the second step's is short by about one bf16 logits
+    tensor (0.41, 1.05 GB)."""
     from accuracy import setup_text
 
     from vramlint.memory.timeline import simulate_training
