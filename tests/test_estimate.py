@@ -166,3 +166,15 @@ def test_lora_under_deepspeed_and_fsdp_keeps_states_for_the_adapters_alone(capsy
         assert lora["per_gpu_peak_bytes"] < full["per_gpu_peak_bytes"]
     said = [any("LoRA under FSDP1" in a for a in doc["assumptions"]) for doc in (lora, full)]
     assert said == [True, False]
+
+
+def test_a_sequence_past_the_models_positions_is_said(capsys):
+    """GPT-2's learned position embeddings have 1024 rows: a longer sequence fails in its forward;
+    a RoPE model runs past its max_position_embeddings. Within them, nothing is said."""
+    learned = run(capsys, "--model", "gpt2", "--gpus", "1xH200", "--seq-len", "4096", "--train")["assumptions"]
+    rope = run(capsys, "--model", "meta-llama/Llama-3.2-1B", "--gpus", "1xH200", "--seq-len", "200000",
+               "--infer")["assumptions"]
+    within = run(capsys, *BASE, "--train")["assumptions"]
+    assert any("1,024 positions" in a and "forward fails" in a for a in learned)
+    assert any("131,072 positions" in a and "RoPE" in a for a in rope)
+    assert not any("positions (max_position_embeddings)" in a for a in within)

@@ -36,6 +36,11 @@ LIMITS = (
      "FSDP2, per parameter, keeps the adapters' alone: --fsdp-version 2 / fsdp_version: 2)"),
     (lambda p: p.load_in_4bit and p.runtime != "torch",
      "4-bit base weights under DeepSpeed or FSDP are modelled as 16-bit"),
+    (lambda p: (p.model.max_position_embeddings or p.seq_len) < p.seq_len,
+     lambda p: f"sequences of {p.seq_len:,} tokens, past the model's {p.model.max_position_embeddings:,} positions "
+               "(max_position_embeddings): " + ("its learned position embeddings have no rows past them, so the "
+                                                "forward fails" if p.model.block.learned_positions else
+                                                "RoPE runs past them, but the model was not trained that long")),
 )
 
 
@@ -65,7 +70,7 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     else:
         reserve = Component("allocator reserve", 0, "not replayed", "memory/reserve.py", kind=ALLOCATOR)
     width, reasons = band(plan)
-    limits = tuple(text for applies, text in LIMITS if applies(plan))
+    limits = tuple(text(plan) if callable(text) else text for applies, text in LIMITS if applies(plan))
     return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + limits + tuple(reasons),
                     moment, width)
 
