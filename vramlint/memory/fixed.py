@@ -3,7 +3,8 @@
 Measured on an H200 (../shared/groundtruth: device_used − max_memory_reserved): the CUDA context
 alone is 0.55 GB; with cuBLAS loaded for inference 0.73 GB, for a training step 0.82 GB; under
 DeepSpeed (NCCL communicator and its buffers, even on one GPU) 1.39 GB for ZeRO 0-2 and 1.80 GB for
-ZeRO-3. Other drivers and CUDA versions differ by a few hundred MB; the band covers that.
+ZeRO-3; FSDP and DDP over several GPUs are given DeepSpeed ZeRO-0's. Other drivers and CUDA
+versions differ by a few hundred MB; the band covers that.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ DEEPSPEED_CONTEXT = {0: 1_391_000_000, 1: 1_391_000_000, 2: 1_391_000_000, 3: 1_
 def fixed_costs(plan: Plan) -> Component:
     if plan.mode == "infer":
         return Component("CUDA context + cuBLAS", CONTEXT["infer"], "measured, inference", MEASURED)
-    if plan.runtime == "deepspeed" or (plan.runtime == "fsdp" and plan.cluster.world_size > 1):
+    if plan.runtime == "deepspeed" or plan.cluster.world_size > 1:     # FSDP and DDP talk over NCCL too
         stage = plan.zero_stage if plan.runtime == "deepspeed" else 0
         label = f"DeepSpeed ZeRO-{stage}" if plan.runtime == "deepspeed" else "NCCL, as measured under DeepSpeed ZeRO-0"
         return Component("CUDA context + NCCL", DEEPSPEED_CONTEXT[stage], f"measured, {label}", MEASURED)

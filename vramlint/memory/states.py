@@ -12,7 +12,7 @@ Three runtimes keep different states (bytes per parameter P, trainable parameter
   parameter's dtype; ``optimizer.step()`` with the default foreach implementation allocates one
   parameter-sized temporary per dtype group (measured on H200: +4 B/P in fp32, +2 B/P in bf16).
   DDP keeps its gradient buckets as a second copy of the gradients (``gradient_as_bucket_view``
-  is off by default).
+  is off by default), at rest: allocated when the model is wrapped (``ddp_buckets``).
 - ``deepspeed`` (16-bit mixed precision): 16-bit weights (2) + fp32 master, Adam m, v (12) at
   rest. ZeRO-0 steps with fp32 gradients (4) next to the 16-bit ones (2) plus a foreach temporary
   (4): +10 B/P. ZeRO-1/2 pass gradients through the IPG bucket into a 16-bit partition (2/N) and
@@ -38,6 +38,7 @@ from vramlint.plan import Plan
 
 ZERO_PAPER = "ZeRO (Rajbhandari et al. 2020), REFERENCE.md §1-2"
 DS_ESTIMATOR = "DeepSpeed estimate_zero{2,3}_model_states_mem_needs, REFERENCE.md §2"
+DDP_SOURCE = "torch nn/parallel/distributed.py and distributed/c10d/reducer.cpp (Reducer buckets), REFERENCE.md §7"
 DS_SOURCE = "DeepSpeed 0.19 runtime/zero/stage_1_and_2.py (IPG bucket, grads_in_partition, step)"
 DS_STAGE3 = "DeepSpeed 0.19 runtime/zero/stage3.py, partitioned_param_coordinator.py"
 DS_MEASURED = "DeepSpeed 0.19 on H200 (shared/groundtruth/h200-deepspeed-calibration.jsonl)"
@@ -123,6 +124,30 @@ def trainable_tensors(plan: Plan) -> list[int]:
     return [size for layer in plan.model.layers for _, size in lora_tensors(layer, plan)]
 
 
+# torch.distributed: the rebuilt buckets' caps (_DEFAULT_FIRST_BUCKET_BYTES, DDP's bucket_cap_mb=25)
+DDP_FIRST_BUCKET, DDP_BUCKET_CAP = 1 << 20, 25 << 20
+
+
+def ddp_buckets(plan: Plan) -> list[int]:
+    """DDP's gradient buckets, in bytes: flat tensors in the gradients' dtype that the Reducer
+    allocates when the model is wrapped and keeps for as long as it lives, so they are there at
+    every moment of a step, the loss included (recorded on two gloo ranks: 2 B x P alive right
+    after ``DistributedDataParallel(model)``). The first iteration runs with one bucket; after
+    it the Reducer rebuilds them in the order the gradients became ready (the reverse of the
+    parameters'), the first closing at 1 MiB and each next at 25 MiB (a bucket closes at the
+    tensor that reaches its cap). The gradients stay apart from them unless the script sets
+    ``gradient_as_bucket_view``. None on one GPU."""
+    if plan.runtime != "torch" or plan.mode != "train" or plan.data_parallel == 1:
+        return []
+    width = 4 if plan.lora_rank else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
+    buckets, filled, cap = [], 0, DDP_FIRST_BUCKET
+    for size in reversed(trainable_tensors(plan)):
+        filled += width * size
+        if filled >= cap:
+            buckets, filled, cap = buckets + [filled], 0, DDP_BUCKET_CAP
+    return buckets + [filled] if filled else buckets
+
+
 def _shard(plan: Plan, state: str, size: int) -> int:
     return -(-size // plan.data_parallel) if state in SHARDED[plan.zero_stage] else size
 
@@ -136,10 +161,12 @@ def torch_states(plan: Plan) -> States:
         resting.append(Component("LoRA adapters", 4 * t, f"4 B x {t:,} adapter params (fp32)",
                                  "PEFT LoRA (autocast_adapter_dtype keeps adapters fp32)"))
     resting.append(_optimizer_states(plan, t, s_b))
+    buckets = ddp_buckets(plan)
+    if buckets:
+        resting.append(Component("DDP gradient buckets", sum(buckets), f"{s_b} B x {t:,} trainable params in "
+                                 f"{len(buckets)} buckets, alive from DDP's construction (gradient_as_bucket_view "
+                                 "off: a second copy of the gradients)", DDP_SOURCE))
     grads = [Component("gradients", t * s_b, f"{s_b} B x {t:,} trainable params", ZERO_PAPER)]
-    if plan.cluster.world_size > 1:
-        grads.append(Component("DDP gradient buckets", t * s_b, "a second copy of the gradients (buckets, "
-                               "gradient_as_bucket_view off)", "torch DistributedDataParallel, REFERENCE.md §7"))
     step = _step_temporaries(plan, t, s_b, m)
     return States(resting, grads, step)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.nograd import forward_layer, load_weights
-from vramlint.memory.states import lora_tensors, trainable
+from vramlint.memory.states import ddp_buckets, lora_tensors, trainable
 from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.plan import Plan
 
@@ -230,6 +230,8 @@ def simulate_training(plan: Plan) -> Peaks:
     alloc = CachingAllocator()
     params = _trainable_tensors(plan)
     load_weights(plan, alloc, DTYPE_BYTES[plan.weights_dtype or "bfloat16"])
+    for size in ddp_buckets(plan):          # DistributedDataParallel(model): the Reducer's buckets
+        alloc.malloc(size)
     step = Step(plan, alloc, params)
     step.run(first=True)
     alloc.empty_cache()
