@@ -115,13 +115,13 @@ class FsdpStep(Step):
             self.held[index - 1] = self._unshard(self._layer_sizes(index - 1))
         return params
 
-    def backward(self, *args) -> list[int]:
+    def backward(self, kept, inputs, casts, residual, head, lsm) -> list[int]:
         """FSDP1's root pre-backward prefetches the last layer at the loss."""
         self.prefetching = not self.fsdp2 and self.resharding
         if self.prefetching:
             last = self.m.num_layers - 1
             self.held[last] = self._unshard(self._layer_sizes(last))
-        grads = super().backward(*args)
+        grads = super().backward(kept, inputs, casts, residual, head, lsm)
         self.prefetching = False
         return grads
 
