@@ -81,6 +81,7 @@ class Plan:
     prefetch_bucket_size: int = 50_000_000     # DeepSpeed ZeRO-3 stage3_prefetch_bucket_size (elements)
     param_persistence_threshold: int = 100_000  # DeepSpeed ZeRO-3: smaller parameters stay gathered
     zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
+    shard_degree: int = 0          # > 0: the ranks FSDP shards over, as the file says (Accelerate: dp_shard x cp)
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
     assumptions: tuple[str, ...] = ()
 
@@ -98,18 +99,23 @@ class Plan:
     def data_parallel(self) -> int:
         """ZeRO shards over the data-parallel degree: world / (TP x PP) (REFERENCE.md section 2);
         FSDP's hybrid strategies shard within a node and replicate across nodes."""
+        if self.shard_degree:
+            return self.shard_degree
         if self.runtime == "fsdp" and self.fsdp_strategy.startswith("HYBRID"):
             return max(1, self.cluster.per_node // self.tensor_parallel)
         return max(1, self.cluster.world_size // (self.tensor_parallel * self.pipeline_parallel))
 
     @property
     def setup_name(self) -> str:
-        """The runtime as its users name it: "ZeRO-3", "FSDP2 FULL_SHARD", "PyTorch DDP"."""
+        """The runtime as its users name it: "ZeRO-3", "FSDP2 FULL_SHARD", "PyTorch DDP", with
+        the tensor-parallel degree when there is one ("ZeRO-2 + TP 2")."""
         if self.runtime == "deepspeed":
-            return f"ZeRO-{self.zero_stage}"
-        if self.runtime == "fsdp":
-            return f"FSDP{self.fsdp_version} {self.fsdp_strategy}"
-        return "PyTorch DDP" if self.data_parallel > 1 else "PyTorch"
+            name = f"ZeRO-{self.zero_stage}"
+        elif self.runtime == "fsdp":
+            name = f"FSDP{self.fsdp_version} {self.fsdp_strategy}"
+        else:
+            name = "PyTorch DDP" if self.data_parallel > 1 else "PyTorch"
+        return name + (f" + TP {self.tensor_parallel}" if self.tensor_parallel > 1 else "")
 
     def with_changes(self, **changes) -> Plan:
         return replace(self, **changes)
@@ -181,8 +187,11 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     origins["seq_len"] = Origin("flag", text="--seq-len")
     origins["grad_checkpointing"] = Origin("flag" if flags.grad_checkpointing else "default",
                                            text="--grad-checkpointing" if flags.grad_checkpointing else "off")
+    parallel = _parallel(ds.tensor_parallel, [("sequence_parallel_size", ds.sequence_parallel)], flags.seq_len,
+                         origins, notes)
+    workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"} | parallel
     return Plan(
-        **{k: v for k, v in flags.workload.items() if k != "weights_dtype"},
+        **workload,
         **_buffers(ds, model, origins, notes),
         model=model, cluster=cluster,
         precision=_precision(ds, flags, origins, notes),
@@ -191,7 +200,6 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
         offload_optimizer=_device(ds.offload_optimizer, "offload_optimizer", origins, notes),
         offload_param=_device(ds.offload_param, "offload_param", origins, notes),
         micro_batch=_micro_batch(ds, flags, cluster.world_size, origins, notes),
-        seq_len=flags.seq_len,
         grad_checkpointing=flags.grad_checkpointing,
         origins=origins,
         assumptions=tuple(notes),
@@ -220,6 +228,29 @@ def _buffers(ds: DeepSpeedConfig, model: ModelShape, origins: dict, notes: list[
             notes.append(f"{name} \"auto\" = {rule[0]} = {value:,} (as the HF Trainer fills it)")
         out[name] = value
         origins[name] = Origin("file", fact.location)
+    return out
+
+
+def _parallel(tp: Fact | None, splits: list[tuple[str, Fact]], seq_len: int, origins: dict,
+              notes: list[str]) -> dict:
+    """Tensor parallelism and sequences split over GPUs, where the file says them: the TP degree
+    (the file's, over ``--tp``) and the sequence each GPU keeps activations and logits for —
+    DeepSpeed's Ulysses ``sequence_parallel_size`` and Accelerate's context / sequence parallel
+    sizes give every rank of a split seq / split tokens (ring attention and Ulysses' all-to-all
+    move the rest in and out a chunk at a time)."""
+    out: dict = {}
+    if tp is not None and tp.from_file and tp.value > 1:
+        out["tensor_parallel"] = tp.value
+        origins["tensor_parallel"] = Origin("file", tp.location)
+    named = [(name, fact.value) for name, fact in splits if fact.from_file and fact.value > 1]
+    split = 1
+    for _, value in named:
+        split *= value
+    out["seq_len"] = max(1, seq_len // split)
+    if split > 1:
+        said = " x ".join(f"{name} {value}" for name, value in named)
+        notes.append(f"sequences split {split} ways ({said}): each GPU keeps the activations and logits of "
+                     f"{out['seq_len']:,} of the {seq_len:,} tokens")
     return out
 
 
@@ -252,16 +283,33 @@ def plan_from_accelerate(acc, model: ModelShape, cluster: Cluster, flags: Flags)
     micro = flags.micro_batch or 1
     if flags.micro_batch is None:
         notes.append("micro-batch is the training script's: --micro-batch (assumed 1)")
-    workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"}
+    par = acc.parallelism
+    parallel = _parallel(par.get("tp"), [(f"{name}_size", par[name]) for name in ("cp", "sp") if name in par],
+                         flags.seq_len, origins, notes)
+    shard = _shard_degree(par, runtime, notes)
+    workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"} | parallel | shard
     return Plan(model=model, cluster=cluster, precision=precision, runtime=runtime, weights_dtype=weights,
                 zero_stage=int(acc.zero_stage.value) if runtime == "deepspeed" else 0,
                 offload_optimizer=acc.offload_optimizer.value if runtime == "deepspeed" else "none",
                 offload_param=(acc.offload_param.value if runtime == "deepspeed"
                                else "cpu" if acc.fsdp_offload.value else "none"),
                 fsdp_strategy=acc.fsdp_strategy.value, fsdp_version=acc.fsdp_version.value, micro_batch=micro,
-                seq_len=flags.seq_len, source="accelerate",
+                source="accelerate",
                 grad_checkpointing=flags.grad_checkpointing or bool(acc.activation_checkpointing.value),
                 origins=origins, assumptions=tuple(notes), **workload)
+
+
+def _shard_degree(par: dict[str, Fact], runtime: str, notes: list[str]) -> dict:
+    """FSDP2 under Accelerate's ParallelismConfig shards over its ``dp_shard_cp`` mesh (dp_shard
+    x cp) and replicates over dp_replicate (HSDP); DeepSpeed and FSDP without replicas shard over
+    every rank that is not a TP rank, the default."""
+    if runtime != "fsdp" or "dp_replicate" not in par or par["dp_replicate"].value <= 1:
+        return {}
+    degree = par["dp_shard"].value if "dp_shard" in par else 1
+    degree *= par["cp"].value if "cp" in par else 1
+    notes.append(f"FSDP shards over dp_shard x cp = {degree} GPUs and replicates {par['dp_replicate'].value} "
+                 "times (parallelism_config)")
+    return {"shard_degree": degree}
 
 
 def workload_from_flags(flags: dict) -> dict:

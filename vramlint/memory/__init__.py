@@ -34,6 +34,11 @@ LIMITS = (
     (lambda p: p.lora_rank > 0 and p.runtime == "fsdp" and p.fsdp_version == 1,
      "LoRA under FSDP1: the flat parameter's gradient covers the frozen weights too (use_orig_params; "
      "FSDP2, per parameter, keeps the adapters' alone: --fsdp-version 2 / fsdp_version: 2)"),
+    (lambda p: p.model.tensor_parallel > 1,
+     lambda p: f"tensor parallel {p.model.tensor_parallel}: P is one rank's share, {p.model.params:,} parameters "
+               "(projections, embeddings and lm_head split; norms whole on every rank)"),
+    (lambda p: p.lora_rank > 0 and p.tensor_parallel > 1,
+     "LoRA under tensor parallelism: the adapters are counted whole on every GPU"),
     (lambda p: p.load_in_4bit and p.runtime != "torch",
      "4-bit base weights under DeepSpeed or FSDP are modelled as 16-bit"),
     (lambda p: (p.model.max_position_embeddings or p.seq_len) < p.seq_len,
@@ -57,6 +62,8 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     """Per-GPU peak: the tensors alive at the step's peak moment, the caching allocator's reserve
     above them (replayed; ``replay=False`` skips it for quick searches), and the context every
     process pays."""
+    if plan.mode == "train" and plan.tensor_parallel > 1:    # the states of one TP rank's share
+        plan = plan.with_changes(model=plan.model.tp_local(plan.tensor_parallel))
     if plan.mode == "infer":
         tensors, moment, host = inference_components(plan), "prefill", []
     else:

@@ -117,7 +117,7 @@ class Step:
 
     def loss(self, kept):
         a, m, tokens = self.a, self.m, self.tokens
-        logits = tokens * m.vocab_size // self.plan.tensor_parallel
+        logits = tokens * m.vocab_size   # gathered on every TP rank (training._logits)
         head = [a.malloc(t * tokens) for t in act.head_tensors(m, self.plan)]
         lm_cast = a.malloc(2 * m.vocab_size * m.hidden_size) if self.plan.autocast else None
         bf16 = a.malloc(2 * logits)
@@ -138,7 +138,7 @@ class Step:
                 for handle in layer_casts[0] + layer_casts[1]:
                     a.free(handle)
             casts = [[[], []] for _ in casts]
-        logits = tokens * m.vocab_size // self.plan.tensor_parallel
+        logits = tokens * m.vocab_size   # gathered on every TP rank (training._logits)
         g_out = a.malloc(4 * logits)
         g_in = a.malloc(4 * logits)
         a.free(g_out)

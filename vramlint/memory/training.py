@@ -54,8 +54,11 @@ def _head(plan: Plan) -> Component:
 
 
 def _logits(plan: Plan, per_logit: int, when: str) -> Component:
+    """Every logit on every GPU, tensor parallelism or not: transformers' TP plans gather lm_head's
+    output (``colwise_rep``) and DeepSpeed AutoTP all-reduces it (``LmHeadLinearAllreduce``), so the
+    loss sees all V on each rank."""
     m = plan.model
-    count = plan.micro_batch * plan.seq_len * m.vocab_size // plan.tensor_parallel
+    count = plan.micro_batch * plan.seq_len * m.vocab_size
     per = per_logit + (2 if m.block.logit_softcap else 0)
     return Component(f"logits + loss ({when})", per * count, f"{per} B x b·s·V = {per} x {count:,}",
                      "transformers ForCausalLMLoss fp32 upcast, REFERENCE.md §3")

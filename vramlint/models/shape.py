@@ -10,7 +10,7 @@ experts, and ZeRO-3 gathers one module at a time.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 # Attention kinds. "linear" layers (Gated DeltaNet, Mamba-like) keep a fixed-size state, no KV.
@@ -227,6 +227,25 @@ class ModelShape:
     extra_largest: int = 0
     block: Block = field(default_factory=Block)
     embedding_dropout: bool = False
+    tensor_parallel: int = 1       # > 1: the parameters one of that many tensor-parallel ranks holds
+
+    def tp_local(self, tp: int) -> ModelShape:
+        """The parameters one tensor-parallel rank holds (Megatron-style TP, as DeepSpeed AutoTP and
+        transformers' tp_plan shard them): every projection, expert, embedding and lm_head split
+        ``tp`` ways; norms, biases and other small tensors replicated. The widths stay (the
+        activations' own division is ``activations.sublayer_tensors``'), so only the states and
+        the parameter tensors the allocator sees change."""
+        if tp <= 1 or self.tensor_parallel == tp:
+            return self
+
+        def split(items: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+            return tuple((group, size if group == "small" else -(-size // tp)) for group, size in items)
+
+        layers = tuple(replace(layer, modules=split(layer.modules), tensors=split(layer.tensors))
+                       for layer in self.layers)
+        return replace(self, layers=layers, embedding_params=-(-self.embedding_params // tp),
+                       head_params=-(-self.head_params // tp), extra_params=-(-self.extra_params // tp),
+                       extra_largest=-(-self.extra_largest // tp), tensor_parallel=tp)
 
     @property
     def num_layers(self) -> int:
@@ -271,7 +290,7 @@ class ModelShape:
         """The largest single module's own parameters, as DeepSpeed's ZeRO-3 estimator takes it
         (``max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())``):
         usually the embedding or lm_head, or a fused expert block in large MoE models."""
-        token_embedding = self.vocab_size * self.hidden_size   # learned positions are a module apart
+        token_embedding = -(-self.vocab_size * self.hidden_size // self.tensor_parallel)   # positions apart
         return max([token_embedding, self.head_params, self.extra_largest,
                     *(l.largest_module for l in self.layers)])
 

@@ -33,6 +33,7 @@ class AccelerateConfig:
     fsdp_version: Fact
     fsdp_offload: Fact
     activation_checkpointing: Fact
+    parallelism: dict[str, Fact] = field(default_factory=dict)   # tp, cp, sp, dp_shard, dp_replicate sizes
     notes: tuple[str, ...] = field(default=())
 
 
@@ -70,6 +71,22 @@ def _fsdp_strategy(doc: Document, fsdp: dict, notes: list[str]) -> Fact:
     return _fact(doc, path, str(value).upper())
 
 
+PARALLELISM = ("tp", "cp", "sp", "dp_shard", "dp_replicate")   # parallelism_config_<name>_size
+
+
+def _parallelism(doc: Document, data: dict) -> dict[str, Fact]:
+    """The degrees ``parallelism_config`` sets (Accelerate's ParallelismConfig), the ones it
+    gives as positive ints; a wrong type is the schema rule's finding."""
+    section = data.get("parallelism_config") if isinstance(data.get("parallelism_config"), dict) else {}
+    out = {}
+    for name in PARALLELISM:
+        key = f"parallelism_config_{name}_size"
+        value = section.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            out[name] = _fact(doc, f"$.parallelism_config.{key}", value)
+    return out
+
+
 def read_accelerate(doc: Document) -> AccelerateConfig:
     data = doc.data if isinstance(doc.data, dict) else {}
     notes: list[str] = []
@@ -95,6 +112,7 @@ def read_accelerate(doc: Document) -> AccelerateConfig:
         activation_checkpointing=_fact(doc, "$.fsdp_config.fsdp_activation_checkpointing",
                                        bool(fsdp.get("fsdp_activation_checkpointing"))),
         notes=tuple(notes),
+        parallelism=_parallelism(doc, data),
     )
 
 

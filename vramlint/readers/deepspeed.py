@@ -41,6 +41,8 @@ class DeepSpeedConfig:
     notes: tuple[str, ...] = field(default=())
     buffers: dict[str, Fact] = field(default_factory=dict)    # Plan field -> the ZeRO size that sets it
     overlap_comm: Fact = field(default_factory=lambda: Fact(None, None))   # None: DeepSpeed's default (stage 3 only)
+    tensor_parallel: Fact = field(default_factory=lambda: Fact(1, None))    # tensor_parallel.autotp_size (AutoTP)
+    sequence_parallel: Fact = field(default_factory=lambda: Fact(1, None))  # sequence_parallel_size (Ulysses)
 
 
 # ZeRO sizes (in elements) that size GPU buffers: Plan field -> the zero_optimization keys DeepSpeed
@@ -111,6 +113,12 @@ def _buffers(doc: Document, zero: dict) -> dict[str, Fact]:
     return out
 
 
+def _degree(doc: Document, path: str, value: Any) -> Fact:
+    """A parallel degree: a positive int, else 1 (a wrong type is the schema rule's finding)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return _fact(doc, path, value if ok else 1)
+
+
 def read_deepspeed(doc: Document) -> DeepSpeedConfig:
     data = doc.data if isinstance(doc.data, dict) else {}
     notes: list[str] = []
@@ -134,6 +142,10 @@ def read_deepspeed(doc: Document) -> DeepSpeedConfig:
         notes=tuple(notes),
         buffers=_buffers(doc, zero),
         overlap_comm=_fact(doc, "$.zero_optimization.overlap_comm", zero.get("overlap_comm")),
+        tensor_parallel=_degree(doc, "$.tensor_parallel.autotp_size",
+                                (data.get("tensor_parallel") or {}).get("autotp_size", 1)
+                                if isinstance(data.get("tensor_parallel"), dict) else 1),
+        sequence_parallel=_degree(doc, "$.sequence_parallel_size", data.get("sequence_parallel_size", 1)),
     )
 
 

@@ -1,0 +1,114 @@
+"""Tensor parallelism and sequences split over GPUs, as the real config files say them.
+
+DeepSpeed's AutoTP (``tensor_parallel.autotp_size``) and Ulysses (``sequence_parallel_size``);
+Accelerate's ``parallelism_config`` (tp, cp, sp, dp_shard and dp_replicate sizes). Each TP rank
+holds its share of the parameters (norms replicated) and all the logits (lm_head's output is
+gathered); each rank of a sequence split keeps seq / split tokens' activations and logits; FSDP
+under a ParallelismConfig with replicas shards over dp_shard x cp.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import CORPUS, shared_or_skip
+from vramlint.cli import main
+from vramlint.models import read_model
+
+AUTOTP = "deepspeed/hiyouga__LLaMA-Factory__examples__deepspeed__ds_z2_autotp_config.json"
+TP_HSDP = "accelerate/huggingface__accelerate__examples__torch_native_parallelism__configs__tp_hsdp.yaml"
+CP = "accelerate/huggingface__trl__examples__accelerate_configs__context_parallel_2gpu.yaml"
+ULYSSES = "accelerate/huggingface__trl__examples__accelerate_configs__alst_ulysses_4gpu.yaml"
+MODEL = "meta-llama/Llama-3.1-8B"
+
+
+def check(capsys, path, gpus: str, *extra) -> dict:
+    main(["check", str(path), "--gpus", gpus, "--model", MODEL, "--seq-len", "8192", "--micro-batch", "1",
+          "--grad-checkpointing", "--format", "json", *extra])
+    return json.loads(capsys.readouterr().out)["files"][0]
+
+
+def components(entry: dict) -> dict[str, int]:
+    return {c["name"]: c["bytes"] for c in entry["estimate"]["components"]}
+
+
+def at_the_loss(path, gpus: str, tp: int | None = None) -> dict[str, int]:
+    """The backward-at-the-loss moment of the plan the file gives (whatever moment is the peak)."""
+    from vramlint.checker import check_file
+    from vramlint.hardware import parse_gpus
+    from vramlint.memory.training import training_peak
+    from vramlint.plan import Flags, workload_from_flags
+
+    flags = Flags(micro_batch=1, seq_len=8192, grad_checkpointing=True, workload=workload_from_flags({"tp": tp}))
+    plan = check_file(str(path), read_model(MODEL), parse_gpus(gpus), flags).plan
+    _, moments, _ = training_peak(plan)
+    return {c.name: c.bytes for c in next(m for m in moments if m.name == "backward at the loss").components}
+
+
+def test_one_tp_rank_holds_its_share_of_the_parameters_norms_whole():
+    model = read_model(MODEL)
+    local = model.tp_local(4)
+    norms = sum(size for layer in model.layers for group, size in layer.modules if group == "small")
+    norms += model.final_norm_params
+    assert local.params == pytest.approx((model.params - norms) / 4 + norms, abs=64)
+    assert local.tp_local(4) is local and model.tp_local(1) is model
+
+
+def test_autotp_size_is_the_tensor_parallel_degree(capsys, tmp_path):
+    path = shared_or_skip(CORPUS / AUTOTP)
+    entry = check(capsys, path, "8xH100")
+    plain = check(capsys, path, "8xH100", "--tp", "1")          # the file's degree wins over the flag
+    assert entry["plan"]["origins"]["tensor_parallel"].endswith(":30:5")
+    assert entry["plan"]["data_parallel"] == 4 == plain["plan"]["data_parallel"]
+    weights = components(entry)["weights (16-bit)"]
+    assert weights == pytest.approx(2 * read_model(MODEL).params / 2, rel=0.001)
+    assert any("P is one rank's share" in a for a in entry["estimate"]["assumptions"])
+    # the logits are every rank's whole: the same as without TP
+    logits = "logits + loss (backward)"
+    config = json.loads(path.read_text())
+    del config["tensor_parallel"]
+    (tmp_path / "no_tp.json").write_text(json.dumps(config))
+    assert at_the_loss(path, "8xH100")[logits] == at_the_loss(tmp_path / "no_tp.json", "8xH100")[logits]
+
+
+def test_ulysses_sequence_parallel_size_splits_the_sequence(tmp_path, capsys):
+    config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 3},
+              "sequence_parallel_size": 4}
+    path = tmp_path / "ds_sp.json"
+    path.write_text(json.dumps(config, indent=1))
+    entry = check(capsys, path, "8xH100")
+    assert entry["plan"]["seq_len"] == 2048
+    assert any("4 ways" in a and "2,048 of the 8,192 tokens" in a for a in entry["estimate"]["assumptions"])
+    assert entry["plan"]["data_parallel"] == 8        # ZeRO still shards over every rank
+
+
+def test_tp_and_hsdp_from_parallelism_config(capsys):
+    """tp 2 x dp_shard 2 x dp_replicate 2 on 8 GPUs: each GPU holds a quarter of the fp32 parameters."""
+    entry = check(capsys, shared_or_skip(CORPUS / TP_HSDP), "8xH100")
+    assert entry["plan"]["data_parallel"] == 2
+    assert entry["plan"]["origins"]["tensor_parallel"].endswith(":23:3")
+    assert components(entry)["parameter shards"] == pytest.approx(4 * read_model(MODEL).params / 4, rel=0.001)
+
+
+@pytest.mark.parametrize("name, gpus", [(CP, "2xH100"), (ULYSSES, "4xH100")])
+def test_context_and_sequence_parallel_sizes_halve_the_tokens_each_gpu_keeps(capsys, name, gpus, tmp_path):
+    path = shared_or_skip(CORPUS / name)
+    entry = check(capsys, path, gpus)
+    assert entry["plan"]["seq_len"] == 4096
+    stripped = tmp_path / "no_split.yaml"          # the same file without its parallelism_config
+    stripped.write_text(path.read_text().split("parallelism_config:")[0])
+    split, whole = at_the_loss(path, gpus), at_the_loss(stripped, gpus)
+    for name in ("activations (checkpointed inputs)", "logits + loss (backward)"):
+        assert split[name] == pytest.approx(whole[name] / 2, rel=0.001)
+
+
+def test_the_setup_says_its_tensor_parallel_degree():
+    from vramlint.hardware import parse_gpus
+    from vramlint.plan import Plan
+
+    plan = Plan(model=read_model(MODEL), cluster=parse_gpus("8xH100"), precision="bf16", zero_stage=2,
+                tensor_parallel=2)
+    assert plan.setup_name == "ZeRO-2 + TP 2"
+    assert plan.with_changes(tensor_parallel=1).setup_name == "ZeRO-2"
