@@ -112,3 +112,18 @@ def test_the_setup_says_its_tensor_parallel_degree():
                 tensor_parallel=2)
     assert plan.setup_name == "ZeRO-2 + TP 2"
     assert plan.with_changes(tensor_parallel=1).setup_name == "ZeRO-2"
+
+
+@pytest.mark.parametrize("sp, verdict", [(1, True), (2, False)])
+def test_deepspeed_batch_arithmetic_divides_by_the_sequence_parallel_ranks(tmp_path, capsys, sp, verdict):
+    """DeepSpeed's batch world is world / sequence_parallel_size (runtime/config.py): on 8 GPUs,
+    train_batch_size 16 at micro-batch 2 holds without sequence parallelism (2 x 1 x 8) and is
+    refused with Ulysses over 2 ranks (2 x 1 x 4 = 8, DeepSpeed's assertion)."""
+    config = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+              "bf16": {"enabled": True}, "zero_optimization": {"stage": 3}}
+    if sp > 1:
+        config["sequence_parallel_size"] = sp
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(config))
+    codes = {f["code"] for f in check(capsys, path, "8xH100")["findings"]}
+    assert ("VL301" in codes) is not verdict

@@ -190,6 +190,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     parallel = _parallel(ds.tensor_parallel, [("sequence_parallel_size", ds.sequence_parallel)], flags.seq_len,
                          origins, notes)
     workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"} | parallel
+    batch_world = ds.batch_world(cluster.world_size // workload.get("tensor_parallel", 1))
     return Plan(
         **workload,
         **_buffers(ds, model, origins, notes),
@@ -199,7 +200,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
         overlap_comm=ds.overlap_comm.value if isinstance(ds.overlap_comm.value, bool) else stage == 3,
         offload_optimizer=_device(ds.offload_optimizer, "offload_optimizer", origins, notes),
         offload_param=_device(ds.offload_param, "offload_param", origins, notes),
-        micro_batch=_micro_batch(ds, flags, cluster.world_size, origins, notes),
+        micro_batch=_micro_batch(ds, flags, batch_world, origins, notes),
         grad_checkpointing=flags.grad_checkpointing,
         origins=origins,
         assumptions=tuple(notes),
