@@ -127,3 +127,20 @@ def test_deepspeed_batch_arithmetic_divides_by_the_sequence_parallel_ranks(tmp_p
     path.write_text(json.dumps(config))
     codes = {f["code"] for f in check(capsys, path, "8xH100")["findings"]}
     assert ("VL301" in codes) is not verdict
+
+
+def test_tp_splits_the_sublayers_tensors_and_keeps_the_norms_whole():
+    """Llama-3.1-8B in bf16 without checkpointing: a layer keeps 200,704 B per token; at TP 2 the
+    attention's and the MLP's own tensors halve while the two RMSNorms' (fp32 copy, y, output:
+    4 + 2 + 2 bytes x h each) stay whole on every rank."""
+    from vramlint.hardware import parse_gpus
+    from vramlint.memory.activations import layer_bytes_per_token
+    from vramlint.plan import Plan
+
+    model = read_model(MODEL)
+    plan = Plan(model=model, cluster=parse_gpus("2xH100"), precision="bf16", runtime="torch",
+                weights_dtype="bfloat16", seq_len=2048)
+    whole = layer_bytes_per_token(model.layers[0], model, plan)
+    split = layer_bytes_per_token(model.layers[0], model, plan.with_changes(tensor_parallel=2))
+    norms = 2 * (4 + 2 + 2) * model.hidden_size
+    assert split == norms + (whole - norms) // 2

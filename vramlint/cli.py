@@ -67,7 +67,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-dropout", type=_probability, help="PEFT's lora_dropout (default 0, PEFT's default)")
     p.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes)")
     p.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], help="attention kernel; auto (default): transformers' default for the model type (SDPA; eager for gpt-oss)")
-    p.add_argument("--tp", type=_positive, help="tensor-parallel degree (activations and KV split)")
+    p.add_argument("--tp", type=_positive, help="tensor-parallel degree: weights, states, attention/MLP "
+                                             "activations and KV split (a file's autotp_size / "
+                                             "parallelism_config wins)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -222,8 +222,12 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
 
 def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[int]]:
     """Bytes per token of every tensor one decoder layer keeps for backward, in forward order, by
-    sublayer (attention with its norms, then the MLP with its norms and LoRA's input copies)."""
-    w, block, h = widths(plan), model.block, model.hidden_size
+    sublayer (attention with its norms, then the MLP with its norms and LoRA's input copies).
+    Under tensor parallelism the attention's and the MLP's own tensors are split (heads and the
+    intermediate width, as transformers' TP plans and DeepSpeed AutoTP shard the projections);
+    the norms, the residual stream's dropout masks and LoRA's input copies stay whole on every
+    rank (no sequence parallelism in either)."""
+    w, block, h, tp = widths(plan), model.block, model.hidden_size, plan.tensor_parallel
     frozen = plan.lora_rank > 0
     parts: list[list[int]] = []
     sublayers = [lambda: _attention(layer, block, w, plan.seq_len, plan.attn == "eager"),
@@ -235,14 +239,14 @@ def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[i
                                  shared_input=index > 0 and block.parallel_residual)
         elif block.raw_inputs and not frozen:
             tensors.append(w.a * h)
-        tensors += sublayer()
+        tensors += [max(1, t // tp) for t in sublayer()]
         if index < block.post_norms:
             tensors += _post_norm(block, h, w, frozen)
         tensors += [h] * (block.dropout_masks // 2)
         parts.append(tensors)
     if frozen:
         parts[-1] += _lora_inputs(layer, h, plan)
-    return [[max(1, t // plan.tensor_parallel) for t in part] for part in parts]
+    return parts
 
 
 def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
