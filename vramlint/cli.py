@@ -81,7 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="predict the per-GPU peak of DeepSpeed configs and fail if it will not fit")
     check.add_argument("files", nargs="+", metavar="FILE")
     _add_common(check)
-    check.add_argument("--grad-accum", type=_positive, help="gradient accumulation when the file says 'auto'")
+    check.add_argument("--grad-accum", type=_positive, help="micro-batches per optimizer step, when the file says "
+                                                            "'auto' or does not say (HF Trainer, Accelerate)")
     check.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="when the file's stage is unusable")
     check.add_argument("--near-threshold", type=_fraction, help="warn above this share of GPU memory (default 0.90)")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too")
@@ -97,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--train", action="store_true", help="a training step (forward, backward, optimizer)")
     mode.add_argument("--infer", action="store_true", help="inference with transformers: prefill with KV cache")
     est.add_argument("--batch", type=_positive, help="inference batch (sequences at once)")
+    est.add_argument("--grad-accum", type=_positive, help="micro-batches per optimizer step (training; default 1)")
     est.add_argument("--runtime", choices=["torch", "deepspeed", "fsdp"],
                      help="plain PyTorch / Accelerate / DDP (default), DeepSpeed (implied by --zero-stage) or FSDP "
                           "(implied by --fsdp-strategy)")

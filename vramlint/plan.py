@@ -82,6 +82,7 @@ class Plan:
     param_persistence_threshold: int = 100_000  # DeepSpeed ZeRO-3: smaller parameters stay gathered
     zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
     shard_degree: int = 0          # > 0: the ranks FSDP shards over, as the file says (Accelerate: dp_shard x cp)
+    grad_accum: int = 1            # micro-batches per optimizer step: gradients carried from one to the next
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
     assumptions: tuple[str, ...] = ()
 
@@ -144,6 +145,17 @@ def _micro_batch(ds: DeepSpeedConfig, flags: Flags, world: int, origins: dict, n
     return 1
 
 
+def _grad_accum(fact: Fact, flags: Flags, origins: dict) -> int:
+    """The file's gradient_accumulation_steps, else ``--grad-accum``, else 1."""
+    if isinstance(fact.value, int) and not isinstance(fact.value, bool) and fact.value > 0 and fact.from_file:
+        origins["grad_accum"] = Origin("file", fact.location)
+        return fact.value
+    if flags.grad_accum:
+        origins["grad_accum"] = Origin("flag", text="--grad-accum")
+        return flags.grad_accum
+    return 1
+
+
 def _precision(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str]) -> str:
     value = ds.precision.value
     if value in PRECISIONS:
@@ -201,6 +213,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
         offload_optimizer=_device(ds.offload_optimizer, "offload_optimizer", origins, notes),
         offload_param=_device(ds.offload_param, "offload_param", origins, notes),
         micro_batch=_micro_batch(ds, flags, batch_world, origins, notes),
+        grad_accum=_grad_accum(ds.grad_accum, flags, origins),
         grad_checkpointing=flags.grad_checkpointing,
         origins=origins,
         assumptions=tuple(notes),
@@ -295,7 +308,8 @@ def plan_from_accelerate(acc, model: ModelShape, cluster: Cluster, flags: Flags)
                 offload_param=(acc.offload_param.value if runtime == "deepspeed"
                                else "cpu" if acc.fsdp_offload.value else "none"),
                 fsdp_strategy=acc.fsdp_strategy.value, fsdp_version=acc.fsdp_version.value, micro_batch=micro,
-                source="accelerate",
+                source="accelerate", grad_accum=_grad_accum(acc.grad_accum if runtime == "deepspeed" else
+                                                            Fact(None), flags, origins),
                 grad_checkpointing=flags.grad_checkpointing or bool(acc.activation_checkpointing.value),
                 origins=origins, assumptions=tuple(notes), **workload)
 
@@ -376,6 +390,7 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
                 zero_stage=flags.get("zero_stage") or 0, offload_optimizer=flags.get("offload_optimizer") or "none",
                 offload_param=flags.get("offload_param") or "none", micro_batch=batch, seq_len=flags["seq_len"],
                 grad_checkpointing=bool(flags.get("grad_checkpointing")), assumptions=tuple(notes),
+                grad_accum=1 if infer else flags.get("grad_accum") or 1,
                 fsdp_strategy=flags.get("fsdp_strategy") or "FULL_SHARD", fsdp_version=flags.get("fsdp_version") or 1,
                 **{k: v for k, v in workload_from_flags(flags).items() if k != "weights_dtype"})
 

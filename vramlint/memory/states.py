@@ -58,6 +58,7 @@ class States:
     host: list[Component] = field(default_factory=list)
     backward: list[Component] = field(default_factory=list)      # from the first gradient to the end of backward
     gathered: list[Component] = field(default_factory=list)      # at the turn from forward to backward
+    accumulated: list[Component] = field(default_factory=list)   # carried from one micro-batch to the next
 
 
 FUSED = {"qkv": {"q", "k", "v"}, "gate_up": {"gate", "up"}}
@@ -168,7 +169,16 @@ def torch_states(plan: Plan) -> States:
                                  "off: a second copy of the gradients)", DDP_SOURCE))
     grads = [Component("gradients", t * s_b, f"{s_b} B x {t:,} trainable params", ZERO_PAPER)]
     step = _step_temporaries(plan, t, s_b, m)
-    return States(resting, grads, step)
+    carried = [_carried(plan, t * s_b, f"{s_b} B x {t:,} trainable params in .grad (DDP: no_sync)")]
+    return States(resting, grads, step, accumulated=carried if plan.grad_accum > 1 else [])
+
+
+def _carried(plan: Plan, size: int, formula: str) -> Component:
+    """Gradient accumulation: from the second micro-batch on, the gradients of the earlier ones
+    are alive through its forward and backward (AccumulateGrad adds into ``.grad``; the HF
+    Trainer and Accelerate skip DDP's all-reduce with ``no_sync`` until the last micro-batch)."""
+    return Component("accumulated gradients", size, f"{formula}, gradient_accumulation_steps {plan.grad_accum}",
+                     "torch AccumulateGrad; DeepSpeed stage_1_and_2.py copy_grads_in_partition")
 
 
 def _torch_weights(plan: Plan, w_b: int) -> Component:
@@ -264,7 +274,11 @@ def deepspeed_states(plan: Plan) -> States:
                                  DS_SOURCE))
     if stage in (1, 2) and not opt_off:
         grads, step, backward = _zero12_step(plan)
-        return States(resting, grads, step, _host(plan), backward=backward)
+        # each micro-batch's backward ends reducing (independent_gradient_partition_epilogue); what
+        # stays is this rank's partition of the gradients, accumulated into until the step
+        carried = [_carried(plan, -(-2 * t // n), f"2 B x {tag} / N_d (this rank's partition)")]
+        return States(resting, grads, step, _host(plan), backward=backward,
+                      accumulated=carried if plan.grad_accum > 1 else [])
     grads, step = _deepspeed_step(plan, opt_off)
     if stage == 3 and (par_off or n > 1):
         in_flight, at_loss = _zero3_gathered(plan)

@@ -34,6 +34,7 @@ class AccelerateConfig:
     fsdp_offload: Fact
     activation_checkpointing: Fact
     parallelism: dict[str, Fact] = field(default_factory=dict)   # tp, cp, sp, dp_shard, dp_replicate sizes
+    grad_accum: Fact = field(default_factory=lambda: Fact(None))  # deepspeed_config.gradient_accumulation_steps
     notes: tuple[str, ...] = field(default=())
 
 
@@ -113,6 +114,7 @@ def read_accelerate(doc: Document) -> AccelerateConfig:
                                        bool(fsdp.get("fsdp_activation_checkpointing"))),
         notes=tuple(notes),
         parallelism=_parallelism(doc, data),
+        grad_accum=_fact(doc, "$.deepspeed_config.gradient_accumulation_steps", ds.get("gradient_accumulation_steps")),
     )
 
 

@@ -1,0 +1,81 @@
+"""Gradient accumulation: what a micro-batch carries to the next.
+
+From the second micro-batch of a step on, the gradients of the earlier ones are alive through its
+forward and its backward: plain PyTorch (and DDP under ``no_sync``, as the HF Trainer and
+Accelerate run it) adds into ``.grad``; DeepSpeed ZeRO-1/2 reduce at the end of each micro-batch's
+backward and keep this rank's partition, accumulated into until the step; ZeRO-3 keeps its
+gradient partition at rest anyway.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vramlint.cli import main
+from vramlint.hardware import parse_gpus
+from vramlint.memory.states import trainable
+from vramlint.memory.training import training_peak
+from vramlint.models import read_model
+from vramlint.plan import Plan
+
+MODEL = "meta-llama/Llama-3.2-1B"
+
+
+def at_the_loss(plan: Plan) -> dict[str, int]:
+    _, moments, _ = training_peak(plan)
+    return {c.name: c.bytes for c in next(m for m in moments if m.name == "backward at the loss").components}
+
+
+def torch_plan(**changes) -> Plan:
+    fields = dict(precision="bf16", runtime="torch", weights_dtype="bfloat16", micro_batch=4, seq_len=2048)
+    return Plan(model=read_model(MODEL), cluster=parse_gpus("1xH200"), **(fields | changes))
+
+
+def test_plain_pytorch_carries_every_gradient_into_the_next_micro_batch():
+    plan = torch_plan(grad_accum=4)
+    assert at_the_loss(plan)["accumulated gradients"] == 2 * trainable(plan)
+    assert "accumulated gradients" not in at_the_loss(torch_plan())
+
+
+def test_fp32_weights_carry_fp32_gradients_and_lora_its_adapters():
+    fp32 = torch_plan(grad_accum=2, weights_dtype="float32")
+    lora = torch_plan(grad_accum=2, lora_rank=16)
+    assert at_the_loss(fp32)["accumulated gradients"] == 4 * fp32.model.params
+    assert at_the_loss(lora)["accumulated gradients"] == 4 * trainable(lora) < fp32.model.params
+
+
+def deepspeed_check(tmp_path, capsys, stage: int, accumulation) -> dict:
+    config = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": accumulation,
+              "bf16": {"enabled": True}, "zero_optimization": {"stage": stage}}
+    path = tmp_path / f"z{stage}.json"
+    path.write_text(json.dumps(config, indent=1))
+    main(["check", str(path), "--gpus", "8xH100", "--model", MODEL, "--seq-len", "2048", "--grad-accum", "3",
+          "--format", "json"])
+    return json.loads(capsys.readouterr().out)["files"][0]
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_zero12_carry_this_ranks_gradient_partition(tmp_path, capsys, stage):
+    entry = deepspeed_check(tmp_path, capsys, stage, 8)
+    assert entry["plan"]["origins"]["grad_accum"].endswith(":3:2")     # the file's, over --grad-accum
+    from vramlint.checker import check_file
+    from vramlint.plan import Flags
+    plan = check_file(str(tmp_path / f"z{stage}.json"), read_model(MODEL), parse_gpus("8xH100"),
+                      Flags(seq_len=2048)).plan
+    assert plan.grad_accum == 8
+    assert at_the_loss(plan)["accumulated gradients"] == -(-2 * plan.model.params // 8)
+
+
+def test_auto_takes_the_flag_and_zero3_carries_nothing_more(tmp_path, capsys):
+    entry = deepspeed_check(tmp_path, capsys, 3, "auto")
+    assert entry["plan"]["origins"]["grad_accum"] == "--grad-accum"
+    assert all(c["name"] != "accumulated gradients" for c in entry["estimate"]["components"])
+
+
+def test_fsdp_accumulation_is_said_not_counted(capsys):
+    main(["estimate", "--model", MODEL, "--gpus", "8xH100", "--train", "--seq-len", "2048",
+          "--fsdp-strategy", "FULL_SHARD", "--grad-accum", "4", "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert any("no_sync" in a for a in doc["assumptions"])
