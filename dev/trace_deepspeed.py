@@ -21,7 +21,7 @@ comparable (on the CPU the host is the device).
     pip install torch==2.13.0 transformers deepspeed    # never vramlint dependencies
     python dev/trace_deepspeed.py llama-3.2-1b 3 2 2048 --layers 4 [--sub-group-size N] [--lora R] \
         [--no-gc] [--overlap-comm] [--reuse-distance N] [--world N] [--config KEY=INT ...] \
-        [--zero KEY=INT ...] > trace.json
+        [--zero KEY=INT ...] [--ds KEY=INT ...] > trace.json
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _mark_collectives(deepspeed) -> list[int]:
 def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
            sub_group_size: int = 1_000_000_000, lora: int = 0, checkpointing: bool = True, overlap_comm: bool = False,
            reuse_distance: int = 1_000_000_000, widths: dict | None = None, zero: dict | None = None,
-           rank: int = 0, world: int = 1) -> dict:
+           top: dict | None = None, rank: int = 0, world: int = 1) -> dict:
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=os.environ.get("MASTER_PORT", "29533"), DS_ACCELERATOR="cpu")
     import deepspeed
@@ -146,7 +146,7 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
                                            "stage3_max_reuse_distance": reuse_distance, **(zero or {}),
                                            **({"overlap_comm": True} if overlap_comm else {})},
                      "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False,
-                     "steps_per_print": 10**9, "wall_clock_breakdown": False}
+                     "steps_per_print": 10**9, "wall_clock_breakdown": False, **(top or {})}
         trained = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trained, lr=1e-5, foreach=True)
         engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
@@ -169,7 +169,7 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
     return {"model": name, "layers": layers, "stage": stage, "world": world, "micro_batch": micro_batch, "seq": seq,
             "sub_group_size": sub_group_size, "lora_rank": lora, "checkpointing": checkpointing,
             **({"overlap_comm": True} if overlap_comm else {}), "max_reuse_distance": reuse_distance,
-            "zero_optimization": zero or {},
+            "zero_optimization": zero or {}, **({"ds_config": top} if top else {}),
             "after_init": after_init, "config": {**config.to_diff_dict(), "model_type": model_type},
             "source": f"torch {torch.__version__}, deepspeed {deepspeed.__version__} (CPU accelerator)",
             "steps": steps}
@@ -185,8 +185,9 @@ def _ranks(args: tuple, world: int) -> dict:
 
 
 def _pairs(args: list[str], flag: str) -> dict[str, int]:
-    """Every ``flag KEY=INT`` given: model config overrides (``--config hidden_size=512``) or
-    extra ``zero_optimization`` keys (``--zero stage3_max_live_parameters=30000000``)."""
+    """Every ``flag KEY=INT`` given: model config overrides (``--config hidden_size=512``), extra
+    ``zero_optimization`` keys (``--zero stage3_max_live_parameters=30000000``) or top-level
+    DeepSpeed keys (``--ds gradient_accumulation_steps=2``)."""
     return {args[i + 1].split("=")[0]: int(args[i + 1].split("=")[1]) for i, a in enumerate(args) if a == flag}
 
 
@@ -197,9 +198,15 @@ def main() -> None:
     name, stage, micro_batch, seq = args[0], int(args[1]), int(args[2]), int(args[3])
     run = (name, stage, micro_batch, seq, option("--layers", 4), option("--sub-group-size", 10**9),
            option("--lora", 0), "--no-gc" not in args, "--overlap-comm" in args,
-           option("--reuse-distance", 10**9), _pairs(args, "--config"), _pairs(args, "--zero"))
+           option("--reuse-distance", 10**9), _pairs(args, "--config"), _pairs(args, "--zero"), _pairs(args, "--ds"))
     world = option("--world", 1)
-    json.dump(_ranks(run, world) if world > 1 else record(*run), sys.stdout)
+    saved = os.dup(1)
+    os.dup2(2, 1)           # what DeepSpeed prints (its op builds too) goes to stderr: stdout is the JSON
+    try:
+        trace = _ranks(run, world) if world > 1 else record(*run)
+    finally:
+        os.dup2(saved, 1)
+    json.dump(trace, sys.stdout)
     print()
 
 

@@ -2,9 +2,9 @@
 
 From the second micro-batch of a step on, the gradients of the earlier ones are alive through its
 forward and its backward: plain PyTorch (and DDP under ``no_sync``, as the HF Trainer and
-Accelerate run it) adds into ``.grad``; DeepSpeed ZeRO-1/2 reduce at the end of each micro-batch's
-backward and keep this rank's partition, accumulated into until the step; ZeRO-3 keeps its
-gradient partition at rest anyway.
+Accelerate run it) adds into ``.grad``; DeepSpeed ZeRO-1 keeps every 16-bit gradient and its IPG
+bucket until the last micro-batch reduces them, ZeRO-2 reduces at the end of each micro-batch's
+backward and keeps its grads_in_partition; ZeRO-3 keeps its gradient partition at rest anyway.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def deepspeed_check(tmp_path, capsys, stage: int, accumulation) -> dict:
 
 
 @pytest.mark.parametrize("stage", [1, 2])
-def test_zero12_carry_this_ranks_gradient_partition(tmp_path, capsys, stage):
+def test_zero12_read_the_files_accumulation(tmp_path, capsys, stage):
     entry = deepspeed_check(tmp_path, capsys, stage, 8)
     assert entry["plan"]["origins"]["grad_accum"].endswith(":3:2")     # the file's, over --grad-accum
     from vramlint.checker import check_file
@@ -65,7 +65,8 @@ def test_zero12_carry_this_ranks_gradient_partition(tmp_path, capsys, stage):
     plan = check_file(str(tmp_path / f"z{stage}.json"), read_model(MODEL), parse_gpus("8xH100"),
                       Flags(seq_len=2048)).plan
     assert plan.grad_accum == 8
-    assert at_the_loss(plan)["accumulated gradients"] == -(-2 * plan.model.params // 8)
+    carried = 2 * plan.model.params if stage == 1 else -(-2 * plan.model.params // 8)   # ZeRO-2: the partition
+    assert at_the_loss(plan)["accumulated gradients"] == carried
 
 
 def test_auto_takes_the_flag_and_zero3_carries_nothing_more(tmp_path, capsys):
@@ -79,3 +80,33 @@ def test_fsdp_accumulation_is_said_not_counted(capsys):
           "--fsdp-strategy", "FULL_SHARD", "--grad-accum", "4", "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
     assert any("no_sync" in a for a in doc["assumptions"])
+
+
+CARRIED = ["trace_deepspeed_z1_llama4l_b1_s512_ga2.json", "trace_deepspeed_z1_llama4l_b1_s512_world2_ga2.json",
+           "trace_deepspeed_z2_llama4l_b1_s512_ga2.json", "trace_deepspeed_z2_llama4l_b1_s512_world2_ga2.json"]
+
+
+@pytest.mark.parametrize("name", CARRIED)
+def test_deepspeed_carries_what_its_first_micro_batch_leaves(name):
+    """DeepSpeed 0.19 with gradient_accumulation_steps 2, recorded on its CPU accelerator
+    (dev/trace_deepspeed.py --ds gradient_accumulation_steps=2; 4 of Llama-3.2-1B's layers): what
+    is alive after the first micro-batch, no optimizer step yet. ZeRO-1 keeps every 16-bit gradient
+    and its IPG bucket (2.01 GB here, on one rank and on two); ZeRO-2 its grads_in_partition, whose
+    size is that of the whole parameters overlapping the rank's partition (on two ranks rank 0's
+    is the 525 MB embedding where vramlint's P/N is 506 MB)."""
+    import sys
+
+    from conftest import DATA
+    sys.path.insert(0, str(DATA.parent))
+    from test_allocation_trace import deepspeed_plan
+    from vramlint.memory.states import model_states
+
+    trace = json.loads((DATA / name).read_text())
+    live: dict[int, int] = {}
+    for event in trace["steps"][0]:
+        if event[0] == "alloc":
+            live[event[1]] = event[2]
+        else:
+            live.pop(event[1], None)
+    states = model_states(deepspeed_plan(trace).with_changes(grad_accum=2))
+    assert sum(c.bytes for c in states.accumulated) == pytest.approx(sum(live.values()), rel=0.04)

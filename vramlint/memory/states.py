@@ -274,9 +274,10 @@ def deepspeed_states(plan: Plan) -> States:
                                  DS_SOURCE))
     if stage in (1, 2) and not opt_off:
         grads, step, backward = _zero12_step(plan)
-        # each micro-batch's backward ends reducing (independent_gradient_partition_epilogue); what
-        # stays is this rank's partition of the gradients, accumulated into until the step
-        carried = [_carried(plan, -(-2 * t // n), f"2 B x {tag} / N_d (this rank's partition)")]
+        # recorded over one and two ranks: ZeRO-2 reduces at the end of every micro-batch's backward
+        # and keeps grads_in_partition; ZeRO-1 keeps every 16-bit gradient and its IPG bucket
+        carried = ([_carried(plan, 2 * t, f"2 B x {tag} (ZeRO-1 reduces at the last micro-batch)")] + backward[:1]
+                   if stage == 1 else [_carried(plan, -(-2 * t // n), f"2 B x {tag} / N_d (grads_in_partition)")])
         return States(resting, grads, step, _host(plan), backward=backward,
                       accumulated=carried if plan.grad_accum > 1 else [])
     grads, step = _deepspeed_step(plan, opt_off)
