@@ -82,7 +82,8 @@ def test_fsdp_accumulation_is_said_not_counted(capsys):
     assert any("no_sync" in a for a in doc["assumptions"])
 
 
-CARRIED = ["trace_deepspeed_z1_llama4l_b1_s512_ga2.json", "trace_deepspeed_z1_llama4l_b1_s512_world2_ga2.json",
+CARRIED = ["trace_deepspeed_z0_llama4l_b1_s512_ga2.json", "trace_deepspeed_z3_llama4l_b1_s512_ga2.json",
+           "trace_deepspeed_z1_llama4l_b1_s512_ga2.json", "trace_deepspeed_z1_llama4l_b1_s512_world2_ga2.json",
            "trace_deepspeed_z2_llama4l_b1_s512_ga2.json", "trace_deepspeed_z2_llama4l_b1_s512_world2_ga2.json"]
 
 
@@ -90,7 +91,8 @@ CARRIED = ["trace_deepspeed_z1_llama4l_b1_s512_ga2.json", "trace_deepspeed_z1_ll
 def test_deepspeed_carries_what_its_first_micro_batch_leaves(name):
     """DeepSpeed 0.19 with gradient_accumulation_steps 2, recorded on its CPU accelerator
     (dev/trace_deepspeed.py --ds gradient_accumulation_steps=2; 4 of Llama-3.2-1B's layers): what
-    is alive after the first micro-batch, no optimizer step yet. ZeRO-1 keeps every 16-bit gradient
+    is alive after the first micro-batch, no optimizer step yet. ZeRO-0 keeps the 16-bit ``.grad``
+    tensors (1.01 GB), ZeRO-3 nothing beyond its resting partition, ZeRO-1 keeps every 16-bit gradient
     and its IPG bucket (2.01 GB here, on one rank and on two); ZeRO-2 its grads_in_partition, whose
     size is that of the whole parameters overlapping the rank's partition (on two ranks rank 0's
     is the 525 MB embedding where vramlint's P/N is 506 MB)."""
@@ -109,4 +111,4 @@ def test_deepspeed_carries_what_its_first_micro_batch_leaves(name):
         else:
             live.pop(event[1], None)
     states = model_states(deepspeed_plan(trace).with_changes(grad_accum=2))
-    assert sum(c.bytes for c in states.accumulated) == pytest.approx(sum(live.values()), rel=0.04)
+    assert sum(c.bytes for c in states.accumulated) == pytest.approx(sum(live.values()), rel=0.04, abs=1e6)

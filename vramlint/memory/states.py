@@ -281,6 +281,9 @@ def deepspeed_states(plan: Plan) -> States:
         return States(resting, grads, step, _host(plan), backward=backward,
                       accumulated=carried if plan.grad_accum > 1 else [])
     grads, step = _deepspeed_step(plan, opt_off)
+    if stage == 0 and plan.grad_accum > 1:      # recorded: the 16-bit .grad, until the last micro-batch
+        carried = [_carried(plan, 2 * t, f"2 B x {tag} (16-bit .grad)")]
+        return States(resting, grads, step, _host(plan), accumulated=carried)
     if stage == 3 and (par_off or n > 1):
         in_flight, at_loss = _zero3_gathered(plan)
         return States(resting, grads, step, _host(plan), backward=in_flight, gathered=at_loss)
