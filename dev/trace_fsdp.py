@@ -22,15 +22,18 @@ aten op or FSDP's own; stream: 1 all-gather, 2 reduce-scatter, absent for the de
 ``--fsdp1``: FSDP1 instead, as Accelerate's ``prepare_model`` wraps it (flat parameters,
 transformer-layer auto wrap, ``MixedPrecision`` bf16, BACKWARD_PRE, ``use_orig_params``).
 ``--lora R``: PEFT's LoRA on all linears of a bf16 base (FSDP2), the adapters upcast to fp32 as
-Accelerate does with what needs grads, the optimizer over the adapters.
+Accelerate does with what needs grads, the optimizer over the adapters. ``--accumulate``: the
+first step is a micro-batch under ``no_sync`` (gradient accumulation as the HF Trainer runs it),
+no optimizer step; the second syncs and steps.
 
     python dev/trace_fsdp.py llama-3.2-1b 1 2048 --layers 4 --world 2 [--no-gc] [--shard-grad-op] [--untied] \
-        [--fsdp1] [--lora R] > trace.json
+        [--fsdp1] [--lora R] [--accumulate] > trace.json
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import json
 import os
@@ -204,8 +207,24 @@ def _fsdp1(model, strategy: str):
     return wrapped, sum(p.numel() * p.element_size() for p in flat)
 
 
+@contextlib.contextmanager
+def _no_sync(model, version: int):
+    """What ``Accelerator.no_sync`` does for a micro-batch that is not the last of a step (the
+    HF Trainer and ``accelerator.accumulate`` both use it): FSDP1's ``no_sync()``; FSDP2's
+    ``set_requires_gradient_sync(False)``."""
+    if version == 1:
+        with model.no_sync():
+            yield
+        return
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
+
+
 def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bool, strategy: str, tied: bool,
-           version: int, lora: int, rank: int, world: int) -> dict:
+           version: int, lora: int, accumulate: bool, rank: int, world: int) -> dict:
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=os.environ.get("MASTER_PORT", "29547"))
     import threading
@@ -245,13 +264,16 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
     marks = []
     with tempfile.TemporaryDirectory() as folder:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            for _ in range(2):
+            for index in range(2):
                 marks.append(torch.empty(MARK, dtype=torch.uint8))     # where each step starts
-                loss = model(input_ids=tokens, labels=tokens).loss
-                loss.backward()
-                del loss
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+                held_back = accumulate and index == 0      # the HF Trainer's first micro-batch: no_sync
+                with _no_sync(model, version) if held_back else contextlib.nullcontext():
+                    loss = model(input_ids=tokens, labels=tokens).loss
+                    loss.backward()
+                    del loss
+                if not held_back:
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
         prof.export_chrome_trace(str(Path(folder, "trace.json")))
         thread = threading.get_native_id()
         events = _events(str(Path(folder, "trace.json")), thread)
@@ -259,7 +281,7 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
     assert len(starts) == 2, starts
     dist.destroy_process_group()
     return {"model": name, "layers": layers, "world": world, "version": version, "strategy": strategy, "tied": tied,
-            "lora_rank": lora,
+            "lora_rank": lora, **({"accumulate": True} if accumulate else {}),
             "micro_batch": micro_batch,
             "seq": seq, "checkpointing": checkpointing, "after_init": after_init,
             "config": {**config.to_diff_dict(), "model_type": model_type},
@@ -276,7 +298,7 @@ def main() -> None:
     world = option("--world", 2)
     run = (args[0], int(args[1]), int(args[2]), option("--layers", 4), "--no-gc" not in args,
            "SHARD_GRAD_OP" if "--shard-grad-op" in args else "FULL_SHARD", "--untied" not in args,
-           1 if "--fsdp1" in args else 2, option("--lora", 0))
+           1 if "--fsdp1" in args else 2, option("--lora", 0), "--accumulate" in args)
     print(json.dumps(run_ranks(record, run, world)[0]))
 
 

@@ -37,9 +37,6 @@ LIMITS = (
     (lambda p: p.model.tensor_parallel > 1,
      lambda p: f"tensor parallel {p.model.tensor_parallel}: P is one rank's share, {p.model.params:,} parameters "
                "(projections, embeddings and lm_head split; norms whole on every rank)"),
-    (lambda p: p.grad_accum > 1 and p.runtime == "fsdp",
-     "gradient accumulation under FSDP (the HF Trainer and Accelerate accumulate unsharded gradients with "
-     "no_sync): the gradients carried between micro-batches are not counted"),
     (lambda p: p.lora_rank > 0 and p.tensor_parallel > 1,
      "LoRA under tensor parallelism: the adapters are counted whole on every GPU"),
     (lambda p: p.load_in_4bit and p.runtime != "torch",

@@ -491,8 +491,10 @@ def fsdp_states(plan: Plan) -> States:
                                          TORCH_MEASURED)]
     host = [Component("offloaded shards + states (host)", (shards + 12 * part) * plan.cluster.per_node,
                       f"({words} + 12 B x {tag}{over}) x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
+    carried = [_carried(plan, c_b * (held if flat else t), f"{c_b} B x {symbol if flat else tag}, unsharded: "
+                        "no_sync keeps the full gradients until the last micro-batch reduce-scatters them")]
     return States(resting, grads, step, host, backward=gathered + _fsdp_in_flight(plan, stage, c_b),
-                  gathered=gathered)
+                  gathered=gathered, accumulated=carried if plan.grad_accum > 1 else [])
 
 
 def _fsdp_shards(plan: Plan, n: int, over: str) -> tuple[int, str]:
