@@ -75,6 +75,20 @@ def test_auto_takes_the_flag_and_zero3_carries_nothing_more(tmp_path, capsys):
     assert all(c["name"] != "accumulated gradients" for c in entry["estimate"]["components"])
 
 
+def left_by_the_first_micro_batch(name: str) -> tuple[dict, int]:
+    """A recording's first micro-batch (no optimizer step after it) and the bytes it leaves alive."""
+    from conftest import DATA
+
+    trace = json.loads((DATA / name).read_text())
+    live: dict[int, int] = {}
+    for event in trace["steps"][0]:
+        if event[0] == "alloc":
+            live[event[1]] = event[2]
+        else:
+            live.pop(event[1], None)
+    return trace, sum(live.values())
+
+
 FSDP_CARRIED = ["trace_fsdp_llama4l_b1_s512_world2_accumulate.json", "trace_fsdp1_llama4l_b1_s512_world2_accumulate.json"]
 
 
@@ -84,19 +98,12 @@ def test_fsdp_carries_the_unsharded_gradients_no_sync_keeps(name):
     ``no_sync`` as the HF Trainer runs it (dev/trace_fsdp.py --accumulate): every rank keeps the
     whole model's 16-bit gradients (FSDP2 per parameter, FSDP1 one flat gradient per unit),
     1.01 GB here, not a shard of them."""
-    from conftest import DATA
     from test_fsdp_trace import fsdp_plan
     from vramlint.memory.states import model_states
 
-    trace = json.loads((DATA / name).read_text())
-    live: dict[int, int] = {}
-    for event in trace["steps"][0]:
-        if event[0] == "alloc":
-            live[event[1]] = event[2]
-        else:
-            live.pop(event[1], None)
+    trace, left = left_by_the_first_micro_batch(name)
     states = model_states(fsdp_plan(trace).with_changes(grad_accum=2))
-    assert sum(c.bytes for c in states.accumulated) == pytest.approx(sum(live.values()), rel=0.001)
+    assert sum(c.bytes for c in states.accumulated) == pytest.approx(left, rel=0.001)
 
 
 CARRIED = ["trace_deepspeed_z0_llama4l_b1_s512_ga2.json", "trace_deepspeed_z3_llama4l_b1_s512_ga2.json",
@@ -113,19 +120,9 @@ def test_deepspeed_carries_what_its_first_micro_batch_leaves(name):
     and its IPG bucket (2.01 GB here, on one rank and on two); ZeRO-2 its grads_in_partition, whose
     size is that of the whole parameters overlapping the rank's partition (on two ranks rank 0's
     is the 525 MB embedding where vramlint's P/N is 506 MB)."""
-    import sys
-
-    from conftest import DATA
-    sys.path.insert(0, str(DATA.parent))
     from test_allocation_trace import deepspeed_plan
     from vramlint.memory.states import model_states
 
-    trace = json.loads((DATA / name).read_text())
-    live: dict[int, int] = {}
-    for event in trace["steps"][0]:
-        if event[0] == "alloc":
-            live[event[1]] = event[2]
-        else:
-            live.pop(event[1], None)
+    trace, left = left_by_the_first_micro_batch(name)
     states = model_states(deepspeed_plan(trace).with_changes(grad_accum=2))
-    assert sum(c.bytes for c in states.accumulated) == pytest.approx(sum(live.values()), rel=0.04, abs=1e6)
+    assert sum(c.bytes for c in states.accumulated) == pytest.approx(left, rel=0.04, abs=1e6)
