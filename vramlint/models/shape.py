@@ -230,7 +230,7 @@ class ModelShape:
     tensor_parallel: int = 1       # > 1: the parameters one of that many tensor-parallel ranks holds
 
     def tp_local(self, tp: int) -> ModelShape:
-        """The parameters one tensor-parallel rank holds (Megatron-style TP, as DeepSpeed AutoTP and
+        """The parameters one tensor-parallel rank of the whole model holds (as DeepSpeed AutoTP and
         transformers' tp_plan shard them): every projection, expert, embedding and lm_head split
         ``tp`` ways; norms, biases and other small tensors replicated. The widths stay (the
         activations' own division is ``activations.sublayer_tensors``'), so only the states and
