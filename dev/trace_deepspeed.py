@@ -20,7 +20,7 @@ comparable (on the CPU the host is the device).
 
     pip install torch==2.13.0 transformers deepspeed    # never vramlint dependencies
     python dev/trace_deepspeed.py llama-3.2-1b 3 2 2048 --layers 4 [--sub-group-size N] [--lora R] \
-        [--no-gc] [--overlap-comm] [--reuse-distance N] [--world N] [--config KEY=INT ...] \
+        [--no-gc] [--overlap-comm] [--reuse-distance N] [--world N [--rank R]] [--config KEY=INT ...] \
         [--zero KEY=INT ...] [--ds KEY=INT ...] > trace.json
 """
 
@@ -175,13 +175,14 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
             "steps": steps}
 
 
-def _ranks(args: tuple, world: int) -> dict:
-    """Rank 0's trace of an N-rank run (every rank holds a partition of the same size), with what
+def _ranks(args: tuple, world: int, rank: int = 0) -> dict:
+    """One rank's trace of an N-rank run (rank 0 unless ``--rank``: ZeRO-1/2's gradient partition
+    holds the whole parameters overlapping a rank's part, so ranks differ), with what
     ``initialize`` left on each rank."""
     from torch_probe import run_ranks
 
     traces = run_ranks(record, args, world)
-    return {**traces[0], "after_init_per_rank": [t["after_init"] for t in traces]}
+    return {**traces[rank], "rank": rank, "after_init_per_rank": [t["after_init"] for t in traces]}
 
 
 def _pairs(args: list[str], flag: str) -> dict[str, int]:
@@ -203,7 +204,7 @@ def main() -> None:
     saved = os.dup(1)
     os.dup2(2, 1)           # what DeepSpeed prints (its op builds too) goes to stderr: stdout is the JSON
     try:
-        trace = _ranks(run, world) if world > 1 else record(*run)
+        trace = _ranks(run, world, option("--rank", 0)) if world > 1 else record(*run)
     finally:
         os.dup2(saved, 1)
     json.dump(trace, sys.stdout)

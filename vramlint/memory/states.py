@@ -149,6 +149,23 @@ def ddp_buckets(plan: Plan) -> list[int]:
     return buckets + [filled] if filled else buckets
 
 
+def zero12_grad_partition(plan: Plan) -> int:
+    """Elements of ZeRO-1/2's ``grads_in_partition`` on the rank that holds the most. DeepSpeed
+    partitions the flat 16-bit group (padded to 2 x N) in N equal parts, but sizes the buffer as
+    the whole parameters that overlap the rank's part (stage_1_and_2.py copy_grads_in_partition:
+    ``total_size += param_in_partition.numel()``): recorded over two ranks of 4 Llama-3.2-1B
+    layers, the rank whose part starts inside the embedding holds it and everything after, twice
+    P/N. On one GPU, P."""
+    sizes, n = trainable_tensors(plan), plan.data_parallel
+    padded = -(-sum(sizes) // (2 * n)) * (2 * n)
+    part, held, start = padded // n, [0] * n, 0
+    for size in sizes:
+        for rank in range(start // part, min(n - 1, (start + size - 1) // part) + 1):
+            held[rank] += size
+        start += size
+    return max(held)
+
+
 def _shard(plan: Plan, state: str, size: int) -> int:
     return -(-size // plan.data_parallel) if state in SHARDED[plan.zero_stage] else size
 
@@ -279,7 +296,7 @@ def deepspeed_states(plan: Plan) -> States:
         # recorded over one and two ranks: ZeRO-2 reduces at the end of every micro-batch's backward
         # and keeps grads_in_partition; ZeRO-1 keeps every 16-bit gradient and its IPG bucket
         carried = ([_carried(plan, 2 * t, f"2 B x {tag} (ZeRO-1 reduces at the last micro-batch)")] + backward[:1]
-                   if stage == 1 else [_carried(plan, -(-2 * t // n), f"2 B x {tag} / N_d (grads_in_partition)")])
+                   if stage == 1 else [_carried(plan, grads[0].bytes, "the 16-bit gradient partition")])
         return States(resting, grads, step, _host(plan), backward=backward,
                       accumulated=carried if plan.grad_accum > 1 else [])
     grads, step = _deepspeed_step(plan, opt_off)
@@ -367,7 +384,10 @@ def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Com
     steps it with one temporary once both 16-bit copies are freed (8 B/P/N either way)."""
     p, n, tag = trainable(plan), plan.data_parallel, _tag(plan)
     half, full = -(-2 * p // n), -(-4 * p // n)
-    grads = [Component("16-bit gradient partition", half, f"2 B x {tag} / N_d (grads_in_partition)", DS_SOURCE)]
+    held = zero12_grad_partition(plan)
+    grads = [Component("16-bit gradient partition", 2 * held, f"2 B x {held:,}: the whole parameters that overlap "
+                       f"the fullest rank's 1/{n} of {tag} (grads_in_partition)" if n > 1 else
+                       f"2 B x {tag} (grads_in_partition)", DS_SOURCE)]
     bucket = f"2 B x reduce_bucket_size ({plan.reduce_bucket_size:,})"
     backward = [Component("IPG reduce buckets", 4 * plan.reduce_bucket_size, f"2 x {bucket}: overlap_comm's "
                           "double buffers (setup_buckets)", DS_SOURCE) if plan.overlap_comm else

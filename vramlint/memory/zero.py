@@ -10,8 +10,8 @@ reported: ZeRO-3's coordinator has traced the module order by then.
 from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import (deepspeed_states, trainable, trainable_tensors, zero3_keep_distance, zero3_kept,
-                                    zero3_sub_groups)
+from vramlint.memory.states import (deepspeed_states, trainable, trainable_tensors, zero12_grad_partition,
+                                    zero3_keep_distance, zero3_kept, zero3_sub_groups)
 from vramlint.memory.timeline import Step
 from vramlint.plan import Plan
 
@@ -154,8 +154,8 @@ class _ZeroStep(_HookedStep):
             for size in self.sizes:                      # its fp64 norm and its fp32 upcast, one at a time
                 self.a.free(self.a.malloc(8 * size))
                 self.a.free(self.a.malloc(4 * size))
-        elif self.partition is None:
-            self.partition = self.a.malloc(2 * self.part)
+        elif self.partition is None:      # the whole parameters overlapping the rank's part
+            self.partition = self.a.malloc(2 * zero12_grad_partition(self.plan))
         for grad in self.oversized:
             self.a.free(grad)
         self.oversized, self.sizes, self.filled = [], [], 0
