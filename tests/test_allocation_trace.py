@@ -134,7 +134,8 @@ def deepspeed_plan(trace: dict):
 @pytest.mark.parametrize("name", DEEPSPEED)
 def test_vramlint_deepspeed_replay_reaches_the_reserve_of_the_real_op_order(name):
     """Two steps as DeepSpeed 0.19 runs them (ds_measure.py's setup with 4 of Llama-3.2-1B's 16
-    layers), recorded on its CPU accelerator by dev/trace_deepspeed.py — on one rank and on two —
+    layers), recorded on its CPU accelerator by dev/trace_deepspeed.py — on one rank and on two
+    (ZeRO-1/2: rank 1, whose gradient partition is the fullest, as vramlint models it) —
     and replayed after vramlint's own ``deepspeed.initialize``, against vramlint's replay of the
     same run: the second step's allocated peak within 0.5 %, its reserve within 0.2 GB. The
     recorder tags what ZeRO-3 allocates in its all-gather and reduce-and-partition stream
