@@ -60,6 +60,7 @@ def deepspeed_check(tmp_path, capsys, stage: int, accumulation) -> dict:
 def test_zero12_read_the_files_accumulation(tmp_path, capsys, stage):
     entry = deepspeed_check(tmp_path, capsys, stage, 8)
     assert entry["plan"]["origins"]["grad_accum"].endswith(":3:2")     # the file's, over --grad-accum
+    assert entry["plan"]["grad_accum"] == 8
     from vramlint.checker import check_file
     from vramlint.plan import Flags
     plan = check_file(str(tmp_path / f"z{stage}.json"), read_model(MODEL), parse_gpus("8xH100"),

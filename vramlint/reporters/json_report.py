@@ -23,6 +23,7 @@ def _plan(plan) -> dict:
             "zero_stage": plan.zero_stage, "offload_optimizer": plan.offload_optimizer,
             "offload_param": plan.offload_param, "micro_batch": plan.micro_batch, "seq_len": plan.seq_len,
             "grad_checkpointing": plan.grad_checkpointing, "data_parallel": plan.data_parallel,
+            "tensor_parallel": plan.tensor_parallel, "grad_accum": plan.grad_accum,
             "origins": {k: str(v) for k, v in plan.origins.items()}}
 
 

@@ -38,8 +38,9 @@ def _bar(share: float) -> str:
 def _plan_line(plan) -> str:
     """What was estimated, in the runtime's own words, with where the micro-batch came from."""
     origin = plan.origins.get("micro_batch")
+    accumulation = f" x {plan.grad_accum} accumulated" if plan.grad_accum > 1 else ""
     return (f"{plan.setup_name} {plan.precision}, micro-batch {plan.micro_batch}"
-            f"{f' ({origin})' if origin else ''}, seq {plan.seq_len}, DP {plan.data_parallel}, "
+            f"{f' ({origin})' if origin else ''}{accumulation}, seq {plan.seq_len}, DP {plan.data_parallel}, "
             f"offload optimizer {plan.offload_optimizer} / params {plan.offload_param}, "
             f"checkpointing {'on' if plan.grad_checkpointing else 'off'}")
 
