@@ -105,7 +105,7 @@ def test_fsdp_carries_the_unsharded_gradients_no_sync_keeps(name):
 
     trace, left = left_by_the_first_micro_batch(name)
     states = model_states(fsdp_plan(trace).with_changes(grad_accum=2))
-    assert sum(c.bytes for c in states.accumulated) == pytest.approx(left, rel=0.001)
+    assert sum(c.bytes for c in states.carried) == pytest.approx(left, rel=0.001)
 
 
 CARRIED = ["trace_deepspeed_z0_llama4l_b1_s512_ga2.json", "trace_deepspeed_z3_llama4l_b1_s512_ga2.json",
@@ -127,4 +127,4 @@ def test_deepspeed_carries_what_its_first_micro_batch_leaves(name):
 
     trace, left = left_by_the_first_micro_batch(name)
     states = model_states(deepspeed_plan(trace).with_changes(grad_accum=2))
-    assert sum(c.bytes for c in states.accumulated) == pytest.approx(left, abs=1e6)
+    assert sum(c.bytes for c in states.carried) == pytest.approx(left, abs=1e6)

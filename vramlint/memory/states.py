@@ -58,7 +58,7 @@ class States:
     host: list[Component] = field(default_factory=list)
     backward: list[Component] = field(default_factory=list)      # from the first gradient to the end of backward
     gathered: list[Component] = field(default_factory=list)      # at the turn from forward to backward
-    accumulated: list[Component] = field(default_factory=list)   # carried from one micro-batch to the next
+    carried: list[Component] = field(default_factory=list)       # what a micro-batch leaves the next (accumulation)
 
 
 FUSED = {"qkv": {"q", "k", "v"}, "gate_up": {"gate", "up"}}
@@ -187,12 +187,12 @@ def torch_states(plan: Plan) -> States:
     grads = [Component("gradients", t * s_b, f"{s_b} B x {t:,} trainable params", ZERO_PAPER)]
     step = _step_temporaries(plan, t, s_b, m)
     carried = [_carried(plan, t * s_b, f"{s_b} B x {t:,} trainable params in .grad (DDP: no_sync)")]
-    return States(resting, grads, step, accumulated=carried if plan.grad_accum > 1 else [])
+    return States(resting, grads, step, carried=carried)
 
 
 def _carried(plan: Plan, size: int, formula: str) -> Component:
-    """Gradient accumulation: from the second micro-batch on, the gradients of the earlier ones
-    are alive through its forward and backward (AccumulateGrad adds into ``.grad``; the HF
+    """Gradient accumulation (counted by ``training.moments`` when there is any): from the second
+    micro-batch on, the gradients of the earlier ones are alive through its forward and backward (AccumulateGrad adds into ``.grad``; the HF
     Trainer and Accelerate skip DDP's all-reduce and FSDP's reduce-scatter with ``no_sync`` until
     the last micro-batch; DeepSpeed keeps what each stage says)."""
     return Component("accumulated gradients", size, f"{formula}, gradient_accumulation_steps {plan.grad_accum}",
@@ -297,16 +297,14 @@ def deepspeed_states(plan: Plan) -> States:
         # and keeps grads_in_partition; ZeRO-1 keeps every 16-bit gradient and its IPG bucket
         carried = ([_carried(plan, 2 * t, f"2 B x {tag} (ZeRO-1 reduces at the last micro-batch)")] + backward[:1]
                    if stage == 1 else [_carried(plan, grads[0].bytes, "the 16-bit gradient partition")])
-        return States(resting, grads, step, _host(plan), backward=backward,
-                      accumulated=carried if plan.grad_accum > 1 else [])
+        return States(resting, grads, step, _host(plan), backward=backward, carried=carried)
     grads, step = _deepspeed_step(plan, opt_off)
-    if stage == 0 and plan.grad_accum > 1:      # recorded: the 16-bit .grad, until the last micro-batch
-        carried = [_carried(plan, 2 * t, f"2 B x {tag} (16-bit .grad)")]
-        return States(resting, grads, step, _host(plan), accumulated=carried)
+    # recorded: ZeRO-0 carries the 16-bit .grad to the last micro-batch, ZeRO-3 nothing beyond its partition
+    carried = [_carried(plan, 2 * t, f"2 B x {tag} (16-bit .grad)")] if stage == 0 else []
     if stage == 3 and (par_off or n > 1):
         in_flight, at_loss = _zero3_gathered(plan)
         return States(resting, grads, step, _host(plan), backward=in_flight, gathered=at_loss)
-    return States(resting, grads, step, _host(plan))
+    return States(resting, grads, step, _host(plan), carried=carried)
 
 
 def _zero3_gathered(plan: Plan) -> tuple[list[Component], list[Component]]:
@@ -516,7 +514,7 @@ def fsdp_states(plan: Plan) -> States:
     carried = [_carried(plan, c_b * (held if flat else t), f"{c_b} B x {symbol if flat else tag}, unsharded: "
                         "no_sync keeps the full gradients until the last micro-batch reduce-scatters them")]
     return States(resting, grads, step, host, backward=gathered + _fsdp_in_flight(plan, stage, c_b),
-                  gathered=gathered, accumulated=carried if plan.grad_accum > 1 else [])
+                  gathered=gathered, carried=carried)
 
 
 def _fsdp_shards(plan: Plan, n: int, over: str) -> tuple[int, str]:

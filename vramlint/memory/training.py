@@ -105,7 +105,8 @@ def moments(plan: Plan, states: States) -> list[Moment]:
     kept, head = _kept_activations(plan), _head(plan)
     layer_casts, head_cast = _cast_weights(plan)
     rest = tuple(states.resting)
-    turn = rest + tuple(states.gathered) + tuple(states.accumulated) + _masks(plan)
+    carried = tuple(states.carried) if plan.grad_accum > 1 else ()     # from the earlier micro-batches
+    turn = rest + tuple(states.gathered) + carried + _masks(plan)
     forward = turn + (kept, head, _logits(plan, act.FORWARD_LOGIT_BYTES, "forward")) + layer_casts + head_cast
     backward = turn + (kept, head, _logits(plan, act.BACKWARD_LOGIT_BYTES, "backward"))
     backward += (() if plan.grad_checkpointing else layer_casts) + head_cast
