@@ -129,15 +129,15 @@ def _from_file(fact: Fact, name: str, origins: dict[str, Origin]) -> None:
 def _micro_batch(ds: DeepSpeedConfig, flags: Flags, world: int, origins: dict, notes: list[str]) -> int:
     """DeepSpeed's own inference of the micro-batch (runtime/config.py ``_set_batch_related_parameters``):
     given explicitly, or train_batch // world // grad_accum with integer division."""
-    mb, tb, ga = ds.micro_batch.value, ds.train_batch.value, ds.grad_accum.value
-    if isinstance(mb, int) and not isinstance(mb, bool) and mb > 0:
+    mb, tb = ds.micro_batch.count, ds.train_batch.count
+    if mb:
         origins["micro_batch"] = Origin("file", ds.micro_batch.location)
         return mb
     if flags.micro_batch is not None:
         origins["micro_batch"] = Origin("flag", text="--micro-batch")
         return flags.micro_batch
-    if isinstance(tb, int) and not isinstance(tb, bool) and tb > 0:
-        accum = ga if isinstance(ga, int) and ga > 0 else (flags.grad_accum or 1)
+    if tb:
+        accum = ds.grad_accum.count or flags.grad_accum or 1
         origins["micro_batch"] = Origin("file", ds.train_batch.location)
         return max(1, tb // world // accum)
     notes.append("micro-batch not set in the file ('auto' or absent) and no --micro-batch: assumed 1")
@@ -147,9 +147,9 @@ def _micro_batch(ds: DeepSpeedConfig, flags: Flags, world: int, origins: dict, n
 
 def _grad_accum(fact: Fact, flags: Flags, origins: dict) -> int:
     """The file's gradient_accumulation_steps, else ``--grad-accum``, else 1."""
-    if isinstance(fact.value, int) and not isinstance(fact.value, bool) and fact.value > 0 and fact.from_file:
+    if fact.count and fact.from_file:
         origins["grad_accum"] = Origin("file", fact.location)
-        return fact.value
+        return fact.count
     if flags.grad_accum:
         origins["grad_accum"] = Origin("flag", text="--grad-accum")
         return flags.grad_accum

@@ -82,9 +82,8 @@ def _parallelism(doc: Document, data: dict) -> dict[str, Fact]:
     out = {}
     for name in PARALLELISM:
         key = f"parallelism_config_{name}_size"
-        value = section.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-            out[name] = _fact(doc, f"$.parallelism_config.{key}", value)
+        if Fact(section.get(key)).count:
+            out[name] = _fact(doc, f"$.parallelism_config.{key}", section[key])
     return out
 
 

@@ -27,6 +27,13 @@ class Fact:
     def from_file(self) -> bool:
         return self.location is not None
 
+    @property
+    def count(self) -> int | None:
+        """The value as a positive whole number (a micro-batch, a degree, a number of steps), or
+        None: "auto", a string, a float, a bool (YAML's and JSON's booleans are ints to Python)."""
+        value = self.value
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
 
 @dataclass(frozen=True)
 class DeepSpeedConfig:
@@ -120,8 +127,7 @@ def _buffers(doc: Document, zero: dict) -> dict[str, Fact]:
 
 def _degree(doc: Document, path: str, value: Any) -> Fact:
     """A parallel degree: a positive int, else 1 (a wrong type is the schema rule's finding)."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-    return _fact(doc, path, value if ok else 1)
+    return _fact(doc, path, Fact(value).count or 1)
 
 
 def read_deepspeed(doc: Document) -> DeepSpeedConfig:

@@ -43,11 +43,11 @@ def missing_reference(where: Location, referenced: str) -> Finding:
 
 
 def check_launch(acc: AccelerateConfig, cluster: Cluster, path: str) -> Iterator[Finding]:
-    processes, machines = acc.num_processes.value, acc.num_machines.value
+    processes, machines = acc.num_processes.count, acc.num_machines.count
     where = acc.num_processes.location or Location(path)
-    if not isinstance(processes, int) or isinstance(processes, bool) or processes < 1:
+    if not processes:
         return      # -1 or absent: given at launch time (accelerate launch --num_processes)
-    if isinstance(machines, int) and machines > 0 and processes % machines:
+    if machines and processes % machines:
         yield Finding(*NOT_DIVISIBLE, where, f"num_processes {processes} is not a multiple of num_machines "
                                              f"{machines}", hint=f"num_processes {machines * (processes // machines + 1)}")
     if processes != cluster.world_size:
