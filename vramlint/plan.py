@@ -99,7 +99,8 @@ class Plan:
     @property
     def data_parallel(self) -> int:
         """ZeRO shards over the data-parallel degree: world / (TP x PP) (REFERENCE.md section 2);
-        FSDP's hybrid strategies shard within a node and replicate across nodes."""
+        FSDP's hybrid strategies shard within a node and replicate across nodes; a file that says
+        the shard group (Accelerate's dp_shard x cp, ``shard_degree``) is taken at its word."""
         if self.shard_degree:
             return self.shard_degree
         if self.runtime == "fsdp" and self.fsdp_strategy.startswith("HYBRID"):
