@@ -22,8 +22,9 @@ def fixed_costs(plan: Plan) -> Component:
         return Component("CUDA context + cuBLAS", CONTEXT["infer"], "measured, inference", MEASURED)
     if plan.runtime == "deepspeed" or plan.cluster.world_size > 1:     # FSDP and DDP talk over NCCL too
         stage = plan.zero_stage if plan.runtime == "deepspeed" else 0
-        label = f"DeepSpeed ZeRO-{stage}" if plan.runtime == "deepspeed" else "NCCL, as measured under DeepSpeed ZeRO-0"
-        return Component("CUDA context + NCCL", DEEPSPEED_CONTEXT[stage], f"measured, {label}", MEASURED)
+        words = (f"measured, DeepSpeed ZeRO-{stage}" if plan.runtime == "deepspeed" else
+                 f"DeepSpeed ZeRO-0's, measured: {plan.setup_name} has the same NCCL communicator")
+        return Component("CUDA context + NCCL", DEEPSPEED_CONTEXT[stage], words, MEASURED)
     return Component("CUDA context + cuBLAS", CONTEXT["torch"], "measured, training step", MEASURED)
 
 
