@@ -1,10 +1,10 @@
 """Dev-only: record the allocations transformers makes in one measured setup, on the CPU.
 
 Builds the model of a ../shared/groundtruth record (measure.py's MODELS) and runs that record's
-setup — a no_grad prefill, or two training steps with AdamW (autocast, checkpointing as recorded)
-— logging every storage an aten op creates (size, op) and when the last tensor holding it dies
-(``torch_probe.StorageWatch``). Writes JSON: ``{"params": [bytes per parameter, in order], "steps":
-[[["alloc", id, bytes, op] | ["free", id], ...], ...]}``.
+setup — a no_grad prefill, or two training steps with AdamW (autocast, checkpointing, PEFT LoRA
+r=16 on all linears as recorded) — logging every storage an aten op creates (size, op) and when
+the last tensor holding it dies (``torch_probe.StorageWatch``). Writes JSON: ``{"params": [bytes
+per parameter, in order], "steps": [[["alloc", id, bytes, op] | ["free", id], ...], ...]}``.
 
 Replayed through ``vramlint.memory.allocator.CachingAllocator`` (``replay`` below) the sequence
 gives the reserve PyTorch's caching allocator would reach on a GPU for the real op order — to
@@ -14,7 +14,8 @@ nograd.py). Kernel-internal buffers (cuBLAS workspace) and CUDA streams are not 
     pip install torch==2.13.0 transformers    # CPU build from local disk; never a vramlint dependency
     python dev/trace_allocations.py gpt2 infer_prefill 16 1024 > trace.json
     python dev/trace_allocations.py pythia-1b bf16_adamw 2 2048 gc > trace.json   # checkpointed
-    python dev/trace_allocations.py --replay trace.json
+    python dev/trace_allocations.py mixtral-mini lora_bf16 4 2048 gc > trace.json  # needs peft
+    python dev/trace_allocations.py --replay trace.json [--workspaces]   # + cuBLAS's, where best fit puts them
 """
 
 from __future__ import annotations
@@ -50,10 +51,13 @@ def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool) -> d
     config = AutoConfig.for_model(model_type, **kwargs)
     dtype = torch.float32 if kind == "amp_adamw" else torch.bfloat16
     model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
-    params = list(model.parameters())
+    if kind == "lora_bf16":              # measure.py's adapters: fp32 (PEFT upcasts them), frozen base
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                                 lora_dropout=0.0, task_type="CAUSAL_LM"))
     exclude = parameter_storages(model)
     ids = torch.randint(0, config.vocab_size, (batch, seq))
-    out = {"params": [p.untyped_storage().nbytes() for p in params], "steps": []}
+    out = {"params": [p.untyped_storage().nbytes() for p in model.parameters()], "steps": []}
     if kind == "infer_prefill":
         model.eval()
         events: list = []
@@ -65,7 +69,7 @@ def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool) -> d
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
-    optimizer = torch.optim.AdamW(params, lr=1e-5, foreach=True)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, foreach=True)
     watches = []                        # kept: Adam's states, created in the first step, stay tracked
     for _ in range(2):
         events = []
@@ -81,9 +85,19 @@ def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool) -> d
     return out
 
 
-def replay(trace: dict) -> list[tuple[int, int]]:
+# cuBLAS's workspace (CUBLAS_WORKSPACE_CONFIG's Hopper default), allocated through the caching
+# allocator at a thread's first cuBLAS call; autograd's backward thread has a cuBLAS handle of its own
+CUBLAS_WORKSPACE = 32 << 20
+CUBLAS_OPS = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default",
+              "aten._grouped_mm.default"}
+
+
+def replay(trace: dict, workspaces: bool = False) -> list[tuple[int, int]]:
     """(peak allocated, peak reserved) of each step, weights loaded first, ``empty_cache`` before
-    each step as measure.py's ``reset()`` does."""
+    each step as measure.py's ``reset()`` does. With ``workspaces`` the GPU's two cuBLAS
+    workspaces are put where best fit would: after the first matmul's output (the forward
+    thread's) and after the first one past the loss's backward (the backward thread's); that needs
+    a trace with op names."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from vramlint.memory.allocator import CachingAllocator
 
@@ -91,21 +105,31 @@ def replay(trace: dict) -> list[tuple[int, int]]:
     for size in trace["params"]:
         alloc.malloc(size)
     handles, peaks = {}, []
+    pending, past_loss = (["forward", "backward"] if workspaces else []), False
     for step, events in enumerate(trace["steps"]):
         alloc.empty_cache()
         alloc.reset_peaks()
         for event in events:
-            if event[0] == "alloc":
-                handles[step, event[1]] = alloc.malloc(event[2])
-            else:
+            if event[0] == "free":
                 alloc.free(handles.pop((step, event[1])))
+                continue
+            handles[step, event[1]] = alloc.malloc(event[2])
+            if not pending:
+                continue
+            if len(event) < 4:
+                sys.exit("--workspaces needs a trace with op names (recorded by this script since 2026-11-30)")
+            past_loss = past_loss or event[3] == "aten.nll_loss_backward.default"
+            if event[3] in CUBLAS_OPS and (pending[0] == "forward" or past_loss):
+                alloc.malloc(CUBLAS_WORKSPACE)
+                pending.pop(0)
         peaks.append((alloc.peak_allocated, alloc.peak_reserved))
     return peaks
 
 
 def main() -> None:
     if sys.argv[1] == "--replay":
-        for allocated, reserved in replay(json.loads(Path(sys.argv[2]).read_text())):
+        trace = json.loads(Path(sys.argv[2]).read_text())
+        for allocated, reserved in replay(trace, workspaces="--workspaces" in sys.argv[3:]):
             print(f"peak allocated {allocated / 1e9:.3f} GB, reserved {reserved / 1e9:.3f} GB")
         return
     warnings.filterwarnings("ignore")
