@@ -23,7 +23,7 @@ from __future__ import annotations
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.nograd import forward_layer, load_weights
-from vramlint.memory.states import ddp_buckets, lora_tensors, trainable
+from vramlint.memory.states import ddp_buckets, lora_tensors, trainable_tensors
 from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.plan import Plan
 
@@ -42,12 +42,12 @@ def by_sublayer(tensors) -> list[list[tuple[str, int]]]:
 class Step:
     """One training step of the torch runtime, replayed into an allocator."""
 
-    def __init__(self, plan: Plan, alloc: CachingAllocator, params: list[tuple[str, int]]) -> None:
+    def __init__(self, plan: Plan, alloc: CachingAllocator, trained: list[int]) -> None:
         self.plan, self.a = plan, alloc
         self.m = plan.model
         self.tokens = plan.micro_batch * plan.seq_len
         self.w = act.widths(plan)
-        self.params = params
+        self.trained = trained          # the sizes of the tensors the optimizer holds, in its order
         self.state_bytes = 4 if plan.lora_rank else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
         self.states: list[int] = []
 
@@ -188,11 +188,10 @@ class Step:
         return grad
 
     def _param_grads(self, modules) -> list[int]:
-        """Each parameter's gradient as backward produces it. A weight autocast cast gets its
+        """Each parameter's gradient as backward produces it (with LoRA the adapters', fp32, as
+        their sublayer's backward runs). A weight autocast cast gets its
         gradient in 16 bit first (the matmul's), which the cast's backward (``ToCopyBackward``)
         turns into the fp32 gradient that AccumulateGrad keeps: the 16-bit one dies right after."""
-        if self.plan.lora_rank:
-            return []
         grads = []
         for group, size in modules:
             if not size:
@@ -206,33 +205,25 @@ class Step:
     # optimizer -----------------------------------------------------------------------------
     def optimizer(self, grads: list[int], first: bool) -> None:
         a = self.a
-        sizes = [size for _, size in self.params]
-        if self.plan.lora_rank:
-            grads = [a.malloc(self.state_bytes * size) for size in sizes]
         if first and self.plan.optimizer == "adamw":
-            for size in sizes:
+            for size in self.trained:
                 self.states += [a.malloc(self.state_bytes * size), a.malloc(self.state_bytes * size)]
-        temps = [a.malloc(self.state_bytes * size) for size in sizes] if self.plan.optimizer == "adamw" else []
+        temps = [a.malloc(self.state_bytes * size) for size in self.trained] if self.plan.optimizer == "adamw" else []
         for handle in temps + grads:
             a.free(handle)
 
 
-def _trainable_tensors(plan: Plan) -> list[tuple[str, int]]:
-    m = plan.model
-    if plan.lora_rank:
-        per_layer = trainable(plan) // max(1, m.num_layers)
-        return [("lora", per_layer)] * m.num_layers
-    return list(m.parameter_tensors)
-
-
 def simulate_training(plan: Plan) -> Peaks:
-    """Torch-runtime training: weights loaded, two steps, peaks of the second (as measured)."""
+    """Torch-runtime training: weights loaded (with LoRA, then PEFT's adapters on top), two
+    steps, peaks of the second (as measured)."""
     alloc = CachingAllocator()
-    params = _trainable_tensors(plan)
     load_weights(plan, alloc, DTYPE_BYTES[plan.weights_dtype or "bfloat16"])
+    trained = trainable_tensors(plan)
+    step = Step(plan, alloc, trained)
+    for size in trained if plan.lora_rank else []:      # get_peft_model: each adapter's A and B
+        alloc.malloc(step.state_bytes * size)
     for size in ddp_buckets(plan):          # DistributedDataParallel(model): the Reducer's buckets
         alloc.malloc(size)
-    step = Step(plan, alloc, params)
     step.run(first=True)
     alloc.empty_cache()
     alloc.reset_peaks()
