@@ -53,6 +53,7 @@ TRAINING = {   # recorded trace -> the measured run it reproduces (H200, second 
     "trace_pythia_bf16_b2_s2048_gc.json": "pythia-1b bf16_adamw b2 s2048 gc",
     "trace_mixtral_amp_b4_s4096_gc.json": "mixtral-mini amp_adamw b4 s4096 gc",
     "trace_mixtral_lora_b4_s2048_gc.json": "mixtral-mini lora_bf16 b4 s2048 gc",   # PEFT, r=16, all-linear
+    "trace_pythia_lora_b4_s2048_gc.json": "pythia-1b lora_bf16 b4 s2048 gc",
 }
 
 
