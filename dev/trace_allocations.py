@@ -15,6 +15,7 @@ nograd.py). Kernel-internal buffers (cuBLAS workspace) and CUDA streams are not 
     python dev/trace_allocations.py gpt2 infer_prefill 16 1024 > trace.json
     python dev/trace_allocations.py pythia-1b bf16_adamw 2 2048 gc > trace.json   # checkpointed
     python dev/trace_allocations.py mixtral-mini lora_bf16 4 2048 gc > trace.json  # needs peft
+    python dev/trace_allocations.py pythia-1b bf16_adamw 2 2048 gc ga2 > trace.json  # 2 micro-batches a step
     python dev/trace_allocations.py --replay trace.json [--workspaces]   # + cuBLAS's, where best fit puts them
 """
 
@@ -29,7 +30,7 @@ from pathlib import Path
 GROUNDTRUTH = Path(__file__).resolve().parents[2] / "shared" / "groundtruth"
 
 
-def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool) -> dict:
+def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool, accumulate: int = 1) -> dict:
     import torch
     from torch_probe import StorageWatch, parameter_storages
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -75,10 +76,11 @@ def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool) -> d
         events = []
         watches.append(watch(events, exclude))
         with watches[-1]:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=kind == "amp_adamw"):
-                loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-            del loss
+            for _ in range(accumulate):  # micro-batches: the later ones add into the .grad of the first
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=kind == "amp_adamw"):
+                    loss = model(input_ids=ids, labels=ids).loss
+                loss.backward()
+                del loss
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
         out["steps"].append(list(events))  # a copy: Adam's states die with the optimizer, after the steps
@@ -134,9 +136,11 @@ def main() -> None:
         return
     warnings.filterwarnings("ignore")
     name, kind, batch, seq = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    if set(sys.argv[5:]) - {"gc"}:
-        sys.exit(f"unknown option(s) {sys.argv[5:]}: the only one is gc (gradient checkpointing)")
-    json.dump(record(name, kind, batch, seq, "gc" in sys.argv[5:]), sys.stdout)
+    options = set(sys.argv[5:])
+    accumulate = [int(o[2:]) for o in options if o.startswith("ga") and o[2:].isdigit()]
+    if options - {"gc"} - {f"ga{n}" for n in accumulate} or len(accumulate) > 1:
+        sys.exit(f"unknown option(s) {sys.argv[5:]}: gc (gradient checkpointing), gaN (N micro-batches a step)")
+    json.dump(record(name, kind, batch, seq, "gc" in options, max(accumulate, default=1)), sys.stdout)
     print()
 
 

@@ -85,6 +85,27 @@ def test_vramlint_training_replay_reaches_the_reserve_of_the_real_op_order(name)
     assert peaks.reserved - peaks.allocated == pytest.approx(reserved - allocated, abs=0.2e9)
 
 
+def test_gradient_accumulation_is_replayed_micro_batch_by_micro_batch():
+    """Two micro-batches a step in the measured pythia-1b setup (``dev/trace_allocations.py
+    pythia-1b bf16_adamw 2 2048 gc ga2``): the second runs with the first's gradients alive, and
+    AccumulateGrad adds its new ones into them. The real order's reserve in the second step is 0.73 GB where one
+    micro-batch has 0.10; vramlint's replay of both micro-batches must agree with it."""
+    import dataclasses
+
+    from accuracy import setup_text
+
+    from vramlint.memory.timeline import simulate_training
+
+    trace = json.loads((DATA / "trace_pythia_bf16_b2_s2048_gc_ga2.json").read_text())
+    path = shared_or_skip(SHARED / "groundtruth" / "h200-calibration.jsonl")
+    record = next(r for r in map(json.loads, path.read_text().splitlines())
+                  if r.get("model") and "steps" in r and setup_text(r) == "pythia-1b bf16_adamw b2 s2048 gc")
+    allocated, reserved = replay(trace)[1]
+    peaks = simulate_training(dataclasses.replace(plan_for(record), grad_accum=2))
+    assert allocated == pytest.approx(peaks.allocated, rel=0.01)
+    assert peaks.reserved - peaks.allocated == pytest.approx(reserved - allocated, abs=0.2e9)
+
+
 def test_cublas_workspaces_placed_by_best_fit_give_the_gpus_second_step():
     """The H200's 1.05 GB more in checkpointed Mixtral's second step than the real op order gives
     (docs/memory-model.md, Accuracy): with cuBLAS's two 32 MiB workspaces allocated where the GPU
