@@ -65,12 +65,13 @@ def test_vramlint_training_replay_reaches_the_reserve_of_the_real_op_order(name)
     attention, freeing what each sublayer kept as it goes: before that, Mixtral's replay had
     1.67 GB of reserve where the real order gives 0.78. With LoRA the adapters are loaded after
     the base and get their gradients in backward, one tensor each: the replay had lumped them per
-    layer and left them out of the weights, 74 MB short of the real order's allocated peak.) Where the H200 still differs, the
-    difference is on the GPU side, not in the order of allocations: checkpointed pythia, 0.54 GB
-    measured and 0.14 in the real op order; checkpointed Mixtral under autocast, 5.25 GB measured
-    and 4.28 in the real op order. In both the first step's reserve agrees with the real order
-    (10.31 / 10.23 GB, 16.65 / 16.67 GB) and the second step's is short by about one bf16 logits
-    tensor (0.41, 1.05 GB) — Mixtral's is cuBLAS's workspaces (next test)."""
+    layer and left them out of the weights, 74 MB short of the real order's allocated peak.)
+    Where the H200 still differs, the difference is on the GPU side, not in the order of
+    allocations: checkpointed pythia, 0.54 GB measured and 0.14 in the real op order;
+    checkpointed Mixtral under autocast, 5.25 GB measured and 4.28 in the real op order. In both
+    the first step's reserve agrees with the real order (10.31 / 10.23 GB, 16.65 / 16.67 GB) and
+    the second step's is short by about one bf16 logits tensor (0.41, 1.05 GB) — Mixtral's is
+    cuBLAS's workspaces (test_cublas_workspaces_placed_by_best_fit_give_the_gpus_second_step)."""
     from accuracy import setup_text
 
     from vramlint.memory.timeline import simulate_training
@@ -88,8 +89,8 @@ def test_vramlint_training_replay_reaches_the_reserve_of_the_real_op_order(name)
 def test_gradient_accumulation_is_replayed_micro_batch_by_micro_batch():
     """Two micro-batches a step in the measured pythia-1b setup (``dev/trace_allocations.py
     pythia-1b bf16_adamw 2 2048 gc ga2``): the second runs with the first's gradients alive, and
-    AccumulateGrad adds its new ones into them. The real order's reserve in the second step is 0.73 GB where one
-    micro-batch has 0.10; vramlint's replay of both micro-batches must agree with it."""
+    AccumulateGrad adds its new ones into them. The real order's reserve in the second step is
+    0.73 GB where one micro-batch has 0.10; vramlint's replay of both must agree with it."""
     import dataclasses
 
     from accuracy import setup_text

@@ -48,10 +48,9 @@ class Step:
     forward and backward passes, then the optimizer. The DeepSpeed and FSDP replays subclass it
     with one micro-batch (what they do with the gradients of later ones is their own)."""
 
-    micro_batches = 1
-
-    def __init__(self, plan: Plan, alloc: CachingAllocator, trained: list[int]) -> None:
+    def __init__(self, plan: Plan, alloc: CachingAllocator, trained: list[int], micro_batches: int = 1) -> None:
         self.plan, self.a = plan, alloc
+        self.micro_batches = micro_batches
         self.m = plan.model
         self.tokens = plan.micro_batch * plan.seq_len
         self.w = act.widths(plan)
@@ -235,8 +234,7 @@ def simulate_training(plan: Plan) -> Peaks:
     alloc = CachingAllocator()
     load_weights(plan, alloc, DTYPE_BYTES[plan.weights_dtype or "bfloat16"])
     trained = trainable_tensors(plan)
-    step = Step(plan, alloc, trained)
-    step.micro_batches = min(plan.grad_accum, REPLAYED_MICRO_BATCHES)
+    step = Step(plan, alloc, trained, min(plan.grad_accum, REPLAYED_MICRO_BATCHES))
     for size in trained if plan.lora_rank else []:      # get_peft_model: each adapter's A and B
         alloc.malloc(step.state_bytes * size)
     for size in ddp_buckets(plan):          # DistributedDataParallel(model): the Reducer's buckets
