@@ -2,7 +2,8 @@
 
 Runs ``../shared/groundtruth/ds_measure.py``'s setup — the model built first, then
 ``deepspeed.initialize`` with the measured bf16 config and torch's AdamW as client optimizer
-(foreach, as it defaults on CUDA), gradient checkpointing (unless ``--no-gc``), two steps — on
+(foreach, as it defaults on CUDA), gradient checkpointing (unless ``--no-gc``), two optimizer
+steps (each of ``gradient_accumulation_steps`` micro-batches, ``--ds`` sets it) — on
 DeepSpeed's CPU accelerator (world size 1, or ``--world N`` ranks as processes; gloo), with fewer
 layers so that it runs in minutes on two cores. Logs every storage an aten op creates and when
 the storage dies (``torch_probe.StorageWatch``, which follows DeepSpeed's ``param.data = ...``
@@ -10,7 +11,7 @@ swaps), tagged with the stream ZeRO-3 would run it on (``_tag_streams``), withou
 collective allocates inside itself (``_mark_collectives``). Writes JSON: ``{"model", "layers",
 "stage", "world", "micro_batch", "seq", "sub_group_size", "lora_rank", "checkpointing",
 "after_init" (bytes alive after ``initialize``, the model included), "config", "steps":
-[[["alloc", id, bytes, op(, stream)] | ["free", id], ...], ...]}`` — the two steps' events; what
+[[["alloc", id, bytes, op(, stream)] | ["free", id], ...], ...]}`` — each micro-batch's events; what
 ``initialize`` does is left out, since on the CPU its "move to the host" is no move at all.
 
 Replayed after vramlint's own initialisation (``memory/zero.py``) the sequence is DeepSpeed's real
@@ -158,8 +159,8 @@ def record(name: str, stage: int, micro_batch: int, seq: int, layers: int,
                 live.pop(event[1], None)
         after_init = sum(live.values())
         tokens = torch.randint(0, config.vocab_size, (micro_batch, seq), generator=torch.Generator().manual_seed(rank))
-        steps = []
-        for _ in range(2):
+        steps = []      # what each engine.step() ends: a micro-batch; two optimizer steps of them
+        for _ in range(2 * (top or {}).get("gradient_accumulation_steps", 1)):
             start = len(events)
             loss = engine(input_ids=tokens, labels=tokens).loss
             engine.backward(loss)

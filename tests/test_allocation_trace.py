@@ -132,21 +132,27 @@ DEEPSPEED = [f"trace_deepspeed_z{stage}_llama4l_b2_s2048.json" for stage in (0, 
     "trace_deepspeed_z2_llama4l_b2_s2048_lora16_nogc.json",
     "trace_deepspeed_z1_llama4l_b2_s2048_world2.json", "trace_deepspeed_z2_llama4l_b2_s2048_world2.json",
     "trace_deepspeed_z3_llama4l_b1_s2048_world2.json",
-    "trace_deepspeed_z2_llama4l_b2_s2048_overlap.json"]       # overlap_comm: a second IPG bucket
+    "trace_deepspeed_z2_llama4l_b2_s2048_overlap.json",       # overlap_comm: a second IPG bucket
+    # two micro-batches a step (--ds gradient_accumulation_steps=2)
+    "trace_deepspeed_z0_llama4l_b2_s2048_ga2.json", "trace_deepspeed_z1_llama4l_b2_s2048_ga2.json",
+    "trace_deepspeed_z2_llama4l_b2_s2048_ga2.json", "trace_deepspeed_z3_llama4l_b2_s2048_ga2.json"]
 
 
 def replay_steps(plan, trace: dict):
     """vramlint's ``deepspeed.initialize``, then the recorded steps; the allocator as the second
-    step leaves it (its peaks are the second step's)."""
+    step leaves it (its peaks are the second step's). The trace holds each ``engine.step()``'s
+    events: a micro-batch, ``gradient_accumulation_steps`` of them an optimizer step."""
     from vramlint.memory import zero
     from vramlint.memory.allocator import CachingAllocator
 
     alloc = CachingAllocator()
     zero.initialize(plan, alloc)
     handles = {}
-    for step in trace["steps"]:
+    per_step = trace.get("ds_config", {}).get("gradient_accumulation_steps", 1)
+    micro_batches = trace["steps"]
+    for start in range(0, len(micro_batches), per_step):
         alloc.reset_peaks()
-        for event in step:
+        for event in (event for micro_batch in micro_batches[start:start + per_step] for event in micro_batch):
             if event[0] == "alloc":     # on the stream the trace tagged it with (ZeRO-3's all-gather, reduce)
                 handles[event[1]] = alloc.malloc(event[2], *event[4:])
             elif event[1] in handles:       # a free of what initialize made: vramlint's own handles
@@ -156,8 +162,8 @@ def replay_steps(plan, trace: dict):
 
 def deepspeed_plan(trace: dict):
     """The measured DeepSpeed run's plan with the trace's model (its config where it records one),
-    layers, sequence, checkpointing, sub-groups, LoRA, overlap_comm, reuse distance and
-    data-parallel ranks (one GPU each)."""
+    layers, sequence, checkpointing, sub-groups, LoRA, overlap_comm, reuse distance, micro-batches
+    a step and data-parallel ranks (one GPU each)."""
     from dataclasses import replace
 
     record = next(r for r in map(json.loads, shared_or_skip(SHARED / "groundtruth" /
@@ -169,7 +175,8 @@ def deepspeed_plan(trace: dict):
     plan = plan_for(dict(record, model=trace["model"], config=config, scenario=scenario))
     zero = trace.get("zero_optimization", {})        # the recorded ZeRO sizes, under the Plan fields they set
     sizes = {field: zero[key] for field, keys in BUFFER_KEYS.items() for key in keys if key in zero}
-    return plan.with_changes(**sizes,sub_group_size=trace.get("sub_group_size", plan.sub_group_size),
+    return plan.with_changes(**sizes, sub_group_size=trace.get("sub_group_size", plan.sub_group_size),
+                             grad_accum=trace.get("ds_config", {}).get("gradient_accumulation_steps", 1),
                              lora_rank=trace.get("lora_rank", 0), overlap_comm=trace.get("overlap_comm", False),
                              max_reuse_distance=trace.get("max_reuse_distance", plan.max_reuse_distance),
                              cluster=replace(plan.cluster, per_node=trace.get("world", 1)))
@@ -189,7 +196,12 @@ def test_vramlint_deepspeed_replay_reaches_the_reserve_of_the_real_op_order(name
     4.08); a tied weight's gradient is a third tensor, the sum; ZeRO-3's reduce-scatter
     concatenates each bucket into a flat buffer on the reduce stream, even on one rank (0.49 GB
     of reserve vramlint did not have; on the measured 16-layer H200 run the under-prediction went
-    from -4.5 % to -2.1 %)."""
+    from -4.5 % to -2.1 %). With two micro-batches a step, ZeRO-0's later one adds into the kept
+    16-bit gradients, ZeRO-1 keeps its 16-bit gradients (the later micro-batch adding into them)
+    and its bucket to the boundary, ZeRO-2's epilogue reduces each one's gradients into
+    ``grads_in_partition`` and releases its buckets, ZeRO-3 adds into its partition in place:
+    replayed with one micro-batch, 1.1 GB (ZeRO-0, ZeRO-2) and 0.1 GB (ZeRO-1) of the real
+    order's reserve were missing."""
     from vramlint.memory import zero
 
     trace = json.loads((DATA / name).read_text())

@@ -12,7 +12,7 @@ from __future__ import annotations
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.states import (deepspeed_states, trainable, trainable_tensors, zero12_grad_partition,
                                     zero3_keep_distance, zero3_kept, zero3_sub_groups)
-from vramlint.memory.timeline import Step
+from vramlint.memory.timeline import REPLAYED_MICRO_BATCHES, Step
 from vramlint.plan import Plan
 
 
@@ -32,7 +32,13 @@ class _DeepSpeedStep(Step):
     def _param_grads(self, modules) -> list[int]:
         if self.plan.zero_stage == 3 or self.plan.offload_optimizer != "none":
             return []       # reduce-scattered into the partition, or streamed to the host
-        return [self.a.malloc(self.width * size) for _, size in modules if size]
+        grads = []
+        for _, size in modules:
+            if size:
+                grads.append(self.a.malloc(self.width * size))
+            if size and self.accumulating:      # a later micro-batch's: AccumulateGrad adds it into .grad
+                self.a.free(grads.pop())
+        return grads
 
     def _gather(self, index: int) -> list[int]:
         """ZeRO-3 all-gathers (or fetches from the host) each module's parameters before use and
@@ -120,7 +126,7 @@ class _ZeroStep(_HookedStep):
     """
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
-        super().__init__(plan, alloc, [])
+        super().__init__(plan, alloc, [], min(plan.grad_accum, REPLAYED_MICRO_BATCHES))
         self.part = -(-trainable(plan) // plan.data_parallel)
         self.bucket: int | None = None
         self.second: int | None = None
@@ -134,10 +140,27 @@ class _ZeroStep(_HookedStep):
         if self.bucket is None:     # setup_buckets: a second buffer with overlap_comm, for the reduction stream
             self.bucket = self.a.malloc(2 * self.plan.reduce_bucket_size)
             self.second = self.a.malloc(2 * self.plan.reduce_bucket_size) if self.plan.overlap_comm else None
-        if self.plan.zero_stage == 1:
-            self.pending.append((grad, size))
-        else:
+        if self.plan.zero_stage == 2:
             self._copy(grad, size)
+        elif self.accumulating:     # AccumulateGrad added it into the .grad ZeRO-1 keeps
+            self.a.free(grad)
+        else:
+            self.pending.append((grad, size))
+
+    def _accumulated(self) -> None:
+        """A micro-batch before the step's last: ZeRO-2's epilogue reduces what is left in the
+        bucket into ``grads_in_partition`` and releases the buckets; ZeRO-1 reduces nothing
+        before the boundary (``allreduce_gradients``), so its gradients and bucket stay."""
+        self._end_of_backward()
+        if self.plan.zero_stage == 2:
+            self._flush()
+            self._release_buckets()
+
+    def _release_buckets(self) -> None:
+        for handle in (self.bucket, self.second):
+            if handle is not None:
+                self.a.free(handle)
+        self.bucket = self.second = None
 
     def _copy(self, grad: int, size: int) -> None:
         if self.filled + size > self.plan.reduce_bucket_size:
@@ -167,10 +190,7 @@ class _ZeroStep(_HookedStep):
             self._copy(grad, size)
         self.pending = []
         self._flush()
-        for handle in (self.bucket, self.second):
-            if handle is not None:
-                a.free(handle)
-        self.bucket = self.second = None
+        self._release_buckets()
         if self.plan.offload_optimizer != "none":      # the CPU optimizer steps on the host
             return
         _norm_upcasts(self.plan, a)
@@ -251,7 +271,7 @@ class _Zero3Step(_HookedStep):
     """
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
-        super().__init__(plan, alloc, [])
+        super().__init__(plan, alloc, [], min(plan.grad_accum, REPLAYED_MICRO_BATCHES))
         self.fetching = plan.offload_param != "none" or plan.data_parallel > 1
         self.kept = zero3_kept(plan.model, zero3_keep_distance(plan))
         self.traced = False
@@ -349,12 +369,17 @@ class _Zero3Step(_HookedStep):
                 self.a.free(handle)
         self.flushed = []
 
-    def optimizer(self, grads: list[int], first: bool) -> None:
-        a = self.a
+    def _accumulated(self) -> None:
+        """The end of a micro-batch's backward: the last bucket reduce-scattered, added into the
+        gradient partition in place (``partition_grads`` past ``micro_step_id`` 0)."""
         self._end_of_backward()
         self._flush()
         self._synchronize()
         self.traced = True
+
+    def optimizer(self, grads: list[int], first: bool) -> None:
+        a = self.a
+        self._accumulated()
         if self.plan.offload_optimizer != "none":
             return
         _norm_upcasts(self.plan, a)
@@ -428,7 +453,7 @@ def initialize(plan: Plan, alloc: CachingAllocator) -> Step:
         _zero3_init(plan, alloc)
         return _Zero3Step(plan, alloc)
     _deepspeed_persistent(plan, alloc)
-    return _DeepSpeedStep(plan, alloc, [])
+    return _DeepSpeedStep(plan, alloc, [], min(plan.grad_accum, REPLAYED_MICRO_BATCHES) if plan.zero_stage == 0 else 1)
 
 
 def simulate_deepspeed(plan: Plan) -> Peaks:
