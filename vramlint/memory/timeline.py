@@ -36,6 +36,10 @@ SUBLAYER = {"attention": 0, "small": 0, "mlp": 1, "experts": 1, "router": 1}   #
 REPLAYED_MICRO_BATCHES = 3
 
 
+def replayed_micro_batches(plan: Plan) -> int:
+    return min(plan.grad_accum, REPLAYED_MICRO_BATCHES)
+
+
 def by_sublayer(tensors) -> list[list[tuple[str, int]]]:
     """A layer's (group, size) parameter tensors split into the attention's and the MLP's."""
     parts: list[list[tuple[str, int]]] = [[], []]
@@ -241,7 +245,7 @@ def simulate_training(plan: Plan) -> Peaks:
     alloc = CachingAllocator()
     load_weights(plan, alloc, DTYPE_BYTES[plan.weights_dtype or "bfloat16"])
     trained = trainable_tensors(plan)
-    step = Step(plan, alloc, trained, min(plan.grad_accum, REPLAYED_MICRO_BATCHES))
+    step = Step(plan, alloc, trained, replayed_micro_batches(plan))
     for size in trained if plan.lora_rank else []:      # get_peft_model: each adapter's A and B
         alloc.malloc(step.state_bytes * size)
     for size in ddp_buckets(plan):          # DistributedDataParallel(model): the Reducer's buckets

@@ -12,7 +12,7 @@ from __future__ import annotations
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.states import (deepspeed_states, trainable, trainable_tensors, zero12_grad_partition,
                                     zero3_keep_distance, zero3_kept, zero3_sub_groups)
-from vramlint.memory.timeline import REPLAYED_MICRO_BATCHES, Step
+from vramlint.memory.timeline import Step, replayed_micro_batches
 from vramlint.plan import Plan
 
 
@@ -34,9 +34,10 @@ class _DeepSpeedStep(Step):
             return []       # reduce-scattered into the partition, or streamed to the host
         grads = []
         for _, size in modules:
-            if size:
-                grads.append(self.a.malloc(self.width * size))
-            if size and self.accumulating:      # a later micro-batch's: AccumulateGrad adds it into .grad
+            if not size:
+                continue
+            grads.append(self.a.malloc(self.width * size))
+            if self.accumulating:       # a later micro-batch's: AccumulateGrad adds it into .grad
                 self.a.free(grads.pop())
         return grads
 
@@ -126,7 +127,7 @@ class _ZeroStep(_HookedStep):
     """
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
-        super().__init__(plan, alloc, [], min(plan.grad_accum, REPLAYED_MICRO_BATCHES))
+        super().__init__(plan, alloc, [], replayed_micro_batches(plan))
         self.part = -(-trainable(plan) // plan.data_parallel)
         self.bucket: int | None = None
         self.second: int | None = None
@@ -271,7 +272,7 @@ class _Zero3Step(_HookedStep):
     """
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
-        super().__init__(plan, alloc, [], min(plan.grad_accum, REPLAYED_MICRO_BATCHES))
+        super().__init__(plan, alloc, [], replayed_micro_batches(plan))
         self.fetching = plan.offload_param != "none" or plan.data_parallel > 1
         self.kept = zero3_kept(plan.model, zero3_keep_distance(plan))
         self.traced = False
@@ -453,7 +454,8 @@ def initialize(plan: Plan, alloc: CachingAllocator) -> Step:
         _zero3_init(plan, alloc)
         return _Zero3Step(plan, alloc)
     _deepspeed_persistent(plan, alloc)
-    return _DeepSpeedStep(plan, alloc, [], min(plan.grad_accum, REPLAYED_MICRO_BATCHES) if plan.zero_stage == 0 else 1)
+    # ZeRO-0's later micro-batches add into .grad (recorded); fp32 ZeRO-1..3 replay one (not recorded)
+    return _DeepSpeedStep(plan, alloc, [], replayed_micro_batches(plan) if plan.zero_stage == 0 else 1)
 
 
 def simulate_deepspeed(plan: Plan) -> Peaks:
