@@ -22,9 +22,10 @@ aten op or FSDP's own; stream: 1 all-gather, 2 reduce-scatter, absent for the de
 ``--fsdp1``: FSDP1 instead, as Accelerate's ``prepare_model`` wraps it (flat parameters,
 transformer-layer auto wrap, ``MixedPrecision`` bf16, BACKWARD_PRE, ``use_orig_params``).
 ``--lora R``: PEFT's LoRA on all linears of a bf16 base (FSDP2), the adapters upcast to fp32 as
-Accelerate does with what needs grads, the optimizer over the adapters. ``--accumulate``: the
-first step is a micro-batch under ``no_sync`` (gradient accumulation as the HF Trainer runs it),
-no optimizer step; the second syncs and steps.
+Accelerate does with what needs grads, the optimizer over the adapters. ``--accumulate``: two
+micro-batches a step (gradient accumulation as the HF Trainer runs it), the first under
+``no_sync`` and without an optimizer step, the second synced and stepped; two such steps, each
+micro-batch's events apart.
 
     python dev/trace_fsdp.py llama-3.2-1b 1 2048 --layers 4 --world 2 [--no-gc] [--shard-grad-op] [--untied] \
         [--fsdp1] [--lora R] [--accumulate] > trace.json
@@ -264,9 +265,9 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
     marks = []
     with tempfile.TemporaryDirectory() as folder:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            for index in range(2):
-                marks.append(torch.empty(MARK, dtype=torch.uint8))     # where each step starts
-                held_back = accumulate and index == 0      # the HF Trainer's first micro-batch: no_sync
+            for index in range(4 if accumulate else 2):
+                marks.append(torch.empty(MARK, dtype=torch.uint8))     # where each micro-batch starts
+                held_back = accumulate and index % 2 == 0      # the HF Trainer's first micro-batch: no_sync
                 with _no_sync(model, version) if held_back else contextlib.nullcontext():
                     loss = model(input_ids=tokens, labels=tokens).loss
                     loss.backward()
@@ -278,7 +279,7 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
         thread = threading.get_native_id()
         events = _events(str(Path(folder, "trace.json")), thread)
     starts = [i for i, (_, nbytes, _, _) in enumerate(events) if nbytes == MARK]
-    assert len(starts) == 2, starts
+    assert len(starts) == len(marks), starts
     dist.destroy_process_group()
     return {"model": name, "layers": layers, "world": world, "version": version, "strategy": strategy, "tied": tied,
             "lora_rank": lora, **({"accumulate": True} if accumulate else {}),
@@ -286,7 +287,7 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
             "seq": seq, "checkpointing": checkpointing, "after_init": after_init,
             "config": {**config.to_diff_dict(), "model_type": model_type},
             "source": f"torch {torch.__version__} FSDP{version} (CPU, gloo), as accelerate 1.15 prepares it",
-            "steps": _as_steps([events[starts[0] + 1:starts[1]], events[starts[1] + 1:]])}
+            "steps": _as_steps([events[start + 1:end] for start, end in zip(starts, starts[1:] + [len(events)])])}
 
 
 def main() -> None:

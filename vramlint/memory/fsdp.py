@@ -29,7 +29,7 @@ from __future__ import annotations
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.states import (fsdp_shard_count, fsdp_stage, fsdp_states, fsdp_tail_holds_embedding,
                                     fsdp_tail_unit, lora_tensors)
-from vramlint.memory.timeline import Step
+from vramlint.memory.timeline import Step, replayed_micro_batches
 from vramlint.plan import Plan
 
 
@@ -41,7 +41,9 @@ class FsdpStep(Step):
     reduce-scattered into fp32 shards at each unit's post-backward."""
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
-        super().__init__(plan, alloc, [])
+        # FSDP2's micro-batches replayed (recorded); FSDP1's one (recorded too, but its second step's
+        # reserve under no_sync is 1.2 GB over the replay's either way: docs/memory-model.md)
+        super().__init__(plan, alloc, [], replayed_micro_batches(plan) if plan.fsdp_version == 2 else 1)
         self.n = fsdp_shard_count(plan)
         self.c_b = 4 if plan.precision == "fp32" else 2
         self.fsdp2 = plan.fsdp_version == 2
@@ -57,6 +59,7 @@ class FsdpStep(Step):
         self.tail: list[int] = []               # the unit that holds lm_head, while unsharded
         self.tail_grads: list[int] = []         # its gradients, kept to its post-backward
         self.layer_grads: list[int] = []        # the current layer's unsharded gradients
+        self.accumulated: dict[object, list[int]] = {}    # no_sync: each unit's unsharded gradients
 
     # units ---------------------------------------------------------------------------------
     def _unshard(self, sizes: list[int]) -> list[int]:
@@ -77,15 +80,25 @@ class FsdpStep(Step):
         self.all_gather = out
         return params
 
-    def _post_backward(self, params: list[int], grads: list[int], trained: int) -> None:
+    def _post_backward(self, unit: object, params: list[int], grads: list[int], trained: int) -> None:
         """A unit's parameters resharded (FSDP1: once its flat gradient is made), its gradients
-        reduce-scattered into an fp32 shard."""
+        reduce-scattered into an fp32 shard. Under ``no_sync`` (a micro-batch before the step's
+        last) FSDP2 keeps each parameter's unsharded gradient instead
+        (``unsharded_accumulated_grad``); a later micro-batch's are added into them and freed, and
+        the step's last micro-batch reduce-scatters the sum."""
         a = self.a
         if self.fsdp2 or not trained:
             for handle in params:
                 a.free(handle)
             params = []
         if not trained:
+            return
+        if unit in self.accumulated:
+            for handle in grads:
+                a.free(handle)
+            grads = self.accumulated.pop(unit)
+        if not self.syncing:
+            self.accumulated[unit] = grads
             return
         shard = -(-trained // self.n)
         if self.fsdp2:
@@ -137,7 +150,7 @@ class FsdpStep(Step):
                 trained = sum(size for _, size in lora_tensors(self.m.layers[index], self.plan))
             elif self.plan.lora_rank:       # FSDP1: the flat parameter's gradient, frozen parameters included
                 self.layer_grads.append(self.a.malloc(self.c_b * trained))
-            self._post_backward(gathered, self.layer_grads, trained)
+            self._post_backward(index, gathered, self.layer_grads, trained)
             self.layer_grads = []
 
     # forward, loss, backward ---------------------------------------------------------------
@@ -172,7 +185,7 @@ class FsdpStep(Step):
         elements are left out.)"""
         for group, size in modules:
             if group == "head" and not self.root_first:
-                self._post_backward(self.tail, [self.a.malloc(self.c_b * size)], sum(self.tail_sizes))
+                self._post_backward("tail", self.tail, [self.a.malloc(self.c_b * size)], sum(self.tail_sizes))
                 self.tail = []
             elif group in ("head", "embedding") and self.root_first:
                 self.tail_grads.append(self.a.malloc(self.c_b * size))
@@ -186,7 +199,7 @@ class FsdpStep(Step):
         """An untied embedding's unit, gathered again for its backward and reduce-scattered."""
         size = self.m.embedding_params
         params = self._unshard([size])
-        self._post_backward(params, [self.a.malloc(self.c_b * size)], size)
+        self._post_backward("embedding", params, [self.a.malloc(self.c_b * size)], size)
 
     def _tied_embedding_grad(self) -> None:
         """The embedding's dense gradient, summed with lm_head's into a third tensor."""
@@ -197,15 +210,21 @@ class FsdpStep(Step):
             a.free(handle)
         self.tail_grads = [total]
 
-    def optimizer(self, grads: list[int], first: bool) -> None:
+    def _accumulated(self) -> None:
+        """The end of backward: the unit with the embedding (or LoRA's frozen tail) is resharded
+        last; the last all-gather and reduce-scatter buffers are released."""
         a = self.a
-        if self.tail:           # the unit with the embedding (or LoRA's frozen tail) is resharded last
-            self._post_backward(self.tail, self.tail_grads, sum(self.tail_sizes) if self.tail_grads else 0)
+        if self.tail:
+            self._post_backward("tail", self.tail, self.tail_grads, sum(self.tail_sizes) if self.tail_grads else 0)
         self.tail, self.tail_grads = [], []
         for handle in (self.all_gather, self.reduce_scatter):
             if handle is not None:
                 a.free(handle)
         self.all_gather = self.reduce_scatter = None
+
+    def optimizer(self, grads: list[int], first: bool) -> None:
+        a = self.a
+        self._accumulated()
         if self.offload:
             return
         shards = [-(-size // self.n) for size in self._trained_sizes()]     # one DTensor shard per parameter

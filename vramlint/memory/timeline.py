@@ -63,11 +63,13 @@ class Step:
         self.state_bytes = 4 if plan.lora_rank else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
         self.states: list[int] = []
         self.accumulating = False       # a later micro-batch: gradients add into the first one's
+        self.syncing = True             # the step's last micro-batch (the others run under no_sync)
 
     def run(self, first: bool) -> None:
         grads: list[int] = []
         for micro_batch in range(self.micro_batches):
             self.accumulating = micro_batch > 0
+            self.syncing = micro_batch == self.micro_batches - 1
             size = act.attention_masks(self.plan, self.w.r)      # alive through forward and backward
             masks = self.a.malloc(size) if size else None
             kept, inputs, casts, residual = self.forward()
