@@ -210,7 +210,7 @@ class FsdpStep(Step):
             a.free(handle)
         self.tail_grads = [total]
 
-    def _accumulated(self) -> None:
+    def _end_of_micro_batch(self) -> None:
         """The end of backward: the unit with the embedding (or LoRA's frozen tail) is resharded
         last; the last all-gather and reduce-scatter buffers are released."""
         a = self.a
@@ -224,7 +224,7 @@ class FsdpStep(Step):
 
     def optimizer(self, grads: list[int], first: bool) -> None:
         a = self.a
-        self._accumulated()
+        self._end_of_micro_batch()
         if self.offload:
             return
         shards = [-(-size // self.n) for size in self._trained_sizes()]     # one DTensor shard per parameter

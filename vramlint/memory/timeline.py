@@ -50,8 +50,9 @@ def by_sublayer(tensors) -> list[list[tuple[str, int]]]:
 
 class Step:
     """One training step of the torch runtime, replayed into an allocator: ``micro_batches``
-    forward and backward passes, then the optimizer. The DeepSpeed and FSDP replays subclass it
-    with one micro-batch (what they do with the gradients of later ones is their own)."""
+    forward and backward passes, then the optimizer. The DeepSpeed and FSDP replays subclass it,
+    each doing with a micro-batch's gradients what its runtime does (``_param_grads``,
+    ``_end_of_micro_batch``)."""
 
     def __init__(self, plan: Plan, alloc: CachingAllocator, trained: list[int], micro_batches: int = 1) -> None:
         self.plan, self.a = plan, alloc
@@ -78,12 +79,13 @@ class Step:
             if masks is not None:
                 self.a.free(masks)
             if micro_batch < self.micro_batches - 1:
-                self._accumulated()
+                self._end_of_micro_batch()
         self.optimizer(grads, first)
 
-    def _accumulated(self) -> None:
-        """The end of a micro-batch that is not the step's last: plain PyTorch has nothing to do
-        (AccumulateGrad already added into ``.grad``); ZeRO reduces what it holds."""
+    def _end_of_micro_batch(self) -> None:
+        """The end of a micro-batch's backward, before the next micro-batch of the step: plain
+        PyTorch has nothing to do (AccumulateGrad already added into ``.grad``); ZeRO reduces what
+        it holds, FSDP finishes its last units. (ZeRO-3 and FSDP run theirs at the step's end too.)"""
 
     # forward -------------------------------------------------------------------------------
     def forward(self):

@@ -148,7 +148,7 @@ class _ZeroStep(_HookedStep):
         else:
             self.pending.append((grad, size))
 
-    def _accumulated(self) -> None:
+    def _end_of_micro_batch(self) -> None:
         """A micro-batch before the step's last: ZeRO-2's epilogue reduces what is left in the
         bucket into ``grads_in_partition`` and releases the buckets; ZeRO-1 reduces nothing
         before the boundary (``allreduce_gradients``), so its gradients and bucket stay."""
@@ -370,7 +370,7 @@ class _Zero3Step(_HookedStep):
                 self.a.free(handle)
         self.flushed = []
 
-    def _accumulated(self) -> None:
+    def _end_of_micro_batch(self) -> None:
         """The end of a micro-batch's backward: the last bucket reduce-scattered, added into the
         gradient partition in place (``partition_grads`` past ``micro_step_id`` 0)."""
         self._end_of_backward()
@@ -380,7 +380,7 @@ class _Zero3Step(_HookedStep):
 
     def optimizer(self, grads: list[int], first: bool) -> None:
         a = self.a
-        self._accumulated()
+        self._end_of_micro_batch()
         if self.plan.offload_optimizer != "none":
             return
         _norm_upcasts(self.plan, a)
