@@ -166,8 +166,8 @@ def deepspeed_plan(trace: dict):
     a step and data-parallel ranks (one GPU each)."""
     from dataclasses import replace
 
-    record = next(r for r in map(json.loads, shared_or_skip(SHARED / "groundtruth" /
-                                                             "h200-deepspeed-calibration.jsonl").read_text().splitlines())
+    path = shared_or_skip(SHARED / "groundtruth" / "h200-deepspeed-calibration.jsonl")
+    record = next(r for r in map(json.loads, path.read_text().splitlines())
                   if r["scenario"]["stage"] == trace["stage"] and r["scenario"]["offload"] == "none")
     config = dict(trace.get("config") or record["config"], num_hidden_layers=trace["layers"])
     scenario = dict(record["scenario"], seq=trace["seq"], micro_batch=trace["micro_batch"],
