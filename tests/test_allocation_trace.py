@@ -136,7 +136,8 @@ DEEPSPEED = [f"trace_deepspeed_z{stage}_llama4l_b2_s2048.json" for stage in (0, 
     # two micro-batches a step (--ds gradient_accumulation_steps=2)
     "trace_deepspeed_z0_llama4l_b2_s2048_ga2.json", "trace_deepspeed_z1_llama4l_b2_s2048_ga2.json",
     "trace_deepspeed_z2_llama4l_b2_s2048_ga2.json", "trace_deepspeed_z3_llama4l_b2_s2048_ga2.json",
-    "trace_deepspeed_z3_llama4l_b1_s2048_world2_ga2.json"]      # ZeRO-3 gathering over two ranks
+    "trace_deepspeed_z3_llama4l_b1_s2048_world2_ga2.json",      # ZeRO-3 gathering over two ranks
+    "trace_deepspeed_z2_llama4l_b2_s2048_world2_ga2.json"]      # rank 1's partition, two ranks
 
 
 def replay_steps(plan, trace: dict):
