@@ -104,7 +104,8 @@ def _check(document: Document, result: FileResult, model: ModelShape, cluster: C
         ds = read_deepspeed(document)
         result.findings.extend(check_consistency(ds))
         result.plan = plan_from_deepspeed(ds, model, cluster, flags)
-        result.findings.extend(check_batch(ds, ds.batch_world(result.plan.data_parallel), path))
+        world = ds.batch_world(cluster.world_size, result.plan.tensor_parallel)
+        result.findings.extend(check_batch(ds, world, path))
     elif kind == "accelerate":
         result.findings.extend(check_schema(document, "accelerate"))
         acc = read_accelerate(document)
@@ -145,7 +146,8 @@ def _check_referenced(path: str, referenced: str, acc, result: FileResult, model
         result.findings.append(no_zero_section(str(target)))
     result.findings.extend(check_consistency(ds))
     result.plan = plan_from_deepspeed(ds, model, cluster, replace(flags, precision=precision))
-    result.findings.extend(check_batch(ds, ds.batch_world(result.plan.data_parallel), str(target)))
+    world = ds.batch_world(cluster.world_size, result.plan.tensor_parallel)
+    result.findings.extend(check_batch(ds, world, str(target)))
 
 
 def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:

@@ -7,6 +7,8 @@ point at the file line that set a value or say that a default was assumed.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field, replace
 
 from vramlint.documents import Location
@@ -203,7 +205,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     parallel = _parallel(ds.tensor_parallel, [("sequence_parallel_size", ds.sequence_parallel)], flags.seq_len,
                          origins, notes)
     workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"} | parallel
-    batch_world = ds.batch_world(cluster.world_size // workload.get("tensor_parallel", 1))
+    batch_world = ds.batch_world(cluster.world_size, workload.get("tensor_parallel", 1))
     return Plan(
         **workload,
         **_buffers(ds, model, origins, notes),
@@ -258,9 +260,7 @@ def _parallel(tp: Fact | None, splits: list[tuple[str, Fact]], seq_len: int, ori
         out["tensor_parallel"] = tp.value
         origins["tensor_parallel"] = Origin("file", tp.location)
     named = [(name, fact.value) for name, fact in splits if fact.from_file and fact.value > 1]
-    split = 1
-    for _, value in named:
-        split *= value
+    split = math.prod(value for _, value in named)
     out["seq_len"] = max(1, seq_len // split)
     if split > 1:
         said = " x ".join(f"{name} {value}" for name, value in named)

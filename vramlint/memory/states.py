@@ -192,9 +192,10 @@ def torch_states(plan: Plan) -> States:
 
 def _carried(plan: Plan, size: int, formula: str) -> Component:
     """Gradient accumulation (counted by ``training.moments`` when there is any): from the second
-    micro-batch on, the gradients of the earlier ones are alive through its forward and backward (AccumulateGrad adds into ``.grad``; the HF
-    Trainer and Accelerate skip DDP's all-reduce and FSDP's reduce-scatter with ``no_sync`` until
-    the last micro-batch; DeepSpeed keeps what each stage says)."""
+    micro-batch on, the gradients of the earlier ones are alive through its forward and backward
+    (AccumulateGrad adds into ``.grad``; the HF Trainer and Accelerate skip DDP's all-reduce and
+    FSDP's reduce-scatter with ``no_sync`` until the last micro-batch; DeepSpeed keeps what each
+    stage says)."""
     return Component("accumulated gradients", size, f"{formula}, gradient_accumulation_steps {plan.grad_accum}",
                      "torch AccumulateGrad and no_sync; DeepSpeed 0.19 stage_1_and_2.py; recorded with each "
                      "(tests/test_grad_accum.py)")

@@ -63,14 +63,12 @@ class Step:
         self.trained = trained          # the sizes of the tensors the optimizer holds, in its order
         self.state_bytes = 4 if plan.lora_rank else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
         self.states: list[int] = []
-        self.accumulating = False       # a later micro-batch: gradients add into the first one's
-        self.syncing = True             # the step's last micro-batch (the others run under no_sync)
+        self.micro_batch = 0            # which micro-batch of the step is running
 
     def run(self, first: bool) -> None:
         grads: list[int] = []
         for micro_batch in range(self.micro_batches):
-            self.accumulating = micro_batch > 0
-            self.syncing = micro_batch == self.micro_batches - 1
+            self.micro_batch = micro_batch
             size = act.attention_masks(self.plan, self.w.r)      # alive through forward and backward
             masks = self.a.malloc(size) if size else None
             kept, inputs, casts, residual = self.forward()
@@ -81,6 +79,16 @@ class Step:
             if micro_batch < self.micro_batches - 1:
                 self._end_of_micro_batch()
         self.optimizer(grads, first)
+
+    @property
+    def accumulating(self) -> bool:
+        """A later micro-batch: its gradients add into the first one's."""
+        return self.micro_batch > 0
+
+    @property
+    def syncing(self) -> bool:
+        """The step's last micro-batch (the others run under ``no_sync``)."""
+        return self.micro_batch == self.micro_batches - 1
 
     def _end_of_micro_batch(self) -> None:
         """The end of a micro-batch's backward, before the next micro-batch of the step: plain

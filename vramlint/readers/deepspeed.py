@@ -51,10 +51,11 @@ class DeepSpeedConfig:
     tensor_parallel: Fact = field(default_factory=lambda: Fact(1, None))    # tensor_parallel.autotp_size (AutoTP)
     sequence_parallel: Fact = field(default_factory=lambda: Fact(1, None))  # sequence_parallel_size (Ulysses)
 
-    def batch_world(self, data_parallel: int) -> int:
-        """The world DeepSpeed's batch arithmetic divides by (runtime/config.py): the data-parallel
-        ranks, over Ulysses' sequence-parallel ones (``world / sequence_parallel_size``)."""
-        return max(1, data_parallel // self.sequence_parallel.value)
+    def batch_world(self, world_size: int, tensor_parallel: int) -> int:
+        """The world DeepSpeed's batch arithmetic divides by (runtime/config.py): the ranks that are
+        not tensor-parallel ones, over Ulysses' sequence-parallel ones (``world /
+        sequence_parallel_size``)."""
+        return max(1, world_size // tensor_parallel // self.sequence_parallel.value)
 
 
 # ZeRO sizes (in elements) that size GPU buffers: Plan field -> the zero_optimization keys DeepSpeed
