@@ -91,7 +91,8 @@ def left_by_the_first_micro_batch(name: str) -> tuple[dict, int]:
     return trace, sum(live.values())
 
 
-FSDP_CARRIED = ["trace_fsdp_llama4l_b1_s512_world2_accumulate.json", "trace_fsdp1_llama4l_b1_s512_world2_accumulate.json"]
+FSDP_CARRIED = ["trace_fsdp_llama4l_b1_s512_world2_accumulate.json",
+                "trace_fsdp1_llama4l_b1_s512_world2_accumulate.json"]
 
 
 @pytest.mark.parametrize("name", FSDP_CARRIED)
