@@ -62,8 +62,9 @@ def plan_for(record: dict) -> Plan:
         return Plan(**common, precision="bf16", runtime="deepspeed", zero_stage=sc["stage"], micro_batch=sc["micro_batch"],
                     offload_optimizer=opt, offload_param=par, zero_init=False)
     weights = "float32" if kind == "amp_adamw" else "bfloat16"
+    # measure.py's reset() empties the cache before each step (ds_measure.py does not)
     return Plan(**common, precision="bf16", runtime="torch", weights_dtype=weights, micro_batch=sc["micro_batch"],
-                lora_rank=16 if kind == "lora_bf16" else 0)
+                lora_rank=16 if kind == "lora_bf16" else 0, empty_cache_each_step=True)
 
 
 def setup_text(record: dict) -> str:

@@ -17,6 +17,7 @@ nograd.py). Kernel-internal buffers (cuBLAS workspace) and CUDA streams are not 
     python dev/trace_allocations.py mixtral-mini lora_bf16 4 2048 gc > trace.json  # needs peft
     python dev/trace_allocations.py pythia-1b bf16_adamw 2 2048 gc ga2 > trace.json  # 2 micro-batches a step
     python dev/trace_allocations.py --replay trace.json [--workspaces]   # + cuBLAS's, where best fit puts them
+    python dev/trace_allocations.py --replay trace.json --keep-cache     # no empty_cache between steps
 """
 
 from __future__ import annotations
@@ -94,9 +95,10 @@ CUBLAS_OPS = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten
               "aten._grouped_mm.default"}
 
 
-def replay(trace: dict, workspaces: bool = False) -> list[tuple[int, int]]:
+def replay(trace: dict, workspaces: bool = False, empty_cache: bool = True) -> list[tuple[int, int]]:
     """(peak allocated, peak reserved) of each step, weights loaded first, ``empty_cache`` before
-    each step as measure.py's ``reset()`` does. With ``workspaces`` the GPU's two cuBLAS
+    each step as measure.py's ``reset()`` does (``empty_cache=False``: the cache kept, as a
+    training loop keeps it). With ``workspaces`` the GPU's two cuBLAS
     workspaces are put where best fit would: after the first matmul's output (the forward
     thread's) and after the first one past the loss's backward (the backward thread's); that needs
     a trace with op names."""
@@ -109,7 +111,8 @@ def replay(trace: dict, workspaces: bool = False) -> list[tuple[int, int]]:
     handles, peaks = {}, []
     pending, past_loss = (["forward", "backward"] if workspaces else []), False
     for step, events in enumerate(trace["steps"]):
-        alloc.empty_cache()
+        if empty_cache:
+            alloc.empty_cache()
         alloc.reset_peaks()
         for event in events:
             if event[0] == "free":
@@ -131,7 +134,8 @@ def replay(trace: dict, workspaces: bool = False) -> list[tuple[int, int]]:
 def main() -> None:
     if sys.argv[1] == "--replay":
         trace = json.loads(Path(sys.argv[2]).read_text())
-        for allocated, reserved in replay(trace, workspaces="--workspaces" in sys.argv[3:]):
+        for allocated, reserved in replay(trace, workspaces="--workspaces" in sys.argv[3:],
+                                          empty_cache="--keep-cache" not in sys.argv[3:]):
             print(f"peak allocated {allocated / 1e9:.3f} GB, reserved {reserved / 1e9:.3f} GB")
         return
     warnings.filterwarnings("ignore")

@@ -66,6 +66,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lora-targets", help="all-linear (default) or a list such as q,k,v,o")
     p.add_argument("--lora-dropout", type=_probability, help="PEFT's lora_dropout (default 0, PEFT's default)")
     p.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes)")
+    p.add_argument("--empty-cache-each-step", action="store_true",
+                   help="the training loop calls torch.cuda.empty_cache() before each step (default: it keeps "
+                        "PyTorch's cache, as HF Trainer, Accelerate and DeepSpeed do)")
     p.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], help="attention kernel; auto (default): transformers' default for the model type (SDPA; eager for gpt-oss)")
     p.add_argument("--tp", type=_positive, help="tensor-parallel degree: weights, states, attention/MLP "
                                              "activations and KV split (a file's autotp_size / "

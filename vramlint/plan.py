@@ -85,6 +85,7 @@ class Plan:
     zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
     shard_degree: int = 0          # > 0: the ranks FSDP shards over, as the file says (Accelerate: dp_shard x cp)
     grad_accum: int = 1            # micro-batches per optimizer step: gradients carried from one to the next
+    empty_cache_each_step: bool = False   # the loop calls torch.cuda.empty_cache() before each step
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
     assumptions: tuple[str, ...] = ()
 
@@ -336,6 +337,7 @@ def workload_from_flags(flags: dict) -> dict:
             "lora_rank": flags.get("lora_rank") or (16 if flags.get("load_in_4bit") else 0), "lora_targets": targets,
             "lora_dropout": flags.get("lora_dropout") or 0.0,
             "load_in_4bit": bool(flags.get("load_in_4bit")), "tensor_parallel": flags.get("tp") or 1,
+            "empty_cache_each_step": bool(flags.get("empty_cache_each_step")),
             **({"weights_dtype": flags["weights_dtype"]} if flags.get("weights_dtype") else {})}
 
 
@@ -385,6 +387,9 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
         notes.append(f"attention kernel: {kernel}, transformers' default for {model.model_type or 'the model'}"
                      + (" (every b·heads·s² score kept); --attn flash_attention_2 to model FlashAttention"
                         if kernel == "eager" else " (no s² scores); --attn eager to model eager attention"))
+    if not infer and not flags.get("empty_cache_each_step"):
+        notes.append("the training loop keeps PyTorch's cache between steps, as HF Trainer and Accelerate do "
+                     "(--empty-cache-each-step if it calls torch.cuda.empty_cache() before each step)")
     batch = flags.get("batch") if infer and flags.get("batch") else flags.get("micro_batch") or 1
     return Plan(model=model, cluster=cluster, precision=precision, mode="infer" if infer else "train",
                 runtime=runtime, weights_dtype=weights,

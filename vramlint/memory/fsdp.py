@@ -29,7 +29,7 @@ from __future__ import annotations
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.states import (fsdp_shard_count, fsdp_stage, fsdp_states, fsdp_tail_holds_embedding,
                                     fsdp_tail_unit, lora_tensors)
-from vramlint.memory.timeline import Step, replayed_micro_batches
+from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
 
 
@@ -250,6 +250,6 @@ def simulate_fsdp(plan: Plan) -> Peaks:
             alloc.malloc(component.bytes)
     step = FsdpStep(plan, alloc)
     step.run(first=True)
-    alloc.reset_peaks()
+    between_steps(plan, alloc)
     step.run(first=False)
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)

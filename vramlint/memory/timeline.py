@@ -8,8 +8,8 @@ layer the MLP's backward before the attention's, each sublayer's gradients appea
 kept tensors are released (the order dev/trace_allocations.py records) — then
 ``optimizer.step()``, which on the first step creates Adam's m and v inside whatever blocks
 backward left cached, and
-``zero_grad(set_to_none=True)``. Two steps are replayed with ``empty_cache`` between them, as the
-calibration runs did, and the second step's peaks are reported. Under (non-reentrant) gradient
+``zero_grad(set_to_none=True)``. Two steps are replayed, the cache kept between them as a training
+loop keeps it (``between_steps``), and the second step's peaks are reported. Under (non-reentrant) gradient
 checkpointing the forward keeps nothing but each layer's input, so it runs op by op like a
 no_grad forward (``nograd.forward_layer``), and backward re-materialises one layer's kept tensors
 at a time.
@@ -251,9 +251,21 @@ class Step:
             a.free(handle)
 
 
+def between_steps(plan: Plan, alloc: CachingAllocator) -> None:
+    """From the first replayed step to the second, whose peaks are reported. A training loop does
+    not empty PyTorch's cache (HF Trainer, Accelerate and DeepSpeed do not by default), so what the
+    first step reserved stays reserved and the second reaches its peak on top of it: the loop's
+    steady state, which nvidia-smi shows for the rest of the run. A loop that calls
+    ``torch.cuda.empty_cache()`` before each step (``plan.empty_cache_each_step``; the calibration
+    runs of measure.py did) gets back every segment that holds nothing by then."""
+    if plan.empty_cache_each_step:
+        alloc.empty_cache()
+    alloc.reset_peaks()
+
+
 def simulate_training(plan: Plan) -> Peaks:
     """Torch-runtime training: weights loaded (with LoRA, then PEFT's adapters on top), two
-    steps, peaks of the second (as measured)."""
+    steps, peaks of the second."""
     alloc = CachingAllocator()
     load_weights(plan, alloc, DTYPE_BYTES[plan.weights_dtype or "bfloat16"])
     trained = trainable_tensors(plan)
@@ -263,7 +275,6 @@ def simulate_training(plan: Plan) -> Peaks:
     for size in ddp_buckets(plan):          # DistributedDataParallel(model): the Reducer's buckets
         alloc.malloc(size)
     step.run(first=True)
-    alloc.empty_cache()
-    alloc.reset_peaks()
+    between_steps(plan, alloc)
     step.run(first=False)
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)

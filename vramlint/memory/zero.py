@@ -3,8 +3,8 @@
 ``_ZeroStep`` is ZeRO-1/2 (``runtime/zero/stage_1_and_2.py``), ``_Zero3Step`` ZeRO-3
 (``runtime/zero/stage3.py``, ``partitioned_param_coordinator.py``) with its all-gather and
 reduce streams, each a pool of its own in the allocator model; ``_DeepSpeedStep`` ZeRO-0 and
-fp32 runs. Two steps, no ``empty_cache`` between them (as the calibration ran), the second's peaks
-reported: ZeRO-3's coordinator has traced the module order by then.
+fp32 runs. Two steps (``timeline.between_steps``), the second's peaks reported: ZeRO-3's
+coordinator has traced the module order by then.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.states import (deepspeed_states, trainable, trainable_tensors, zero12_grad_partition,
                                     zero3_keep_distance, zero3_kept, zero3_sub_groups)
-from vramlint.memory.timeline import Step, replayed_micro_batches
+from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
 
 
@@ -462,6 +462,6 @@ def simulate_deepspeed(plan: Plan) -> Peaks:
     alloc = CachingAllocator()
     step = initialize(plan, alloc)
     step.run(first=True)
-    alloc.reset_peaks()      # no empty_cache between steps; step 2 is the steady state (ZeRO-3 has traced)
+    between_steps(plan, alloc)
     step.run(first=False)
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)
