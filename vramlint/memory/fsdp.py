@@ -41,9 +41,8 @@ class FsdpStep(Step):
     reduce-scattered into fp32 shards at each unit's post-backward."""
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
-        # FSDP2's micro-batches replayed (recorded); FSDP1's one (recorded too, but its second step's
-        # reserve under no_sync is 1.2 GB over the replay's either way: docs/memory-model.md)
-        super().__init__(plan, alloc, [], replayed_micro_batches(plan) if plan.fsdp_version == 2 else 1)
+        super().__init__(plan, alloc, [], replayed_micro_batches(plan))
+        self.outputs_to_fp32 = plan.precision != "fp32"        # Accelerate prepares FSDP models
         self.n = fsdp_shard_count(plan)
         self.c_b = 4 if plan.precision == "fp32" else 2
         self.fsdp2 = plan.fsdp_version == 2
@@ -83,9 +82,11 @@ class FsdpStep(Step):
     def _post_backward(self, unit: object, params: list[int], grads: list[int], trained: int) -> None:
         """A unit's parameters resharded (FSDP1: once its flat gradient is made), its gradients
         reduce-scattered into an fp32 shard. Under ``no_sync`` (a micro-batch before the step's
-        last) FSDP2 keeps each parameter's unsharded gradient instead
-        (``unsharded_accumulated_grad``); a later micro-batch's are added into them and freed, and
-        the step's last micro-batch reduce-scatters the sum."""
+        last) nothing is reduced: FSDP2 keeps each parameter's unsharded gradient
+        (``unsharded_accumulated_grad``), a later micro-batch's are added into them and freed, and
+        the step's last micro-batch reduce-scatters the sum; FSDP1 keeps the unit's unsharded flat
+        gradient, makes a new one in each later micro-batch, adds the kept one into it and frees
+        it once reduced (recorded, ``dev/trace_fsdp.py --accumulate``)."""
         a = self.a
         if self.fsdp2 or not trained:
             for handle in params:
@@ -93,11 +94,12 @@ class FsdpStep(Step):
             params = []
         if not trained:
             return
-        if unit in self.accumulated:
+        kept = self.accumulated.pop(unit, [])
+        if self.fsdp2 and kept:
             for handle in grads:
                 a.free(handle)
-            grads = self.accumulated.pop(unit)
-        if not self.syncing:
+            grads, kept = kept, []
+        if self.fsdp2 and not self.syncing:
             self.accumulated[unit] = grads
             return
         shard = -(-trained // self.n)
@@ -110,12 +112,15 @@ class FsdpStep(Step):
             flat = a.malloc(self.c_b * trained)
         for handle in grads + params:
             a.free(handle)
+        if not self.syncing:
+            self.accumulated[unit] = [flat]
+            return
         out = a.malloc(self.c_b * shard, REDUCE)
         if not self.offload:
             self.shard_grads.append(a.malloc(4 * shard, REDUCE))
         a.free(out)
-        if flat is not None:
-            a.free(flat)
+        for handle in kept + ([flat] if flat is not None else []):
+            a.free(handle)
 
     def _layer_sizes(self, index: int) -> list[int]:
         return [size for _, size in self.m.layers[index].parameter_tensors]
@@ -242,12 +247,32 @@ class FsdpStep(Step):
         return list(self.m.tensor_sizes)
 
 
+def _fsdp1_lazy_init(plan: Plan, alloc: CachingAllocator) -> None:
+    """FSDP1's lazy initialisation, at the first forward (``FlatParamHandle.init_flat_param_attributes``,
+    root unit first, then the layers): each unit's low-precision shard (``_mp_shard``), its padded
+    unsharded flat parameter (``_full_param_padded``) and, under mixed precision, the full-precision
+    one (``_full_prec_full_param_padded``) are allocated and their storage freed at once. What is
+    left is cached segments the size of the largest unit, up to 4 B x its elements — which the fp32
+    logits later reuse (recorded, dev/trace_fsdp.py)."""
+    n, mixed = fsdp_shard_count(plan), plan.precision != "fp32"
+    units = [sum(fsdp_tail_unit(plan))] + [sum(size for _, size in layer.parameter_tensors) for layer in plan.model.layers]
+    for total in units:
+        shard = -(-total // n)
+        sizes = [2 * shard] if mixed else []
+        if n > 1:
+            sizes += [(2 if mixed else 4) * n * shard] + ([4 * n * shard] if mixed else [])
+        for size in sizes:
+            alloc.free(alloc.malloc(size))
+
+
 def simulate_fsdp(plan: Plan) -> Peaks:
     """The fp32 shards at rest, two steps, the second's peaks (Adam's states from the first)."""
     alloc = CachingAllocator()
     for component in fsdp_states(plan).resting:
         if component.bytes and component.name == "parameter shards":
             alloc.malloc(component.bytes)
+    if plan.fsdp_version == 1:
+        _fsdp1_lazy_init(plan, alloc)
     step = FsdpStep(plan, alloc)
     step.run(first=True)
     between_steps(plan, alloc)

@@ -149,6 +149,10 @@ class Step:
         return [[self.a.malloc(2 * size) for group, size in part if group in CAST_GROUPS]
                 for part in by_sublayer(layer.parameter_tensors)]
 
+    # Accelerate's ``prepare_model`` under mixed precision (``native_amp``) wraps the forward in
+    # ``convert_outputs_to_fp32``: the returned logits get an fp32 copy (recorded under FSDP)
+    outputs_to_fp32 = False
+
     def loss(self, kept):
         a, m, tokens = self.a, self.m, self.tokens
         logits = tokens * m.vocab_size   # gathered on every TP rank (training._logits)
@@ -159,7 +163,10 @@ class Step:
         upcast = a.malloc(4 * logits)
         lsm = a.malloc(4 * logits)
         a.free(upcast)
+        converted = a.malloc(4 * logits) if self.outputs_to_fp32 else None
         a.free(bf16)
+        if converted is not None:           # dies with the outputs, once the loss is taken
+            a.free(converted)
         if lm_cast is not None:
             head.append(lm_cast)
         return head + extra, lsm
