@@ -42,7 +42,6 @@ class FsdpStep(Step):
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
         super().__init__(plan, alloc, [], replayed_micro_batches(plan))
-        self.outputs_to_fp32 = plan.precision != "fp32"        # Accelerate prepares FSDP models
         self.n = fsdp_shard_count(plan)
         self.c_b = 4 if plan.precision == "fp32" else 2
         self.fsdp2 = plan.fsdp_version == 2

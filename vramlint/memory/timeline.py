@@ -149,9 +149,15 @@ class Step:
         return [[self.a.malloc(2 * size) for group, size in part if group in CAST_GROUPS]
                 for part in by_sublayer(layer.parameter_tensors)]
 
-    # Accelerate's ``prepare_model`` under mixed precision (``native_amp``) wraps the forward in
-    # ``convert_outputs_to_fp32``: the returned logits get an fp32 copy (recorded under FSDP)
-    outputs_to_fp32 = False
+    @property
+    def outputs_to_fp32(self) -> bool:
+        """Accelerate's ``prepare_model`` under mixed precision (``native_amp``: every runtime but
+        DeepSpeed) wraps the forward in ``convert_outputs_to_fp32``, so the logits it returns get
+        an fp32 copy that lives until the outputs die, once the loss is taken (recorded under FSDP,
+        whose plans are Accelerate's; a plain ``torch.autocast`` script has none)."""
+        plan = self.plan
+        return plan.precision != "fp32" and (plan.runtime == "fsdp" or
+                                             (plan.runtime == "torch" and plan.source == "accelerate"))
 
     def loss(self, kept):
         a, m, tokens = self.a, self.m, self.tokens
