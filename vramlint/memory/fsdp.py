@@ -254,7 +254,8 @@ def _fsdp1_lazy_init(plan: Plan, alloc: CachingAllocator) -> None:
     left is cached segments the size of the largest unit, up to 4 B x its elements — which the fp32
     logits later reuse (recorded, dev/trace_fsdp.py)."""
     n, mixed = fsdp_shard_count(plan), plan.precision != "fp32"
-    units = [sum(fsdp_tail_unit(plan))] + [sum(size for _, size in layer.parameter_tensors) for layer in plan.model.layers]
+    units = [sum(fsdp_tail_unit(plan))] + [sum(size for _, size in layer.parameter_tensors)
+                                           for layer in plan.model.layers]
     for total in units:
         shard = -(-total // n)
         sizes = [2 * shard] if mixed else []

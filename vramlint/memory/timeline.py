@@ -7,12 +7,11 @@ transformers: forward layer by layer, the loss, backward layer by layer in rever
 layer the MLP's backward before the attention's, each sublayer's gradients appearing as its
 kept tensors are released (the order dev/trace_allocations.py records) — then
 ``optimizer.step()``, which on the first step creates Adam's m and v inside whatever blocks
-backward left cached, and
-``zero_grad(set_to_none=True)``. Two steps are replayed, the cache kept between them as a training
-loop keeps it (``between_steps``), and the second step's peaks are reported. Under (non-reentrant) gradient
-checkpointing the forward keeps nothing but each layer's input, so it runs op by op like a
-no_grad forward (``nograd.forward_layer``), and backward re-materialises one layer's kept tensors
-at a time.
+backward left cached, and ``zero_grad(set_to_none=True)``. Two steps are replayed, the cache kept
+between them as a training loop keeps it (``between_steps``), and the second step's peaks are
+reported. Under (non-reentrant) gradient checkpointing the forward keeps nothing but each layer's
+input, so it runs op by op like a no_grad forward (``nograd.forward_layer``), and backward
+re-materialises one layer's kept tensors at a time.
 
 This module holds the plain-PyTorch step; FSDP's replay lives in ``fsdp.py``, DeepSpeed's in
 ``zero.py``, the op-by-op forward and the inference prefill in ``nograd.py``.
