@@ -71,6 +71,25 @@ def test_max_model_len_beyond_the_kv_cache_is_refused_with_vllms_words(capsys, t
     assert code == 0
 
 
+@pytest.mark.parametrize("length", [131072, 16384])
+def test_each_change_the_hint_names_lets_vllm_start(capsys, tmp_path, length):
+    """Llama-3.1-70B on two H100s leaves 1.56 GiB for the KV cache: 131072 tokens need 20 GiB, which
+    only a larger TP gives; 16384 need 2.5 GiB, which an fp8 KV cache or a higher
+    gpu-memory-utilization give too. Every change the hint names, written into the file, passes."""
+    base = f"model: meta-llama/Llama-3.1-70B\ntensor-parallel-size: 2\nmax-model-len: {length}\n"
+    code, out = check(capsys, tmp_path, base + "gpu-memory-utilization: 0.9\n")
+    hint = next(f for f in out["findings"] if f["code"] == "VL402")["hint"]
+    changes = [part.split(" (")[0] for part in hint.replace(" or ", ", ").split(", ")]
+    assert code == 1 and "tensor-parallel-size: 4" in changes
+    assert ("kv-cache-dtype: fp8" in changes) == (length == 16384)
+    for change in changes:
+        key = change.split(":")[0]
+        text = "\n".join(line for line in (base + "gpu-memory-utilization: 0.9\n").splitlines()
+                         if not line.startswith(key + ":")) + f"\n{change}\n"
+        code, out = check(capsys, tmp_path, text, gpus="4xH100")
+        assert code == 0, (change, out["findings"])
+
+
 def test_max_model_len_beyond_the_model(capsys, tmp_path):
     code, out = check(capsys, tmp_path, "model: meta-llama/Llama-2-7b-hf\nmax_model_len: 8192\n")
     assert code == 1 and out["findings"][0]["code"] == "VL401" and "max_position_embeddings=4096" in out["findings"][0]["message"]

@@ -20,7 +20,7 @@ published vLLM 0.19 H100 logs in shared/groundtruth this lands within a few hund
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramlint.memory.components import Component
 from vramlint.memory.weights import weight_bytes
@@ -162,3 +162,34 @@ def serving_estimate(s: Serving) -> ServingEstimate:
                    if not s.kv_cache_memory_bytes else "kv_cache_memory_bytes", SOURCE)
     return ServingEstimate(parts + (kv,), requested, budget, per_token, tokens, kv_needed(s, s.context_len),
                            _max_len(s, max(budget, 0)))
+
+
+def starts(s: Serving) -> bool:
+    """Whether vLLM would start: memory left for the KV cache, and one request of max_model_len in it."""
+    est = serving_estimate(s)
+    return est.kv_budget > 0 and est.needed <= est.kv_budget
+
+
+MOST_TP = 16      # two nodes of 8: beyond that a model is served with pipeline parallelism too
+
+
+def smallest_tp(s: Serving) -> int | None:
+    """The smallest tensor_parallel_size above the file's that divides the attention heads (vLLM
+    refuses any other) and at which vLLM would start, up to ``MOST_TP``; None if none does."""
+    heads = s.model.layers[0].attention.num_heads if s.model.layers else 0
+    return next((tp for tp in range(s.tp + 1, MOST_TP + 1)
+                 if heads and heads % tp == 0 and starts(replace(s, tp=tp))), None)
+
+
+def fits_fp8_kv(s: Serving) -> bool:
+    """Whether an fp8 KV cache (half of a 16-bit one's bytes) would let vLLM start."""
+    return s.kv_bytes > 1 and starts(replace(s, kv_cache_dtype="fp8"))
+
+
+def smallest_utilization(s: Serving, most: float = 0.95) -> float | None:
+    """The lowest gpu_memory_utilization, in hundredths up to ``most``, at which vLLM would start
+    (None if even ``most`` is not enough, or kv_cache_memory_bytes fixes the budget)."""
+    if s.kv_cache_memory_bytes:
+        return None
+    return next((u / 100 for u in range(round(s.utilization * 100) + 1, round(most * 100) + 1)
+                 if starts(replace(s, utilization=u / 100))), None)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
-from vramlint.memory.serving import Serving, ServingEstimate
+from vramlint.memory.serving import Serving, ServingEstimate, fits_fp8_kv, smallest_tp, smallest_utilization
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS
 from vramlint.units import GiB
@@ -49,15 +49,29 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       f"No available memory for the cache blocks: weights and activations need "
                       f"{(est.requested - est.kv_budget) / GiB:.2f} GiB of the {est.requested / GiB:.2f} GiB that "
                       f"gpu_memory_utilization {serving.utilization} allows per GPU",
-                      hint="a larger tensor-parallel-size, a quantized checkpoint, or a higher gpu-memory-utilization")
+                      hint=_what_fits(serving, "a quantized checkpoint"))
     elif est.needed > est.kv_budget:
         yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"),
                       f"To serve at least one request with the model's max seq len ({serving.context_len}), "
                       f"({est.needed / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache "
                       f"memory ({est.kv_budget / GiB:.2f} GiB). Based on the available memory, the estimated maximum "
                       f"model length is {est.max_len_that_fits}.",
-                      hint=f"max-model-len: {est.max_len_that_fits}, a higher gpu-memory-utilization, "
-                           "kv-cache-dtype: fp8, or a larger tensor-parallel-size")
+                      hint=_what_fits(serving, f"max-model-len: {est.max_len_that_fits}"))
+
+
+def _what_fits(serving: Serving, first: str) -> str:
+    """The changes that would let vLLM start, each computed with the same budget, in the file's
+    own keys: ``first``, then the lowest gpu-memory-utilization, an fp8 KV cache and the smallest
+    tensor-parallel-size that would do."""
+    options = [first]
+    utilization = smallest_utilization(serving)
+    if utilization is not None:
+        options.append(f"gpu-memory-utilization: {utilization:.2f}")
+    if fits_fp8_kv(serving):
+        options.append("kv-cache-dtype: fp8")
+    tp = smallest_tp(serving)
+    options.append(f"tensor-parallel-size: {tp} ({tp * serving.pp} GPUs)" if tp else "more GPUs (pipeline parallel)")
+    return ", ".join(options[:-1]) + " or " + options[-1]
 
 
 def _divisors(n: int) -> str:
