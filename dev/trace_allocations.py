@@ -16,6 +16,7 @@ nograd.py). Kernel-internal buffers (cuBLAS workspace) and CUDA streams are not 
     python dev/trace_allocations.py pythia-1b bf16_adamw 2 2048 gc > trace.json   # checkpointed
     python dev/trace_allocations.py mixtral-mini lora_bf16 4 2048 gc > trace.json  # needs peft
     python dev/trace_allocations.py pythia-1b bf16_adamw 2 2048 gc ga2 > trace.json  # 2 micro-batches a step
+    python dev/trace_allocations.py qwen3-1.7b amp_adamw 2 1024 l4 > trace.json   # 4 of its decoder layers
     python dev/trace_allocations.py --replay trace.json [--workspaces]   # + cuBLAS's, where best fit puts them
     python dev/trace_allocations.py --replay trace.json --keep-cache     # no empty_cache between steps
 """
@@ -31,7 +32,8 @@ from pathlib import Path
 GROUNDTRUTH = Path(__file__).resolve().parents[2] / "shared" / "groundtruth"
 
 
-def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool, accumulate: int = 1) -> dict:
+def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool, accumulate: int = 1,
+           layers: int | None = None) -> dict:
     import torch
     from torch_probe import StorageWatch, parameter_storages
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -50,6 +52,8 @@ def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool, accu
     scope: dict = {}
     exec(source[source.index("MODELS = {"):source.index("SMALL = [")], scope)
     model_type, kwargs = scope["MODELS"][name]
+    if layers:          # fewer decoder layers: a model too large to record whole on the CPU
+        kwargs = {**kwargs, "n_layer" if model_type == "gpt2" else "num_hidden_layers": layers}
     config = AutoConfig.for_model(model_type, **kwargs)
     dtype = torch.float32 if kind == "amp_adamw" else torch.bfloat16
     model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
@@ -60,6 +64,9 @@ def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool, accu
     exclude = parameter_storages(model)
     ids = torch.randint(0, config.vocab_size, (batch, seq))
     out = {"params": [p.untyped_storage().nbytes() for p in model.parameters()], "steps": []}
+    if layers:          # what a test needs to build the same plan
+        out.update(config={**config.to_diff_dict(), "model_type": model_type}, kind=kind, batch=batch, seq=seq,
+                   checkpointing=checkpointing)
     if kind == "infer_prefill":
         model.eval()
         events: list = []
@@ -142,9 +149,12 @@ def main() -> None:
     name, kind, batch, seq = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     options = set(sys.argv[5:])
     accumulate = [int(o[2:]) for o in options if o.startswith("ga") and o[2:].isdigit()]
-    if options - {"gc"} - {f"ga{n}" for n in accumulate} or len(accumulate) > 1:
-        sys.exit(f"unknown option(s) {sys.argv[5:]}: gc (gradient checkpointing), gaN (N micro-batches a step)")
-    json.dump(record(name, kind, batch, seq, "gc" in options, max(accumulate, default=1)), sys.stdout)
+    layers = [int(o[1:]) for o in options if o.startswith("l") and o[1:].isdigit()]
+    if options - {"gc"} - {f"ga{n}" for n in accumulate} - {f"l{n}" for n in layers} or len(accumulate) > 1:
+        sys.exit(f"unknown option(s) {sys.argv[5:]}: gc (gradient checkpointing), gaN (N micro-batches a step), "
+                 "lN (N decoder layers)")
+    json.dump(record(name, kind, batch, seq, "gc" in options, max(accumulate, default=1), max(layers, default=None)),
+              sys.stdout)
     print()
 
 

@@ -205,14 +205,16 @@ class FsdpStep(Step):
         params = self._unshard([size])
         self._post_backward("embedding", params, [self.a.malloc(self.c_b * size)], size)
 
-    def _tied_embedding_grad(self) -> None:
-        """The embedding's dense gradient, summed with lm_head's into a third tensor."""
+    def _tied_embedding_grad(self) -> list[int]:
+        """The embedding's dense gradient, summed with lm_head's into a third tensor, which the
+        tail unit's post-backward reduces."""
         a, size = self.a, self.m.embedding_params
         dense = a.malloc(self.c_b * size)
         total = a.malloc(self.c_b * size)
         for handle in self.tail_grads + [dense]:
             a.free(handle)
         self.tail_grads = [total]
+        return []
 
     def _end_of_micro_batch(self) -> None:
         """The end of backward: the unit with the embedding (or LoRA's frozen tail) is resharded

@@ -63,6 +63,7 @@ class Step:
         self.state_bytes = 4 if plan.lora_rank else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
         self.states: list[int] = []
         self.micro_batch = 0            # which micro-batch of the step is running
+        self.tied: tuple[int, int] | None = None     # a tied lm_head's gradient, waiting for the embedding's
 
     def run(self, first: bool) -> None:
         grads: list[int] = []
@@ -204,13 +205,35 @@ class Step:
         if not frozen and m.head_params:
             grads += self._param_grads([("embedding", m.embedding_params)])
         elif not frozen:
-            self._tied_embedding_grad()
+            grads += self._tied_embedding_grad()
         a.free(grad)
         return grads
 
-    def _tied_embedding_grad(self) -> None:
-        """A tied weight: the embedding's dense gradient, added into lm_head's in place."""
-        self.a.free(self.a.malloc(self.state_bytes * self.m.embedding_params))
+    def _held_for_tied(self, group: str, grad: int, size: int) -> bool:
+        """A tied lm_head's gradient is not a parameter's gradient yet: autograd holds it in its
+        input buffer until the embedding's arrives (``_tied_embedding_grad``)."""
+        if group != "head" or self.m.head_params:
+            return False
+        self.tied = (grad, size)
+        return True
+
+    def _tied_embedding_grad(self) -> list[int]:
+        """A tied weight: the embedding's dense gradient and lm_head's, held since the loss, summed
+        into a third tensor (``embedding_dense_backward``, then ``add``: recorded, plain PyTorch
+        and DeepSpeed alike), which AccumulateGrad keeps as ``.grad`` — in a later micro-batch adds
+        into it and frees."""
+        if self.tied is None:
+            return []
+        a, (head, size) = self.a, self.tied
+        self.tied = None
+        dense = a.malloc(self.state_bytes * size)
+        total = a.malloc(self.state_bytes * size)
+        a.free(head)
+        a.free(dense)
+        if self.accumulating:
+            a.free(total)
+            return []
+        return [total]
 
     def _layer_backward(self, index, kept, checkpoint_input, casts, grad, grads) -> int:
         a, m, tokens, w = self.a, self.m, self.tokens, self.w
@@ -245,9 +268,12 @@ class Step:
             if not size:
                 continue
             cast = self.a.malloc(2 * size) if self.plan.autocast and group in CAST_GROUPS + ("head",) else None
-            grads.append(self.a.malloc(self.state_bytes * size))
+            grad = self.a.malloc(self.state_bytes * size)
             if cast is not None:
                 self.a.free(cast)
+            if self._held_for_tied(group, grad, size):
+                continue
+            grads.append(grad)
             if self.accumulating:
                 self.a.free(grads.pop())
         return grads

@@ -24,6 +24,10 @@ class _DeepSpeedStep(Step):
     16-bit ZeRO stages have their own replays below (``_ZeroStep``, ``_Zero3Step``).
     """
 
+    def __init__(self, plan: Plan, alloc: CachingAllocator, trained: list[int], micro_batches: int = 1) -> None:
+        super().__init__(plan, alloc, trained, micro_batches)
+        self.state_bytes = self.width        # the gradients' bytes (a tied weight's sum too)
+
     @property
     def width(self) -> int:
         """Bytes of the parameters and their gradients: 16-bit, or fp32 without mixed precision."""
@@ -33,13 +37,17 @@ class _DeepSpeedStep(Step):
         if self.plan.zero_stage == 3 or self.plan.offload_optimizer != "none":
             return []       # reduce-scattered into the partition, or streamed to the host
         grads = []
-        for _, size in modules:
+        for group, size in modules:
             if not size:
                 continue
-            grads.append(self.a.malloc(self.width * size))
+            grad = self.a.malloc(self.width * size)
+            if self._held_for_tied(group, grad, size):
+                continue
+            grads.append(grad)
             if self.accumulating:       # a later micro-batch's: AccumulateGrad adds it into .grad
                 self.a.free(grads.pop())
         return grads
+
 
     def _gather(self, index: int) -> list[int]:
         """ZeRO-3 all-gathers (or fetches from the host) each module's parameters before use and
@@ -72,33 +80,27 @@ class _HookedStep(Step):
     """DeepSpeed ZeRO's gradient hooks: each gradient autograd produces is taken (``_take``) by
     the stage's reduction as soon as its accumulation hook fires."""
 
-    tied: tuple[int, int] | None = None
-
     def _param_grads(self, modules) -> list[int]:
         for group, size in modules:
             if not size:
                 continue
             grad = self.a.malloc(2 * size)
-            if group == "head" and not self.m.head_params:
-                # a tied weight: autograd sums lm_head's and the embedding's gradients, so the
-                # first waits in the engine's buffer and the hook fires once, after the embedding
-                self.tied = (grad, size)
-                continue
-            self._take(grad, size)
+            if not self._held_for_tied(group, grad, size):
+                self._take(grad, size)
         return []
 
-    def _tied_embedding_grad(self) -> None:
-        """With the hooks holding lm_head's gradient, autograd cannot add the embedding's into it
-        in place: the sum is a third tensor, and the hook fires for it (recorded on the CPU,
-        dev/trace_deepspeed.py)."""
+    def _tied_embedding_grad(self) -> list[int]:
+        """The sum of a tied weight's two gradients (``Step._tied_embedding_grad``) is what the
+        hook fires for, once, at the end of backward (recorded on the CPU, dev/trace_deepspeed.py)."""
         if self.tied is None:
-            return super()._tied_embedding_grad()
+            return []
         head, size = self.tied
         embedding = self.a.malloc(2 * size)
         total = self.a.malloc(2 * size)
         self.a.free(head)
         self.a.free(embedding)
         self.tied = (total, size)
+        return []
 
     def _take(self, grad: int, size: int) -> None:
         raise NotImplementedError
