@@ -217,23 +217,30 @@ class Step:
         self.tied = (grad, size)
         return True
 
-    def _tied_embedding_grad(self) -> list[int]:
+    def _summed_tied(self) -> tuple[int, int] | None:
         """A tied weight: the embedding's dense gradient and lm_head's, held since the loss, summed
         into a third tensor (``embedding_dense_backward``, then ``add``: recorded, plain PyTorch
-        and DeepSpeed alike), which AccumulateGrad keeps as ``.grad`` — in a later micro-batch adds
-        into it and frees."""
+        and DeepSpeed alike); the sum and its size."""
         if self.tied is None:
-            return []
+            return None
         a, (head, size) = self.a, self.tied
         self.tied = None
         dense = a.malloc(self.state_bytes * size)
         total = a.malloc(self.state_bytes * size)
         a.free(head)
         a.free(dense)
-        if self.accumulating:
-            a.free(total)
+        return total, size
+
+    def _tied_embedding_grad(self) -> list[int]:
+        """The sum, which AccumulateGrad keeps as ``.grad`` (in a later micro-batch adds into it
+        and frees)."""
+        summed = self._summed_tied()
+        if summed is None:
             return []
-        return [total]
+        if self.accumulating:
+            self.a.free(summed[0])
+            return []
+        return [summed[0]]
 
     def _layer_backward(self, index, kept, checkpoint_input, casts, grad, grads) -> int:
         a, m, tokens, w = self.a, self.m, self.tokens, self.w

@@ -48,7 +48,6 @@ class _DeepSpeedStep(Step):
                 self.a.free(grads.pop())
         return grads
 
-
     def _gather(self, index: int) -> list[int]:
         """ZeRO-3 all-gathers (or fetches from the host) each module's parameters before use and
         releases them after, when there is anything to gather."""
@@ -90,16 +89,9 @@ class _HookedStep(Step):
         return []
 
     def _tied_embedding_grad(self) -> list[int]:
-        """The sum of a tied weight's two gradients (``Step._tied_embedding_grad``) is what the
-        hook fires for, once, at the end of backward (recorded on the CPU, dev/trace_deepspeed.py)."""
-        if self.tied is None:
-            return []
-        head, size = self.tied
-        embedding = self.a.malloc(2 * size)
-        total = self.a.malloc(2 * size)
-        self.a.free(head)
-        self.a.free(embedding)
-        self.tied = (total, size)
+        """The sum of a tied weight's two gradients (``Step._summed_tied``) is what the hook fires
+        for, once, at the end of backward (recorded on the CPU, dev/trace_deepspeed.py)."""
+        self.tied = self._summed_tied()
         return []
 
     def _take(self, grad: int, size: int) -> None:
