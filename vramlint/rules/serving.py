@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
-from vramlint.memory.serving import Serving, ServingEstimate, fits_fp8_kv, smallest_tp, smallest_utilization
+from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, fits_fp8_kv, smallest_tp,
+                                     smallest_utilization)
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS
 from vramlint.units import GiB
@@ -56,7 +57,8 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       f"({est.needed / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache "
                       f"memory ({est.kv_budget / GiB:.2f} GiB). Based on the available memory, the estimated maximum "
                       f"model length is {est.max_len_that_fits}.",
-                      hint=_what_fits(serving, f"max-model-len: {est.max_len_that_fits}"))
+                      hint=_what_fits(serving, f"max-model-len: {est.max_len_that_fits}" if est.max_len_that_fits
+                                      else "a quantized checkpoint"))
 
 
 def _what_fits(serving: Serving, first: str) -> str:
@@ -75,4 +77,4 @@ def _what_fits(serving: Serving, first: str) -> str:
 
 
 def _divisors(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= 16)
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= MOST_TP)
