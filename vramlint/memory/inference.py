@@ -42,8 +42,8 @@ def working_set(plan: Plan) -> Component:
     widest = 0
     for layer in m.layers:
         mlp = layer.mlp
-        if mlp.kind == "moe":     # grouped experts: gathered input, gate_up, act, product of every routed copy
-            width = mlp.experts_per_token * (m.hidden_size + 4 * mlp.intermediate) + 3 * mlp.shared_intermediate
+        if mlp.kind == "moe":     # grouped experts (nograd._experts): every routed copy at once
+            width = _experts_width(mlp, m.hidden_size) + 3 * mlp.shared_intermediate + _router_bytes(mlp) / a
         elif mlp.kind == "gated":  # act(gate), up, product; a fused gate_up output stays whole (phi3)
             width = (4 if m.block.fused_gate_up else 3) * mlp.intermediate
         else:                     # fc output + GELU; GPT-2's python tanh-GELU keeps 0.5·x and two temporaries
@@ -55,9 +55,26 @@ def working_set(plan: Plan) -> Component:
         widest = max(widest, a * width, attention)
     # + residual, normed input, the layer's input, inputs_embeds (and, with learned positions added
     # to it, their sum: gpt2, gpt_bigcode)
-    per = widest + a * (5 if m.block.learned_positions else 4) * m.hidden_size
+    per = int(widest + a * (5 if m.block.learned_positions else 4) * m.hidden_size)
     return Component("activations (one layer)", per * tokens // plan.tensor_parallel,
                      f"{per:,} B/token x {tokens:,} tokens", SOURCE)
+
+
+def _experts_width(mlp, h: int) -> int:
+    """Elements per token at the widest moment of transformers' grouped_mm experts forward, for k
+    routed copies: the gathered input beside gate_up and its ``masked_fill`` copy, k(h + 4I) — or,
+    later, the gathered input, the masked down output, and the weighted output with its
+    re-ordered copy, 4kh, the larger where h is wide against I (qwen3_moe: 2048 against 768,
+    recorded with 2 of Qwen3-30B-A3B's layers: the first alone was 0.41 GB short of the real
+    order at 8k tokens)."""
+    k, i = mlp.experts_per_token, mlp.intermediate
+    return max(k * (h + 4 * i), 4 * k * h)
+
+
+def _router_bytes(mlp) -> int:
+    """Bytes per token alive through the experts' forward: the router's fp32 logits and the
+    sort's two int64 index tensors over the k routed copies."""
+    return 4 * mlp.experts + 2 * 8 * mlp.experts_per_token
 
 
 def inference_components(plan: Plan) -> list[Component]:
