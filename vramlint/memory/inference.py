@@ -43,16 +43,16 @@ def working_set(plan: Plan) -> Component:
     for layer in m.layers:
         mlp = layer.mlp
         if mlp.kind == "moe":     # grouped experts (nograd._experts): every routed copy at once
-            width = _experts_width(mlp, m.hidden_size) + 3 * mlp.shared_intermediate + _router_bytes(mlp) / a
+            mlp_bytes = a * (_experts_width(mlp, m.hidden_size) + 3 * mlp.shared_intermediate) + _router_bytes(mlp)
         elif mlp.kind == "gated":  # act(gate), up, product; a fused gate_up output stays whole (phi3)
-            width = (4 if m.block.fused_gate_up else 3) * mlp.intermediate
+            mlp_bytes = a * (4 if m.block.fused_gate_up else 3) * mlp.intermediate
         else:                     # fc output + GELU; GPT-2's python tanh-GELU keeps 0.5·x and two temporaries
-            width = (4 if m.block.act == "gelu_new" else 2) * mlp.intermediate
+            mlp_bytes = a * (4 if m.block.act == "gelu_new" else 2) * mlp.intermediate
         att = layer.attention
         attention = a * (2 * att.num_heads * att.head_dim + 2 * att.num_kv_heads * att.head_dim)
         if plan.attn == "eager":   # every score of the prompt: fp32 softmax beside its 16-bit input
             attention += (4 + a) * att.num_heads * plan.seq_len
-        widest = max(widest, a * width, attention)
+        widest = max(widest, mlp_bytes, attention)
     # + residual, normed input, the layer's input, inputs_embeds (and, with learned positions added
     # to it, their sum: gpt2, gpt_bigcode)
     per = int(widest + a * (5 if m.block.learned_positions else 4) * m.hidden_size)
