@@ -90,6 +90,26 @@ def test_each_change_the_hint_names_lets_vllm_start(capsys, tmp_path, length):
         assert code == 0, (change, out["findings"])
 
 
+def test_a_kv_cache_size_set_in_bytes_is_checked_against_the_gpu(capsys, tmp_path):
+    """kv_cache_memory_bytes replaces vLLM's budget: the weights and that cache must still fit the
+    GPU (Llama-3.1-405B on one H100 does not), and the cache must hold one request of
+    max_model_len; each hint, written into the file, passes."""
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-405B\nmax-model-len: 8192\n"
+                                        "kv-cache-memory-bytes: 10G\n", gpus="16xH100")
+    finding = next(f for f in out["findings"] if f["code"] == "VL201")
+    assert code == 1 and finding["line"] == 3 and "kv_cache_memory_bytes" in finding["message"]
+    assert "tensor-parallel-size: 16" in finding["hint"]
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-405B\nmax-model-len: 8192\n"
+                                        "kv-cache-memory-bytes: 10G\ntensor-parallel-size: 16\n", gpus="16xH100")
+    assert code == 0, out["findings"]
+    text = "model: meta-llama/Llama-3.1-8B\nmax-model-len: 131072\nkv-cache-memory-bytes: 2G\n"
+    code, out = check(capsys, tmp_path, text)
+    hint = next(f for f in out["findings"] if f["code"] == "VL402")["hint"]
+    setting = next(part for part in hint.replace(" or ", ", ").split(", ") if part.startswith("kv-cache-memory-bytes"))
+    code, out = check(capsys, tmp_path, text.replace("kv-cache-memory-bytes: 2G", setting))
+    assert code == 0, out["findings"]
+
+
 def test_max_model_len_beyond_the_model(capsys, tmp_path):
     code, out = check(capsys, tmp_path, "model: meta-llama/Llama-2-7b-hf\nmax_model_len: 8192\n")
     assert code == 1 and out["findings"][0]["code"] == "VL401" and "max_position_embeddings=4096" in out["findings"][0]["message"]

@@ -164,10 +164,21 @@ def serving_estimate(s: Serving) -> ServingEstimate:
                            _max_len(s, max(budget, 0)))
 
 
+def overcommitted(s: Serving, est: ServingEstimate) -> int:
+    """With ``kv_cache_memory_bytes`` vLLM takes the KV cache's size as given instead of fitting it
+    under ``gpu_memory_utilization``: the bytes by which the weights, the profile run's
+    activations, the memory outside PyTorch and that KV cache exceed the GPU (0 when they fit, and
+    whenever the budget comes from the utilization)."""
+    if not s.kv_cache_memory_bytes:
+        return 0
+    return max(0, sum(c.bytes for c in est.components) - s.gpu_bytes)
+
+
 def starts(s: Serving) -> bool:
-    """Whether vLLM would start: memory left for the KV cache, and one request of max_model_len in it."""
+    """Whether vLLM would start: memory left for the KV cache, one request of max_model_len in it,
+    and everything on the GPU."""
     est = serving_estimate(s)
-    return est.kv_budget > 0 and est.needed <= est.kv_budget
+    return est.kv_budget > 0 and est.needed <= est.kv_budget and not overcommitted(s, est)
 
 
 MOST_TP = 16      # two nodes of 8: beyond that a model is served with pipeline parallelism too

@@ -6,8 +6,10 @@ from collections.abc import Iterator
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
-from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, fits_fp8_kv, smallest_tp,
-                                     smallest_utilization)
+from dataclasses import replace
+
+from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, fits_fp8_kv, kv_needed, overcommitted,
+                                     smallest_tp, smallest_utilization, starts)
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS
 from vramlint.units import GiB
@@ -51,7 +53,13 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       f"{(est.requested - est.kv_budget) / GiB:.2f} GiB of the {est.requested / GiB:.2f} GiB that "
                       f"gpu_memory_utilization {serving.utilization} allows per GPU",
                       hint=_what_fits(serving, "a quantized checkpoint"))
-    elif est.needed > est.kv_budget:
+    elif overcommitted(serving, est):
+        yield Finding(*EXCEEDS, here("kv_cache_memory_bytes", "tensor_parallel_size", "model"),
+                      f"Weights, activations and the {est.kv_budget / GiB:.2f} GiB KV cache that kv_cache_memory_bytes "
+                      f"sets need {(serving.gpu_bytes + overcommitted(serving, est)) / GiB:.2f} GiB, more than the "
+                      f"{serving.gpu_bytes / GiB:.2f} GiB of the GPU",
+                      hint=_what_fits(serving, "a quantized checkpoint"))
+    if est.kv_budget > 0 and est.needed > est.kv_budget:
         yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"),
                       f"To serve at least one request with the model's max seq len ({serving.context_len}), "
                       f"({est.needed / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache "
@@ -63,9 +71,13 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
 
 def _what_fits(serving: Serving, first: str) -> str:
     """The changes that would let vLLM start, each computed with the same budget, in the file's
-    own keys: ``first``, then the lowest gpu-memory-utilization, an fp8 KV cache and the smallest
-    tensor-parallel-size that would do."""
+    own keys: ``first``, then a kv-cache-memory-bytes that holds one request (where the file sets
+    one), the lowest gpu-memory-utilization, an fp8 KV cache and the smallest tensor-parallel-size
+    that would do."""
     options = [first]
+    mib = -(-_needed(serving) // 2**20)     # vLLM reads "M" as MiB (human_readable_int)
+    if serving.kv_cache_memory_bytes and starts(replace(serving, kv_cache_memory_bytes=mib * 2**20)):
+        options.append(f"kv-cache-memory-bytes: {mib}M")
     utilization = smallest_utilization(serving)
     if utilization is not None:
         options.append(f"gpu-memory-utilization: {utilization:.2f}")
@@ -74,6 +86,11 @@ def _what_fits(serving: Serving, first: str) -> str:
     tp = smallest_tp(serving)
     options.append(f"tensor-parallel-size: {tp} ({tp * serving.pp} GPUs)" if tp else "more GPUs (pipeline parallel)")
     return ", ".join(options[:-1]) + " or " + options[-1]
+
+
+def _needed(serving: Serving) -> int:
+    """The KV bytes one request of max_model_len needs."""
+    return kv_needed(serving, serving.context_len)
 
 
 def _divisors(n: int) -> str:
