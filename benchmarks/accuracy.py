@@ -75,12 +75,19 @@ def setup_text(record: dict) -> str:
     return f"{record['model']} {kind} b{batch} s{sc['seq']}{gc}"
 
 
+KINDS = {"infer_prefill", "amp_adamw", "bf16_adamw", "lora_bf16", "deepspeed"}   # what the measuring scripts write
+
+
 def rows(folder: Path) -> list[Row]:
     out = []
     for path in sorted(folder.glob("h200-*.jsonl")):
         for line in path.read_text().splitlines():
             record = json.loads(line)
             if record.get("status") != "ok" or not record.get("model"):
+                continue
+            if record["scenario"].get("kind") not in KINDS:
+                print(f"skipped {record['model']}: scenario kind {record['scenario'].get('kind')!r} is not one "
+                      "measure.py or ds_measure.py writes", file=sys.stderr)
                 continue
             est = estimate(plan_for(record))
             out.append(Row(setup_text(record), record["device_used"], est.per_gpu_peak,
