@@ -26,7 +26,14 @@ ALIASES = {"meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B",
            "RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic": None, "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B"}
 
 
+REQUIRED = ("model", "gpu_total_gib", "tp", "pp", "gpu_memory_utilization", "max_model_len", "measured")
+
+
 def serving_for(record: dict) -> Serving | None:
+    """The serving setup of a log, or None where vramlint has no such checkpoint (quantized
+    re-uploads) or the log lacks what the setup needs."""
+    if any(record.get(key) is None for key in REQUIRED):
+        return None
     name = ALIASES.get(record["model"], record["model"])
     if name is None:
         return None
@@ -37,8 +44,8 @@ def serving_for(record: dict) -> Serving | None:
     other = record.get("other_args") or {}
     return Serving(model, int(record["gpu_total_gib"] * GiB), record["tp"], record["pp"],
                    record["gpu_memory_utilization"], record["max_model_len"], other.get("max_num_seqs"),
-                   other.get("max_num_batched_tokens"), record["kv_cache_dtype"] or "auto",
-                   2 if record["dtype"] in ("bfloat16", "float16", "auto") else 4)
+                   other.get("max_num_batched_tokens"), record.get("kv_cache_dtype") or "auto",
+                   2 if record.get("dtype", "auto") in ("bfloat16", "float16", "auto") else 4)
 
 
 def main(argv: list[str]) -> int:
@@ -47,15 +54,16 @@ def main(argv: list[str]) -> int:
     print(f"{'model':<44} {'tp':>2} {'weights':>15} {'activation':>15} {'KV GiB':>15} {'KV tokens':>21} {'err':>7}")
     for line in (folder / "vllm-startup-logs.jsonl").read_text().splitlines():
         record = json.loads(line)
-        serving, measured = serving_for(record), record["measured"]
-        if serving is None or "kv_cache_gib" not in measured:
+        serving, measured = serving_for(record), record.get("measured") or {}
+        if serving is None or not measured.get("kv_cache_gib"):
             continue
         est = serving_estimate(serving)
         parts = {c.name: c.bytes / GiB for c in est.components}
         error = (est.kv_budget / GiB - measured["kv_cache_gib"]) / measured["kv_cache_gib"]
         errors.append(error)
-        print(f"{record['model'][:44]:<44} {record['tp']:>2} {measured['weights_gib']:>7.2f}/{parts['weights']:<7.2f}"
-              f"{measured['activation_peak_gib']:>7.2f}/{parts['activation peak (profile run)']:<7.2f}"
+        print(f"{record['model'][:44]:<44} {record['tp']:>2} "
+              f"{measured.get('weights_gib', float('nan')):>7.2f}/{parts['weights']:<7.2f}"
+              f"{measured.get('activation_peak_gib', float('nan')):>7.2f}/{parts['activation peak (profile run)']:<7.2f}"
               f"{measured['kv_cache_gib']:>7.2f}/{est.kv_budget / GiB:<7.2f}"
               f"{measured.get('kv_cache_tokens', 0):>10}/{est.kv_tokens:<10} {error:+7.1%}")
     print(f"\n{len(errors)} logs: KV budget median |error| {statistics.median(map(abs, errors)):.1%}, "
