@@ -34,19 +34,11 @@ class _DeepSpeedStep(Step):
         return 4 if self.plan.precision == "fp32" else 2
 
     def _param_grads(self, modules) -> list[int]:
+        """As plain PyTorch's, in the parameters' width (no autocast under DeepSpeed) — except
+        where the gradients are reduce-scattered into the partition or streamed to the host."""
         if self.plan.zero_stage == 3 or self.plan.offload_optimizer != "none":
-            return []       # reduce-scattered into the partition, or streamed to the host
-        grads = []
-        for group, size in modules:
-            if not size:
-                continue
-            grad = self.a.malloc(self.width * size)
-            if self._held_for_tied(group, grad, size):
-                continue
-            grads.append(grad)
-            if self.accumulating:       # a later micro-batch's: AccumulateGrad adds it into .grad
-                self.a.free(grads.pop())
-        return grads
+            return []
+        return super()._param_grads(modules)
 
     def _gather(self, index: int) -> list[int]:
         """ZeRO-3 all-gathers (or fetches from the host) each module's parameters before use and
