@@ -44,6 +44,7 @@ class FsdpStep(Step):
         super().__init__(plan, alloc, [], replayed_micro_batches(plan))
         self.n = fsdp_shard_count(plan)
         self.c_b = 4 if plan.precision == "fp32" else 2
+        self.state_bytes = self.c_b          # the gradients' bytes (a tied weight's sum too)
         self.fsdp2 = plan.fsdp_version == 2
         self.resharding = fsdp_stage(plan) == 3
         self.root_first = fsdp_tail_holds_embedding(plan)    # the lm_head unit is gathered first
@@ -192,7 +193,9 @@ class FsdpStep(Step):
                 self._post_backward("tail", self.tail, [self.a.malloc(self.c_b * size)], sum(self.tail_sizes))
                 self.tail = []
             elif group in ("head", "embedding") and self.root_first:
-                self.tail_grads.append(self.a.malloc(self.c_b * size))
+                grad = self.a.malloc(self.c_b * size)
+                if not self._held_for_tied(group, grad, size):
+                    self.tail_grads.append(grad)
             elif group == "embedding":
                 self._embedding_backward()
             elif size and group != "small" and (self.fsdp2 or not self.plan.lora_rank):
@@ -206,14 +209,11 @@ class FsdpStep(Step):
         self._post_backward("embedding", params, [self.a.malloc(self.c_b * size)], size)
 
     def _tied_embedding_grad(self) -> list[int]:
-        """The embedding's dense gradient, summed with lm_head's into a third tensor, which the
-        tail unit's post-backward reduces."""
-        a, size = self.a, self.m.embedding_params
-        dense = a.malloc(self.c_b * size)
-        total = a.malloc(self.c_b * size)
-        for handle in self.tail_grads + [dense]:
-            a.free(handle)
-        self.tail_grads = [total]
+        """The sum of a tied weight's two gradients (``Step._summed_tied``) is the tail unit's
+        gradient, reduced at its post-backward."""
+        summed = self._summed_tied()
+        if summed is not None:
+            self.tail_grads.append(summed[0])
         return []
 
     def _end_of_micro_batch(self) -> None:
