@@ -184,12 +184,24 @@ def starts(s: Serving) -> bool:
 MOST_TP = 16      # two nodes of 8: beyond that a model is served with pipeline parallelism too
 
 
+def attention_heads(model: ModelShape) -> int:
+    """The query heads vLLM's tensor parallelism splits (0 for a model without layers)."""
+    return model.layers[0].attention.num_heads if model.layers else 0
+
+
 def smallest_tp(s: Serving) -> int | None:
     """The smallest tensor_parallel_size above the file's that divides the attention heads (vLLM
     refuses any other) and at which vLLM would start, up to ``MOST_TP``; None if none does."""
-    heads = s.model.layers[0].attention.num_heads if s.model.layers else 0
+    heads = attention_heads(s.model)
     return next((tp for tp in range(s.tp + 1, MOST_TP + 1)
                  if heads and heads % tp == 0 and starts(replace(s, tp=tp))), None)
+
+
+def kv_bytes_that_start(s: Serving) -> int | None:
+    """Where the file sets ``kv_cache_memory_bytes``: the KV one request of max_model_len needs,
+    rounded up to whole MiB, if vLLM would start with it; else None."""
+    needed = -(-kv_needed(s, s.context_len) // 2**20) * 2**20
+    return needed if s.kv_cache_memory_bytes and starts(replace(s, kv_cache_memory_bytes=needed)) else None
 
 
 def fits_fp8_kv(s: Serving) -> bool:

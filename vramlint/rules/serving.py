@@ -6,10 +6,8 @@ from collections.abc import Iterator
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
-from dataclasses import replace
-
-from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, fits_fp8_kv, kv_needed, overcommitted,
-                                     smallest_tp, smallest_utilization, starts)
+from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv,
+                                     kv_bytes_that_start, overcommitted, smallest_tp, smallest_utilization)
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS
 from vramlint.units import GiB
@@ -35,7 +33,7 @@ RULES = (
 def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> Iterator[Finding]:
     """``locate(key)`` gives the location of a (normalised) key in the file, or None."""
     m = serving.model
-    heads = m.layers[0].attention.num_heads if m.layers else 0
+    heads = attention_heads(m)
     here = lambda *keys: next((loc for loc in map(locate, keys) if loc), Location(path))  # noqa: E731
     if heads and heads % serving.tp:
         yield Finding(*TP_HEADS, here("tensor_parallel_size"),
@@ -53,10 +51,10 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       f"{(est.requested - est.kv_budget) / GiB:.2f} GiB of the {est.requested / GiB:.2f} GiB that "
                       f"gpu_memory_utilization {serving.utilization} allows per GPU",
                       hint=_what_fits(serving, "a quantized checkpoint"))
-    elif overcommitted(serving, est):
+    elif over := overcommitted(serving, est):
         yield Finding(*EXCEEDS, here("kv_cache_memory_bytes", "tensor_parallel_size", "model"),
                       f"Weights, activations and the {est.kv_budget / GiB:.2f} GiB KV cache that kv_cache_memory_bytes "
-                      f"sets need {(serving.gpu_bytes + overcommitted(serving, est)) / GiB:.2f} GiB, more than the "
+                      f"sets need {(serving.gpu_bytes + over) / GiB:.2f} GiB, more than the "
                       f"{serving.gpu_bytes / GiB:.2f} GiB of the GPU",
                       hint=_what_fits(serving, "a quantized checkpoint"))
     if est.kv_budget > 0 and est.needed > est.kv_budget:
@@ -75,9 +73,9 @@ def _what_fits(serving: Serving, first: str) -> str:
     one), the lowest gpu-memory-utilization, an fp8 KV cache and the smallest tensor-parallel-size
     that would do."""
     options = [first]
-    mib = -(-_needed(serving) // 2**20)     # vLLM reads "M" as MiB (human_readable_int)
-    if serving.kv_cache_memory_bytes and starts(replace(serving, kv_cache_memory_bytes=mib * 2**20)):
-        options.append(f"kv-cache-memory-bytes: {mib}M")
+    kv_bytes = kv_bytes_that_start(serving)
+    if kv_bytes:                            # vLLM reads "M" as MiB (human_readable_int)
+        options.append(f"kv-cache-memory-bytes: {kv_bytes // 2**20}M")
     utilization = smallest_utilization(serving)
     if utilization is not None:
         options.append(f"gpu-memory-utilization: {utilization:.2f}")
@@ -86,11 +84,6 @@ def _what_fits(serving: Serving, first: str) -> str:
     tp = smallest_tp(serving)
     options.append(f"tensor-parallel-size: {tp} ({tp * serving.pp} GPUs)" if tp else "more GPUs (pipeline parallel)")
     return ", ".join(options[:-1]) + " or " + options[-1]
-
-
-def _needed(serving: Serving) -> int:
-    """The KV bytes one request of max_model_len needs."""
-    return kv_needed(serving, serving.context_len)
 
 
 def _divisors(n: int) -> str:
