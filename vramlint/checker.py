@@ -101,11 +101,7 @@ def _check(document: Document, result: FileResult, model: ModelShape, cluster: C
     if kind == "deepspeed":
         result.findings.extend(hjson_syntax(document))
         result.findings.extend(check_schema(document, "deepspeed"))
-        ds = read_deepspeed(document)
-        result.findings.extend(check_consistency(ds))
-        result.plan = plan_from_deepspeed(ds, model, cluster, flags)
-        world = ds.batch_world(cluster.world_size, result.plan.tensor_parallel)
-        result.findings.extend(check_batch(ds, world, path))
+        _plan_deepspeed(result, read_deepspeed(document), model, cluster, flags, path)
     elif kind == "accelerate":
         result.findings.extend(check_schema(document, "accelerate"))
         acc = read_accelerate(document)
@@ -144,10 +140,15 @@ def _check_referenced(path: str, referenced: str, acc, result: FileResult, model
     ds = read_deepspeed(document)
     if "zero_optimization" not in (document.data or {}):
         result.findings.append(no_zero_section(str(target)))
+    _plan_deepspeed(result, ds, model, cluster, replace(flags, precision=precision), str(target))
+
+
+def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster, flags, path: str) -> None:
+    """A DeepSpeed file's consistency and batch-arithmetic checks and its plan — a file of its own
+    or the one an Accelerate config names (``path``: where the batch findings point)."""
     result.findings.extend(check_consistency(ds))
-    result.plan = plan_from_deepspeed(ds, model, cluster, replace(flags, precision=precision))
-    world = ds.batch_world(cluster.world_size, result.plan.tensor_parallel)
-    result.findings.extend(check_batch(ds, world, str(target)))
+    result.plan = plan_from_deepspeed(ds, model, cluster, flags)
+    result.findings.extend(check_batch(ds, ds.batch_world(cluster.world_size, result.plan.tensor_parallel), path))
 
 
 def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:
