@@ -19,11 +19,9 @@ from vramlint.models import read_model
 from vramlint.units import GiB
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "groundtruth"
-ALIASES = {"meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B",
-           "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16": None,
-           "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B", "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-v2-lite",
-           "mistralai/Mixtral-8x7B-Instruct-v0.1": "mistralai/Mixtral-8x7B-v0.1", "google/gemma-2-27b-it": "gemma-2-27b",
-           "RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic": None, "Qwen/Qwen2.5-72B-Instruct": "Qwen/Qwen2.5-72B"}
+# quantized re-uploads vramlint's catalog does not hold (their config.json is not in it)
+ALIASES = {"RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16": None,
+           "RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic": None}
 
 
 REQUIRED = ("model", "gpu_total_gib", "tp", "pp", "gpu_memory_utilization", "max_model_len", "measured")

@@ -29,6 +29,8 @@ L2 = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size"
       "max_position_embeddings": 4096, "torch_dtype": "float16", "rms_norm_eps": 1e-5}
 QWEN25 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "torch_dtype": "bfloat16",
           "use_sliding_window": False, "sliding_window": 131072, "max_position_embeddings": 131072}
+QWEN3 = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim": 128, "vocab_size": 151936,
+         "max_position_embeddings": 40960, "rope_theta": 1000000, "torch_dtype": "bfloat16"}
 G2 = {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "vocab_size": 256000,
       "sliding_window": 4096, "torch_dtype": "bfloat16", "max_position_embeddings": 8192}
 G3 = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "torch_dtype": "bfloat16"}
@@ -91,7 +93,12 @@ ENTRIES: list[tuple[str, str, object]] = [
         "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
         "vocab_size": 151936, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}),
     ("Qwen/Qwen3-0.6B", "qwen3-0.6b", AIC + "Qwen--Qwen3-0.6B_config.json"),
+    ("Qwen/Qwen3-1.7B", "qwen3-1.7b", "measure.py:qwen3-1.7b"),
+    ("Qwen/Qwen3-4B", "qwen3-4b", dict(QWEN3, hidden_size=2560, num_hidden_layers=36, num_attention_heads=32,
+        num_key_value_heads=8, intermediate_size=9728, tie_word_embeddings=True)),
     ("Qwen/Qwen3-8B", "qwen3-8b", AIC + "Qwen--Qwen3-8B_config.json"),
+    ("Qwen/Qwen3-14B", "qwen3-14b", dict(QWEN3, hidden_size=5120, num_hidden_layers=40, num_attention_heads=40,
+        num_key_value_heads=8, intermediate_size=17408, tie_word_embeddings=False)),
     ("Qwen/Qwen3-32B-FP8", "qwen3-32b-fp8", AIC + "Qwen--Qwen3-32B-FP8_config.json"),
     ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b", AIC + "Qwen--Qwen3-30B-A3B_config.json"),
     ("Qwen/Qwen3-235B-A22B", "qwen3-235b-a22b", AIC + "Qwen--Qwen3-235B-A22B_config.json"),
@@ -174,6 +181,65 @@ ENTRIES: list[tuple[str, str, object]] = [
     ("openai/gpt-oss-120b", "gpt-oss-120b", AIC + "openai--gpt-oss-120b_config.json"),
 ]
 
+# Other repos of an entry's architecture — instruction-tuned, chat, pre-trained and renamed
+# releases — whose config.json matches the entry's in every key that shapes memory (they differ in
+# chat tokens, ids, generation defaults). A name here resolves to the entry under its own name.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "meta-llama/Llama-3.2-1B": ("meta-llama/Llama-3.2-1B-Instruct",),
+    "meta-llama/Llama-3.2-3B": ("meta-llama/Llama-3.2-3B-Instruct",),
+    "meta-llama/Llama-3.1-8B": ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Meta-Llama-3.1-8B",
+                                "meta-llama/Meta-Llama-3.1-8B-Instruct"),
+    "meta-llama/Llama-3.1-70B": ("meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3.1-70B",
+                                 "meta-llama/Meta-Llama-3.1-70B-Instruct"),
+    "meta-llama/Llama-3.1-405B": ("meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Meta-Llama-3.1-405B",
+                                  "meta-llama/Meta-Llama-3.1-405B-Instruct"),
+    "codellama/CodeLlama-7b-hf": ("codellama/CodeLlama-7b-Instruct-hf", "codellama/CodeLlama-7b-Python-hf"),
+    "mistralai/Mistral-7B-v0.1": ("mistralai/Mistral-7B-Instruct-v0.1",),
+    "mistralai/Mistral-7B-v0.3": ("mistralai/Mistral-7B-Instruct-v0.3",),
+    "mistralai/Mixtral-8x7B-v0.1": ("mistralai/Mixtral-8x7B-Instruct-v0.1",),
+    "mistralai/Mixtral-8x22B-v0.1": ("mistralai/Mixtral-8x22B-Instruct-v0.1",),
+    "Qwen/Qwen2.5-0.5B": ("Qwen/Qwen2.5-0.5B-Instruct",),
+    "google/gemma-2-2b": ("google/gemma-2-2b-it",),
+    "google/gemma-2-9b-it": ("google/gemma-2-9b",),
+    "google/gemma-2-27b-it": ("google/gemma-2-27b",),
+    "google/gemma-3-1b-it": ("google/gemma-3-1b-pt",),
+    "google/gemma-3-4b-it": ("google/gemma-3-4b-pt",),
+    "google/gemma-3-12b-it": ("google/gemma-3-12b-pt",),
+    "google/gemma-3-27b-it": ("google/gemma-3-27b-pt",),
+    "deepseek-ai/DeepSeek-V2-Lite": ("deepseek-ai/DeepSeek-V2-Lite-Chat",),
+    "deepseek-ai/DeepSeek-V3": ("deepseek-ai/DeepSeek-V3-0324", "deepseek-ai/DeepSeek-V3-Base"),
+    "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-R1-0528",),
+}
+
+# Releases that differ from an entry in a key that shapes memory (vLLM's default max_model_len is
+# max_position_embeddings; a window changes the KV cache): (id, short, entry, changed keys, evidence)
+QWEN25_INSTRUCT = "the Instruct releases cap max_position_embeddings at 32768 (YaRN is opt-in)"
+VARIANTS: list[tuple[str, str, str, dict, str]] = [
+    ("Qwen/Qwen2.5-1.5B-Instruct", "qwen2.5-1.5b-instruct", "Qwen/Qwen2.5-1.5B",
+        {"max_position_embeddings": 32768}, QWEN25_INSTRUCT),
+    ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b-instruct", "Qwen/Qwen2.5-7B",
+        {"max_position_embeddings": 32768}, QWEN25_INSTRUCT),
+    ("Qwen/Qwen2.5-14B-Instruct", "qwen2.5-14b-instruct", "Qwen/Qwen2.5-14B",
+        {"max_position_embeddings": 32768}, QWEN25_INSTRUCT),
+    ("Qwen/Qwen2.5-32B-Instruct", "qwen2.5-32b-instruct", "Qwen/Qwen2.5-32B",
+        {"max_position_embeddings": 32768}, QWEN25_INSTRUCT),
+    ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b-instruct", "Qwen/Qwen2.5-72B",
+        {"max_position_embeddings": 32768}, QWEN25_INSTRUCT),
+    ("Qwen/Qwen3-32B", "qwen3-32b", "Qwen/Qwen3-32B-FP8", {"quantization_config": None},
+        "the FP8 release is the bf16 model's weights quantized, the architecture unchanged"),
+    ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b-instruct", "meta-llama/Llama-3.1-8B",
+        {"max_position_embeddings": 8192, "rope_scaling": None},
+        "Llama 3 is Llama 3.1's architecture at 8k context, without llama3 RoPE scaling"),
+    ("meta-llama/Meta-Llama-3-70B-Instruct", "llama-3-70b-instruct", "meta-llama/Llama-3.1-70B",
+        {"max_position_embeddings": 8192, "rope_scaling": None},
+        "Llama 3 is Llama 3.1's architecture at 8k context, without llama3 RoPE scaling"),
+    ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-7b-instruct-v0.2", "mistralai/Mistral-7B-v0.1",
+        {"sliding_window": None, "rope_theta": 1000000.0},
+        "v0.2 dropped v0.1's 4096-token sliding window for full attention over 32k (RoPE theta 1e6)"),
+]
+ALIASES.update({"meta-llama/Meta-Llama-3-8B-Instruct": ("meta-llama/Meta-Llama-3-8B",),
+                "meta-llama/Meta-Llama-3-70B-Instruct": ("meta-llama/Meta-Llama-3-70B",)})
+
 
 def load(shared: Path, source: object) -> tuple[dict, str]:
     if isinstance(source, dict):
@@ -185,7 +251,30 @@ def load(shared: Path, source: object) -> tuple[dict, str]:
             if record.get("model") == name:
                 return record["config"], f"shared/groundtruth/h200-calibration.jsonl ({name}, measured on H200)"
         raise KeyError(name)
+    if str(source).startswith("measure.py:"):      # a model measure.py measures that no record holds yet
+        name = str(source).split(":", 1)[1]
+        text = (shared / "groundtruth/measure.py").read_text()
+        scope: dict = {}
+        exec(text[text.index("MODELS = {"):text.index("SMALL = [")], scope)
+        model_type, kwargs = scope["MODELS"][name]
+        return ({"model_type": model_type, **kwargs},
+                f"shared/groundtruth/measure.py MODELS[{name!r}] (the released checkpoint's dimensions)")
     return json.loads((shared / str(source)).read_text()), f"shared/{source} (see corpus/SOURCES.md)"
+
+
+def variant(entries: list[dict], hf_id: str, short: str, base: str, changes: dict, evidence: str) -> dict:
+    """A release of an entry's architecture whose config.json differs in a key that shapes memory
+    (None removes the key); its own entry, with its own count."""
+    source = next(e for e in entries if e["id"] == base)
+    raw = {k: v for k, v in {**source["config"], **changes}.items() if v is not None}
+    config, _ = text_config(dict(raw))
+    params, _ = count_language_model(config) if "text_config" in raw else count(config)
+    changed = ", ".join(f"{k}={v}" for k, v in changes.items())
+    entry = {"id": hf_id, "short": short, "params": params, "config": raw,
+             "source": f"{base}'s config with {changed}: {evidence}"}
+    if hf_id in ALIASES:
+        entry["aliases"] = list(ALIASES[hf_id])
+    return entry
 
 
 def main(shared: str) -> None:
@@ -195,8 +284,14 @@ def main(shared: str) -> None:
         raw = {k: v for k, v in raw.items() if k not in KEEP_OUT}
         config, _ = text_config(dict(raw))
         params, _ = count_language_model(config) if "text_config" in raw else count(config)
-        entries.append({"id": hf_id, "short": short, "source": where, "params": params, "config": raw})
+        entry = {"id": hf_id, "short": short, "source": where, "params": params, "config": raw}
+        if hf_id in ALIASES:
+            entry["aliases"] = list(ALIASES[hf_id])
+        entries.append(entry)
         print(hf_id, params, file=sys.stderr)
+    for hf_id, short, base, changes, evidence in VARIANTS:
+        entries.append(variant(entries, hf_id, short, base, changes, evidence))
+        print(hf_id, entries[-1]["params"], file=sys.stderr)
     json.dump({"_about": "vramlint offline catalog; built by dev/build_catalog.py", "models": entries},
               sys.stdout, indent=1)
     print()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -56,3 +57,36 @@ def test_lookup_spellings(name):
 def test_unknown_name_suggests_close_ones():
     with pytest.raises(UsageError, match="did you mean.*llama-3.1-8b"):
         read_model("llama-3.1-9b")
+
+
+ALIASED = [(entry, alias) for entry in entries() for alias in entry.get("aliases", ())]
+
+
+@pytest.mark.parametrize(("entry", "alias"), ALIASED, ids=[alias for _, alias in ALIASED])
+def test_an_alias_is_its_entry_under_the_name_written(entry, alias):
+    """An instruction-tuned or renamed release resolves, with or without its organisation, to the
+    architecture it shares — and reports itself by the name the user wrote."""
+    shape, base = lookup(alias), lookup(entry["id"])
+    assert shape.name == alias and lookup(alias.split("/")[-1]).name == alias
+    assert replace(shape, name=base.name) == base
+
+
+def test_every_name_means_one_model():
+    """No alias, id or short name is spelled like another entry's (the index would keep the
+    first one silently)."""
+    owners: dict[str, set[str]] = {}
+    for entry in entries():
+        repos = [entry["id"], *entry.get("aliases", ())]
+        for name in repos + [repo.split("/")[-1] for repo in repos] + [entry["short"]]:
+            owners.setdefault(name.lower(), set()).add(entry["id"])
+    assert len(owners) > 3 * len(entries())
+    assert {name: ids for name, ids in owners.items() if len(ids) > 1} == {}
+
+
+def test_a_variant_keeps_what_its_release_changed():
+    """Qwen2.5's Instruct releases cap max_position_embeddings at 32768 where the base models state
+    131072 (vLLM's default max_model_len); the architecture is the base model's."""
+    instruct, base = lookup("Qwen/Qwen2.5-7B-Instruct"), lookup("Qwen/Qwen2.5-7B")
+    assert (instruct.max_position_embeddings, base.max_position_embeddings) == (32768, 131072)
+    assert instruct.params == base.params == 7_615_616_512
+    assert lookup("Meta-Llama-3-8B").max_position_embeddings == 8192

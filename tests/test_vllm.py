@@ -130,3 +130,17 @@ def test_weights_that_do_not_fit_leave_no_cache(capsys, tmp_path):
 def test_unknown_flag_is_refused(capsys, tmp_path):
     code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nmax_seq_len: 4096\n")
     assert code == 1 and out["findings"][0]["code"] == "VL101" and "unrecognized arguments" in out["findings"][0]["message"]
+
+
+def test_an_instruct_model_is_checked_as_the_release_it_is(capsys, tmp_path):
+    """vLLM configs name instruction-tuned repos. Llama-3.1-8B-Instruct is the base architecture
+    under its own name; Qwen2.5-7B-Instruct states max_position_embeddings 32768 where the base
+    states 131072, so 65536 tokens are beyond the Instruct model (vLLM's refusal) and not the base."""
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 8192\n")
+    assert code == 0 and out["findings"] == []
+    assert out["serving"]["model"] == "meta-llama/Llama-3.1-8B-Instruct" and out["serving"]["kv_cache_tokens"] > 400_000
+    code, out = check(capsys, tmp_path, "model: Qwen/Qwen2.5-7B-Instruct\nmax-model-len: 65536\n")
+    assert code == 1 and out["findings"][0]["code"] == "VL401"
+    assert "max_position_embeddings=32768" in out["findings"][0]["message"]
+    code, out = check(capsys, tmp_path, "model: Qwen/Qwen2.5-7B\nmax-model-len: 65536\n")
+    assert "VL401" not in {f["code"] for f in out["findings"]}

@@ -238,6 +238,8 @@ def _models(_: argparse.Namespace) -> int:
     from vramlint.models.catalog import entries
     for entry in entries():
         print(f"{entry['id']:<50} {entry['short']:<30} {entry['params'] / 1e9:>9.2f}B")
+        for alias in entry.get("aliases", ()):
+            print(f"  {alias:<48} (same architecture)")
     return EXIT_OK
 
 

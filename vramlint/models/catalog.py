@@ -2,7 +2,9 @@
 
 Entries live in ``data/catalog.json`` (built by ``dev/build_catalog.py``): each holds the model's
 config.json, where that config comes from, and transformers' own parameter count for it, which
-the tests hold vramlint's count to.
+the tests hold vramlint's count to. An entry's ``aliases`` are other repos of the same
+architecture (``meta-llama/Llama-3.1-8B-Instruct`` for ``meta-llama/Llama-3.1-8B``): the names a
+vLLM config or a training script writes, resolved to the entry under the name written.
 """
 
 from __future__ import annotations
@@ -23,22 +25,25 @@ def entries() -> tuple[dict, ...]:
 
 
 @lru_cache(maxsize=1)
-def _index() -> dict[str, dict]:
-    """Every way a user may write a model: ``meta-llama/Llama-3.1-8B``, ``Llama-3.1-8B``,
-    ``llama-3.1-8b``; case does not matter."""
-    index: dict[str, dict] = {}
-    for entry in entries():
-        for key in (entry["id"], entry["id"].split("/")[-1], entry["short"]):
-            index.setdefault(key.lower(), entry)
+def _index() -> dict[str, tuple[dict, str]]:
+    """Every way a user may write a model — ``meta-llama/Llama-3.1-8B``, ``Llama-3.1-8B``,
+    ``llama-3.1-8b``, an alias with or without its organisation; case does not matter — to the
+    entry and the id it names."""
+    names = [(name, entry, name) for entry in entries() for name in (entry["id"], *entry.get("aliases", ()))]
+    index: dict[str, tuple[dict, str]] = {}
+    for key, entry, hf_id in (names + [(name.split("/")[-1], entry, name) for name, entry, _ in names]
+                              + [(entry["short"], entry, entry["id"]) for entry in entries()]):
+        index.setdefault(key.lower(), (entry, hf_id))     # a repo's own name before a short one
     return index
 
 
 def lookup(name: str) -> ModelShape:
-    entry = _index().get(name.strip().lower())
-    if entry is None:
+    found = _index().get(name.strip().lower())
+    if found is None:
         close = difflib.get_close_matches(name.lower(), list(_index()), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(f"model {name!r} is neither a config.json path, a folder holding one, nor in the "
                          f"offline catalog (vramlint models lists it){hint}")
     from vramlint.models.hfconfig import shape_from_dict
-    return shape_from_dict(dict(entry["config"]), name=entry["id"])
+    entry, hf_id = found
+    return shape_from_dict(dict(entry["config"]), name=hf_id)
