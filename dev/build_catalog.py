@@ -34,6 +34,7 @@ QWEN3 = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim
 G2 = {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "vocab_size": 256000,
       "sliding_window": 4096, "torch_dtype": "bfloat16", "max_position_embeddings": 8192}
 G3 = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "torch_dtype": "bfloat16"}
+G3_ROPE = {"rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "rope_local_base_freq": 10000}
 NEOX = {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "torch_dtype": "float16",
         "max_position_embeddings": 2048, "tie_word_embeddings": False}
 SC2 = {"model_type": "starcoder2", "architectures": ["Starcoder2ForCausalLM"], "vocab_size": 49152,
@@ -121,11 +122,11 @@ ENTRIES: list[tuple[str, str, object]] = [
         "hidden_size": 1152, "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1,
         "head_dim": 256, "intermediate_size": 6912, "vocab_size": 262144, "sliding_window": 512,
         "sliding_window_pattern": 6, "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}),
-    ("google/gemma-3-4b-it", "gemma-3-4b", dict(G3, text_config={"hidden_size": 2560, "num_hidden_layers": 34,
+    ("google/gemma-3-4b-it", "gemma-3-4b", dict(G3, text_config={**G3_ROPE, "hidden_size": 2560, "num_hidden_layers": 34,
         "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 10240, "sliding_window": 1024})),
-    ("google/gemma-3-12b-it", "gemma-3-12b", dict(G3, text_config={"hidden_size": 3840, "num_hidden_layers": 48,
+    ("google/gemma-3-12b-it", "gemma-3-12b", dict(G3, text_config={**G3_ROPE, "hidden_size": 3840, "num_hidden_layers": 48,
         "num_attention_heads": 16, "num_key_value_heads": 8, "intermediate_size": 15360, "sliding_window": 1024})),
-    ("google/gemma-3-27b-it", "gemma-3-27b", dict(G3, text_config={"hidden_size": 5376, "num_hidden_layers": 62,
+    ("google/gemma-3-27b-it", "gemma-3-27b", dict(G3, text_config={**G3_ROPE, "hidden_size": 5376, "num_hidden_layers": 62,
         "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128, "intermediate_size": 21504,
         "sliding_window": 1024, "query_pre_attn_scalar": 168})),
     ("google/gemma-4-26B-A4B", "gemma-4-26b-a4b", AIC + "google--gemma-4-26B-A4B_config.json"),

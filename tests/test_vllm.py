@@ -144,3 +144,36 @@ def test_an_instruct_model_is_checked_as_the_release_it_is(capsys, tmp_path):
     assert "max_position_embeddings=32768" in out["findings"][0]["message"]
     code, out = check(capsys, tmp_path, "model: Qwen/Qwen2.5-7B\nmax-model-len: 65536\n")
     assert "VL401" not in {f["code"] for f in out["findings"]}
+
+
+@pytest.mark.parametrize(("model", "tables"), [
+    ("meta-llama/Llama-3.1-8B", ((131072, 128),)),                 # llama3 scaling keeps the positions
+    ("google/gemma-3-12b-it", ((131072, 256), (131072 * 8, 256))),  # sliding: local base; global: linear x8
+    ("google/gemma-3-1b-it", ((32768, 256), (32768, 256))),         # two thetas: two tables of one size
+    ("deepseek-ai/DeepSeek-V2-Lite", ((4096 * 40, 64),)),           # deepseek_yarn: original x factor, rope dim
+    ("openai/gpt-oss-20b", ((4096 * 32, 64),)),                      # yarn
+    ("microsoft/Phi-3-mini-128k-instruct", ((4096 + 131072, 96),)),  # longrope: short and long in one
+    ("EleutherAI/pythia-1b", ((2048, 64),)),                         # rotary_pct 0.25 of head 256
+    ("gpt2", ()),                                                    # learned positions
+])
+def test_rope_tables_are_vllms(model, tables):
+    """The cos/sin caches vLLM's get_rope builds, one per distinct rotary embedding, by each
+    scaling class's own positions (vllm/model_executor/layers/rotary_embedding, 0.19)."""
+    from vramlint.models import read_model
+    assert read_model(model).rope_tables == tables
+
+
+@pytest.mark.parametrize("log_id", ["planner-v019-llama-3-1-8b-instruct-tp1-8192",
+                                    "planner-v019-llama-3-1-8b-instruct-tp4-8192",
+                                    "planner-v019-llama-3-1-8b-instruct-tp1-pp2-8192",
+                                    "planner-v019-gemma-2-27b-it-tp1-8192"])
+def test_weights_and_rope_tables_are_what_vllm_says_loading_took(log_id):
+    """vLLM's "Model loading took" is the memory allocated while loading: the rank's weights and
+    the RoPE tables every rank holds whole (32 MiB for Llama-3.1: TP 4 loads 3.77 GiB, not 3.74)."""
+    from vllm_accuracy import serving_for
+    from vramlint.memory.serving import serving_estimate
+    logs = shared_or_skip(SHARED / "groundtruth" / "vllm-startup-logs.jsonl")
+    record = next(r for r in map(json.loads, logs.read_text().splitlines()) if r["id"] == log_id)
+    parts = {c.name: c.bytes for c in serving_estimate(serving_for(record)).components}
+    loaded = (parts["weights"] + parts["RoPE cos/sin tables"]) / 2**30
+    assert round(loaded, 2) == record["measured"]["weights_gib"]

@@ -5,7 +5,13 @@ vLLM takes ``gpu_memory_utilization`` of the GPU's *total* memory for the whole 
 the KV cache what is left after the weights, the activation peak of its profile run and the memory
 outside PyTorch (NCCL, cuBLAS):
 
-    KV budget = total x utilization − weights / (TP x PP) − activation peak − non-torch memory
+    KV budget = total x utilization − weights / (TP x PP) − RoPE tables − activation peak
+                − non-torch memory
+
+The RoPE tables are the cos/sin caches vLLM's ``get_rope`` builds while the model loads (one per
+distinct rotary embedding, positions x rotary_dim in the model's dtype, on every rank:
+``models/rope.py``) — 32 MiB for Llama-3.1's 131072 positions, 0.56 GiB for Gemma 3, whose global
+layers' linear scaling multiplies the positions by 8.
 
 ``kv_cache_memory_bytes`` replaces the computation. The KV cache holds
 ``budget // bytes-per-token`` tokens (bytes per token: every attention layer's 2 x kv_heads/TP x
@@ -148,13 +154,21 @@ def _activation(s: Serving) -> Component:
                      f"{SAMPLER_BYTES_PER_LOGIT} B x {s.seqs} seqs x V {m.vocab_size:,}", MEASURED)
 
 
+def _rope_tables(s: Serving) -> Component:
+    tables = s.model.rope_tables
+    formula = " + ".join(f"{positions:,} x {dim} x {s.dtype_bytes} B" for positions, dim in tables)
+    return Component("RoPE cos/sin tables", sum(p * d for p, d in tables) * s.dtype_bytes,
+                     formula or "no rotary embedding", "vLLM 0.19 get_rope cos_sin_cache (models/rope.py)")
+
+
 def serving_estimate(s: Serving) -> ServingEstimate:
     requested = int(s.gpu_bytes * s.utilization)
     weights = max(0, weight_bytes(s.model, s.dtype_bytes) // (s.tp * s.pp) - s.cpu_offload_bytes)
     act = _activation(s)
     non_torch = NON_TORCH[1 if s.tp * s.pp == 1 else 2]
     parts = (Component("weights", weights, f"{s.model.params:,} params / (TP {s.tp} x PP {s.pp})", SOURCE),
-             act, Component("non-torch memory", non_torch, "NCCL, cuBLAS, custom all-reduce", MEASURED))
+             _rope_tables(s), act,
+             Component("non-torch memory", non_torch, "NCCL, cuBLAS, custom all-reduce", MEASURED))
     budget = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - sum(c.bytes for c in parts)
     per_token = sum(per for per, _ in _per_layer(s))
     tokens = max(0, int(budget // per_token)) if per_token else 0

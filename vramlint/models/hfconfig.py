@@ -20,6 +20,7 @@ from vramlint.errors import UsageError
 from vramlint.models.architectures import FAMILIES
 from vramlint.models.config import HfConfig, model_defaults
 from vramlint.models.quantization import read_quantization
+from vramlint.models.rope import rope_tables
 from vramlint.models.shape import ModelShape
 
 # Multimodal wrappers: the model type of their text_config when the file leaves it out.
@@ -138,8 +139,10 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
         raw = dict(raw, new_decoder_architecture=True)   # falcon-40b/180b layout (transformers' converter)
     builder, defaults_for = FAMILIES[family]
     notes: list[str] = [read_as] if read_as else []
+    config = HfConfig(raw, defaults_for)
     try:
-        shape = builder(HfConfig(raw, defaults_for))
+        shape = builder(config)
+        shape = replace(shape, rope_tables=rope_tables(config, shape))
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
         raise UsageError(f"{family} config is missing or has an invalid value for {exc}") from None
     quant = read_quantization(raw.get("quantization_config"))
