@@ -23,7 +23,7 @@ CORPUS = "corpus/hf_models/"
 AIC = CORPUS + "ai-dynamo__aiconfigurator__aic-core__src__aiconfigurator_core__model_configs__"
 AIC_OLD = CORPUS + "ai-dynamo__aiconfigurator__src__aiconfigurator__model_configs__"
 KEEP_OUT = {"auto_map", "transformers_version", "_name_or_path", "bos_token_id", "eos_token_id", "pad_token_id",
-            "vision_config", "audio_config", "id2label", "label2id", "task_specific_params"}
+            "audio_config", "id2label", "label2id", "task_specific_params"}
 
 L2 = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 32000,
       "max_position_embeddings": 4096, "torch_dtype": "float16", "rms_norm_eps": 1e-5}
@@ -35,6 +35,9 @@ G2 = {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "vocab_siz
       "sliding_window": 4096, "torch_dtype": "bfloat16", "max_position_embeddings": 8192}
 G3 = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "torch_dtype": "bfloat16"}
 G3_ROPE = {"rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "rope_local_base_freq": 10000}
+G3["vision_config"] = {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+                       "num_hidden_layers": 27, "num_attention_heads": 16, "image_size": 896, "patch_size": 14,
+                       "vision_use_head": False}
 NEOX = {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "torch_dtype": "float16",
         "max_position_embeddings": 2048, "tie_word_embeddings": False}
 SC2 = {"model_type": "starcoder2", "architectures": ["Starcoder2ForCausalLM"], "vocab_size": 49152,

@@ -177,3 +177,22 @@ def test_weights_and_rope_tables_are_what_vllm_says_loading_took(log_id):
     parts = {c.name: c.bytes for c in serving_estimate(serving_for(record)).components}
     loaded = (parts["weights"] + parts["RoPE cos/sin tables"]) / 2**30
     assert round(loaded, 2) == record["measured"]["weights_gib"]
+
+
+def test_a_multimodal_checkpoint_loads_its_vision_tower():
+    """vLLM builds Gemma 3's SigLIP tower and projector beside the language model: 416,866,032 +
+    4,424,832 parameters (transformers' own count of Gemma3ForConditionalGeneration on the meta
+    device, less its language model), which with the RoPE tables bring the predicted load of
+    gemma-3-12b to the log's 23.31 GiB (22.48 without the tower)."""
+    from vllm_accuracy import serving_for
+    from vramlint.memory.serving import serving_estimate
+    from vramlint.models import read_model
+    assert read_model("google/gemma-3-12b-it").vision_params == 416_866_032 + 4_424_832
+    assert read_model("google/gemma-3-1b-it").vision_params == 0          # text-only
+    assert "vision tower (qwen3_vl_vision) not counted" in " ".join(read_model("Qwen/Qwen3-VL-8B-Instruct").notes)
+    logs = shared_or_skip(SHARED / "groundtruth" / "vllm-startup-logs.jsonl")
+    record = next(r for r in map(json.loads, logs.read_text().splitlines())
+                  if r["id"] == "planner-v019-gemma-3-12b-it-tp1-8192")
+    parts = {c.name: c.bytes for c in serving_estimate(serving_for(record)).components}
+    loaded = (parts["weights"] + parts["RoPE cos/sin tables"]) / 2**30
+    assert abs(loaded - record["measured"]["weights_gib"]) < 0.06

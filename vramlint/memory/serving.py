@@ -163,10 +163,12 @@ def _rope_tables(s: Serving) -> Component:
 
 def serving_estimate(s: Serving) -> ServingEstimate:
     requested = int(s.gpu_bytes * s.utilization)
-    weights = max(0, weight_bytes(s.model, s.dtype_bytes) // (s.tp * s.pp) - s.cpu_offload_bytes)
+    vision = s.model.vision_params * s.dtype_bytes // s.tp     # first stage's, TP-sharded (vLLM's SigLIP)
+    weights = max(0, weight_bytes(s.model, s.dtype_bytes) // (s.tp * s.pp) + vision - s.cpu_offload_bytes)
     act = _activation(s)
     non_torch = NON_TORCH[1 if s.tp * s.pp == 1 else 2]
-    parts = (Component("weights", weights, f"{s.model.params:,} params / (TP {s.tp} x PP {s.pp})", SOURCE),
+    tower = f" + vision tower {s.model.vision_params:,} / TP {s.tp}" if vision else ""
+    parts = (Component("weights", weights, f"{s.model.params:,} params / (TP {s.tp} x PP {s.pp}){tower}", SOURCE),
              _rope_tables(s), act,
              Component("non-torch memory", non_torch, "NCCL, cuBLAS, custom all-reduce", MEASURED))
     budget = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - sum(c.bytes for c in parts)

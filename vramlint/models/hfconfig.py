@@ -22,6 +22,7 @@ from vramlint.models.config import HfConfig, model_defaults
 from vramlint.models.quantization import read_quantization
 from vramlint.models.rope import rope_tables
 from vramlint.models.shape import ModelShape
+from vramlint.models.vision import vision_params
 
 # Multimodal wrappers: the model type of their text_config when the file leaves it out.
 TEXT_TYPES = {
@@ -132,7 +133,7 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
     if "producer" in raw and "quantization" in raw and "model_type" not in raw:
         raise UsageError("this is a ModelOpt hf_quant_config.json (quantization only, no architecture): "
                          "point vramlint at the config.json beside it, or at the folder holding both")
-    outer_type = raw.get("model_type")
+    outer, outer_type = raw, raw.get("model_type")
     raw = _text_part(raw)
     family, read_as = _resolve_type(raw)
     if raw.get("model_type") == "RefinedWeb" and "new_decoder_architecture" not in raw:
@@ -149,7 +150,10 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
     if quant is None and side_quant:
         section = side_quant.get("quantization")
         quant = read_quantization(dict(section, quant_method="modelopt") if isinstance(section, dict) else None)
+    vision, untold = vision_params(outer, shape.hidden_size)
+    notes += [untold] if untold else []
     return replace(shape, model_type=str(outer_type or family), dtype=_dtype(raw, notes, quant is not None),
+                   vision_params=vision,
                    quantization=quant, architecture=(raw.get("architectures") or [None])[0],
                    read_as=family if read_as else None, name=name, notes=tuple(notes))
 
