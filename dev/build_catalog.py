@@ -213,6 +213,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "deepseek-ai/DeepSeek-V2-Lite": ("deepseek-ai/DeepSeek-V2-Lite-Chat",),
     "deepseek-ai/DeepSeek-V3": ("deepseek-ai/DeepSeek-V3-0324", "deepseek-ai/DeepSeek-V3-Base"),
     "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-R1-0528",),
+    "meta-llama/Meta-Llama-3-8B-Instruct": ("meta-llama/Meta-Llama-3-8B",),      # VARIANTS below
+    "meta-llama/Meta-Llama-3-70B-Instruct": ("meta-llama/Meta-Llama-3-70B",),
 }
 
 # Releases that differ from an entry in a key that shapes memory (vLLM's default max_model_len is
@@ -241,8 +243,6 @@ VARIANTS: list[tuple[str, str, str, dict, str]] = [
         {"sliding_window": None, "rope_theta": 1000000.0},
         "v0.2 dropped v0.1's 4096-token sliding window for full attention over 32k (RoPE theta 1e6)"),
 ]
-ALIASES.update({"meta-llama/Meta-Llama-3-8B-Instruct": ("meta-llama/Meta-Llama-3-8B",),
-                "meta-llama/Meta-Llama-3-70B-Instruct": ("meta-llama/Meta-Llama-3-70B",)})
 
 
 def load(shared: Path, source: object) -> tuple[dict, str]:

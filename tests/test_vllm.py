@@ -170,13 +170,18 @@ def test_rope_tables_are_vllms(model, tables):
 def test_weights_and_rope_tables_are_what_vllm_says_loading_took(log_id):
     """vLLM's "Model loading took" is the memory allocated while loading: the rank's weights and
     the RoPE tables every rank holds whole (32 MiB for Llama-3.1: TP 4 loads 3.77 GiB, not 3.74)."""
+    predicted, measured = loaded_gib(log_id)
+    assert round(predicted, 2) == measured
+
+
+def loaded_gib(log_id: str) -> tuple[float, float]:
+    """What vramlint and a published log say vLLM's model loading took, GiB."""
     from vllm_accuracy import serving_for
     from vramlint.memory.serving import serving_estimate
     logs = shared_or_skip(SHARED / "groundtruth" / "vllm-startup-logs.jsonl")
     record = next(r for r in map(json.loads, logs.read_text().splitlines()) if r["id"] == log_id)
     parts = {c.name: c.bytes for c in serving_estimate(serving_for(record)).components}
-    loaded = (parts["weights"] + parts["RoPE cos/sin tables"]) / 2**30
-    assert round(loaded, 2) == record["measured"]["weights_gib"]
+    return (parts["weights"] + parts["RoPE cos/sin tables"]) / 2**30, record["measured"]["weights_gib"]
 
 
 def test_a_multimodal_checkpoint_loads_its_vision_tower():
@@ -184,15 +189,9 @@ def test_a_multimodal_checkpoint_loads_its_vision_tower():
     4,424,832 parameters (transformers' own count of Gemma3ForConditionalGeneration on the meta
     device, less its language model), which with the RoPE tables bring the predicted load of
     gemma-3-12b to the log's 23.31 GiB (22.48 without the tower)."""
-    from vllm_accuracy import serving_for
-    from vramlint.memory.serving import serving_estimate
     from vramlint.models import read_model
     assert read_model("google/gemma-3-12b-it").vision_params == 416_866_032 + 4_424_832
     assert read_model("google/gemma-3-1b-it").vision_params == 0          # text-only
     assert "vision tower (qwen3_vl_vision) not counted" in " ".join(read_model("Qwen/Qwen3-VL-8B-Instruct").notes)
-    logs = shared_or_skip(SHARED / "groundtruth" / "vllm-startup-logs.jsonl")
-    record = next(r for r in map(json.loads, logs.read_text().splitlines())
-                  if r["id"] == "planner-v019-gemma-3-12b-it-tp1-8192")
-    parts = {c.name: c.bytes for c in serving_estimate(serving_for(record)).components}
-    loaded = (parts["weights"] + parts["RoPE cos/sin tables"]) / 2**30
-    assert abs(loaded - record["measured"]["weights_gib"]) < 0.06
+    predicted, measured = loaded_gib("planner-v019-gemma-3-12b-it-tp1-8192")
+    assert abs(predicted - measured) < 0.06
