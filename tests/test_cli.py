@@ -85,6 +85,17 @@ def test_model_json_has_the_documented_keys(capsys):
     assert {"model_type", "params", "active_params", "largest_layer_params", "kv_bytes_per_token", "layers"} <= info.keys()
 
 
+def test_model_shows_what_vllm_loads_beside_the_parameters(capsys):
+    """Gemma 3 in vLLM: the SigLIP tower and the two RoPE tables (local, and global at 8x positions)."""
+    assert main(["model", "google/gemma-3-12b-it", "--format", "json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["vision_params"] == 421_290_864
+    assert info["vllm_rope_tables"] == [{"positions": 131072, "rotary_dim": 256},
+                                        {"positions": 1048576, "rotary_dim": 256}]
+    assert main(["model", "google/gemma-3-12b-it"]) == 0
+    assert "vision tower" in capsys.readouterr().out
+
+
 def test_lint_path_imports_no_torch():
     """A pre-commit hook must start fast: the check imports no torch, transformers or deepspeed."""
     code = ("import sys; from vramlint.cli import main; "

@@ -146,6 +146,11 @@ def model_report(shape: ModelShape, out: TextIO) -> None:
         table.add_row("", f"{info['kv_bytes_per_token_transformers']:,} bytes in transformers (decompressed MLA)")
     if info["max_position_embeddings"]:
         table.add_row("max positions", f"{info['max_position_embeddings']:,}")
+    if info["vision_params"]:
+        table.add_row("vision tower", f"{info['vision_params']:,} parameters (vLLM loads it too)")
+    if info["vllm_rope_tables"]:
+        table.add_row("vLLM RoPE tables", ", ".join(f"{t['positions']:,} x {t['rotary_dim']}"
+                                                    for t in info["vllm_rope_tables"]))
     for note in info["notes"]:
         table.add_row("note", note)
     console.print(table)
