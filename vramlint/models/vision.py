@@ -7,7 +7,8 @@ Counted here for the encoders whose layout is known exactly; any other ``vision_
 in the model's notes as not counted.
 
 SigLIP (``siglip_vision_model``, transformers ``SiglipVisionModel``), hidden h, MLP width I,
-L layers, patch p over c channels, image s:
+L layers, patch p over c channels, image s (transformers' defaults where the config omits them,
+``data/model_defaults.json``):
 
     patch conv c·p²·h + h, positions (s/p)²·h,
     per layer 4(h² + h) (q, k, v, out) + (h·I + I) + (I·h + h) (fc1, fc2) + 4h (two LayerNorms),
@@ -21,16 +22,15 @@ from __future__ import annotations
 
 from typing import Any
 
-SIGLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_channels": 3,
-                   "image_size": 224, "patch_size": 16, "vision_use_head": True}
+from vramlint.models.config import HfConfig
 
 
-def _siglip(v: dict[str, Any]) -> int:
-    v = {**SIGLIP_DEFAULTS, **{k: val for k, val in v.items() if val is not None}}
-    h, i, p, c = v["hidden_size"], v["intermediate_size"], v["patch_size"], v["num_channels"]
+def _siglip(v: HfConfig) -> int:
+    h, i, p, c = (v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size"),
+                  v.int("num_channels"))
     layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
-    total = c * p * p * h + h + (v["image_size"] // p) ** 2 * h + v["num_hidden_layers"] * layer + 2 * h
-    if v["vision_use_head"]:     # probe, MultiheadAttention (in 3h² + 3h, out h² + h), LayerNorm, MLP
+    total = c * p * p * h + h + (v.int("image_size") // p) ** 2 * h + v.int("num_hidden_layers") * layer + 2 * h
+    if v.flag("vision_use_head"):     # probe, MultiheadAttention (in 3h² + 3h, out h² + h), LayerNorm, MLP
         total += h + 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h)
     return total
 
@@ -40,9 +40,9 @@ def vision_params(raw: dict[str, Any], text_hidden: int) -> tuple[int, str | Non
     vision = raw.get("vision_config")
     if not isinstance(vision, dict):
         return 0, None
-    kind = vision.get("model_type") or ("siglip_vision_model" if raw.get("model_type") == "gemma3" else None)
-    if kind == "siglip_vision_model" and raw.get("model_type") == "gemma3":
-        h = vision.get("hidden_size") or SIGLIP_DEFAULTS["hidden_size"]
-        return _siglip(vision) + h * text_hidden + h, None
+    kind = vision.get("model_type")
+    if raw.get("model_type") == "gemma3" and kind in (None, "siglip_vision_model"):   # Gemma3Config's default
+        v = HfConfig(vision, "siglip_vision_model")
+        return _siglip(v) + v.int("hidden_size") * text_hidden + v.int("hidden_size"), None
     return 0, (f"vision tower ({kind or 'unknown type'}) not counted, though vLLM and the "
                "ForConditionalGeneration class load it beside the language model")
