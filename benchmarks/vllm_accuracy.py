@@ -57,11 +57,10 @@ def main(argv: list[str]) -> int:
             continue
         est = serving_estimate(serving)
         parts = {c.name: c.bytes / GiB for c in est.components}
-        loaded = parts["weights"] + parts["RoPE cos/sin tables"]     # both in vLLM's "Model loading took"
         error = (est.kv_budget / GiB - measured["kv_cache_gib"]) / measured["kv_cache_gib"]
         errors.append(error)
         print(f"{record['model'][:44]:<44} {record['tp']:>2} "
-              f"{measured.get('weights_gib', float('nan')):>7.2f}/{loaded:<7.2f}"
+              f"{measured.get('weights_gib', float('nan')):>7.2f}/{est.loaded / GiB:<7.2f}"
               f"{measured.get('activation_peak_gib', float('nan')):>7.2f}/{parts['activation peak (profile run)']:<7.2f}"
               f"{measured['kv_cache_gib']:>7.2f}/{est.kv_budget / GiB:<7.2f}"
               f"{measured.get('kv_cache_tokens', 0):>10}/{est.kv_tokens:<10} {error:+7.1%}")

@@ -180,8 +180,7 @@ def loaded_gib(log_id: str) -> tuple[float, float]:
     from vramlint.memory.serving import serving_estimate
     logs = shared_or_skip(SHARED / "groundtruth" / "vllm-startup-logs.jsonl")
     record = next(r for r in map(json.loads, logs.read_text().splitlines()) if r["id"] == log_id)
-    parts = {c.name: c.bytes for c in serving_estimate(serving_for(record)).components}
-    return (parts["weights"] + parts["RoPE cos/sin tables"]) / 2**30, record["measured"]["weights_gib"]
+    return serving_estimate(serving_for(record)).loaded / 2**30, record["measured"]["weights_gib"]
 
 
 def test_a_multimodal_checkpoint_loads_its_vision_tower():

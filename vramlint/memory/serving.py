@@ -40,6 +40,7 @@ NON_TORCH = {1: int(0.25 * GiB), 2: int(2.1 * GiB)}   # TP 1; TP > 1 adds custom
 # CodeLlama-7B V=32016: 0.77 GiB; same MLP scale) put 1.12 GiB on 96,240 vocabulary entries x 1024
 # sequences: 12 B per logit, i.e. fp32 logits, their softmax and one more fp32 working copy.
 SAMPLER_BYTES_PER_LOGIT = 12
+ROPE_TABLES = "RoPE cos/sin tables"
 KV_BYTES = {"auto": None, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
             "fp8_ds_mla": 1, "nvfp4": 0.5625}
 
@@ -92,6 +93,12 @@ class ServingEstimate:
     kv_tokens: int
     needed: int                     # KV bytes one request of max_model_len needs
     max_len_that_fits: int
+
+    @property
+    def loaded(self) -> int:
+        """What vLLM's log reports as "Model loading took": the memory allocated while the model
+        loads — the rank's weights (vision tower included) and the RoPE tables."""
+        return sum(c.bytes for c in self.components if c.name in ("weights", ROPE_TABLES))
 
     @property
     def max_concurrency(self) -> float:
@@ -157,7 +164,7 @@ def _activation(s: Serving) -> Component:
 def _rope_tables(s: Serving) -> Component:
     tables = s.model.rope_tables
     formula = " + ".join(f"{positions:,} x {dim} x {s.dtype_bytes} B" for positions, dim in tables)
-    return Component("RoPE cos/sin tables", sum(p * d for p, d in tables) * s.dtype_bytes,
+    return Component(ROPE_TABLES, sum(p * d for p, d in tables) * s.dtype_bytes,
                      formula or "no rotary embedding", "vLLM 0.19 get_rope cos_sin_cache (models/rope.py)")
 
 

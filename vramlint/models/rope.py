@@ -42,8 +42,7 @@ def _scaling(c: HfConfig, kind: str) -> dict[str, Any]:
     return {**base, **scaling} if isinstance(scaling, dict) else base
 
 
-def _positions(c: HfConfig, scaling: dict[str, Any]) -> int:
-    positions = c.int("max_position_embeddings", "n_positions", default=2048)
+def _positions(positions: int, scaling: dict[str, Any]) -> int:
     kind = scaling.get("rope_type") or scaling.get("type") or "default"
     factor = scaling.get("factor") or 1
     original = scaling.get("original_max_position_embeddings") or positions
@@ -64,7 +63,7 @@ def _rotary_dim(c: HfConfig, head_dim: int, scaling: dict[str, Any]) -> int:
 
 def rope_tables(c: HfConfig, shape: ModelShape) -> tuple[tuple[int, int], ...]:
     """(positions, rotary_dim) of every distinct table vLLM builds for this model."""
-    if not shape.block.rope:
+    if not shape.block.rope or not shape.max_position_embeddings:
         return ()
     tables: dict[tuple, tuple[int, int]] = {}
     for layer in shape.layers:
@@ -74,6 +73,6 @@ def rope_tables(c: HfConfig, shape: ModelShape) -> tuple[tuple[int, int], ...]:
         scaling = _scaling(c, "sliding_attention" if att.kind == SLIDING else "full_attention")
         head = c.int("qk_rope_head_dim") if att.kind == MLA else att.head_dim
         dim = head if att.kind == MLA else _rotary_dim(c, head, scaling)
-        table = (_positions(c, scaling), dim)
+        table = (_positions(shape.max_position_embeddings, scaling), dim)
         tables.setdefault((table, repr(sorted(scaling.items()))), table)
     return tuple(tables.values())
