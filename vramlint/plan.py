@@ -8,7 +8,6 @@ point at the file line that set a value or say that a default was assumed.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field, replace
 
 from vramlint.documents import Location

@@ -29,11 +29,14 @@ def _index() -> dict[str, tuple[dict, str]]:
     """Every way a user may write a model — ``meta-llama/Llama-3.1-8B``, ``Llama-3.1-8B``,
     ``llama-3.1-8b``, an alias with or without its organisation; case does not matter — to the
     entry and the id it names."""
-    names = [(name, entry, name) for entry in entries() for name in (entry["id"], *entry.get("aliases", ()))]
+    repos = [(repo, entry) for entry in entries() for repo in (entry["id"], *entry.get("aliases", ()))]
     index: dict[str, tuple[dict, str]] = {}
-    for key, entry, hf_id in (names + [(name.split("/")[-1], entry, name) for name, entry, _ in names]
-                              + [(entry["short"], entry, entry["id"]) for entry in entries()]):
-        index.setdefault(key.lower(), (entry, hf_id))     # a repo's own name before a short one
+    for repo, entry in repos:                           # a repo's full name first, then its own name,
+        index.setdefault(repo.lower(), (entry, repo))   # then the short ones ("gemma-2-27b" is a repo's)
+    for repo, entry in repos:
+        index.setdefault(repo.split("/")[-1].lower(), (entry, repo))
+    for entry in entries():
+        index.setdefault(entry["short"].lower(), (entry, entry["id"]))
     return index
 
 
