@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from measured_models import models  # noqa: E402
 from param_counts import count, count_language_model, text_config  # noqa: E402
 
 CORPUS = "corpus/hf_models/"
@@ -257,10 +258,7 @@ def load(shared: Path, source: object) -> tuple[dict, str]:
         raise KeyError(name)
     if str(source).startswith("measure.py:"):      # a model measure.py measures that no record holds yet
         name = str(source).split(":", 1)[1]
-        text = (shared / "groundtruth/measure.py").read_text()
-        scope: dict = {}
-        exec(text[text.index("MODELS = {"):text.index("SMALL = [")], scope)
-        model_type, kwargs = scope["MODELS"][name]
+        model_type, kwargs = models("measure.py", shared / "groundtruth")[name]
         return ({"model_type": model_type, **kwargs},
                 f"shared/groundtruth/measure.py MODELS[{name!r}] (the released checkpoint's dimensions)")
     return json.loads((shared / str(source)).read_text()), f"shared/{source} (see corpus/SOURCES.md)"

@@ -29,12 +29,11 @@ import sys
 import warnings
 from pathlib import Path
 
-GROUNDTRUTH = Path(__file__).resolve().parents[2] / "shared" / "groundtruth"
-
 
 def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool, accumulate: int = 1,
            layers: int | None = None) -> dict:
     import torch
+    from measured_models import models
     from torch_probe import StorageWatch, parameter_storages
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -48,10 +47,7 @@ def record(name: str, kind: str, batch: int, seq: int, checkpointing: bool, accu
 
         return StorageWatch(exclude, new, lambda ptr: events.append(["free", ids.pop(ptr)]))
 
-    source = (GROUNDTRUTH / "measure.py").read_text()
-    scope: dict = {}
-    exec(source[source.index("MODELS = {"):source.index("SMALL = [")], scope)
-    model_type, kwargs = scope["MODELS"][name]
+    model_type, kwargs = models()[name]
     if layers:          # fewer decoder layers: a model too large to record whole on the CPU
         kwargs = {**kwargs, "n_layer" if model_type == "gpt2" else "num_hidden_layers": layers}
     config = AutoConfig.for_model(model_type, **kwargs)
@@ -150,7 +146,8 @@ def main() -> None:
     options = set(sys.argv[5:])
     accumulate = [int(o[2:]) for o in options if o.startswith("ga") and o[2:].isdigit()]
     layers = [int(o[1:]) for o in options if o.startswith("l") and o[1:].isdigit()]
-    if options - {"gc"} - {f"ga{n}" for n in accumulate} - {f"l{n}" for n in layers} or len(accumulate) > 1:
+    if options - {"gc"} - {f"ga{n}" for n in accumulate} - {f"l{n}" for n in layers} or len(accumulate) > 1 \
+            or len(layers) > 1:
         sys.exit(f"unknown option(s) {sys.argv[5:]}: gc (gradient checkpointing), gaN (N micro-batches a step), "
                  "lN (N decoder layers)")
     json.dump(record(name, kind, batch, seq, "gc" in options, max(accumulate, default=1), max(layers, default=None)),

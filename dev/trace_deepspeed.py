@@ -34,14 +34,11 @@ import sys
 import warnings
 from pathlib import Path
 
-GROUNDTRUTH = Path(__file__).resolve().parents[2] / "shared" / "groundtruth"
+import measured_models
 
 
 def models() -> dict:
-    source = (GROUNDTRUTH / "ds_measure.py").read_text()
-    scope: dict = {}
-    exec(source[source.index("MODELS = {"):source.index("rec = dict(")], scope)
-    return scope["MODELS"]
+    return measured_models.models("ds_measure.py")
 
 
 STREAMS = {"partitioned_param_coordinator.py": 1, "stage3.py": 2}   # vramlint's GATHER and REDUCE pools
