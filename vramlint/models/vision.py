@@ -44,5 +44,5 @@ def vision_params(raw: dict[str, Any], text_hidden: int) -> tuple[int, str | Non
     if raw.get("model_type") == "gemma3" and kind in (None, "siglip_vision_model"):   # Gemma3Config's default
         v = HfConfig(vision, "siglip_vision_model")
         return _siglip(v) + v.int("hidden_size") * text_hidden + v.int("hidden_size"), None
-    return 0, (f"vision tower ({kind or 'unknown type'}) not counted, though vLLM and the "
-               "ForConditionalGeneration class load it beside the language model")
+    return 0, (f"vision tower ({kind or 'unknown type'}) not counted: vLLM and the ForConditionalGeneration "
+               "class load it beside the language model, so the weights here are short by its size")
