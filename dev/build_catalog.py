@@ -218,6 +218,18 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "meta-llama/Meta-Llama-3-70B-Instruct": ("meta-llama/Meta-Llama-3-70B",),
 }
 
+# llm-compressor's preset schemes, as RedHatAI's model cards give their recipes
+# (QuantizationModifier(targets="Linear", scheme=..., ignore=["lm_head"])), saved by compressed-tensors
+W4A16 = {"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
+         "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None, "weights": {
+             "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128}}}}
+FP8_DYNAMIC = {"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+               "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                   "num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel"},
+                   "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}}}}
+REDHAT = ("RedHatAI's re-upload of the model quantized with llm-compressor's {} scheme (Linear layers, "
+          "lm_head kept); the architecture unchanged")
+
 # Releases that differ from an entry in a key that shapes memory (vLLM's default max_model_len is
 # max_position_embeddings; a window changes the KV cache): (id, short, entry, changed keys, evidence)
 QWEN25_INSTRUCT = "the Instruct releases cap max_position_embeddings at 32768 (YaRN is opt-in)"
@@ -243,6 +255,11 @@ VARIANTS: list[tuple[str, str, str, dict, str]] = [
     ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-7b-instruct-v0.2", "mistralai/Mistral-7B-v0.1",
         {"sliding_window": None, "rope_theta": 1000000.0},
         "v0.2 dropped v0.1's 4096-token sliding window for full attention over 32k (RoPE theta 1e6)"),
+    ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16", "llama-3.1-8b-instruct-w4a16", "meta-llama/Llama-3.1-8B",
+        {"quantization_config": W4A16, "torch_dtype": "float16"}, REDHAT.format("W4A16 (int4, fp16 scale per 128)")),
+    ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "llama-3.3-70b-instruct-fp8-dynamic",
+        "meta-llama/Llama-3.3-70B-Instruct", {"quantization_config": FP8_DYNAMIC},
+        REDHAT.format("FP8_DYNAMIC (fp8 weights with a scale per output channel)")),
 ]
 
 
@@ -271,7 +288,7 @@ def variant(entries: list[dict], hf_id: str, short: str, base: str, changes: dic
     raw = {k: v for k, v in {**source["config"], **changes}.items() if v is not None}
     config, _ = text_config(dict(raw))
     params, _ = count_language_model(config) if "text_config" in raw else count(config)
-    changed = ", ".join(f"{k}={v}" for k, v in changes.items())
+    changed = ", ".join(f"{k}={v}" if not isinstance(v, dict) else f"its own {k}" for k, v in changes.items())
     entry = {"id": hf_id, "short": short, "params": params, "config": raw,
              "source": f"{base}'s config with {changed}: {evidence}"}
     if hf_id in ALIASES:

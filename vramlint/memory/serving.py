@@ -18,10 +18,24 @@ layers' linear scaling multiplies the positions by 8.
 head_dim x kv bytes, KV heads replicated when TP exceeds them; MLA's latent, never split). vLLM
 refuses to start when one request of ``max_model_len`` tokens does not fit.
 
-The activation peak of the profile run is modelled as the widest MLP intermediate of
-``max_num_batched_tokens`` tokens (gate and up, split by TP) plus the sampler's warm-up over
-``max_num_seqs`` rows of fp32 vocabulary-wide tensors (about 12 bytes per logit): on the 18
-published vLLM 0.19 H100 logs in shared/groundtruth this lands within a few hundred MB.
+The activation peak is what vLLM's profile run (``gpu_model_runner.profile_run``) adds to the
+allocated memory: one forward pass over ``max_num_batched_tokens`` tokens, then — on the last
+pipeline stage — the sampler's warm-up over ``max_num_seqs`` dummy requests. The two phases do
+not overlap, so the peak is the larger of them plus what the run allocates and keeps:
+
+- sampler (``_dummy_sampler_run``): the logits in the model dtype (all-gathered whole on every TP
+  rank), their fp32 copy, softmax probabilities and the exponential noise of ``random_sample``
+  (3 x 4 B), the Triton top-k/top-p kernel's cached buffer (one fp32 vocabulary row per SM), and
+  the forward's hidden states with the last token's rows and their ``rand_like``;
+- forward: the widest MLP in flight — gate_up, SiLU(gate) and its product with up (4·I/TP),
+  or fc1 and its activation (2·I/TP) — over the residual stream (h);
+- kept: the fused-MoE workspace vLLM's ``WorkspaceManager`` allocates on the first MoE layer and
+  holds (``TritonExperts.workspace_shapes``: M x k x (max(I/TP, h) + max(2·I/TP, h)) for M
+  batched tokens; gpt-oss's MXFP4 kernels take none), and the 32 MiB cuBLAS workspace.
+
+On the 18 published vLLM 0.19 H100 logs in shared/groundtruth every text model lands within
+0.02 GiB of the logged peak; gemma-3's is 0.2 GiB short (its vision encoder's profile is not
+modelled).
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from vramlint.memory.components import Component
+from vramlint.memory.fixed import WORKSPACES
 from vramlint.memory.weights import weight_bytes
 from vramlint.models.shape import ModelShape
 from vramlint.units import GiB
@@ -36,10 +51,11 @@ from vramlint.units import GiB
 SOURCE = "vLLM 0.19 determine_available_memory / kv_cache_utils, REFERENCE.md §6"
 MEASURED = "vLLM 0.19 start-up logs on H100 (shared/groundtruth/vllm-startup-logs.jsonl)"
 NON_TORCH = {1: int(0.25 * GiB), 2: int(2.1 * GiB)}   # TP 1; TP > 1 adds custom all-reduce + NCCL buffers
-# The two Llama-class logs that differ only in vocabulary (Llama-3.1-8B V=128256: 1.89 GiB;
-# CodeLlama-7B V=32016: 0.77 GiB; same MLP scale) put 1.12 GiB on 96,240 vocabulary entries x 1024
-# sequences: 12 B per logit, i.e. fp32 logits, their softmax and one more fp32 working copy.
-SAMPLER_BYTES_PER_LOGIT = 12
+FP32 = 4
+SAMPLER_FP32_COPIES = 3         # Sampler.forward's logits.to(float32), softmax's probs, random_sample's q
+STREAMING_MULTIPROCESSORS = 132  # H100 / H200: rows of apply_top_k_top_p_triton's cached buffer
+MOE_NO_WORKSPACE = frozenset({"mxfp4"})   # gpt-oss's OAI triton_kernels path allocates no TritonExperts workspace
+VLLM_SAMPLER = "vLLM 0.19 Sampler / TopKTopPSampler / apply_top_k_top_p_triton (_dummy_sampler_run)"
 ROPE_TABLES = "RoPE cos/sin tables"
 KV_BYTES = {"auto": None, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
             "fp8_ds_mla": 1, "nvfp4": 0.5625}
@@ -74,6 +90,11 @@ class Serving:
     @property
     def seqs(self) -> int:
         return self.max_num_seqs or (1024 if self.big_gpu else 256)
+
+    @property
+    def dummy_requests(self) -> int:
+        """The requests the profile run spreads its tokens over (``_dummy_run``: min(tokens, max_num_seqs))."""
+        return min(self.seqs, self.batched_tokens)
 
     @property
     def kv_bytes(self) -> float:
@@ -136,29 +157,53 @@ def _max_len(s: Serving, budget: int) -> int:
     return lo
 
 
-def _widest(s: Serving) -> int:
-    """Elements per token of the widest MLP intermediate: a dense layer's gate+up (2·I/TP); a MoE
-    layer's fused-experts caches, k x (gate+up 2·I/TP + act I/TP + output h)."""
+def _forward_width(s: Serving) -> int:
+    """Elements per token alive at the forward pass's widest point: the residual stream and the
+    widest dense MLP's intermediates (a MoE layer's shared experts; its routed experts run in the
+    workspace ``_moe_workspace`` counts)."""
     widest = 0
     for layer in s.model.layers:
         mlp = layer.mlp
+        width = mlp.shared_intermediate if mlp.kind == "moe" else mlp.intermediate
+        widest = max(widest, (2 if mlp.kind == "plain" else 4) * width // s.tp)
+    return s.model.hidden_size + widest
+
+
+def _moe_workspace(s: Serving) -> int:
+    """Bytes of the fused-MoE workspace (TritonExperts), 256-byte aligned, of the widest MoE layer."""
+    quant = s.model.quantization
+    if quant and "experts" in quant.groups and quant.method in MOE_NO_WORKSPACE:
+        return 0
+    h, out = s.model.hidden_size, 0
+    for layer in s.model.layers:
+        mlp = layer.mlp
         if mlp.kind == "moe":
-            width = mlp.experts_per_token * (3 * mlp.intermediate // s.tp + s.model.hidden_size)
-            width += 2 * mlp.shared_intermediate // s.tp
-        else:
-            width = 2 * mlp.intermediate // s.tp
-        widest = max(widest, width)
-    return widest
+            i = mlp.intermediate // s.tp
+            rows = s.batched_tokens * mlp.experts_per_token
+            out = max(out, sum(-(-rows * max(width, h) * s.dtype_bytes // 256) * 256 for width in (i, 2 * i)))
+    return out
+
+
+def _sampler(s: Serving) -> int:
+    """Bytes the sampler's warm-up holds at its peak (see the module docstring)."""
+    m, reqs = s.model, s.dummy_requests
+    per_logit = s.dtype_bytes + FP32 * (SAMPLER_FP32_COPIES - (s.dtype_bytes == FP32))
+    triton = min(STREAMING_MULTIPROCESSORS, reqs) * m.vocab_size * FP32
+    hidden = (s.batched_tokens + 2 * reqs) * m.hidden_size * s.dtype_bytes
+    return reqs * m.vocab_size * per_logit + triton + hidden
 
 
 def _activation(s: Serving) -> Component:
-    m = s.model
-    widest = _widest(s)
-    mlp = s.batched_tokens * widest * s.dtype_bytes
-    sampler = SAMPLER_BYTES_PER_LOGIT * s.seqs * m.vocab_size
-    return Component("activation peak (profile run)", mlp + sampler,
-                     f"{s.batched_tokens} tokens x widest MLP intermediate {widest:,} x {s.dtype_bytes} B + "
-                     f"{SAMPLER_BYTES_PER_LOGIT} B x {s.seqs} seqs x V {m.vocab_size:,}", MEASURED)
+    forward = s.batched_tokens * _forward_width(s) * s.dtype_bytes
+    sampler = _sampler(s)
+    moe, cublas = _moe_workspace(s), WORKSPACES["infer"][0]
+    phase = (f"sampler {s.dummy_requests} seqs x V {s.model.vocab_size:,} ({sampler / GiB:.2f} GiB)"
+             if sampler >= forward else
+             f"forward {s.batched_tokens} tokens x residual + widest MLP {_forward_width(s):,} x {s.dtype_bytes} B "
+             f"({forward / GiB:.2f} GiB)")
+    kept = f" + fused-MoE workspace {moe / GiB:.2f} GiB" if moe else ""
+    return Component("activation peak (profile run)", max(forward, sampler) + moe + cublas,
+                     f"{phase}{kept} + cuBLAS workspace", f"{VLLM_SAMPLER}; TritonExperts.workspace_shapes; {MEASURED}")
 
 
 def _rope_tables(s: Serving) -> Component:
@@ -173,7 +218,7 @@ def serving_estimate(s: Serving) -> ServingEstimate:
     vision = s.model.vision_params * s.dtype_bytes // s.tp     # first stage's, TP-sharded (vLLM's SigLIP)
     weights = max(0, weight_bytes(s.model, s.dtype_bytes) // (s.tp * s.pp) + vision - s.cpu_offload_bytes)
     act = _activation(s)
-    non_torch = NON_TORCH[1 if s.tp * s.pp == 1 else 2]
+    non_torch = NON_TORCH[1 if s.tp == 1 else 2]   # pipeline stages talk over NCCL p2p only
     tower = f" + vision tower {s.model.vision_params:,} / TP {s.tp}" if vision else ""
     parts = (Component("weights", weights, f"{s.model.params:,} params / (TP {s.tp} x PP {s.pp}){tower}", SOURCE),
              _rope_tables(s), act,

@@ -13,7 +13,8 @@ lm_head, norms and biases in 16 bit. The stored bits per quantized weight, scale
   per 128x128 block (``weight_block_size``) or per tensor/channel (negligible).
 - MXFP4 (gpt-oss): 4 bits + one 8-bit shared exponent per 32 weights = 4.25 bits, experts only.
 - NVFP4 (ModelOpt, compressed-tensors ``nvfp4``): 4 bits + one fp8 scale per 16 weights = 4.5 bits.
-- compressed-tensors int groups: ``num_bits`` + a 16-bit scale per ``group_size``.
+- compressed-tensors int groups: ``num_bits`` + a 16-bit scale per ``group_size`` (and a zero point
+  where ``symmetric`` is false).
 
 Which layers: the decoder's linear weights (attention, MLP, experts); routers and everything
 outside the decoder blocks stay in 16 bit. ``modules_to_not_convert`` / ``ignore`` entries that
@@ -61,10 +62,12 @@ def _bnb(q: dict) -> Quantization | None:
     return None
 
 
-def _grouped(method: str, bits: float, group: Any, groups: frozenset[str]) -> Quantization:
+def _grouped(method: str, bits: float, group: Any, groups: frozenset[str], zero: bool = True) -> Quantization:
+    """``bits`` per weight plus, per group, an fp16 scale and (asymmetric) a ``bits``-wide zero point."""
     size = int(group) if isinstance(group, (int, float)) and group and group > 0 else 0
-    total = bits + (16 + bits) / size if size else bits
-    detail = f"{bits:g} bit + fp16 scale and zero per {size or 'row'} = {total:.3f} bits"
+    extra = 16 + bits if zero else 16
+    total = bits + extra / size if size else bits
+    detail = f"{bits:g} bit + fp16 scale{' and zero' if zero else ''} per {size or 'row'} = {total:.3f} bits"
     return Quantization(method, total, groups, detail)
 
 
@@ -80,7 +83,8 @@ def _compressed_tensors(q: dict, groups: frozenset[str]) -> Quantization | None:
         if weights.get("type") == "float":
             return Quantization("compressed-tensors fp8", float(bits), groups, f"{bits} bit float")
         size = weights.get("group_size") if weights.get("strategy") == "group" else 0
-        return _grouped(f"compressed-tensors int{bits}", float(bits), size, groups)
+        return _grouped(f"compressed-tensors int{bits}", float(bits), size, groups,
+                        zero=not weights.get("symmetric", True))
     return None
 
 
