@@ -98,6 +98,26 @@ def test_missing_required_key_is_a_usage_error_not_a_traceback():
         shape_from_dict({"model_type": "llama", "hidden_size": None})
 
 
+@pytest.mark.parametrize("change, words", [
+    ({"num_hidden_layers": 2**40}, "num_hidden_layers must be between 1 and 10,000"),   # would build 2**40 layers
+    ({"num_hidden_layers": 0}, "num_hidden_layers must be between 1 and 10,000"),
+    ({"model_type": ["llama"]}, "model_type must be a string"),
+    ({"architectures": {"LlamaForCausalLM": 1}}, "architectures must be a list of class names"),
+    ({"hidden_size": "4096"}, "hidden_size must be an integer, got '4096'"),
+])
+def test_a_config_value_no_model_has_is_refused_in_one_line(capsys, tmp_path, change, words):
+    """Found by mutating catalog configs at random: each of these hung the check or ended in an
+    internal error before."""
+    from vramlint.cli import main
+    from vramlint.models import catalog
+    path = tmp_path / "config.json"
+    llama = next(e["config"] for e in catalog.entries() if e["id"] == "meta-llama/Llama-3.1-8B")
+    path.write_text(json.dumps({**llama, **change}))
+    assert main(["model", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1
+
+
 # KV cache geometry
 
 

@@ -15,6 +15,10 @@ from importlib import resources
 from typing import Any
 
 _MISSING = object()
+# The deepest released decoders have a few hundred layers; the builders make one Layer each, so a
+# typo of 2**40 would hang the check instead of refusing the file.
+LAYER_COUNTS = frozenset({"num_hidden_layers", "n_layer", "num_layers"})
+MOST_LAYERS = 10_000
 
 
 @lru_cache(maxsize=1)
@@ -49,6 +53,8 @@ class HfConfig:
             raise KeyError(keys[0])
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
             raise ValueError(f"{keys[0]} must be an integer, got {value!r}")
+        if keys[0] in LAYER_COUNTS and not 1 <= value <= MOST_LAYERS:
+            raise ValueError(f"{keys[0]} must be between 1 and {MOST_LAYERS:,}, got {value!r}")
         return int(value)
 
     def opt_int(self, *keys: str) -> int | None:

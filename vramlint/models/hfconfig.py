@@ -127,14 +127,27 @@ def _dtype(raw: dict[str, Any], notes: list[str], quantized: bool) -> str:
     return name
 
 
+def _check_names(raw: dict[str, Any]) -> None:
+    """``model_type`` a string and ``architectures`` a list of them, as transformers writes them:
+    every later step looks them up by value."""
+    model_type, architectures = raw.get("model_type"), raw.get("architectures")
+    if model_type is not None and not isinstance(model_type, str):
+        raise UsageError(f"model_type must be a string, got {model_type!r}")
+    if architectures is not None and not (isinstance(architectures, list)
+                                          and all(isinstance(a, str) for a in architectures)):
+        raise UsageError(f"architectures must be a list of class names, got {architectures!r}")
+
+
 def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
                     side_quant: dict[str, Any] | None = None) -> ModelShape:
     """Build the ModelShape of one config dict (already loaded)."""
     if "producer" in raw and "quantization" in raw and "model_type" not in raw:
         raise UsageError("this is a ModelOpt hf_quant_config.json (quantization only, no architecture): "
                          "point vramlint at the config.json beside it, or at the folder holding both")
+    _check_names(raw)
     outer, outer_type = raw, raw.get("model_type")
     raw = _text_part(raw)
+    _check_names(raw)
     family, read_as = _resolve_type(raw)
     if raw.get("model_type") == "RefinedWeb" and "new_decoder_architecture" not in raw:
         raw = dict(raw, new_decoder_architecture=True)   # falcon-40b/180b layout (transformers' converter)
@@ -144,8 +157,12 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
     try:
         shape = builder(config)
         shape = replace(shape, rope_tables=rope_tables(config, shape))
-    except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
-        raise UsageError(f"{family} config is missing or has an invalid value for {exc}") from None
+    except KeyError as exc:
+        raise UsageError(f"{family} config has no {exc.args[0]!r} and transformers gives it no default") from None
+    except ValueError as exc:                  # HfConfig.int's own words: which key, what it got
+        raise UsageError(f"{family} config: {exc}") from None
+    except (TypeError, ZeroDivisionError) as exc:
+        raise UsageError(f"{family} config has a value of the wrong kind or a zero width ({exc})") from None
     quant = read_quantization(raw.get("quantization_config"))
     if quant is None and side_quant:
         section = side_quant.get("quantization")
