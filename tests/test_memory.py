@@ -16,6 +16,7 @@ from vramlint.memory.activations import layer_bytes_per_token
 from vramlint.memory.allocator import CachingAllocator
 from vramlint.memory.fit import fitting_changes, largest_micro_batch
 from vramlint.memory.states import deepspeed_states, lora_params, model_states, zero3_kept, zero3_sub_groups
+from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.models import read_model
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.plan import Plan
@@ -356,3 +357,37 @@ def test_8bit_adam_states_equal_bitsandbytes(model_type):
              runtime="torch", weights_dtype="bfloat16", optimizer="adamw-8bit")
     states = sum(c.bytes for c in model_states(p).resting if c.name == "optimizer states")
     assert states == entry["state_bytes"]
+
+
+GEMMA3 = read_model("google/gemma-3-12b-it")
+TOWER = 416_866_032 + 4_424_832       # SigLIP + projector, transformers' count (tests/test_vllm.py)
+
+
+@pytest.mark.parametrize("setup, expected", [
+    (dict(runtime="torch", weights_dtype="bfloat16", cluster=parse_gpus("1xH200")), 2 * TOWER),
+    (dict(runtime="torch", weights_dtype="float32", cluster=parse_gpus("1xH200")), 4 * TOWER),
+    (dict(runtime="torch", weights_dtype="bfloat16", lora_rank=16), 2 * TOWER),
+    (dict(runtime="deepspeed", zero_stage=2), 2 * TOWER + -(-12 * TOWER // 8)),
+    (dict(runtime="deepspeed", zero_stage=3), -(-2 * TOWER // 8) + -(-12 * TOWER // 8)),
+    (dict(runtime="deepspeed", zero_stage=2, offload_optimizer="cpu"), 2 * TOWER),
+    (dict(runtime="deepspeed", zero_stage=2, lora_rank=16), 2 * TOWER),
+    (dict(runtime="fsdp", fsdp_strategy="FULL_SHARD"), -(-4 * TOWER // 8)),
+    (dict(runtime="fsdp", fsdp_strategy="NO_SHARD"), 4 * TOWER),
+])
+def test_a_multimodal_checkpoint_trains_with_its_vision_tower_loaded(setup, expected):
+    """AutoModelForCausalLM builds gemma-3 as Gemma3ForConditionalGeneration: the SigLIP tower is
+    loaded but a text-only step never runs it, so it gets no gradient and torch's AdamW no state
+    (checked with transformers on the CPU: 0 of its 50 tensors get a grad or a state); DeepSpeed
+    partitions every parameter handed to the optimizer, so ZeRO keeps its fp32 master and moments."""
+    states = model_states(plan(model=GEMMA3, **setup))
+    tower = [c.bytes for c in states.resting if c.name == "vision tower (no gradient)"]
+    assert tower == [expected]
+    if setup["runtime"] == "torch" and not setup.get("lora_rank"):
+        optimizer = next(c.bytes for c in states.resting if c.name == "optimizer states")
+        assert optimizer == 2 * DTYPE_BYTES[setup["weights_dtype"]] * GEMMA3.params      # the language model's
+
+
+def test_a_text_only_checkpoint_has_no_tower_and_inference_loads_it_too():
+    assert not any(c.name.startswith("vision tower") for c in model_states(plan(model=read_model("google/gemma-3-1b-it"))).resting)
+    infer = estimate(plan(model=GEMMA3, mode="infer", runtime="torch", cluster=parse_gpus("1xH200")))
+    assert next(c.bytes for c in infer.components if c.name == "vision tower") == 2 * TOWER

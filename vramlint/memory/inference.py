@@ -83,8 +83,11 @@ def inference_components(plan: Plan) -> list[Component]:
     weights = weight_bytes(m, DTYPE_BYTES[dtype]) // (plan.tensor_parallel * plan.pipeline_parallel)
     logits = plan.micro_batch * m.vocab_size * 6
     masks = attention_masks(plan, DTYPE_BYTES[dtype])
+    tower = m.vision_params * DTYPE_BYTES[dtype] // (plan.tensor_parallel * plan.pipeline_parallel)
     return [Component("weights", weights, f"{m.params:,} params as stored ({dtype}"
                       f"{', ' + m.quantization.method if m.quantization else ''})", "memory/weights.py"),
+            Component("vision tower", tower, f"{DTYPE_BYTES[dtype]} B x {m.vision_params:,} params",
+                      "transformers AutoModelForCausalLM: gemma3 -> Gemma3ForConditionalGeneration (models/vision.py)"),
             kv_cache(plan), working_set(plan),
             Component("attention masks", masks, f"s x s per mask kind ({plan.attn})",
                       "transformers masking_utils.py (memory/activations.py attention_masks)"),

@@ -425,8 +425,10 @@ def _deepspeed_fp32(plan: Plan) -> States:
 
 
 def _host(plan: Plan) -> list[Component]:
-    """Host RAM per node for offloaded states (DeepSpeed estimators, additional_buffer_factor 1.5)."""
-    p, nodes, gpus = trainable(plan), plan.cluster.nodes, plan.cluster.world_size
+    """Host RAM per node for offloaded states (DeepSpeed estimators, additional_buffer_factor 1.5),
+    over every parameter the optimizer holds: a vision tower's too (``vision_tower``)."""
+    tower = 0 if plan.lora_rank else plan.model.vision_params
+    p, nodes, gpus = trainable(plan) + tower, plan.cluster.nodes, plan.cluster.world_size
     if plan.offload_optimizer != "cpu":
         return []
     if plan.zero_stage == 3:
@@ -572,12 +574,48 @@ def _fsdp_in_flight(plan: Plan, stage: int, c_b: int) -> list[Component]:
     return out
 
 
+VISION_SOURCE = ("transformers AutoModelForCausalLM: gemma3 -> Gemma3ForConditionalGeneration (SiglipVisionModel + "
+                 "projector, models/vision.py); DeepSpeed 0.19 stage_1_and_2.py / stage3.py flatten every parameter "
+                 "handed to the optimizer")
+
+
 def model_states(plan: Plan) -> States:
     if plan.runtime == "torch":
-        return torch_states(plan)
-    if plan.runtime == "fsdp":
-        return fsdp_states(plan)
-    return deepspeed_states(plan)
+        states = torch_states(plan)
+    elif plan.runtime == "fsdp":
+        states = fsdp_states(plan)
+    else:
+        states = deepspeed_states(plan)
+    if not plan.model.vision_params:
+        return states
+    return replace(states, resting=states.resting + [vision_tower(plan)])
 
 
-__all__ = ["States", "lora_params", "lora_tensors", "model_states", "trainable", "trainable_tensors"]
+def vision_tower(plan: Plan) -> Component:
+    """A multimodal checkpoint's vision tower, which transformers loads with the language model
+    (``models/vision.py``; ``ModelShape.params`` is the language model's). A text-only step never
+    runs it, so it gets no gradient: torch's optimizers and FSDP's keep no state for it, and FSDP
+    never unshards it. DeepSpeed partitions every parameter the optimizer is handed (HF Trainer:
+    all that require grad) into its fp32 groups, so ZeRO keeps the tower's master copy and Adam
+    moments like any weight's. LoRA leaves it frozen (PEFT's adapters on its linears, a few MB,
+    are not counted)."""
+    v, name = plan.model.vision_params, "vision tower (no gradient)"
+    if plan.runtime == "deepspeed":
+        w_b, s_b = (4, 8) if plan.precision == "fp32" else (2, 12)       # + fp32 master in 16-bit training
+        par_off = plan.offload_param != "none" and plan.zero_stage == 3
+        weights = 0 if par_off else _shard(plan, "weights", w_b * v)
+        states = 0 if plan.lora_rank or plan.offload_optimizer != "none" else _shard(plan, "optimizer", s_b * v)
+        return Component(name, weights + states, f"{v:,} params: {w_b} B weights"
+                         f"{' / N_d' if plan.zero_stage == 3 else ''}" + (f" + {s_b} B optimizer states"
+                         f"{' / N_d' if plan.zero_stage else ''}" if states else ""), VISION_SOURCE)
+    if plan.runtime == "fsdp":       # Accelerate upcasts what requires grad; FSDP2 + LoRA keeps the frozen base
+        w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"] if plan.lora_rank and plan.fsdp_version == 2 else 4
+        shards = fsdp_shard_count(plan)
+    else:
+        w_b, shards = DTYPE_BYTES[plan.weights_dtype or "bfloat16"], 1
+    return Component(name, -(-w_b * v // shards), f"{w_b} B x {v:,} params{f' / {shards}' if shards > 1 else ''}",
+                     VISION_SOURCE)
+
+
+__all__ = ["States", "lora_params", "lora_tensors", "model_states", "trainable", "trainable_tensors",
+           "vision_tower"]

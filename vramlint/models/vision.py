@@ -1,8 +1,10 @@
 """The vision tower a multimodal checkpoint carries beside its language model.
 
-vramlint's parameter count is the language model's (what training and ``--infer`` with a text
-prompt exercise); vLLM builds and loads the vision tower and its projector too (``gemma3_mm.py``:
-``SiglipVisionModel`` and ``Gemma3MultiModalProjector``), so its "Model loading took" holds them.
+vramlint's parameter count is the language model's (what a text prompt exercises); the tower and
+its projector are loaded beside it all the same: vLLM builds them (``gemma3_mm.py``:
+``SiglipVisionModel`` and ``Gemma3MultiModalProjector``), so its "Model loading took" holds them,
+and transformers' ``AutoModelForCausalLM`` builds gemma3 as ``Gemma3ForConditionalGeneration``,
+so training and ``--infer`` load them too (``memory/states.py`` ``vision_tower``).
 Counted here for the encoders whose layout is known exactly; any other ``vision_config`` is named
 in the model's notes as not counted.
 

@@ -83,7 +83,7 @@ def model_dict(shape: ModelShape) -> dict:
         "kv_bytes_per_token": shape.kv_bytes_per_token(dtype_bytes),
         "layers": shape.layer_kinds(),
         "weight_bytes": weight_bytes(shape),
-        "vision_params": shape.vision_params,        # loaded by vLLM beside the language model
+        "vision_params": shape.vision_params,        # loaded beside the language model (vLLM, transformers)
         "vllm_rope_tables": [{"positions": p, "rotary_dim": d} for p, d in shape.rope_tables],
         "quantization": None if shape.quantization is None else {
             "method": shape.quantization.method, "bits": shape.quantization.bits,
