@@ -366,6 +366,7 @@ TOWER = 416_866_032 + 4_424_832       # SigLIP + projector, transformers' count 
 @pytest.mark.parametrize("setup, expected", [
     (dict(runtime="torch", weights_dtype="bfloat16", cluster=parse_gpus("1xH200")), 2 * TOWER),
     (dict(runtime="torch", weights_dtype="float32", cluster=parse_gpus("1xH200")), 4 * TOWER),
+    (dict(runtime="torch", weights_dtype="bfloat16"), 2 * TOWER + 2 * TOWER),     # DDP over 8: bucket slots too
     (dict(runtime="torch", weights_dtype="bfloat16", lora_rank=16), 2 * TOWER),
     (dict(runtime="deepspeed", zero_stage=2), 2 * TOWER + -(-12 * TOWER // 8)),
     (dict(runtime="deepspeed", zero_stage=3), -(-2 * TOWER // 8) + -(-12 * TOWER // 8)),

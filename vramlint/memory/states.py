@@ -595,7 +595,8 @@ def vision_tower(plan: Plan) -> Component:
     """A multimodal checkpoint's vision tower, which transformers loads with the language model
     (``models/vision.py``; ``ModelShape.params`` is the language model's). A text-only step never
     runs it, so it gets no gradient: torch's optimizers and FSDP's keep no state for it, and FSDP
-    never unshards it. DeepSpeed partitions every parameter the optimizer is handed (HF Trainer:
+    never unshards it; DDP still gives it room in its gradient buckets (every parameter that
+    requires grad has a slot; ``find_unused_parameters``, which such a model needs, zero-fills it). DeepSpeed partitions every parameter the optimizer is handed (HF Trainer:
     all that require grad) into its fp32 groups, so ZeRO keeps the tower's master copy and Adam
     moments like any weight's. LoRA leaves it frozen (PEFT's adapters on its linears, a few MB,
     are not counted)."""
@@ -613,6 +614,9 @@ def vision_tower(plan: Plan) -> Component:
         shards = fsdp_shard_count(plan)
     else:
         w_b, shards = DTYPE_BYTES[plan.weights_dtype or "bfloat16"], 1
+        if ddp_buckets(plan) and not plan.lora_rank:     # DDP buckets every parameter that requires grad
+            return Component(name, 2 * w_b * v, f"{w_b} B x {v:,} params + their slots in DDP's gradient buckets "
+                             "(find_unused_parameters zero-fills them)", VISION_SOURCE)
     return Component(name, -(-w_b * v // shards), f"{w_b} B x {v:,} params{f' / {shards}' if shards > 1 else ''}",
                      VISION_SOURCE)
 
