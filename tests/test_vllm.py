@@ -127,7 +127,7 @@ def test_max_model_len_beyond_the_kv_cache_is_refused_with_vllms_words(capsys, t
 
 @pytest.mark.parametrize("length", [131072, 16384])
 def test_each_change_the_hint_names_lets_vllm_start(capsys, tmp_path, length):
-    """Llama-3.1-70B on two H100s leaves 1.56 GiB for the KV cache: 131072 tokens need 20 GiB, which
+    """Llama-3.1-70B on two H100s leaves 1.47 GiB for the KV cache: 131072 tokens need 20 GiB, which
     only a larger TP gives; 16384 need 2.5 GiB, which an fp8 KV cache or a higher
     gpu-memory-utilization give too. Every change the hint names, written into the file, passes."""
     base = f"model: meta-llama/Llama-3.1-70B\ntensor-parallel-size: 2\nmax-model-len: {length}\n"
@@ -142,6 +142,17 @@ def test_each_change_the_hint_names_lets_vllm_start(capsys, tmp_path, length):
                          if not line.startswith(key + ":")) + f"\n{change}\n"
         code, out = check(capsys, tmp_path, text, gpus="4xH100")
         assert code == 0, (change, out["findings"])
+
+
+def test_fewer_sequences_shrink_the_samplers_warm_up_enough_to_start(capsys, tmp_path):
+    """gemma-3-27b's 262,208-entry vocabulary makes the sampler's warm-up over 1024 dummy requests
+    3.7 GiB of the profile run's peak: at 0.83 of an H100 one 131072-token request misses the KV
+    budget by 0.08 GiB, and 512 sequences give it back. Written into the file, the hint passes."""
+    base = "model: google/gemma-3-27b-it\nmax-model-len: 131072\ngpu-memory-utilization: 0.83\n"
+    code, out = check(capsys, tmp_path, base)
+    assert code == 1 and "max-num-seqs: 512" in next(f for f in out["findings"] if f["code"] == "VL402")["hint"]
+    code, out = check(capsys, tmp_path, base + "max-num-seqs: 512\n")
+    assert code == 0, out["findings"]
 
 
 def test_a_kv_cache_size_set_in_bytes_is_checked_against_the_gpu(capsys, tmp_path):

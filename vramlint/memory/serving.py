@@ -284,3 +284,13 @@ def smallest_utilization(s: Serving, most: float = 0.95) -> float | None:
         return None
     return next((u / 100 for u in range(round(s.utilization * 100) + 1, round(most * 100) + 1)
                  if starts(replace(s, utilization=u / 100))), None)
+
+
+def largest_that_starts(s: Serving, key: str) -> int | None:
+    """The largest power of two below the setup's ``max_num_seqs`` or ``max_num_batched_tokens``
+    (``key``) at which vLLM would start: fewer dummy requests shrink the sampler's warm-up, fewer
+    batched tokens the forward's (module docstring). vLLM wants max_num_batched_tokens >=
+    max_num_seqs, so the tokens stop there. None if no such value starts."""
+    current, floor = (s.seqs, 1) if key == "max_num_seqs" else (s.batched_tokens, s.seqs)
+    candidates = [1 << b for b in range(current.bit_length(), -1, -1) if floor <= 1 << b < current]
+    return next((v for v in candidates if starts(replace(s, **{key: v}))), None)

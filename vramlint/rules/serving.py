@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
 from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv,
-                                     kv_bytes_that_start, overcommitted, smallest_tp, smallest_utilization)
+                                     kv_bytes_that_start, largest_that_starts, overcommitted, smallest_tp,
+                                     smallest_utilization)
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS
 from vramlint.units import GiB
@@ -70,7 +71,8 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
 def _what_fits(serving: Serving, first: str) -> str:
     """The changes that would let vLLM start, each computed with the same budget, in the file's
     own keys: ``first``, then a kv-cache-memory-bytes that holds one request (where the file sets
-    one), the lowest gpu-memory-utilization, an fp8 KV cache and the smallest tensor-parallel-size
+    one), the lowest gpu-memory-utilization, the largest max-num-seqs and max-num-batched-tokens
+    (the profile run's sampler and forward), an fp8 KV cache and the smallest tensor-parallel-size
     that would do."""
     options = [first]
     kv_bytes = kv_bytes_that_start(serving)
@@ -79,6 +81,10 @@ def _what_fits(serving: Serving, first: str) -> str:
     utilization = smallest_utilization(serving)
     if utilization is not None:
         options.append(f"gpu-memory-utilization: {utilization:.2f}")
+    for key in ("max_num_seqs", "max_num_batched_tokens"):
+        value = largest_that_starts(serving, key)
+        if value is not None:
+            options.append(f"{key.replace('_', '-')}: {value}")
     if fits_fp8_kv(serving):
         options.append("kv-cache-dtype: fp8")
     tp = smallest_tp(serving)
