@@ -17,6 +17,7 @@ from __future__ import annotations
 from vramlint.memory.activations import attention_masks
 from vramlint.memory.components import Component
 from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
+from vramlint.models.vision import LOADED_BY
 from vramlint.plan import Plan
 
 SOURCE = "no_grad prefill working set, checked on H200 (shared/groundtruth infer_prefill)"
@@ -87,7 +88,7 @@ def inference_components(plan: Plan) -> list[Component]:
     return [Component("weights", weights, f"{m.params:,} params as stored ({dtype}"
                       f"{', ' + m.quantization.method if m.quantization else ''})", "memory/weights.py"),
             Component("vision tower", tower, f"{DTYPE_BYTES[dtype]} B x {m.vision_params:,} params",
-                      "transformers AutoModelForCausalLM: gemma3 -> Gemma3ForConditionalGeneration (models/vision.py)"),
+                      f"{LOADED_BY} (models/vision.py)"),
             kv_cache(plan), working_set(plan),
             Component("attention masks", masks, f"s x s per mask kind ({plan.attn})",
                       "transformers masking_utils.py (memory/activations.py attention_masks)"),

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from vramlint.memory.components import HOST, Component
 from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
 from vramlint.models.quantization import nf4
+from vramlint.models.vision import LOADED_BY
 from vramlint.models.shape import Layer, ModelShape
 from vramlint.plan import Plan
 
@@ -574,9 +575,8 @@ def _fsdp_in_flight(plan: Plan, stage: int, c_b: int) -> list[Component]:
     return out
 
 
-VISION_SOURCE = ("transformers AutoModelForCausalLM: gemma3 -> Gemma3ForConditionalGeneration (SiglipVisionModel + "
-                 "projector, models/vision.py); DeepSpeed 0.19 stage_1_and_2.py / stage3.py flatten every parameter "
-                 "handed to the optimizer")
+VISION_SOURCE = (f"{LOADED_BY} (models/vision.py); DeepSpeed 0.19 stage_1_and_2.py / stage3.py flatten every "
+                 "parameter handed to the optimizer; torch DDP Reducer buckets every parameter that requires grad")
 
 
 def model_states(plan: Plan) -> States:
@@ -594,31 +594,32 @@ def model_states(plan: Plan) -> States:
 def vision_tower(plan: Plan) -> Component:
     """A multimodal checkpoint's vision tower, which transformers loads with the language model
     (``models/vision.py``; ``ModelShape.params`` is the language model's). A text-only step never
-    runs it, so it gets no gradient: torch's optimizers and FSDP's keep no state for it, and FSDP
-    never unshards it; DDP still gives it room in its gradient buckets (every parameter that
-    requires grad has a slot; ``find_unused_parameters``, which such a model needs, zero-fills it). DeepSpeed partitions every parameter the optimizer is handed (HF Trainer:
-    all that require grad) into its fp32 groups, so ZeRO keeps the tower's master copy and Adam
-    moments like any weight's. LoRA leaves it frozen (PEFT's adapters on its linears, a few MB,
-    are not counted)."""
-    v, name = plan.model.vision_params, "vision tower (no gradient)"
+    runs it, so it gets no gradient: torch's optimizers and FSDP's keep no state for it and FSDP
+    never unshards it, but DDP gives it slots in its gradient buckets (every parameter that
+    requires grad has one; ``find_unused_parameters``, which such a model needs, zero-fills
+    them). DeepSpeed partitions every parameter the optimizer is handed (HF Trainer: all that
+    require grad) into its fp32 groups, so ZeRO keeps the tower's master copy and Adam moments
+    like any weight's. LoRA leaves it frozen (PEFT's adapters on its linears, a few MB, are not
+    counted)."""
+    v = plan.model.vision_params
     if plan.runtime == "deepspeed":
-        w_b, s_b = (4, 8) if plan.precision == "fp32" else (2, 12)       # + fp32 master in 16-bit training
+        w_b, s_b = (4, 8) if plan.precision == "fp32" else (2, 12)       # 16-bit training: + fp32 master
         par_off = plan.offload_param != "none" and plan.zero_stage == 3
         weights = 0 if par_off else _shard(plan, "weights", w_b * v)
         states = 0 if plan.lora_rank or plan.offload_optimizer != "none" else _shard(plan, "optimizer", s_b * v)
-        return Component(name, weights + states, f"{v:,} params: {w_b} B weights"
-                         f"{' / N_d' if plan.zero_stage == 3 else ''}" + (f" + {s_b} B optimizer states"
-                         f"{' / N_d' if plan.zero_stage else ''}" if states else ""), VISION_SOURCE)
-    if plan.runtime == "fsdp":       # Accelerate upcasts what requires grad; FSDP2 + LoRA keeps the frozen base
+        size = weights + states
+        formula = (f"{v:,} params: {w_b} B weights{' / N_d' if plan.zero_stage == 3 else ''}"
+                   + (f" + {s_b} B optimizer states{' / N_d' if plan.zero_stage else ''}" if states else ""))
+    elif plan.runtime == "fsdp":       # Accelerate upcasts what requires grad; FSDP2 + LoRA keeps the frozen base
         w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"] if plan.lora_rank and plan.fsdp_version == 2 else 4
         shards = fsdp_shard_count(plan)
+        size, formula = -(-w_b * v // shards), f"{w_b} B x {v:,} params / {shards}"
     else:
-        w_b, shards = DTYPE_BYTES[plan.weights_dtype or "bfloat16"], 1
-        if ddp_buckets(plan) and not plan.lora_rank:     # DDP buckets every parameter that requires grad
-            return Component(name, 2 * w_b * v, f"{w_b} B x {v:,} params + their slots in DDP's gradient buckets "
-                             "(find_unused_parameters zero-fills them)", VISION_SOURCE)
-    return Component(name, -(-w_b * v // shards), f"{w_b} B x {v:,} params{f' / {shards}' if shards > 1 else ''}",
-                     VISION_SOURCE)
+        w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
+        bucketed = bool(ddp_buckets(plan)) and not plan.lora_rank
+        size = (2 if bucketed else 1) * w_b * v
+        formula = f"{w_b} B x {v:,} params" + (" + their slots in DDP's gradient buckets" if bucketed else "")
+    return Component("vision tower (no gradient)", size, formula, VISION_SOURCE)
 
 
 __all__ = ["States", "lora_params", "lora_tensors", "model_states", "trainable", "trainable_tensors",

@@ -26,6 +26,8 @@ from typing import Any
 
 from vramlint.models.config import HfConfig
 
+LOADED_BY = "transformers AutoModelForCausalLM builds gemma3 as Gemma3ForConditionalGeneration, tower included"
+
 
 def _siglip(v: HfConfig) -> int:
     h, i, p, c = (v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size"),
