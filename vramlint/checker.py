@@ -19,7 +19,7 @@ from vramlint.memory import Estimate, estimate
 from vramlint.models.shape import ModelShape
 from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from_deepspeed
 from vramlint.readers.accelerate import PRECISION, looks_like_accelerate, read_accelerate
-from vramlint.readers.deepspeed import looks_like_deepspeed, read_deepspeed
+from vramlint.readers.deepspeed import Fact, looks_like_deepspeed, read_deepspeed
 from vramlint.memory.serving import Serving, serving_estimate
 from vramlint.models import read_model
 from vramlint.readers.vllm import human_int, looks_like_vllm, normalised_document, read_vllm
@@ -151,6 +151,22 @@ def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster,
     result.findings.extend(check_batch(ds, ds.batch_world(cluster.world_size, result.plan.tensor_parallel), path))
 
 
+def _count(fact: Fact, default: int | None = 1) -> int | None:
+    """A vLLM size flag as vLLM parses it (``8k``, ``"2"``), or ``default`` where it is not a
+    positive integer — the schema's finding has already said so, or the flag means "auto" (-1)."""
+    value = None if isinstance(fact.value, bool) else human_int(fact.value)
+    return value if value is not None and value >= 1 else default
+
+
+def _number(fact: Fact, default: float) -> float:
+    """A positive number flag (gpu_memory_utilization, cpu_offload_gb), else ``default``."""
+    try:
+        value = float(fact.value) if not isinstance(fact.value, bool) else default
+    except (TypeError, ValueError):
+        return default
+    return value if value > 0 else default
+
+
 def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:
     """A ``vllm serve --config`` file: its own ``model`` when vramlint can read it, else --model."""
     result.findings.extend(check_schema(normalised_document(document), "vllm"))
@@ -165,13 +181,12 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
             result.notes.append(f"model {cfg.model.value!r} is not readable here: checked as {model.name}")
     if model is None:
         raise UsageError("--model not given and the vLLM config names no model")
-    max_len = human_int(cfg.max_model_len.value)
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
-    serving = Serving(model, cluster.gpu.memory_bytes, int(cfg.tensor_parallel.value or 1),
-                      int(cfg.pipeline_parallel.value or 1), float(cfg.gpu_memory_utilization.value or 0.9),
-                      max_len if max_len and max_len > 0 else None, human_int(cfg.max_num_seqs.value),
-                      human_int(cfg.max_num_batched_tokens.value), str(cfg.kv_cache_dtype.value or "auto"),
-                      dtype_bytes, human_int(cfg.kv_cache_memory_bytes.value),
-                      int(float(cfg.cpu_offload_gb.value or 0) * 2**30))
+    serving = Serving(model, cluster.gpu.memory_bytes, _count(cfg.tensor_parallel), _count(cfg.pipeline_parallel),
+                      _number(cfg.gpu_memory_utilization, 0.9), _count(cfg.max_model_len, None),
+                      _count(cfg.max_num_seqs, None), _count(cfg.max_num_batched_tokens, None),
+                      str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes, _count(cfg.kv_cache_memory_bytes, None),
+                      int(_number(cfg.cpu_offload_gb, 0) * 2**30), _count(cfg.data_parallel),
+                      cfg.expert_parallel.value is True)
     result.serving = (serving, serving_estimate(serving))
     result.findings.extend(check_serving(serving, result.serving[1], cfg.location_of, document.path))

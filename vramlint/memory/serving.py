@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 
 from vramlint.memory.components import Component
 from vramlint.memory.fixed import WORKSPACES
-from vramlint.memory.weights import weight_bytes
+from vramlint.memory.weights import expert_bytes, weight_bytes
 from vramlint.models.shape import ModelShape
 from vramlint.units import GiB
 
@@ -63,7 +63,7 @@ KV_BYTES = {"auto": None, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, 
 
 @dataclass(frozen=True)
 class Serving:
-    """What a ``vllm serve`` process will be asked to do on one GPU of a TP x PP group."""
+    """What a ``vllm serve`` process will be asked to do on one GPU of a TP x PP group (of DP of them)."""
 
     model: ModelShape
     gpu_bytes: int
@@ -77,6 +77,14 @@ class Serving:
     dtype_bytes: int = 2
     kv_cache_memory_bytes: int | None = None
     cpu_offload_bytes: int = 0
+    dp: int = 1                      # data_parallel_size: engine replicas, each a TP x PP group
+    expert_parallel: bool = False    # enable_expert_parallel: experts spread over TP x DP ranks, whole
+
+    @property
+    def ep(self) -> int:
+        """Ranks the routed experts are spread over: TP x DP with expert parallelism; without it
+        each expert is split over the TP ranks of its replica."""
+        return self.tp * self.dp if self.expert_parallel else self.tp
 
     @property
     def big_gpu(self) -> bool:
@@ -178,7 +186,7 @@ def _moe_workspace(s: Serving) -> int:
     for layer in s.model.layers:
         mlp = layer.mlp
         if mlp.kind == "moe":
-            i = mlp.intermediate // s.tp
+            i = mlp.intermediate // (1 if s.expert_parallel else s.tp)     # EP keeps experts whole
             rows = s.batched_tokens * mlp.experts_per_token
             out = max(out, sum(-(-rows * max(width, h) * s.dtype_bytes // 256) * 256 for width in (i, 2 * i)))
     return out
@@ -213,14 +221,30 @@ def _rope_tables(s: Serving) -> Component:
                      formula or "no rotary embedding", "vLLM 0.19 get_rope cos_sin_cache (models/rope.py)")
 
 
+def _weights(s: Serving) -> tuple[int, str]:
+    """One GPU's weights: everything split over TP x PP but the routed experts, spread over EP x PP
+    (``Serving.ep``), and a vision tower on the first stage, TP-sharded (vLLM's SigLIP)."""
+    m = s.model
+    experts = expert_bytes(m, s.dtype_bytes)
+    vision = m.vision_params * s.dtype_bytes // s.tp
+    size = (weight_bytes(m, s.dtype_bytes) - experts) // (s.tp * s.pp) + experts // (s.ep * s.pp) + vision
+    if s.ep == s.tp:
+        formula = f"{m.params:,} params / (TP {s.tp} x PP {s.pp})"
+    else:
+        routed = m.layer_params.experts
+        formula = (f"{m.params - routed:,} params / (TP {s.tp} x PP {s.pp}) + {routed:,} routed-expert params / "
+                   f"(EP {s.ep} x PP {s.pp})")
+    tower = f" + vision tower {m.vision_params:,} / TP {s.tp}" if vision else ""
+    return max(0, size - s.cpu_offload_bytes), formula + tower
+
+
 def serving_estimate(s: Serving) -> ServingEstimate:
     requested = int(s.gpu_bytes * s.utilization)
-    vision = s.model.vision_params * s.dtype_bytes // s.tp     # first stage's, TP-sharded (vLLM's SigLIP)
-    weights = max(0, weight_bytes(s.model, s.dtype_bytes) // (s.tp * s.pp) + vision - s.cpu_offload_bytes)
+    weights, formula = _weights(s)
     act = _activation(s)
-    non_torch = NON_TORCH[1 if s.tp == 1 else 2]   # pipeline stages talk over NCCL p2p only
-    tower = f" + vision tower {s.model.vision_params:,} / TP {s.tp}" if vision else ""
-    parts = (Component("weights", weights, f"{s.model.params:,} params / (TP {s.tp} x PP {s.pp}){tower}", SOURCE),
+    collective = s.tp > 1 or (s.dp > 1 and s.expert_parallel)     # pipeline stages talk over NCCL p2p only
+    non_torch = NON_TORCH[2 if collective else 1]
+    parts = (Component("weights", weights, formula, SOURCE),
              _rope_tables(s), act,
              Component("non-torch memory", non_torch, "NCCL, cuBLAS, custom all-reduce", MEASURED))
     budget = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - sum(c.bytes for c in parts)

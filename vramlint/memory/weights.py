@@ -23,3 +23,12 @@ def weight_bytes(shape: ModelShape, dtype_bytes: int | None = None) -> int:
         quantized = sum(getattr(groups, g) for g in quant.groups)
     plain = shape.params - quantized
     return int(plain * per_param + (quantized * quant.bits / 8 if quant else 0))
+
+
+def expert_bytes(shape: ModelShape, dtype_bytes: int | None = None) -> int:
+    """Bytes of the routed experts alone (part of ``weight_bytes``): what expert parallelism
+    spreads over its ranks instead of splitting each expert."""
+    experts, quant = shape.layer_params.experts, shape.quantization
+    if quant is not None and "experts" in quant.groups:
+        return int(experts * quant.bits / 8)
+    return experts * (dtype_bytes or DTYPE_BYTES[shape.dtype])

@@ -51,6 +51,8 @@ class VllmConfig:
     block_size: Fact
     kv_cache_memory_bytes: Fact
     cpu_offload_gb: Fact
+    data_parallel: Fact
+    expert_parallel: Fact                    # enable_expert_parallel (``no-enable-expert-parallel``: False)
     notes: tuple[str, ...] = field(default=())
 
     def location_of(self, key: str):
@@ -83,7 +85,10 @@ def read_vllm(doc: Document) -> VllmConfig:
     return VllmConfig(doc, keys, fact("model"), fact("tensor_parallel_size", 1), fact("pipeline_parallel_size", 1),
                       fact("gpu_memory_utilization", 0.9), fact("max_model_len"), fact("max_num_seqs"),
                       fact("max_num_batched_tokens"), fact("kv_cache_dtype", "auto"), fact("dtype", "auto"),
-                      fact("block_size", 16), fact("kv_cache_memory_bytes"), fact("cpu_offload_gb", 0))
+                      fact("block_size", 16), fact("kv_cache_memory_bytes"), fact("cpu_offload_gb", 0),
+                      fact("data_parallel_size", 1),
+                      fact("enable_expert_parallel", False) if "no_enable_expert_parallel" not in keys
+                      else Fact(False, doc.locate(f"$.{keys['no_enable_expert_parallel']}")))
 
 
 def normalised_document(doc: Document) -> Document:
