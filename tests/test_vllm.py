@@ -289,6 +289,7 @@ def test_expert_parallelism_keeps_experts_whole_in_the_moe_workspace():
 
 
 @pytest.mark.parametrize("line", ["tensor-parallel-size: x", "data-parallel-size: [2]", "gpu-memory-utilization: abc",
+                                  "gpu-memory-utilization: .inf",
                                   "cpu-offload-gb: lots", "max-num-seqs: -3"])
 def test_a_flag_of_the_wrong_kind_is_a_finding_not_an_internal_error(capsys, tmp_path, line):
     code, out = check(capsys, tmp_path, f"model: meta-llama/Llama-3.1-8B\n{line}\n")

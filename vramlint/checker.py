@@ -8,6 +8,7 @@ that file.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -159,12 +160,12 @@ def _count(fact: Fact, default: int | None = 1) -> int | None:
 
 
 def _number(fact: Fact, default: float) -> float:
-    """A positive number flag (gpu_memory_utilization, cpu_offload_gb), else ``default``."""
+    """A positive, finite number flag (gpu_memory_utilization, cpu_offload_gb), else ``default``."""
     try:
         value = float(fact.value) if not isinstance(fact.value, bool) else default
     except (TypeError, ValueError):
         return default
-    return value if value > 0 else default
+    return value if 0 < value < math.inf else default
 
 
 def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:
