@@ -33,6 +33,8 @@ def write(tmp_path, name: str, text: str):
     (64, None, 4, 4, (64, 4, 4)),
     (None, None, 4, 4, "Either train_batch_size or train_micro_batch_size_per_gpu"),
     (8, 16, None, 4, "Gradient accumulation steps: 0 has to be greater than 0"),
+    (1, 0, None, 8, "Micro batch size per gpu: 0 has to be greater than 0"),      # before dividing by it
+    (64, None, 0, 8, "Gradient accumulation steps: 0 has to be greater than 0"),
 ])
 def test_deepspeed_batch_arithmetic(tb, mb, ga, world, verdict):
     got = resolve(tb, mb, ga, world)

@@ -23,7 +23,11 @@ def _number(value) -> int | None:
 
 
 def resolve(tb: int | None, mb: int | None, ga: int | None, world: int) -> tuple[int, int, int] | str:
-    """DeepSpeed's own inference of the missing values, or its error text."""
+    """DeepSpeed's own inference of the missing values, or its error text. A value given as 0 or
+    less is refused before the inference divides by it (DeepSpeed itself would divide by zero)."""
+    for name, value in (("Micro batch size per gpu", mb), ("Gradient accumulation steps", ga)):
+        if value is not None and value <= 0:
+            return f"{name}: {value} has to be greater than 0"
     if tb is not None and mb is not None and ga is not None:
         pass
     elif tb is not None and mb is not None:
