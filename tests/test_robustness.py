@@ -64,6 +64,26 @@ def test_any_accelerate_shaped_file_gives_findings_not_tracebacks(tmp_path, caps
     assert code in (0, 1, 2) and "internal error" not in err and "Traceback" not in err, err
 
 
+VLLM_VALUES = st.one_of(VALUES, st.sampled_from(["x", "8k", "2", "", "auto", "fp8"]), st.just(float("inf")),
+                       st.just(float("nan")), st.lists(st.integers(0, 4), max_size=2))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(["tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size",
+                                        "enable-expert-parallel", "gpu-memory-utilization", "max-model-len",
+                                        "max-num-seqs", "max-num-batched-tokens", "kv-cache-dtype",
+                                        "kv-cache-memory-bytes", "cpu-offload-gb", "dtype"]),
+                       VLLM_VALUES, min_size=1, max_size=6))
+def test_any_vllm_shaped_file_gives_findings_not_tracebacks(tmp_path, capsys, config):
+    import yaml
+    path = tmp_path / "vllm.yaml"
+    path.write_text(yaml.safe_dump({"model": "Qwen/Qwen3-30B-A3B", **config}))
+    code = main(["check", str(path), "--gpus", "8xH100", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1) and "internal error" not in err and "Traceback" not in err, err
+    json.loads(out)
+
+
 def test_non_positive_micro_batch_is_a_finding_and_the_estimate_stays_sane(tmp_path, capsys):
     path = tmp_path / "ds_config.json"
     path.write_text('{"train_micro_batch_size_per_gpu": -4, "zero_optimization": {"stage": 2}}')
