@@ -259,33 +259,37 @@ def test_a_multimodal_checkpoint_loads_its_vision_tower():
     assert abs(predicted - measured) < 0.06
 
 
-def test_expert_parallelism_spreads_the_experts_over_every_rank(capsys, tmp_path):
-    """With enable_expert_parallel the routed experts are spread whole over TP x DP ranks while
-    attention and the dense parts split over TP alone: Qwen3-30B-A3B at TP 2 x DP 4 holds its
-    1.54 B non-expert parameters / 2 and its 28.99 B expert parameters / 8 (without EP, each DP
-    replica holds all of them / 2)."""
+def test_moe_layers_spread_the_experts_over_every_data_parallel_rank(capsys, tmp_path):
+    """vLLM's MoE layers flatten TP across DP (FusedMoEParallelConfig.make): Qwen3-30B-A3B at TP 2 x
+    DP 4 holds its 1.54 B non-expert parameters / 2 and its 28.99 B expert parameters / 8 — split
+    8 ways, or with enable_expert_parallel 8 groups of whole experts; the same bytes either way.
+    A dense model's replicas hold all of it / TP."""
     from vramlint.models import read_model
     m = read_model("Qwen/Qwen3-30B-A3B")
     experts = m.layer_params.experts
     base = "model: Qwen/Qwen3-30B-A3B\ntensor-parallel-size: 2\ndata-parallel-size: 4\n"
-    weights = {}
     for flag in ("enable-expert-parallel: true\n", "no-enable-expert-parallel: true\n", ""):
         code, out = check(capsys, tmp_path, base + flag, gpus="8xH100")
-        weights[flag] = next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "weights")
-        assert code == 0 and out["serving"]["data_parallel"] == 4
-    assert weights["enable-expert-parallel: true\n"] == (m.params - experts) * 2 // 2 + experts * 2 // 8
-    assert weights["no-enable-expert-parallel: true\n"] == weights[""] == m.params * 2 // 2
+        weights = next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "weights")
+        assert code == 0 and out["serving"]["expert_parallel"] == bool(flag.startswith("enable"))
+        assert weights == (m.params - experts) * 2 // 2 + experts * 2 // 8
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\ntensor-parallel-size: 2\n"
+                                        "data-parallel-size: 4\n", gpus="8xH100")
+    llama = read_model("meta-llama/Llama-3.1-8B")
+    assert next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "weights") == llama.params * 2 // 2
 
 
-def test_expert_parallelism_keeps_experts_whole_in_the_moe_workspace():
-    """TritonExperts sizes its workspace by the local experts' width: I/TP split by tensor
-    parallelism, I whole under expert parallelism (Mixtral: I 14336 > h 4096, so it doubles)."""
+def test_the_moe_workspace_follows_the_experts_width_and_the_gathered_tokens():
+    """TritonExperts sizes its workspace by the local experts' width — I/TP split, I whole under
+    expert parallelism (Mixtral: I 14336 > h 4096, so it doubles) — and by the tokens the layer
+    computes: with DP the naive dispatch all-gathers every replica's."""
     from vramlint.memory.serving import Serving, _moe_workspace
     from vramlint.models import read_model
     s = Serving(read_model("mistralai/Mixtral-8x7B-v0.1"), 80 * 2**30, tp=2)
     tokens, k = s.batched_tokens, 2
     assert _moe_workspace(s) == tokens * k * (7168 + 14336) * 2
     assert _moe_workspace(replace(s, expert_parallel=True)) == tokens * k * (14336 + 28672) * 2
+    assert _moe_workspace(replace(s, expert_parallel=True, dp=2)) == 2 * tokens * k * (14336 + 28672) * 2
 
 
 @pytest.mark.parametrize("line", ["tensor-parallel-size: x", "data-parallel-size: [2]", "gpu-memory-utilization: abc",

@@ -78,13 +78,20 @@ class Serving:
     kv_cache_memory_bytes: int | None = None
     cpu_offload_bytes: int = 0
     dp: int = 1                      # data_parallel_size: engine replicas, each a TP x PP group
-    expert_parallel: bool = False    # enable_expert_parallel: experts spread over TP x DP ranks, whole
+    expert_parallel: bool = False    # enable_expert_parallel: each rank holds whole experts
 
     @property
-    def ep(self) -> int:
-        """Ranks the routed experts are spread over: TP x DP with expert parallelism; without it
-        each expert is split over the TP ranks of its replica."""
-        return self.tp * self.dp if self.expert_parallel else self.tp
+    def expert_ranks(self) -> int:
+        """Ranks the routed experts are spread over: vLLM's MoE layers flatten TP across DP
+        (``FusedMoEParallelConfig.make``), so TP x DP — each expert split that many ways, or with
+        expert parallelism whole experts, that many groups of them."""
+        return self.tp * self.dp
+
+    @property
+    def moe_tokens(self) -> int:
+        """Tokens one MoE layer computes: with DP the naive dispatch all-gathers every replica's
+        (``naive_dp_ep.py``)."""
+        return self.batched_tokens * self.dp
 
     @property
     def big_gpu(self) -> bool:
@@ -186,8 +193,8 @@ def _moe_workspace(s: Serving) -> int:
     for layer in s.model.layers:
         mlp = layer.mlp
         if mlp.kind == "moe":
-            i = mlp.intermediate // (1 if s.expert_parallel else s.tp)     # EP keeps experts whole
-            rows = s.batched_tokens * mlp.experts_per_token
+            i = mlp.intermediate // (1 if s.expert_parallel else s.expert_ranks)     # EP keeps experts whole
+            rows = s.moe_tokens * mlp.experts_per_token
             out = max(out, sum(-(-rows * max(width, h) * s.dtype_bytes // 256) * 256 for width in (i, 2 * i)))
     return out
 
@@ -222,18 +229,18 @@ def _rope_tables(s: Serving) -> Component:
 
 
 def _weights(s: Serving) -> tuple[int, str]:
-    """One GPU's weights: everything split over TP x PP but the routed experts, spread over EP x PP
-    (``Serving.ep``), and a vision tower on the first stage, TP-sharded (vLLM's SigLIP)."""
+    """One GPU's weights: everything split over TP x PP but the routed experts, spread over
+    TP x DP x PP (``Serving.expert_ranks``), and a vision tower on the first stage, TP-sharded (vLLM's SigLIP)."""
     m = s.model
     experts = expert_bytes(m, s.dtype_bytes)
     vision = m.vision_params * s.dtype_bytes // s.tp
-    size = (weight_bytes(m, s.dtype_bytes) - experts) // (s.tp * s.pp) + experts // (s.ep * s.pp) + vision
-    if s.ep == s.tp:
+    size = (weight_bytes(m, s.dtype_bytes) - experts) // (s.tp * s.pp) + experts // (s.expert_ranks * s.pp) + vision
+    if s.expert_ranks == s.tp:
         formula = f"{m.params:,} params / (TP {s.tp} x PP {s.pp})"
     else:
         routed = m.layer_params.experts
         formula = (f"{m.params - routed:,} params / (TP {s.tp} x PP {s.pp}) + {routed:,} routed-expert params / "
-                   f"(EP {s.ep} x PP {s.pp})")
+                   f"(TP x DP {s.expert_ranks} x PP {s.pp})")
     tower = f" + vision tower {m.vision_params:,} / TP {s.tp}" if vision else ""
     return max(0, size - s.cpu_offload_bytes), formula + tower
 
@@ -242,7 +249,7 @@ def serving_estimate(s: Serving) -> ServingEstimate:
     requested = int(s.gpu_bytes * s.utilization)
     weights, formula = _weights(s)
     act = _activation(s)
-    collective = s.tp > 1 or (s.dp > 1 and s.expert_parallel)     # pipeline stages talk over NCCL p2p only
+    collective = s.tp > 1 or (s.dp > 1 and s.model.is_moe)     # MoE layers gather across DP; PP talks p2p only
     non_torch = NON_TORCH[2 if collective else 1]
     parts = (Component("weights", weights, formula, SOURCE),
              _rope_tables(s), act,

@@ -38,7 +38,7 @@ def estimate_dict(est) -> dict:
 def serving_dict(serving, est) -> dict:
     """vLLM's budget as vramlint reproduces it, per GPU of the TP x PP group."""
     return {"model": serving.model.name, "tensor_parallel": serving.tp, "pipeline_parallel": serving.pp,
-            "data_parallel": serving.dp, "expert_parallel": serving.ep,
+            "data_parallel": serving.dp, "expert_parallel": serving.expert_parallel, "expert_ranks": serving.expert_ranks,
             "gpu_memory_utilization": serving.utilization, "requested_bytes": est.requested,
             "kv_cache_bytes": est.kv_budget, "kv_bytes_per_token": est.bytes_per_token, "kv_cache_tokens": est.kv_tokens,
             "max_model_len": serving.context_len, "kv_bytes_for_max_model_len": est.needed,

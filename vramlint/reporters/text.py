@@ -70,8 +70,7 @@ def _estimate_table(title: str, est, cluster):
 
 def _serving_table(path: str, serving, est):
     from rich.table import Table
-    replicas = f" (of DP {serving.dp}{f', experts over EP {serving.ep}' if serving.ep != serving.tp else ''})" \
-        if serving.dp > 1 or serving.ep != serving.tp else ""
+    replicas = f" (of DP {serving.dp}, experts over {serving.expert_ranks} ranks)" if serving.dp > 1 else ""
     table = Table(title=escape(f"{path}: vLLM on one GPU of TP {serving.tp} x PP {serving.pp}{replicas}, "
                                f"{serving.utilization:.0%} of {serving.gpu_bytes / GiB:.2f} GiB = "
                                f"{est.requested / GiB:.2f} GiB"), title_justify="left", show_edge=False, pad_edge=False)
