@@ -293,7 +293,7 @@ def test_the_moe_workspace_follows_the_experts_width_and_the_gathered_tokens():
 
 
 @pytest.mark.parametrize("line", ["tensor-parallel-size: x", "data-parallel-size: [2]", "gpu-memory-utilization: abc",
-                                  "gpu-memory-utilization: .inf",
+                                  "gpu-memory-utilization: .inf", "gpu-memory-utilization: 1e308",
                                   "cpu-offload-gb: lots", "max-num-seqs: -3"])
 def test_a_flag_of_the_wrong_kind_is_a_finding_not_an_internal_error(capsys, tmp_path, line):
     code, out = check(capsys, tmp_path, f"model: meta-llama/Llama-3.1-8B\n{line}\n")

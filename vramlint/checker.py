@@ -8,7 +8,6 @@ that file.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -159,13 +158,14 @@ def _count(fact: Fact, default: int | None = 1) -> int | None:
     return value if value is not None and value >= 1 else default
 
 
-def _number(fact: Fact, default: float) -> float:
-    """A positive, finite number flag (gpu_memory_utilization, cpu_offload_gb), else ``default``."""
+def _number(fact: Fact, default: float, most: float) -> float:
+    """A number flag in (0, ``most``] (gpu_memory_utilization: vLLM refuses more than 1), else
+    ``default`` — the schema's finding says what is wrong with it."""
     try:
         value = float(fact.value) if not isinstance(fact.value, bool) else default
     except (TypeError, ValueError):
         return default
-    return value if 0 < value < math.inf else default
+    return value if 0 < value <= most else default
 
 
 def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:
@@ -184,10 +184,10 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
         raise UsageError("--model not given and the vLLM config names no model")
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
     serving = Serving(model, cluster.gpu.memory_bytes, _count(cfg.tensor_parallel), _count(cfg.pipeline_parallel),
-                      _number(cfg.gpu_memory_utilization, 0.9), _count(cfg.max_model_len, None),
+                      _number(cfg.gpu_memory_utilization, 0.9, 1.0), _count(cfg.max_model_len, None),
                       _count(cfg.max_num_seqs, None), _count(cfg.max_num_batched_tokens, None),
                       str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes, _count(cfg.kv_cache_memory_bytes, None),
-                      int(_number(cfg.cpu_offload_gb, 0) * 2**30), _count(cfg.data_parallel),
+                      int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30), _count(cfg.data_parallel),
                       cfg.expert_parallel.value is True)
     result.serving = (serving, serving_estimate(serving))
     result.findings.extend(check_serving(serving, result.serving[1], cfg.location_of, document.path))
