@@ -311,3 +311,24 @@ def test_a_multimodal_profile_keeps_its_dummy_images_embeddings():
     text_only = serving_estimate(replace(serving, model=replace(serving.model, vision_params=0)))
     assert (activation_gib(est) - activation_gib(text_only)) * 2**30 == 8192 * 3840 * 2
     assert abs(activation_gib(est) - record["measured"]["activation_peak_gib"]) < 0.15
+
+
+def test_online_fp8_loads_what_the_fp8_checkpoint_loads(capsys, tmp_path):
+    """``quantization: fp8`` on a 16-bit checkpoint makes vLLM cast every linear to fp8 as it loads
+    (Fp8OnlineLinearMethod): Llama-3.3-70B so served holds the bytes RedHatAI's FP8-dynamic
+    re-upload loads, whose log says 33.88 GiB at TP 2."""
+    base = "model: meta-llama/Llama-3.3-70B-Instruct\ntensor-parallel-size: 2\nmax-model-len: 16384\n"
+    weights = {}
+    for model, flag in (("meta-llama/Llama-3.3-70B-Instruct", "quantization: fp8\n"),
+                        ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", ""),
+                        ("meta-llama/Llama-3.3-70B-Instruct", "")):
+        code, out = check(capsys, tmp_path, base.replace("meta-llama/Llama-3.3-70B-Instruct", model) + flag,
+                          gpus="2xH100")
+        weights[(model, flag)] = next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "weights")
+    online, serialized, plain = weights.values()
+    assert online == serialized and round(online / 2**30, 1) == 33.8 and plain > 1.9 * online
+
+
+def test_a_quantization_the_checkpoint_was_not_made_with_is_noted(capsys, tmp_path):
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nquantization: awq\n")
+    assert "quantization 'awq' needs a checkpoint quantized with it" in " ".join(out["notes"])

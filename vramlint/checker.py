@@ -16,6 +16,7 @@ from vramlint.errors import UnplannableError, UsageError
 from vramlint.findings import Finding
 from vramlint.hardware import Cluster
 from vramlint.memory import Estimate, estimate
+from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape
 from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from_deepspeed
 from vramlint.readers.accelerate import PRECISION, looks_like_accelerate, read_accelerate
@@ -151,6 +152,19 @@ def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster,
     result.findings.extend(check_batch(ds, ds.batch_world(cluster.world_size, result.plan.tensor_parallel), path))
 
 
+def _quantized_online(model: ModelShape, method, result: FileResult) -> ModelShape:
+    """The model as ``--quantization`` makes vLLM load it: a checkpoint quantized already keeps its
+    own scheme (vLLM checks the two agree); an unquantized one is quantized while it loads by the
+    methods that can (``ONLINE``), while any other method needs a checkpoint made with it."""
+    if not method or not isinstance(method, str) or model.quantization is not None:
+        return model
+    if method in ONLINE:
+        return replace(model, quantization=ONLINE[method])
+    result.notes.append(f"quantization {method!r} needs a checkpoint quantized with it, and {model.name} is not: "
+                        "its weights are counted as stored")
+    return model
+
+
 def _count(fact: Fact, default: int | None = 1) -> int | None:
     """A vLLM size flag as vLLM parses it (``8k``, ``"2"``), or ``default`` where it is not a
     positive integer — the schema's finding has already said so, or the flag means "auto" (-1)."""
@@ -182,6 +196,7 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
             result.notes.append(f"model {cfg.model.value!r} is not readable here: checked as {model.name}")
     if model is None:
         raise UsageError("--model not given and the vLLM config names no model")
+    model = _quantized_online(model, cfg.quantization.value, result)
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
     serving = Serving(model, cluster.gpu.memory_bytes, _count(cfg.tensor_parallel), _count(cfg.pipeline_parallel),
                       _number(cfg.gpu_memory_utilization, 0.9, 1.0), _count(cfg.max_model_len, None),

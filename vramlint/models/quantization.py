@@ -121,3 +121,12 @@ def read_quantization(q: Any) -> Quantization | None:
     if method in ("modelopt", "fp8_static") or q.get("quant_algo"):
         return _modelopt(str(q.get("quant_algo") or ""), groups)
     return None
+
+
+# vLLM's ``--quantization`` methods that quantize an unquantized checkpoint while it loads
+# (vLLM 0.19 ``Fp8OnlineLinearMethod`` / ``Fp8OnlineMoEMethod``: each layer materialized from the
+# meta device and cast to fp8 with a per-tensor scale, so no 16-bit copy of the model is ever
+# whole on the GPU; ``ExpertsInt8Config``: the experts in int8 with a scale per output channel).
+ONLINE = {"fp8": Quantization("fp8 (online, vLLM)", 8.0, ALL, "8 bit + per-tensor scale, quantized while loading"),
+          "experts_int8": Quantization("experts_int8 (online, vLLM)", 8.0, frozenset({"experts"}),
+                                       "experts int8 + per-channel scale, quantized while loading")}

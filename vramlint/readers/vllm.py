@@ -53,6 +53,7 @@ class VllmConfig:
     cpu_offload_gb: Fact
     data_parallel: Fact
     expert_parallel: Fact                    # enable_expert_parallel (``no-enable-expert-parallel``: False)
+    quantization: Fact                       # --quantization: a method name, or None (the checkpoint's own)
     notes: tuple[str, ...] = field(default=())
 
     def location_of(self, key: str):
@@ -88,7 +89,8 @@ def read_vllm(doc: Document) -> VllmConfig:
                       fact("block_size", 16), fact("kv_cache_memory_bytes"), fact("cpu_offload_gb", 0),
                       fact("data_parallel_size", 1),
                       fact("enable_expert_parallel", False) if "no_enable_expert_parallel" not in keys
-                      else Fact(False, doc.locate(f"$.{keys['no_enable_expert_parallel']}")))
+                      else Fact(False, doc.locate(f"$.{keys['no_enable_expert_parallel']}")),
+                      fact("quantization"))
 
 
 def normalised_document(doc: Document) -> Document:
