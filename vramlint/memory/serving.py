@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from vramlint.memory.components import Component
 from vramlint.memory.fixed import WORKSPACES
 from vramlint.memory.weights import expert_bytes, weight_bytes
+from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape
 from vramlint.units import GiB
 
@@ -318,6 +319,12 @@ def kv_bytes_that_start(s: Serving) -> int | None:
 def fits_fp8_kv(s: Serving) -> bool:
     """Whether an fp8 KV cache (half of a 16-bit one's bytes) would let vLLM start."""
     return s.kv_bytes > 1 and starts(replace(s, kv_cache_dtype="fp8"))
+
+
+def fits_online_fp8(s: Serving) -> bool:
+    """Whether ``quantization: fp8`` — a 16-bit checkpoint cast to fp8 while it loads — would let
+    vLLM start."""
+    return s.model.quantization is None and starts(replace(s, model=replace(s.model, quantization=ONLINE["fp8"])))
 
 
 def smallest_utilization(s: Serving, most: float = 0.95) -> float | None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
 from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv,
-                                     kv_bytes_that_start, largest_that_starts, overcommitted, smallest_tp,
+                                     fits_online_fp8, kv_bytes_that_start, largest_that_starts, overcommitted, smallest_tp,
                                      smallest_utilization)
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS
@@ -72,8 +72,8 @@ def _what_fits(serving: Serving, first: str) -> str:
     """The changes that would let vLLM start, each computed with the same budget, in the file's
     own keys: ``first``, then a kv-cache-memory-bytes that holds one request (where the file sets
     one), the lowest gpu-memory-utilization, the largest max-num-seqs and max-num-batched-tokens
-    (the profile run's sampler and forward), an fp8 KV cache and the smallest tensor-parallel-size
-    that would do."""
+    (the profile run's sampler and forward), an fp8 KV cache, fp8 weights cast while loading and
+    the smallest tensor-parallel-size that would do."""
     options = [first]
     kv_bytes = kv_bytes_that_start(serving)
     if kv_bytes:                            # vLLM reads "M" as MiB (human_readable_int)
@@ -87,6 +87,8 @@ def _what_fits(serving: Serving, first: str) -> str:
             options.append(f"{key.replace('_', '-')}: {value}")
     if fits_fp8_kv(serving):
         options.append("kv-cache-dtype: fp8")
+    if fits_online_fp8(serving):
+        options.append("quantization: fp8")
     tp = smallest_tp(serving)
     options.append(f"tensor-parallel-size: {tp} ({tp * serving.pp} GPUs)" if tp else "more GPUs (pipeline parallel)")
     return ", ".join(options[:-1]) + " or " + options[-1]
