@@ -253,8 +253,7 @@ def _weights(s: Serving) -> tuple[int, str]:
         formula = (f"{m.params - routed:,} params / (TP {s.tp} x PP {s.pp}) + {routed:,} routed-expert params / "
                    f"(TP x DP {s.expert_ranks} x PP {s.pp})")
     tower = f" + vision tower {m.vision_params:,} / TP {s.tp}" if vision else ""
-    groups = [g for g in sorted(m.quantization.groups) if getattr(m.layer_params, g)] if m.quantization else []
-    stored = f", {m.quantization.method} on {', '.join(groups)}" if groups else ""
+    stored = f", {m.quantization.method} on {', '.join(m.quantized_groups)}" if m.quantized_groups else ""
     return max(0, size - s.cpu_offload_bytes), formula + tower + stored
 
 

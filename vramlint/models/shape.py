@@ -297,6 +297,13 @@ class ModelShape:
                     *(l.largest_module for l in self.layers)])
 
     @property
+    def quantized_groups(self) -> list[str]:
+        """The parameter groups this model has that its quantization stores in few bits."""
+        if self.quantization is None:
+            return []
+        return [g for g in sorted(self.quantization.groups) if getattr(self.layer_params, g)]
+
+    @property
     def peft_converted(self) -> bool:
         """PEFT converts this model's LoRA targets onto transformers 5's fused experts."""
         return any(layer.mlp.peft_converted for layer in self.layers)

@@ -88,7 +88,7 @@ def model_dict(shape: ModelShape) -> dict:
         "vllm_rope_tables": [{"positions": p, "rotary_dim": d} for p, d in shape.rope_tables],
         "quantization": None if shape.quantization is None else {
             "method": shape.quantization.method, "bits": shape.quantization.bits,
-            "groups": sorted(shape.quantization.groups), "detail": shape.quantization.detail},
+            "groups": shape.quantized_groups, "detail": shape.quantization.detail},
         "notes": list(shape.notes),
     }
     if any(layer.attention.kind == "mla" for layer in shape.layers):
