@@ -368,6 +368,7 @@ TOWER = 416_866_032 + 4_424_832       # SigLIP + projector, transformers' count 
     (dict(runtime="torch", weights_dtype="float32", cluster=parse_gpus("1xH200")), 4 * TOWER),
     (dict(runtime="torch", weights_dtype="bfloat16"), 2 * TOWER + 2 * TOWER),     # DDP over 8: bucket slots too
     (dict(runtime="torch", weights_dtype="bfloat16", lora_rank=16), 2 * TOWER),
+    (dict(runtime="torch", weights_dtype="float32", lora_rank=16, load_in_4bit=True), int(TOWER * (4 + 8 / 64 + 32 / 64 / 256) / 8)),
     (dict(runtime="deepspeed", zero_stage=2), 2 * TOWER + -(-12 * TOWER // 8)),
     (dict(runtime="deepspeed", zero_stage=3), -(-2 * TOWER // 8) + -(-12 * TOWER // 8)),
     (dict(runtime="deepspeed", zero_stage=2, offload_optimizer="cpu"), 2 * TOWER),

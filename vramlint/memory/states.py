@@ -600,7 +600,7 @@ def vision_tower(plan: Plan) -> Component:
     them). DeepSpeed partitions every parameter the optimizer is handed (HF Trainer: all that
     require grad) into its fp32 groups, so ZeRO keeps the tower's master copy and Adam moments
     like any weight's. LoRA leaves it frozen (PEFT's adapters on its linears, a few MB, are not
-    counted)."""
+    counted); QLoRA's bitsandbytes stores its linears in NF4 like the decoder's."""
     v = plan.model.vision_params
     if plan.runtime == "deepspeed":
         w_b, s_b = (4, 8) if plan.precision == "fp32" else (2, 12)       # 16-bit training: + fp32 master
@@ -614,6 +614,8 @@ def vision_tower(plan: Plan) -> Component:
         w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"] if plan.lora_rank and plan.fsdp_version == 2 else 4
         shards = fsdp_shard_count(plan)
         size, formula = -(-w_b * v // shards), f"{w_b} B x {v:,} params / {shards}"
+    elif plan.load_in_4bit:          # bitsandbytes quantizes the tower's linears like the decoder's
+        size, formula = int(v * nf4().bits / 8), f"{nf4().detail} x {v:,} params (its linears, nearly all of it)"
     else:
         w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
         bucketed = bool(ddp_buckets(plan)) and not plan.lora_rank
