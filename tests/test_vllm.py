@@ -333,3 +333,16 @@ def test_online_fp8_loads_what_the_fp8_checkpoint_loads(capsys, tmp_path):
 def test_a_quantization_the_checkpoint_was_not_made_with_is_noted(capsys, tmp_path):
     code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nquantization: awq\n")
     assert "quantization 'awq' needs a checkpoint quantized with it" in " ".join(out["notes"])
+
+
+def test_flags_vllm_0_19_declares_are_not_unknown_keys(capsys, tmp_path):
+    """The schema holds every flag of vLLM 0.19's EngineArgs and OpenAI frontend (dev/vllm_flags.py
+    reads them from vLLM's source): these were refused as unknown keys before."""
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nmax-model-len: 8192\n"
+                                        "language-model-only: true\ncudagraph-capture-sizes: [1, 2, 4, 8]\n"
+                                        "optimization-level: 3\nall2all-backend: allgather_reducescatter\n"
+                                        "attention-config: {backend: FLASH_ATTN}\nno-enable-dbo: true\n"
+                                        "mm-processor-kwargs: '{\"do_pan_and_scan\": false}'\n")
+    assert code == 0 and out["findings"] == []
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nmax-seq-len: 5000\n")
+    assert [f["code"] for f in out["findings"]] == ["VL101"]         # not a vLLM flag
