@@ -346,3 +346,19 @@ def test_flags_vllm_0_19_declares_are_not_unknown_keys(capsys, tmp_path):
     assert code == 0 and out["findings"] == []
     code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nmax-seq-len: 5000\n")
     assert [f["code"] for f in out["findings"]] == ["VL101"]         # not a vLLM flag
+
+
+@pytest.mark.parametrize("line", ["language-model-only: true", "limit-mm-per-prompt: '{\"image\": 0}'",
+                                  "limit-mm-per-prompt: {image: {count: 0}}"])
+def test_no_images_per_prompt_builds_no_vision_tower(capsys, tmp_path, line):
+    """vLLM 0.19 builds a tower only for modalities whose limit_mm_per_prompt is not 0
+    (``_mark_tower_model``), and profiles no dummy images without one: gemma-3-12b then loads
+    its language model alone (21.92 GiB, not 22.70) and profiles 3.74 GiB, not 3.80."""
+    base = "model: google/gemma-3-12b-it\nmax-model-len: 32768\n"
+    parts = {}
+    for text in (base, base + line + "\n"):
+        code, out = check(capsys, tmp_path, text)
+        parts[text] = {c["name"]: c["bytes"] for c in out["serving"]["components"]}
+    full, text_only = parts.values()
+    assert full["weights"] - text_only["weights"] == (416_866_032 + 4_424_832) * 2
+    assert full["activation peak (profile run)"] - text_only["activation peak (profile run)"] == 8192 * 3840 * 2

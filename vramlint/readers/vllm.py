@@ -8,6 +8,7 @@ not vLLM flags (a client's settings, another tool's harness) is not a vLLM confi
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,11 +55,30 @@ class VllmConfig:
     data_parallel: Fact
     expert_parallel: Fact                    # enable_expert_parallel (``no-enable-expert-parallel``: False)
     quantization: Fact                       # --quantization: a method name, or None (the checkpoint's own)
+    language_model_only: Fact
+    limit_mm_per_prompt: Fact                # {"image": 0, ...} or its JSON text
     notes: tuple[str, ...] = field(default=())
 
     def location_of(self, key: str):
         written = self.keys.get(key)
         return self.document.locate(f"$.{written}") if written else None
+
+    @property
+    def images_off(self) -> bool:
+        """Whether vLLM leaves the vision tower out: ``language_model_only``, or no image allowed
+        per prompt (vLLM 0.19 ``_mark_tower_model`` builds a tower only for modalities whose
+        ``limit_mm_per_prompt`` is not 0; a count or ``{"count": n}``, the mapping or its JSON)."""
+        if self.language_model_only.value is True:
+            return True
+        limits = self.limit_mm_per_prompt.value
+        if isinstance(limits, str):
+            try:
+                limits = json.loads(limits)
+            except ValueError:
+                return False
+        image = limits.get("image") if isinstance(limits, dict) else None
+        count = image.get("count") if isinstance(image, dict) else image
+        return count == 0 and not isinstance(count, bool)
 
 
 def known_flags() -> set[str]:
@@ -90,7 +110,7 @@ def read_vllm(doc: Document) -> VllmConfig:
                       fact("data_parallel_size", 1),
                       fact("enable_expert_parallel", False) if "no_enable_expert_parallel" not in keys
                       else Fact(False, doc.locate(f"$.{keys['no_enable_expert_parallel']}")),
-                      fact("quantization"))
+                      fact("quantization"), fact("language_model_only", False), fact("limit_mm_per_prompt"))
 
 
 def normalised_document(doc: Document) -> Document:
