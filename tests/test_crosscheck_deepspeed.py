@@ -80,3 +80,30 @@ def test_zero3_differs_by_the_ipg_bucket_and_gradient_partitions(model, gpus, op
     assert states_on_gpu(plan) - ds_gpu == pytest.approx(extra, abs=4 * n + 8)
     if opt == "cpu":
         assert deepspeed_states(plan).host[0].bytes == pytest.approx(ds_cpu, rel=1e-9)
+
+
+def test_the_schema_knows_every_key_deepspeed_validates():
+    """DeepSpeed validates zero_optimization (and its offload sections), fp16 and bf16 with
+    pydantic models that forbid extra keys: every field and alias of those models is in the schema,
+    so no valid key is reported as unknown (five ZeRO keys of DeepSpeed 0.19.8 were)."""
+    import json
+    from deepspeed.runtime.precision_config import DeepSpeedBF16Config, DeepSpeedFP16Config
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+    from deepspeed.runtime.zero.offload_config import (DeepSpeedZeroOffloadOptimizerConfig,
+                                                       DeepSpeedZeroOffloadParamConfig)
+    from conftest import ROOT
+    schema = json.loads((ROOT / "schemas" / "deepspeed.schema.json").read_text())
+
+    def section(node: dict) -> set[str]:
+        return set(next(a for a in node.get("anyOf", [node]) if a.get("type") == "object")["properties"])
+
+    def names(model) -> set[str]:
+        return {name for field, info in model.model_fields.items() for name in (field, info.alias) if name}
+
+    zero = next(a for a in schema["properties"]["zero_optimization"]["anyOf"] if a.get("type") == "object")
+    for known, model in [(section(schema["properties"]["zero_optimization"]), DeepSpeedZeroConfig),
+                         (section(zero["properties"]["offload_optimizer"]), DeepSpeedZeroOffloadOptimizerConfig),
+                         (section(zero["properties"]["offload_param"]), DeepSpeedZeroOffloadParamConfig),
+                         (section(schema["properties"]["fp16"]), DeepSpeedFP16Config),
+                         (section(schema["properties"]["bf16"]), DeepSpeedBF16Config)]:
+        assert names(model) <= known, (model.__name__, sorted(names(model) - known))

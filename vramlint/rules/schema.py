@@ -3,9 +3,9 @@
 Severity follows what the framework itself does with the key, so the linter never fails a file
 the framework accepts and never passes one it rejects:
 
-- DeepSpeed validates ``zero_optimization``, ``offload_*``, ``fp16``, ``bf16`` and
-  ``activation_checkpointing`` with pydantic ``extra="forbid"`` (an unknown key is a launch error)
-  but ignores unknown top-level keys (a warning: the setting has no effect).
+- DeepSpeed validates ``zero_optimization``, ``offload_*``, ``fp16`` and ``bf16`` with pydantic
+  ``extra="forbid"`` (an unknown key is a launch error) but reads ``activation_checkpointing``
+  and the top level key by key, ignoring the rest (a warning: the setting has no effect).
 - Accelerate rejects unknown top-level keys ("had unknown keys") but copies nested
   ``deepspeed_config`` / ``fsdp_config`` keys unchecked (a warning: silently ignored).
 """
@@ -34,14 +34,18 @@ RULES = (
          bad='{"zero_optimization": {"stage": 4}}',
          good='{"zero_optimization": {"stage": 3}}'),
 )
+# DeepSpeed's sections validated by pydantic models with extra="forbid" (DeepSpeedConfigModel):
+# zero_optimization and its offload sections, fp16, bf16. activation_checkpointing is read key by
+# key (DeepSpeedActivationCheckpointingConfig) and the top level too: there an unknown key is ignored.
+DEEPSPEED_PYDANTIC = ("$.zero_optimization", "$.fp16", "$.bf16", "$.bfloat16")
 REJECTS_UNKNOWN = {  # (format) -> predicate on the JSON path of the object holding the unknown key
-    "deepspeed": lambda path: path != "$",
+    "deepspeed": lambda path: path.startswith(DEEPSPEED_PYDANTIC),
     "accelerate": lambda path: path == "$",
     "vllm": lambda path: path == "$",
 }
 WHAT_HAPPENS = {
     ("deepspeed", True): "DeepSpeed rejects it (pydantic extra=forbid: Extra inputs are not permitted)",
-    ("deepspeed", False): "DeepSpeed ignores unknown top-level keys: it has no effect",
+    ("deepspeed", False): "DeepSpeed reads only the keys it knows here: it has no effect",
     ("accelerate", True): "Accelerate refuses the file (ValueError: the config file had unknown keys)",
     ("accelerate", False): "Accelerate passes nested keys on unchecked: it is silently ignored",
     ("vllm", True): "vllm serve refuses it (error: unrecognized arguments)",
