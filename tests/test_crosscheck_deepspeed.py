@@ -107,3 +107,16 @@ def test_the_schema_knows_every_key_deepspeed_validates():
                          (section(schema["properties"]["fp16"]), DeepSpeedFP16Config),
                          (section(schema["properties"]["bf16"]), DeepSpeedBF16Config)]:
         assert names(model) <= known, (model.__name__, sorted(names(model) - known))
+
+
+def test_the_removed_sections_are_deepspeeds_own():
+    """vramlint's table of what DeepSpeed removed is DeepSpeed's (0.19.7 and later), message for message."""
+    import deepspeed.runtime.config as ds_config
+    from vramlint.rules.schema import DEEPSPEED_REMOVED
+    if not hasattr(ds_config, "_REMOVED_TOP_LEVEL_CONFIG_KEYS"):
+        pytest.skip("DeepSpeed before 0.19.7 removed nothing")
+    for ours, theirs in [(DEEPSPEED_REMOVED["$"], ds_config._REMOVED_TOP_LEVEL_CONFIG_KEYS),
+                         (DEEPSPEED_REMOVED["$.zero_optimization"], ds_config._REMOVED_ZERO_CONFIG_KEYS)]:
+        assert set(ours) == set(theirs)
+        for key, message in ours.items():
+            assert theirs[key].startswith(message.rstrip(".")), key

@@ -121,3 +121,16 @@ def test_hjson_only_syntax_warns_for_the_hf_path(tmp_path, capsys):
     found = findings(capsys, path)
     hjson = next(f for f in found if f["code"] == "VL002")
     assert hjson["severity"] == "warning" and "comments and trailing commas" in hjson["message"]
+
+
+def test_a_section_deepspeed_removed_is_a_warning_with_its_own_error(capsys, tmp_path):
+    """DeepSpeed 0.19.7 refuses elasticity, Sparse Attention, MoQ, MiCS and friends
+    (``_reject_removed_config_keys``); earlier releases accept them, so a warning, not an error,
+    and not also an unknown key."""
+    path = write(tmp_path, "ds_config.json", '{"train_micro_batch_size_per_gpu": 1,\n'
+                                             ' "elasticity": {"enabled": true},\n'
+                                             ' "zero_optimization": {"stage": 3, "mics_shard_size": 8}}')
+    found = [f for f in findings(capsys, path) if f["code"].startswith("VL1")]
+    assert [(f["code"], f["severity"], f["line"]) for f in found] == [("VL103", "warning", 2), ("VL103", "warning", 3)]
+    assert "DeepSpeedConfigError: Elastic training has been removed" in found[0]["message"]
+    assert "MiCS ZeRO-3 sharding has been removed" in found[1]["message"]

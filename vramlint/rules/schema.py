@@ -24,6 +24,7 @@ from vramlint.schemas import load_schema
 
 UNKNOWN = ("VL101", "unknown-key", ERROR)
 WRONG_TYPE = ("VL102", "wrong-type", ERROR)
+REMOVED = ("VL103", "removed-by-deepspeed", WARNING)
 RULES = (
     Rule(*UNKNOWN, summary="A key the framework does not know: a typo DeepSpeed rejects inside its sections, or "
                            "a setting that is silently ignored.",
@@ -33,7 +34,49 @@ RULES = (
                               "validation at launch.",
          bad='{"zero_optimization": {"stage": 4}}',
          good='{"zero_optimization": {"stage": 3}}'),
+    Rule(*REMOVED, summary="A section DeepSpeed 0.19.7 removed (Sparse Attention, elasticity, MoQ, MiCS, ...): "
+                           "from that release on DeepSpeed refuses the file with the DeepSpeedConfigError quoted; "
+                           "earlier releases accept it.",
+         bad='{"train_batch_size": 64, "elasticity": {"enabled": true, "max_train_batch_size": 2000}}',
+         good='{"train_batch_size": 64}'),
 )
+# DeepSpeed 0.19.7 runtime/config.py ``_REMOVED_TOP_LEVEL_CONFIG_KEYS`` and ``_REMOVED_ZERO_CONFIG_KEYS``
+# (``_reject_removed_config_keys`` raises their text; https://github.com/deepspeedai/DeepSpeed/issues/8489)
+DEEPSPEED_REMOVED = {
+    "$": {
+        "nebula": "Nebula checkpointing has been removed. A leftover 'nebula' block would be ignored and checkpoints "
+                  "would silently fall back to local torch.save.",
+        "compression_training": "The DeepSpeed compression library has been removed. A leftover "
+                                "'compression_training' block would be ignored and the model would train unquantized.",
+        "amp": "NVIDIA Apex AMP integration has been removed. Use DeepSpeed 'fp16', 'bf16', or 'torch_autocast' "
+               "instead.",
+        "quantize_training": "Mixture-of-Quantization (MoQ) / 'quantize_training' has been removed.",
+        "sparse_gradients": "Sparse compression of dense torch.nn.Embedding gradients has been removed.",
+        "eigenvalue": "Eigenvalue-based Mixture-of-Quantization (MoQ) has been removed; the standalone 'eigenvalue' "
+                      "configuration block is no longer supported.",
+        "sparse_attention": "DeepSpeed Sparse Attention has been removed; the 'sparse_attention' configuration "
+                            "block is no longer supported.",
+        "elasticity": "Elastic training has been removed; the 'elasticity' configuration block is no longer "
+                      "supported. Set train_batch_size / train_micro_batch_size_per_gpu / "
+                      "gradient_accumulation_steps directly.",
+        "graph_harvesting": "Graph harvesting has been removed; the 'graph_harvesting' configuration option is no "
+                            "longer supported.",
+        "curriculum_learning": "Legacy top-level 'curriculum_learning' has been removed. Use "
+                               "'data_efficiency.data_sampling.curriculum_learning' instead.",
+        "progressive_layer_drop": "Progressive Layer Dropping has been removed; the 'progressive_layer_drop' "
+                                  "configuration block is no longer supported.",
+    },
+    "$.zero_optimization": {
+        "mics_shard_size": "MiCS ZeRO-3 sharding has been removed; 'zero_optimization.mics_shard_size' is no "
+                           "longer supported.",
+        "mics_hierarchical_params_gather": "MiCS ZeRO-3 sharding has been removed; "
+                                           "'zero_optimization.mics_hierarchical_params_gather' is no longer "
+                                           "supported.",
+        "zeropp_loco_param": "LoCo-Zero++ has been removed; 'zero_optimization.zeropp_loco_param' is no longer "
+                             "supported. Remove this key to use standard ZeRO++ quantized gradients without LoCo "
+                             "error feedback.",
+    },
+}
 # DeepSpeed's sections validated by pydantic models with extra="forbid" (DeepSpeedConfigModel):
 # zero_optimization and its offload sections, fp16, bf16. activation_checkpointing is read key by
 # key (DeepSpeedActivationCheckpointingConfig) and the top level too: there an unknown key is ignored.
@@ -75,6 +118,19 @@ def check_schema(document: Document, fmt: str) -> Iterator[Finding]:
     validator = jsonschema.Draft202012Validator(load_schema(fmt))
     for error in sorted(validator.iter_errors(document.data), key=lambda e: list(map(str, e.absolute_path))):
         yield from _findings(error, document, fmt)
+    if fmt == "deepspeed":
+        yield from _removed(document)
+
+
+def _removed(document: Document) -> Iterator[Finding]:
+    """The sections DeepSpeed 0.19.7 removed, with the error it raises for each."""
+    data = document.data if isinstance(document.data, dict) else {}
+    for holder, removed in DEEPSPEED_REMOVED.items():
+        section = data if holder == "$" else data.get(holder.split(".", 1)[1])
+        for key in sorted(set(section) & set(removed)) if isinstance(section, dict) else ():
+            yield Finding(*REMOVED, document.locate(f"{holder}.{key}"),
+                          f"DeepSpeed 0.19.7 and later refuse the file: DeepSpeedConfigError: {removed[key]}",
+                          hint=f"remove {key!r}, or pin deepspeed<0.19.7, whose releases still support it")
 
 
 def _findings(error, document: Document, fmt: str) -> Iterator[Finding]:
