@@ -127,7 +127,9 @@ def _removed(document: Document) -> Iterator[Finding]:
     data = document.data if isinstance(document.data, dict) else {}
     for holder, removed in DEEPSPEED_REMOVED.items():
         section = data if holder == "$" else data.get(holder.split(".", 1)[1])
-        for key in sorted(set(section) & set(removed)) if isinstance(section, dict) else ():
+        if not isinstance(section, dict):
+            continue
+        for key in sorted(set(section) & set(removed)):
             yield Finding(*REMOVED, document.locate(f"{holder}.{key}"),
                           f"DeepSpeed 0.19.7 and later refuse the file: DeepSpeedConfigError: {removed[key]}",
                           hint=f"remove {key!r}, or pin deepspeed<0.19.7, whose releases still support it")
