@@ -255,7 +255,7 @@ def test_a_multimodal_checkpoint_loads_its_vision_tower():
     from vramlint.models import read_model
     assert read_model("google/gemma-3-12b-it").vision_params == 416_866_032 + 4_424_832
     assert read_model("google/gemma-3-1b-it").vision_params == 0          # text-only
-    assert "vision tower (qwen3_vl_vision) not counted" in " ".join(read_model("Qwen/Qwen3-VL-8B-Instruct").notes)
+    assert "vision tower (gemma4_vision) not counted" in " ".join(read_model("google/gemma-4-26B-A4B").notes)
     predicted, measured = loaded_gib("planner-v019-gemma-3-12b-it-tp1-8192")
     assert abs(predicted - measured) < 0.06
 
@@ -362,3 +362,14 @@ def test_no_images_per_prompt_builds_no_vision_tower(capsys, tmp_path, line):
     full, text_only = parts.values()
     assert full["weights"] - text_only["weights"] == (416_866_032 + 4_424_832) * 2
     assert full["activation peak (profile run)"] - text_only["activation peak (profile run)"] == 8192 * 3840 * 2
+
+
+def test_qwen3_vl_counts_its_vision_tower_and_deepstack_mergers():
+    """Qwen3-VL's tower: a 3-D patch embedding, learned positions, 27 blocks, the merger and one
+    more merger per deepstack layer (transformers' Qwen3VLVisionModel): 576,388,336 parameters for
+    Qwen3-VL-8B, transformers' own count on the meta device. Each image token reaches the language
+    model as the merger's 4096 and three deepstack features: 16,384 wide."""
+    from vramlint.models import read_model
+    m = read_model("Qwen/Qwen3-VL-8B-Instruct")
+    assert (m.vision_params, m.vision_token_width) == (576_388_336, 4096 * 4)
+

@@ -211,10 +211,12 @@ def _sampler(s: Serving) -> int:
 
 def _encoder_outputs(s: Serving) -> int:
     """A multimodal model's profile first runs its vision tower on as many dummy images as the
-    encoder budget (``max_num_batched_tokens``) holds and keeps their embeddings — one text-width
-    row per image token — in the encoder cache until the sampler is done (``profile_run``,
-    ``encoder_budget.py``)."""
-    return s.batched_tokens * s.model.hidden_size * s.dtype_bytes if s.model.vision_params else 0
+    encoder budget (``max_num_batched_tokens``) holds and keeps their embeddings — one row per
+    image token, as wide as the language model receives it (Gemma 3: its hidden size; Qwen3-VL:
+    the merger's output and one deepstack feature per deepstack layer) — in the encoder cache until
+    the sampler is done (``profile_run``, ``encoder_budget.py``). A model whose single image
+    exceeds the budget raises it to that image's tokens: not modelled."""
+    return s.batched_tokens * s.model.vision_token_width * s.dtype_bytes if s.model.vision_params else 0
 
 
 def _activation(s: Serving) -> Component:

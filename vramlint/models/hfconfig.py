@@ -157,6 +157,7 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
     try:
         shape = builder(config)
         shape = replace(shape, rope_tables=rope_tables(config, shape))
+        vision, width, untold = vision_params(outer, shape.hidden_size)
     except KeyError as exc:
         raise UsageError(f"{family} config has no {exc.args[0]!r} and transformers gives it no default") from None
     except ValueError as exc:                  # HfConfig.int's own words: which key, what it got
@@ -167,10 +168,9 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
     if quant is None and side_quant:
         section = side_quant.get("quantization")
         quant = read_quantization(dict(section, quant_method="modelopt") if isinstance(section, dict) else None)
-    vision, untold = vision_params(outer, shape.hidden_size)
     notes += [untold] if untold else []
     return replace(shape, model_type=str(outer_type or family), dtype=_dtype(raw, notes, quant is not None),
-                   vision_params=vision,
+                   vision_params=vision, vision_token_width=width,
                    quantization=quant, architecture=(raw.get("architectures") or [None])[0],
                    read_as=family if read_as else None, name=name, notes=tuple(notes))
 

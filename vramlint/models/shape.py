@@ -230,6 +230,7 @@ class ModelShape:
     tensor_parallel: int = 1       # > 1: the parameters one of that many tensor-parallel ranks holds
     rope_tables: tuple[tuple[int, int], ...] = ()   # (positions, rotary_dim) of each cos/sin table vLLM builds
     vision_params: int = 0         # a multimodal checkpoint's vision tower + projector (not in params)
+    vision_token_width: int = 0    # elements of one image token's embedding as the language model receives it
 
     def tp_local(self, tp: int) -> ModelShape:
         """The parameters one tensor-parallel rank of the whole model holds (as DeepSpeed AutoTP and

@@ -3,8 +3,9 @@
 vramlint's parameter count is the language model's (what a text prompt exercises); the tower and
 its projector are loaded beside it all the same: vLLM builds them (``gemma3_mm.py``:
 ``SiglipVisionModel`` and ``Gemma3MultiModalProjector``), so its "Model loading took" holds them,
-and transformers' ``AutoModelForCausalLM`` builds gemma3 as ``Gemma3ForConditionalGeneration``,
-so training and ``--infer`` load them too (``memory/states.py`` ``vision_tower``).
+and transformers builds the multimodal class — ``AutoModelForCausalLM`` makes gemma3 a
+``Gemma3ForConditionalGeneration``; qwen3_vl loads through ``AutoModelForImageTextToText`` — so
+training and ``--infer`` load them too (``memory/states.py`` ``vision_tower``).
 Counted here for the encoders whose layout is known exactly; any other ``vision_config`` is named
 in the model's notes as not counted.
 
@@ -18,6 +19,16 @@ L layers, patch p over c channels, image s (transformers' defaults where the con
 
 Gemma 3's projector: ``mm_input_projection_weight`` h x text hidden + ``mm_soft_emb_norm`` h.
 Gemma-3-12b: 416,866,032 + 4,424,832, transformers' own count on the meta device (dev check).
+
+Qwen3-VL (``qwen3_vl_vision``, transformers ``Qwen3VLVisionModel``), hidden h, MLP width I, depth L,
+patch p over t frames and c channels, P learned positions, spatial merge m (h' = h·m²), output o,
+D deepstack layers:
+
+    patch conv c·t·p²·h + h, positions P·h,
+    per block 4h (two LayerNorms) + (3h² + 3h) (fused qkv) + (h² + h) (proj) + (h·I + I) + (I·h + h),
+    merger 2h + (h'² + h') + (h'·o + o), each deepstack merger 2h' + (h'² + h') + (h'·o + o).
+
+Qwen3-VL-8B: 576,388,336, transformers' own count on the meta device (tests/test_vllm.py).
 """
 
 from __future__ import annotations
@@ -26,7 +37,8 @@ from typing import Any
 
 from vramlint.models.config import HfConfig
 
-LOADED_BY = "transformers AutoModelForCausalLM builds gemma3 as Gemma3ForConditionalGeneration, tower included"
+LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 as "
+             "Gemma3ForConditionalGeneration; qwen3_vl through AutoModelForImageTextToText)")
 
 
 def _siglip(v: HfConfig) -> int:
@@ -39,14 +51,50 @@ def _siglip(v: HfConfig) -> int:
     return total
 
 
-def vision_params(raw: dict[str, Any], text_hidden: int) -> tuple[int, str | None]:
-    """(parameters of the vision tower and its projector, a note when a tower is not counted)."""
+def _qwen3_vl(v: HfConfig) -> int:
+    h, i, p, c = v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size"), v.int("in_channels")
+    merged, out = h * v.int("spatial_merge_size") ** 2, v.int("out_hidden_size")
+    block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h)
+
+    def merger(norm: int) -> int:
+        return norm + merged * merged + merged + merged * out + out
+
+    deepstack = len(v.get("deepstack_visual_indexes") or ())
+    return (c * v.int("temporal_patch_size") * p * p * h + h + v.int("num_position_embeddings") * h
+            + v.int("depth") * block + merger(2 * h) + deepstack * merger(2 * merged))
+
+
+def _qwen3_vl_width(v: HfConfig) -> int:
+    """What one image token hands the language model: the merger's output and, stacked beside it,
+    one per deepstack layer (``Qwen3VLModel.get_image_features``)."""
+    return v.int("out_hidden_size") * (1 + len(v.get("deepstack_visual_indexes") or ()))
+
+
+# (the checkpoint's model_type, its vision_config's model_type) -> (defaults, params, width per image token)
+TOWERS = {
+    ("gemma3", "siglip_vision_model"): ("siglip_vision_model",
+                                        lambda v, text: _siglip(v) + v.int("hidden_size") * text + v.int("hidden_size"),
+                                        lambda v, text: text),
+    ("qwen3_vl", "qwen3_vl_vision"): ("qwen3_vl_vision", lambda v, text: _qwen3_vl(v),
+                                      lambda v, text: _qwen3_vl_width(v)),
+    ("qwen3_vl_moe", "qwen3_vl_moe_vision"): ("qwen3_vl_moe_vision", lambda v, text: _qwen3_vl(v),
+                                              lambda v, text: _qwen3_vl_width(v)),
+}
+DEFAULT_KIND = {"gemma3": "siglip_vision_model", "qwen3_vl": "qwen3_vl_vision", "qwen3_vl_moe": "qwen3_vl_moe_vision"}
+
+
+def vision_params(raw: dict[str, Any], text_hidden: int) -> tuple[int, int, str | None]:
+    """(parameters of the vision tower and its projector, the width of one image token's embedding
+    as the language model receives it, a note when a tower is not counted)."""
     vision = raw.get("vision_config")
     if not isinstance(vision, dict):
-        return 0, None
-    kind = vision.get("model_type")
-    if raw.get("model_type") == "gemma3" and kind in (None, "siglip_vision_model"):   # Gemma3Config's default
-        v = HfConfig(vision, "siglip_vision_model")
-        return _siglip(v) + v.int("hidden_size") * text_hidden + v.int("hidden_size"), None
-    return 0, (f"vision tower ({kind or 'unknown type'}) not counted: vLLM and the ForConditionalGeneration "
-               "class load it beside the language model, so the weights here are short by its size")
+        return 0, 0, None
+    model_type = raw.get("model_type")
+    kind = vision.get("model_type") or DEFAULT_KIND.get(model_type)
+    tower = TOWERS.get((model_type, kind))
+    if tower is None:
+        return 0, 0, (f"vision tower ({kind or 'unknown type'}) not counted: vLLM and the ForConditionalGeneration "
+                      "class load it beside the language model, so the weights here are short by its size")
+    defaults, params, width = tower
+    v = HfConfig(vision, defaults)
+    return params(v, text_hidden), width(v, text_hidden), None
