@@ -255,7 +255,11 @@ def test_a_multimodal_checkpoint_loads_its_vision_tower():
     from vramlint.models import read_model
     assert read_model("google/gemma-3-12b-it").vision_params == 416_866_032 + 4_424_832
     assert read_model("google/gemma-3-1b-it").vision_params == 0          # text-only
-    assert "vision tower (gemma4_vision) not counted" in " ".join(read_model("google/gemma-4-26B-A4B").notes)
+    from vramlint.models.hfconfig import shape_from_dict
+    llava_like = shape_from_dict({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+                                  "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
+                                  "vision_config": {"model_type": "clip_vision_model"}})
+    assert "vision tower (clip_vision_model) not counted" in " ".join(llava_like.notes)
     predicted, measured = loaded_gib("planner-v019-gemma-3-12b-it-tp1-8192")
     assert abs(predicted - measured) < 0.06
 
@@ -362,6 +366,15 @@ def test_no_images_per_prompt_builds_no_vision_tower(capsys, tmp_path, line):
     full, text_only = parts.values()
     assert full["weights"] - text_only["weights"] == (416_866_032 + 4_424_832) * 2
     assert full["activation peak (profile run)"] - text_only["activation peak (profile run)"] == 8192 * 3840 * 2
+
+
+def test_gemma_4_counts_its_vision_tower_and_projector():
+    """Gemma 4's tower: patch projection, two position tables, 27 layers with q/k norms and a gated
+    MLP, and the projector into the text width: 572,792,112 for gemma-4-26B-A4B, transformers' own
+    count on the meta device (Gemma4ForConditionalGeneration)."""
+    from vramlint.models import read_model
+    m = read_model("google/gemma-4-26B-A4B")
+    assert (m.vision_params, m.vision_token_width, m.notes) == (572_792_112, 2816, ())
 
 
 def test_qwen3_vl_counts_its_vision_tower_and_deepstack_mergers():

@@ -29,6 +29,12 @@ D deepstack layers:
     merger 2h + (h'² + h') + (h'·o + o), each deepstack merger 2h' + (h'² + h') + (h'·o + o).
 
 Qwen3-VL-8B: 576,388,336, transformers' own count on the meta device (tests/test_vllm.py).
+
+Gemma 4 (``gemma4_vision``, transformers ``Gemma4VisionModel`` and ``embed_vision``), hidden h, MLP
+width I, L layers, heads n and kv heads k of head_dim d, patch p, position table size P, text
+hidden T: patch projection 3p²·h, two position tables 2·P·h, per layer q, k, v, o without bias
+2·h·n·d + 2·h·k·d, q and k norms 2d, a gated MLP 3·h·I and four RMSNorms 4h; the projector
+(output_proj_dims or h)·T. gemma-4-26B-A4B: 572,792,112, transformers' count (dev check).
 """
 
 from __future__ import annotations
@@ -37,8 +43,8 @@ from typing import Any
 
 from vramlint.models.config import HfConfig
 
-LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 as "
-             "Gemma3ForConditionalGeneration; qwen3_vl through AutoModelForImageTextToText)")
+LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
+             "as their ForConditionalGeneration; qwen3_vl through AutoModelForImageTextToText)")
 
 
 def _siglip(v: HfConfig) -> int:
@@ -70,6 +76,15 @@ def _qwen3_vl_width(v: HfConfig) -> int:
     return v.int("out_hidden_size") * (1 + len(v.get("deepstack_visual_indexes") or ()))
 
 
+def _gemma4(v: HfConfig, text_hidden: int) -> int:
+    h, i, p = v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size")
+    heads, kv = v.int("num_attention_heads"), v.int("num_key_value_heads")
+    d = v.int("head_dim") if v.get("head_dim") else h // heads
+    layer = 2 * h * heads * d + 2 * h * kv * d + 2 * d + 3 * h * i + 4 * h
+    projector = (v.get("output_proj_dims") or h) * text_hidden
+    return 3 * p * p * h + 2 * v.int("position_embedding_size") * h + v.int("num_hidden_layers") * layer + projector
+
+
 # (the checkpoint's model_type, its vision_config's model_type) -> (defaults, params, width per image token)
 TOWERS = {
     ("gemma3", "siglip_vision_model"): ("siglip_vision_model",
@@ -79,8 +94,10 @@ TOWERS = {
                                       lambda v, text: _qwen3_vl_width(v)),
     ("qwen3_vl_moe", "qwen3_vl_moe_vision"): ("qwen3_vl_moe_vision", lambda v, text: _qwen3_vl(v),
                                               lambda v, text: _qwen3_vl_width(v)),
+    ("gemma4", "gemma4_vision"): ("gemma4_vision", _gemma4, lambda v, text: text),
 }
-DEFAULT_KIND = {"gemma3": "siglip_vision_model", "qwen3_vl": "qwen3_vl_vision", "qwen3_vl_moe": "qwen3_vl_moe_vision"}
+DEFAULT_KIND = {"gemma3": "siglip_vision_model", "qwen3_vl": "qwen3_vl_vision", "qwen3_vl_moe": "qwen3_vl_moe_vision",
+                "gemma4": "gemma4_vision"}
 
 
 def vision_params(raw: dict[str, Any], text_hidden: int) -> tuple[int, int, str | None]:
@@ -97,4 +114,7 @@ def vision_params(raw: dict[str, Any], text_hidden: int) -> tuple[int, int, str 
                       "class load it beside the language model, so the weights here are short by its size")
     defaults, params, width = tower
     v = HfConfig(vision, defaults)
-    return params(v, text_hidden), width(v, text_hidden), None
+    audio = raw.get("audio_config")
+    untold = (f"audio tower ({audio.get('model_type') or 'unknown type'}) not counted: the weights here are short "
+              "by its size") if isinstance(audio, dict) else None
+    return params(v, text_hidden), width(v, text_hidden), untold
