@@ -313,7 +313,7 @@ def test_a_multimodal_profile_keeps_its_dummy_images_embeddings():
     from vllm_accuracy import serving_for
     from vramlint.memory.serving import serving_estimate
     serving = serving_for(record)
-    text_only = serving_estimate(replace(serving, model=replace(serving.model, vision_params=0)))
+    text_only = serving_estimate(replace(serving, model=replace(serving.model, vision=None)))
     assert (activation_gib(est) - activation_gib(text_only)) * 2**30 == 8192 * 3840 * 2
     assert abs(activation_gib(est) - record["measured"]["activation_peak_gib"]) < 0.15
 
@@ -374,7 +374,7 @@ def test_gemma_4_counts_its_vision_tower_and_projector():
     count on the meta device (Gemma4ForConditionalGeneration)."""
     from vramlint.models import read_model
     m = read_model("google/gemma-4-26B-A4B")
-    assert (m.vision_params, m.vision_token_width, m.notes) == (572_792_112, 2816, ())
+    assert (m.vision_params, m.vision.token_width, m.vision.tp_sharded, m.notes) == (572_792_112, 2816, False, ())
 
 
 def test_qwen3_vl_counts_its_vision_tower_and_deepstack_mergers():
@@ -384,5 +384,33 @@ def test_qwen3_vl_counts_its_vision_tower_and_deepstack_mergers():
     model as the merger's 4096 and three deepstack features: 16,384 wide."""
     from vramlint.models import read_model
     m = read_model("Qwen/Qwen3-VL-8B-Instruct")
-    assert (m.vision_params, m.vision_token_width) == (576_388_336, 4096 * 4)
+    assert (m.vision_params, m.vision.token_width) == (576_388_336, 4096 * 4)
 
+
+
+def test_a_tower_stays_while_any_of_its_modalities_is_allowed(capsys, tmp_path):
+    """Qwen3-VL's tower serves images and video: vLLM leaves it out only when both limits are 0."""
+    base = "model: Qwen/Qwen3-VL-8B-Instruct\nmax-model-len: 32768\n"
+    weights = {}
+    for line in ("", "limit-mm-per-prompt: {image: 0}\n", "limit-mm-per-prompt: {image: 0, video: 0}\n"):
+        code, out = check(capsys, tmp_path, base + line)
+        weights[line] = next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "weights")
+    full, images_off, both_off = weights.values()
+    assert full == images_off == both_off + 576_388_336 * 2
+
+
+def test_gemma_4s_tower_is_whole_on_every_tensor_parallel_rank(capsys, tmp_path):
+    """vLLM builds Gemma 4's tower as transformers' own module and its projector as a
+    ReplicatedLinear (gemma4_mm.py), where SigLIP and Qwen3-VL's use parallel linears split by TP."""
+    split = {}
+    for model in ("google/gemma-4-26B-A4B", "google/gemma-3-27b-it"):
+        towers = []
+        for tp in (1, 2):
+            code, out = check(capsys, tmp_path, f"model: {model}\ntensor-parallel-size: {tp}\nmax-model-len: 8192\n")
+            with_tower = next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "weights")
+            code, out = check(capsys, tmp_path, f"model: {model}\ntensor-parallel-size: {tp}\nmax-model-len: 8192\n"
+                                                "language-model-only: true\n")
+            towers.append(with_tower - next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "weights"))
+        split[model] = towers
+    assert split["google/gemma-4-26B-A4B"] == [572_792_112 * 2] * 2
+    assert split["google/gemma-3-27b-it"][1] == split["google/gemma-3-27b-it"][0] // 2

@@ -197,8 +197,8 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
     if model is None:
         raise UsageError("--model not given and the vLLM config names no model")
     model = _quantized_online(model, cfg.quantization.value, result)
-    if cfg.images_off and model.vision_params:
-        model = replace(model, vision_params=0)          # vLLM builds no vision tower, profiles no images
+    if model.vision and cfg.tower_off(model.vision.modalities):
+        model = replace(model, vision=None)              # vLLM builds no vision tower, profiles no images
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
     serving = Serving(model, cluster.gpu.memory_bytes, _count(cfg.tensor_parallel), _count(cfg.pipeline_parallel),
                       _number(cfg.gpu_memory_utilization, 0.9, 1.0), _count(cfg.max_model_len, None),

@@ -216,7 +216,7 @@ def _encoder_outputs(s: Serving) -> int:
     the merger's output and one deepstack feature per deepstack layer) — in the encoder cache until
     the sampler is done (``profile_run``, ``encoder_budget.py``). A model whose single image
     exceeds the budget raises it to that image's tokens: not modelled."""
-    return s.batched_tokens * s.model.vision_token_width * s.dtype_bytes if s.model.vision_params else 0
+    return s.batched_tokens * s.model.vision.token_width * s.dtype_bytes if s.model.vision else 0
 
 
 def _activation(s: Serving) -> Component:
@@ -243,10 +243,12 @@ def _rope_tables(s: Serving) -> Component:
 
 def _weights(s: Serving) -> tuple[int, str]:
     """One GPU's weights: everything split over TP x PP but the routed experts, spread over
-    TP x DP x PP (``Serving.expert_ranks``), and a vision tower on the first stage, TP-sharded (vLLM's SigLIP)."""
+    TP x DP x PP (``Serving.expert_ranks``), and a vision tower on the first stage, split over TP
+    where vLLM builds it from parallel linears (``Tower.tp_sharded``)."""
     m = s.model
     experts = expert_bytes(m, s.dtype_bytes)
-    vision = m.vision_params * s.dtype_bytes // s.tp
+    split = s.tp if m.vision and m.vision.tp_sharded else 1
+    vision = m.vision_params * s.dtype_bytes // split
     size = (weight_bytes(m, s.dtype_bytes) - experts) // (s.tp * s.pp) + experts // (s.expert_ranks * s.pp) + vision
     if s.expert_ranks == s.tp:
         formula = f"{m.params:,} params / (TP {s.tp} x PP {s.pp})"
@@ -254,7 +256,7 @@ def _weights(s: Serving) -> tuple[int, str]:
         routed = m.layer_params.experts
         formula = (f"{m.params - routed:,} params / (TP {s.tp} x PP {s.pp}) + {routed:,} routed-expert params / "
                    f"(TP x DP {s.expert_ranks} x PP {s.pp})")
-    tower = f" + vision tower {m.vision_params:,} / TP {s.tp}" if vision else ""
+    tower = f" + vision tower {m.vision_params:,}" + (f" / TP {s.tp}" if split > 1 else "") if vision else ""
     stored = f", {m.quantization.method} on {', '.join(m.quantized_groups)}" if m.quantized_groups else ""
     return max(0, size - s.cpu_offload_bytes), formula + tower + stored
 

@@ -22,7 +22,7 @@ from vramlint.models.config import HfConfig, model_defaults
 from vramlint.models.quantization import read_quantization
 from vramlint.models.rope import rope_tables
 from vramlint.models.shape import ModelShape
-from vramlint.models.vision import vision_params
+from vramlint.models.vision import vision_tower
 
 # Multimodal wrappers: the model type of their text_config when the file leaves it out.
 TEXT_TYPES = {
@@ -157,7 +157,7 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
     try:
         shape = builder(config)
         shape = replace(shape, rope_tables=rope_tables(config, shape))
-        vision, width, untold = vision_params(outer, shape.hidden_size)
+        tower, untold = vision_tower(outer, shape.hidden_size)
     except KeyError as exc:
         raise UsageError(f"{family} config has no {exc.args[0]!r} and transformers gives it no default") from None
     except ValueError as exc:                  # HfConfig.int's own words: which key, what it got
@@ -170,7 +170,7 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
         quant = read_quantization(dict(section, quant_method="modelopt") if isinstance(section, dict) else None)
     notes += [untold] if untold else []
     return replace(shape, model_type=str(outer_type or family), dtype=_dtype(raw, notes, quant is not None),
-                   vision_params=vision, vision_token_width=width,
+                   vision=tower,
                    quantization=quant, architecture=(raw.get("architectures") or [None])[0],
                    read_as=family if read_as else None, name=name, notes=tuple(notes))
 

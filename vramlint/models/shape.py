@@ -205,6 +205,18 @@ class Quantization:
 
 
 @dataclass(frozen=True)
+class Tower:
+    """A multimodal checkpoint's vision tower and projector (``models/vision.py``), as far as memory
+    goes: its parameters, the width of one image token's embedding as the language model receives
+    it, the modalities vLLM builds it for, and whether vLLM splits it over tensor-parallel ranks."""
+
+    params: int
+    token_width: int
+    modalities: frozenset[str]
+    tp_sharded: bool = True
+
+
+@dataclass(frozen=True)
 class ModelShape:
     """The model as vramlint sees it: an architecture builder (``architectures``) lays out the
     layers, ``hfconfig.read_model`` adds the checkpoint's type, dtype, quantization and names."""
@@ -229,8 +241,7 @@ class ModelShape:
     embedding_dropout: bool = False
     tensor_parallel: int = 1       # > 1: the parameters one of that many tensor-parallel ranks holds
     rope_tables: tuple[tuple[int, int], ...] = ()   # (positions, rotary_dim) of each cos/sin table vLLM builds
-    vision_params: int = 0         # a multimodal checkpoint's vision tower + projector (not in params)
-    vision_token_width: int = 0    # elements of one image token's embedding as the language model receives it
+    vision: Tower | None = None    # a multimodal checkpoint's vision tower + projector (not in params)
 
     def tp_local(self, tp: int) -> ModelShape:
         """The parameters one tensor-parallel rank of the whole model holds (as DeepSpeed AutoTP and
@@ -296,6 +307,10 @@ class ModelShape:
         token_embedding = -(-self.vocab_size * self.hidden_size // self.tensor_parallel)   # positions apart
         return max([token_embedding, self.head_params, self.extra_largest,
                     *(l.largest_module for l in self.layers)])
+
+    @property
+    def vision_params(self) -> int:
+        return self.vision.params if self.vision else 0
 
     @property
     def quantized_groups(self) -> list[str]:

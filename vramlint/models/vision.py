@@ -42,6 +42,7 @@ from __future__ import annotations
 from typing import Any
 
 from vramlint.models.config import HfConfig
+from vramlint.models.shape import Tower
 
 LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
              "as their ForConditionalGeneration; qwen3_vl through AutoModelForImageTextToText)")
@@ -85,36 +86,37 @@ def _gemma4(v: HfConfig, text_hidden: int) -> int:
     return 3 * p * p * h + 2 * v.int("position_embedding_size") * h + v.int("num_hidden_layers") * layer + projector
 
 
-# (the checkpoint's model_type, its vision_config's model_type) -> (defaults, params, width per image token)
+# (the checkpoint's model_type, its vision_config's model_type) -> (defaults, params, width per image
+# token, the modalities vLLM's ``_mark_tower_model`` builds it for, whether vLLM splits it over TP:
+# SigLIP and Qwen3-VL's use its parallel linears, Gemma 4's is transformers' own module, replicated)
 TOWERS = {
     ("gemma3", "siglip_vision_model"): ("siglip_vision_model",
                                         lambda v, text: _siglip(v) + v.int("hidden_size") * text + v.int("hidden_size"),
-                                        lambda v, text: text),
+                                        lambda v, text: text, {"image"}, True),
     ("qwen3_vl", "qwen3_vl_vision"): ("qwen3_vl_vision", lambda v, text: _qwen3_vl(v),
-                                      lambda v, text: _qwen3_vl_width(v)),
+                                      lambda v, text: _qwen3_vl_width(v), {"image", "video"}, True),
     ("qwen3_vl_moe", "qwen3_vl_moe_vision"): ("qwen3_vl_moe_vision", lambda v, text: _qwen3_vl(v),
-                                              lambda v, text: _qwen3_vl_width(v)),
-    ("gemma4", "gemma4_vision"): ("gemma4_vision", _gemma4, lambda v, text: text),
+                                              lambda v, text: _qwen3_vl_width(v), {"image", "video"}, True),
+    ("gemma4", "gemma4_vision"): ("gemma4_vision", _gemma4, lambda v, text: text, {"image", "video"}, False),
 }
 DEFAULT_KIND = {"gemma3": "siglip_vision_model", "qwen3_vl": "qwen3_vl_vision", "qwen3_vl_moe": "qwen3_vl_moe_vision",
                 "gemma4": "gemma4_vision"}
 
 
-def vision_params(raw: dict[str, Any], text_hidden: int) -> tuple[int, int, str | None]:
-    """(parameters of the vision tower and its projector, the width of one image token's embedding
-    as the language model receives it, a note when a tower is not counted)."""
+def vision_tower(raw: dict[str, Any], text_hidden: int) -> tuple[Tower | None, str | None]:
+    """(the vision tower and its projector, a note when a tower — or an audio tower — is not counted)."""
     vision = raw.get("vision_config")
     if not isinstance(vision, dict):
-        return 0, 0, None
+        return None, None
     model_type = raw.get("model_type")
     kind = vision.get("model_type") or DEFAULT_KIND.get(model_type)
-    tower = TOWERS.get((model_type, kind))
-    if tower is None:
-        return 0, 0, (f"vision tower ({kind or 'unknown type'}) not counted: vLLM and the ForConditionalGeneration "
+    known = TOWERS.get((model_type, kind))
+    if known is None:
+        return None, (f"vision tower ({kind or 'unknown type'}) not counted: vLLM and the ForConditionalGeneration "
                       "class load it beside the language model, so the weights here are short by its size")
-    defaults, params, width = tower
+    defaults, params, width, modalities, sharded = known
     v = HfConfig(vision, defaults)
     audio = raw.get("audio_config")
     untold = (f"audio tower ({audio.get('model_type') or 'unknown type'}) not counted: the weights here are short "
               "by its size") if isinstance(audio, dict) else None
-    return params(v, text_hidden), width(v, text_hidden), untold
+    return Tower(params(v, text_hidden), width(v, text_hidden), frozenset(modalities), sharded), untold

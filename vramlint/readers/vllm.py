@@ -63,11 +63,10 @@ class VllmConfig:
         written = self.keys.get(key)
         return self.document.locate(f"$.{written}") if written else None
 
-    @property
-    def images_off(self) -> bool:
-        """Whether vLLM leaves the vision tower out: ``language_model_only``, or no image allowed
-        per prompt (vLLM 0.19 ``_mark_tower_model`` builds a tower only for modalities whose
-        ``limit_mm_per_prompt`` is not 0; a count or ``{"count": n}``, the mapping or its JSON)."""
+    def tower_off(self, modalities: frozenset[str]) -> bool:
+        """Whether vLLM leaves out a tower built for ``modalities``: ``language_model_only``, or a
+        ``limit_mm_per_prompt`` of 0 for every one of them (vLLM 0.19 ``_mark_tower_model``; a count
+        or ``{"count": n}``, the mapping or its JSON; a modality not named allows 999)."""
         if self.language_model_only.value is True:
             return True
         limits = self.limit_mm_per_prompt.value
@@ -76,9 +75,10 @@ class VllmConfig:
                 limits = json.loads(limits)
             except ValueError:
                 return False
-        image = limits.get("image") if isinstance(limits, dict) else None
-        count = image.get("count") if isinstance(image, dict) else image
-        return count == 0 and not isinstance(count, bool)
+        if not isinstance(limits, dict):
+            return False
+        counts = [limits.get(m) if not isinstance(limits.get(m), dict) else limits[m].get("count") for m in modalities]
+        return all(count == 0 and not isinstance(count, bool) for count in counts)
 
 
 def known_flags() -> set[str]:
