@@ -148,7 +148,7 @@ def model_report(shape: ModelShape, out: TextIO) -> None:
     if info["max_position_embeddings"]:
         table.add_row("max positions", f"{info['max_position_embeddings']:,}")
     if info["vision_params"]:
-        table.add_row("vision tower", f"{info['vision_params']:,} parameters (loaded by vLLM and AutoModelForCausalLM too)")
+        table.add_row("vision tower", f"{info['vision_params']:,} parameters (vLLM and transformers' multimodal class load it too)")
     if info["vllm_rope_tables"]:
         table.add_row("vLLM RoPE tables", ", ".join(f"{t['positions']:,} x {t['rotary_dim']}"
                                                     for t in info["vllm_rope_tables"]))
