@@ -39,6 +39,8 @@ hidden T: patch projection 3p²·h, two position tables 2·P·h, per layer q, k,
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from vramlint.models.config import HfConfig
@@ -58,7 +60,7 @@ def _siglip(v: HfConfig) -> int:
     return total
 
 
-def _qwen3_vl(v: HfConfig) -> int:
+def _qwen3_vl(v: HfConfig, text_hidden: int) -> int:
     h, i, p, c = v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size"), v.int("in_channels")
     merged, out = h * v.int("spatial_merge_size") ** 2, v.int("out_hidden_size")
     block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h)
@@ -71,7 +73,7 @@ def _qwen3_vl(v: HfConfig) -> int:
             + v.int("depth") * block + merger(2 * h) + deepstack * merger(2 * merged))
 
 
-def _qwen3_vl_width(v: HfConfig) -> int:
+def _qwen3_vl_width(v: HfConfig, text_hidden: int) -> int:
     """What one image token hands the language model: the merger's output and, stacked beside it,
     one per deepstack layer (``Qwen3VLModel.get_image_features``)."""
     return v.int("out_hidden_size") * (1 + len(v.get("deepstack_visual_indexes") or ()))
@@ -86,21 +88,35 @@ def _gemma4(v: HfConfig, text_hidden: int) -> int:
     return 3 * p * p * h + 2 * v.int("position_embedding_size") * h + v.int("num_hidden_layers") * layer + projector
 
 
-# (the checkpoint's model_type, its vision_config's model_type) -> (defaults, params, width per image
-# token, the modalities vLLM's ``_mark_tower_model`` builds it for, whether vLLM splits it over TP:
-# SigLIP and Qwen3-VL's use its parallel linears, Gemma 4's is transformers' own module, replicated)
+def _gemma3(v: HfConfig, text_hidden: int) -> int:
+    """SigLIP and Gemma 3's projector (``mm_input_projection_weight`` h x text hidden, ``mm_soft_emb_norm`` h)."""
+    return _siglip(v) + v.int("hidden_size") * text_hidden + v.int("hidden_size")
+
+
+def _text_width(v: HfConfig, text_hidden: int) -> int:
+    """The projector hands the language model one text-width embedding per image token."""
+    return text_hidden
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How to read one type of ``vision_config`` (its defaults are transformers', under that type)."""
+
+    params: Callable[[HfConfig, int], int]
+    token_width: Callable[[HfConfig, int], int]
+    modalities: frozenset[str]          # what vLLM's ``_mark_tower_model`` builds the tower for
+    tp_sharded: bool                    # vLLM builds it from parallel linears (Gemma 4's: transformers' module)
+
+
+IMAGE, IMAGE_VIDEO = frozenset({"image"}), frozenset({"image", "video"})
+# (the checkpoint's model_type, its vision_config's model_type) -> Kind
 TOWERS = {
-    ("gemma3", "siglip_vision_model"): ("siglip_vision_model",
-                                        lambda v, text: _siglip(v) + v.int("hidden_size") * text + v.int("hidden_size"),
-                                        lambda v, text: text, {"image"}, True),
-    ("qwen3_vl", "qwen3_vl_vision"): ("qwen3_vl_vision", lambda v, text: _qwen3_vl(v),
-                                      lambda v, text: _qwen3_vl_width(v), {"image", "video"}, True),
-    ("qwen3_vl_moe", "qwen3_vl_moe_vision"): ("qwen3_vl_moe_vision", lambda v, text: _qwen3_vl(v),
-                                              lambda v, text: _qwen3_vl_width(v), {"image", "video"}, True),
-    ("gemma4", "gemma4_vision"): ("gemma4_vision", _gemma4, lambda v, text: text, {"image", "video"}, False),
+    ("gemma3", "siglip_vision_model"): Kind(_gemma3, _text_width, IMAGE, True),
+    ("qwen3_vl", "qwen3_vl_vision"): Kind(_qwen3_vl, _qwen3_vl_width, IMAGE_VIDEO, True),
+    ("qwen3_vl_moe", "qwen3_vl_moe_vision"): Kind(_qwen3_vl, _qwen3_vl_width, IMAGE_VIDEO, True),
+    ("gemma4", "gemma4_vision"): Kind(_gemma4, _text_width, IMAGE_VIDEO, False),
 }
-DEFAULT_KIND = {"gemma3": "siglip_vision_model", "qwen3_vl": "qwen3_vl_vision", "qwen3_vl_moe": "qwen3_vl_moe_vision",
-                "gemma4": "gemma4_vision"}
+DEFAULT_KIND = {model_type: kind for model_type, kind in TOWERS}      # a vision_config without model_type
 
 
 def vision_tower(raw: dict[str, Any], text_hidden: int) -> tuple[Tower | None, str | None]:
@@ -114,9 +130,9 @@ def vision_tower(raw: dict[str, Any], text_hidden: int) -> tuple[Tower | None, s
     if known is None:
         return None, (f"vision tower ({kind or 'unknown type'}) not counted: vLLM and the ForConditionalGeneration "
                       "class load it beside the language model, so the weights here are short by its size")
-    defaults, params, width, modalities, sharded = known
-    v = HfConfig(vision, defaults)
+    v = HfConfig(vision, kind)
     audio = raw.get("audio_config")
     untold = (f"audio tower ({audio.get('model_type') or 'unknown type'}) not counted: the weights here are short "
               "by its size") if isinstance(audio, dict) else None
-    return Tower(params(v, text_hidden), width(v, text_hidden), frozenset(modalities), sharded), untold
+    return Tower(known.params(v, text_hidden), known.token_width(v, text_hidden), known.modalities,
+                 known.tp_sharded), untold
