@@ -205,3 +205,18 @@ def test_lora_trainable_count_equals_peft_for_every_family(model_type):
     router, and PEFT's transformers-5 conversion onto fused experts."""
     from vramlint.memory.states import lora_params
     assert lora_params(shape_from_dict({"model_type": model_type}), 8) == LORA[model_type]["r8_all_linear"]
+
+
+@pytest.mark.parametrize("q", [
+    {"quant_method": "compressed-tensors", "config_groups": "fp8"},
+    {"quant_method": "compressed-tensors", "config_groups": {"g": True}},
+    {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": "4"}}}},
+    {"quant_method": "fp8", "weight_block_size": ["128", 128]},
+    {"quant_method": "gptq", "bits": "x", "group_size": float("inf")},
+])
+def test_a_malformed_quantization_config_reads_as_the_formats_defaults(q):
+    """Found by mutating catalog configs: each of these was an internal error (a string where a
+    mapping or a number belongs). A value no quantizer writes is read as absent."""
+    from vramlint.models.quantization import read_quantization
+    quant = read_quantization(q)
+    assert quant is None or 4 <= quant.bits <= 8.5

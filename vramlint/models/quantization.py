@@ -30,6 +30,11 @@ from vramlint.models.shape import Quantization
 ALL = frozenset({"attention", "mlp", "experts"})
 
 
+def _positive(value: Any) -> bool:
+    """A size a config can mean (a malformed one reads as absent: the formats' defaults apply)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e9
+
+
 def _excluded_groups(patterns: Any) -> frozenset[str]:
     """Groups that ``modules_to_not_convert`` / ``ignore`` keep in 16 bit."""
     if not isinstance(patterns, list):
@@ -64,7 +69,7 @@ def _bnb(q: dict) -> Quantization | None:
 
 def _grouped(method: str, bits: float, group: Any, groups: frozenset[str], zero: bool = True) -> Quantization:
     """``bits`` per weight plus, per group, an fp16 scale and (asymmetric) a ``bits``-wide zero point."""
-    size = int(group) if isinstance(group, (int, float)) and group and group > 0 else 0
+    size = int(group) if _positive(group) else 0
     extra = 16 + bits if zero else 16
     total = bits + extra / size if size else bits
     detail = f"{bits:g} bit + fp16 scale{' and zero' if zero else ''} per {size or 'row'} = {total:.3f} bits"
@@ -73,10 +78,11 @@ def _grouped(method: str, bits: float, group: Any, groups: frozenset[str], zero:
 
 def _compressed_tensors(q: dict, groups: frozenset[str]) -> Quantization | None:
     fmt = str(q.get("format", ""))
-    for group in (q.get("config_groups") or {}).values():
-        weights = (group or {}).get("weights") or {}
-        bits = weights.get("num_bits")
-        if not bits:
+    config_groups = q.get("config_groups")
+    for group in config_groups.values() if isinstance(config_groups, dict) else ():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        bits = weights.get("num_bits") if isinstance(weights, dict) else None
+        if not _positive(bits):
             continue
         if "nvfp4" in fmt or (weights.get("type") == "float" and bits == 4):
             return Quantization("compressed-tensors nvfp4", 4.5, groups, "4 bit + fp8 scale per 16 = 4.5 bits")
@@ -108,10 +114,12 @@ def read_quantization(q: Any) -> Quantization | None:
     if method == "bitsandbytes" or "load_in_4bit" in q or "load_in_8bit" in q:
         return _bnb(q)
     if method in ("gptq", "awq", "auto-round"):
-        return _grouped(method, float(q.get("bits", 4)), q.get("group_size", 128), groups)
+        bits = q.get("bits", 4)
+        return _grouped(method, float(bits) if _positive(bits) else 4.0, q.get("group_size", 128), groups)
     if method in ("fp8", "fbgemm_fp8"):
         block = q.get("weight_block_size")
-        extra = 32 / (block[0] * block[1]) if isinstance(block, list) and len(block) == 2 else 0.0
+        blocked = isinstance(block, list) and len(block) == 2 and all(map(_positive, block))
+        extra = 32 / (block[0] * block[1]) if blocked else 0.0
         return Quantization(method, 8 + extra, groups,
                             f"8 bit + fp32 scale per {block[0]}x{block[1]} block" if extra else "8 bit + scale")
     if method == "mxfp4":
