@@ -91,3 +91,30 @@ def test_non_positive_micro_batch_is_a_finding_and_the_estimate_stays_sane(tmp_p
     out = json.loads(capsys.readouterr().out)["files"][0]
     assert {"VL102", "VL301"} <= {f["code"] for f in out["findings"]}
     assert out["plan"]["micro_batch"] == 1 and all(c["bytes"] >= 0 for c in out["estimate"]["components"])
+
+
+CATALOG_CONFIGS = [e["config"] for e in __import__("vramlint.models.catalog", fromlist=["entries"]).entries()]
+ODD = st.one_of(st.sampled_from([0, -1, 1, 2**40, None, "x", "", 2.5, True, [], {}, [1, "a"], {"a": 1},
+                                 float("inf")]), st.integers(-5, 10**6))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(CATALOG_CONFIGS), st.data())
+def test_any_mutated_model_config_is_read_or_refused_in_one_line(tmp_path, capsys, config, data):
+    """A real config.json with a few values replaced by ones no model has: a model or a one-line
+    usage error (exit 2), never an internal error — nested sections (text_config, vision_config,
+    quantization_config, rope_scaling) included."""
+    config = json.loads(json.dumps(config))
+    for _ in range(data.draw(st.integers(1, 3))):
+        holder = config
+        nested = [k for k, v in config.items() if isinstance(v, dict)]
+        if nested and data.draw(st.booleans()):
+            holder = config[data.draw(st.sampled_from(sorted(nested)))]
+        if holder:
+            holder[data.draw(st.sampled_from(sorted(holder)))] = data.draw(ODD)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code = main(["estimate", "--model", str(path), "--gpus", "1xH100", "--train", "--micro-batch", "1",
+                 "--seq-len", "256", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1, 2) and "internal error" not in err and "Traceback" not in err, err
