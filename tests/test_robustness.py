@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 from hypothesis import HealthCheck, given, settings
@@ -98,7 +99,8 @@ ODD = st.one_of(st.sampled_from([0, -1, 1, 2**40, None, "x", "", 2.5, True, [], 
                                  float("inf")]), st.integers(-5, 10**6))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, derandomize=True,       # CI sees the same 60; seeds 1-45 were run by hand
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(CATALOG_CONFIGS), st.data())
 def test_any_mutated_model_config_is_read_or_refused_in_one_line(tmp_path, capsys, config, data):
     """A real config.json with a few values replaced by ones no model has: a model or a one-line
@@ -111,7 +113,7 @@ def test_any_mutated_model_config_is_read_or_refused_in_one_line(tmp_path, capsy
         if nested and data.draw(st.booleans()):
             holder = config[data.draw(st.sampled_from(sorted(nested)))]
         if holder:
-            holder[data.draw(st.sampled_from(sorted(holder)))] = data.draw(ODD)
+            holder[data.draw(st.sampled_from(sorted(holder)))] = copy.deepcopy(data.draw(ODD))
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     code = main(["estimate", "--model", str(path), "--gpus", "1xH100", "--train", "--micro-batch", "1",

@@ -10,6 +10,7 @@ which keys came from where so reports can say so.
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -51,7 +52,8 @@ class HfConfig:
         value = self.get(*keys, default=default)
         if value is None:
             raise KeyError(keys[0])
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value != int(value):
             raise ValueError(f"{keys[0]} must be an integer, got {value!r}")
         if keys[0] in LAYER_COUNTS and not 1 <= value <= MOST_LAYERS:
             raise ValueError(f"{keys[0]} must be between 1 and {MOST_LAYERS:,}, got {value!r}")

@@ -162,8 +162,8 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
         raise UsageError(f"{family} config has no {exc.args[0]!r} and transformers gives it no default") from None
     except ValueError as exc:                  # HfConfig.int's own words: which key, what it got
         raise UsageError(f"{family} config: {exc}") from None
-    except (TypeError, ZeroDivisionError) as exc:
-        raise UsageError(f"{family} config has a value of the wrong kind or a zero width ({exc})") from None
+    except (TypeError, ZeroDivisionError, OverflowError) as exc:
+        raise UsageError(f"{family} config has a value of the wrong kind, zero or infinite ({exc})") from None
     quant = read_quantization(raw.get("quantization_config"))
     if quant is None and side_quant:
         section = side_quant.get("quantization")
