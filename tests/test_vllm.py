@@ -414,3 +414,18 @@ def test_gemma_4s_tower_is_whole_on_every_tensor_parallel_rank(capsys, tmp_path)
         split[model] = towers
     assert split["google/gemma-4-26B-A4B"] == [572_792_112 * 2] * 2
     assert split["google/gemma-3-27b-it"][1] == split["google/gemma-3-27b-it"][0] // 2
+
+
+def test_an_auto_max_model_len_is_fitted_not_refused(capsys, tmp_path):
+    """vLLM 0.19 reads max_model_len -1 or "auto" as the longest that fits, up to the model's
+    (``_auto_fit_max_model_len``): Llama-3.1-70B at TP 2 runs with the 9606 tokens its cache holds,
+    where 131072 written out is refused; a cache too small for one token is refused in vLLM's words."""
+    base = "model: meta-llama/Llama-3.1-70B\ntensor-parallel-size: 2\n"
+    for value in ("auto", "-1"):
+        code, out = check(capsys, tmp_path, base + f"max-model-len: {value}\n")
+        assert code == 0 and out["serving"]["max_model_len"] == out["serving"]["max_model_len_that_fits"] == 9606
+        assert "vLLM fits 9,606 of the model's 131,072 tokens" in " ".join(out["notes"])
+    code, out = check(capsys, tmp_path, base + "max-model-len: 131072\n")
+    assert code == 1 and [f["code"] for f in out["findings"]] == ["VL402"]
+    code, out = check(capsys, tmp_path, base + "max-model-len: auto\nkv-cache-memory-bytes: 100000\n")
+    assert code == 1 and out["findings"][0]["message"].startswith("Cannot auto-fit max_model_len")

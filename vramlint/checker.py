@@ -204,7 +204,12 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
                       _number(cfg.gpu_memory_utilization, 0.9, 1.0), _count(cfg.max_model_len, None),
                       _count(cfg.max_num_seqs, None), _count(cfg.max_num_batched_tokens, None),
                       str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes, _count(cfg.kv_cache_memory_bytes, None),
-                      int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30), _count(cfg.data_parallel),
+                      int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30),
+                      str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"), _count(cfg.data_parallel),
                       cfg.expert_parallel.value is True)
     result.serving = (serving, serving_estimate(serving))
+    fitted = result.serving[1].max_model_len
+    if serving.auto_max_model_len and 0 < fitted < serving.context_len:
+        result.notes.append(f"max_model_len auto: vLLM fits {fitted:,} of the model's {serving.context_len:,} tokens "
+                            "in the KV cache and runs with that")
     result.findings.extend(check_serving(serving, result.serving[1], cfg.location_of, document.path))

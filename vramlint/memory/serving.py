@@ -78,6 +78,7 @@ class Serving:
     dtype_bytes: int = 2
     kv_cache_memory_bytes: int | None = None
     cpu_offload_bytes: int = 0
+    auto_max_model_len: bool = False  # max_model_len -1 / "auto": the longest that fits, up to the model's
     dp: int = 1                      # data_parallel_size: engine replicas, each a TP x PP group
     expert_parallel: bool = False    # enable_expert_parallel: each rank holds whole experts
 
@@ -130,6 +131,7 @@ class ServingEstimate:
     kv_tokens: int
     needed: int                     # KV bytes one request of max_model_len needs
     max_len_that_fits: int
+    max_model_len: int = 0          # what vLLM runs with: the file's or the model's, or under "auto" the fit
 
     @property
     def loaded(self) -> int:
@@ -275,8 +277,9 @@ def serving_estimate(s: Serving) -> ServingEstimate:
     tokens = max(0, int(budget // per_token)) if per_token else 0
     kv = Component("KV cache", max(budget, 0), f"{s.utilization} x {s.gpu_bytes / GiB:.2f} GiB − the above"
                    if not s.kv_cache_memory_bytes else "kv_cache_memory_bytes", SOURCE)
-    return ServingEstimate(parts + (kv,), requested, budget, per_token, tokens, kv_needed(s, s.context_len),
-                           _max_len(s, max(budget, 0)))
+    fits = _max_len(s, max(budget, 0))
+    length = min(s.context_len, fits) if s.auto_max_model_len else s.context_len     # _auto_fit_max_model_len
+    return ServingEstimate(parts + (kv,), requested, budget, per_token, tokens, kv_needed(s, length), fits, length)
 
 
 def overcommitted(s: Serving, est: ServingEstimate) -> int:

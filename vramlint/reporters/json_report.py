@@ -41,7 +41,7 @@ def serving_dict(serving, est) -> dict:
             "data_parallel": serving.dp, "expert_parallel": serving.expert_parallel, "expert_ranks": serving.expert_ranks,
             "gpu_memory_utilization": serving.utilization, "requested_bytes": est.requested,
             "kv_cache_bytes": est.kv_budget, "kv_bytes_per_token": est.bytes_per_token, "kv_cache_tokens": est.kv_tokens,
-            "max_model_len": serving.context_len, "kv_bytes_for_max_model_len": est.needed,
+            "max_model_len": est.max_model_len, "kv_bytes_for_max_model_len": est.needed,
             "max_model_len_that_fits": est.max_len_that_fits, "max_concurrency": round(est.max_concurrency, 2),
             "components": [c.as_dict() for c in est.components]}
 

@@ -80,7 +80,7 @@ def _serving_table(path: str, serving, est):
     for comp in est.components:
         table.add_row(comp.name, f"{comp.bytes / GiB:.2f}", escape(comp.formula))
     table.add_row("[bold]KV capacity[/]", "", f"{est.kv_tokens:,} tokens ({est.bytes_per_token:,.0f} B/token); "
-                  f"max_model_len {serving.context_len:,} needs {est.needed / GiB:.2f} GiB; "
+                  f"max_model_len {est.max_model_len:,} needs {est.needed / GiB:.2f} GiB; "
                   f"concurrency {est.max_concurrency:.1f}x")
     return table
 

@@ -58,6 +58,10 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       f"sets need {(serving.gpu_bytes + over) / GiB:.2f} GiB, more than the "
                       f"{serving.gpu_bytes / GiB:.2f} GiB of the GPU",
                       hint=_what_fits(serving, "a quantized checkpoint"))
+    if serving.auto_max_model_len and est.kv_budget > 0 and est.max_model_len == 0:
+        yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"),
+                      "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. "
+                      "Try increasing `gpu_memory_utilization`.", hint=_what_fits(serving, "a quantized checkpoint"))
     if est.kv_budget > 0 and est.needed > est.kv_budget:
         yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"),
                       f"To serve at least one request with the model's max seq len ({serving.context_len}), "
