@@ -39,7 +39,8 @@ def serving_for(record: dict) -> Serving | None:
     return Serving(model, int(record["gpu_total_gib"] * GiB), record["tp"], record["pp"],
                    record["gpu_memory_utilization"], record["max_model_len"], other.get("max_num_seqs"),
                    other.get("max_num_batched_tokens"), record.get("kv_cache_dtype") or "auto",
-                   2 if record.get("dtype", "auto") in ("bfloat16", "float16", "auto") else 4)
+                   2 if record.get("dtype", "auto") in ("bfloat16", "float16", "auto") else 4,
+                   gpu_name=record.get("gpu") or "")
 
 
 def main(argv: list[str]) -> int:

@@ -429,3 +429,28 @@ def test_an_auto_max_model_len_is_fitted_not_refused(capsys, tmp_path):
     assert code == 1 and [f["code"] for f in out["findings"]] == ["VL402"]
     code, out = check(capsys, tmp_path, base + "max-model-len: auto\nkv-cache-memory-bytes: 100000\n")
     assert code == 1 and out["findings"][0]["message"].startswith("Cannot auto-fit max_model_len")
+
+
+@pytest.mark.parametrize("gpus, lines, seqs, tokens", [
+    ("1xH100", "", 1024, 8192),
+    ("1xA100-80GB", "", 256, 2048),                   # vLLM keeps an A100's defaults small (PR #17885)
+    ("1xH100", "performance-mode: throughput\n", 2048, 16384),
+    ("1xH100", "no-enable-chunked-prefill: true\n", 1024, 32768),   # one whole prompt per batch
+    ("1xH100", "max-num-seqs: 2\n", 2, 8192),
+])
+def test_the_profile_run_batches_what_vllm_0_19_defaults_to(capsys, tmp_path, gpus, lines, seqs, tokens):
+    """vLLM's batch defaults (get_batch_defaults, _set_default_max_num_seqs_and_batched_tokens_args)
+    decide the profile run: 8192 tokens and 1024 sequences on an H100, 2048 and 256 on an A100
+    of the same memory, doubled in throughput mode, a whole max_model_len without chunked prefill."""
+    from vramlint.memory.serving import Serving
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nmax-model-len: 32768\n" + lines, gpus=gpus)
+    formula = next(c["formula"] for c in out["serving"]["components"] if c["name"] == "activation peak (profile run)")
+    assert f"sampler {seqs} seqs" in formula or f"forward {tokens} tokens" in formula
+    from vramlint.models import read_model
+    from vramlint.hardware import parse_gpus
+    gpu = parse_gpus(gpus).gpu
+    serving = Serving(read_model("meta-llama/Llama-3.1-8B"), gpu.memory_bytes, max_model_len=32768,
+                      max_num_seqs=2 if "max-num-seqs" in lines else None, gpu_name=gpu.name,
+                      performance_mode="throughput" if "throughput" in lines else None,
+                      chunked_prefill="chunked" not in lines)
+    assert (serving.seqs, serving.batched_tokens) == (seqs, tokens)

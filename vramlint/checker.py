@@ -206,7 +206,8 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
                       str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes, _count(cfg.kv_cache_memory_bytes, None),
                       int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30),
                       str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"), _count(cfg.data_parallel),
-                      cfg.expert_parallel.value is True)
+                      cfg.expert_parallel.value is True, cluster.gpu.name, cfg.performance_mode.value,
+                      cfg.chunked_prefill.value is not False)
     result.serving = (serving, serving_estimate(serving))
     fitted = result.serving[1].max_model_len
     if serving.auto_max_model_len and 0 < fitted < serving.context_len:

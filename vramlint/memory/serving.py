@@ -81,6 +81,9 @@ class Serving:
     auto_max_model_len: bool = False  # max_model_len -1 / "auto": the longest that fits, up to the model's
     dp: int = 1                      # data_parallel_size: engine replicas, each a TP x PP group
     expert_parallel: bool = False    # enable_expert_parallel: each rank holds whole experts
+    gpu_name: str = ""               # vLLM keeps an A100's batch defaults small whatever its memory
+    performance_mode: str | None = None   # "throughput" doubles the batch defaults
+    chunked_prefill: bool = True     # off: a whole max_model_len prompt is one batch
 
     @property
     def expert_ranks(self) -> int:
@@ -97,16 +100,30 @@ class Serving:
 
     @property
     def big_gpu(self) -> bool:
-        return self.gpu_bytes >= 70 * GiB
+        return self.gpu_bytes >= 70 * GiB and "a100" not in self.gpu_name.lower()
+
+    @property
+    def _default_seqs(self) -> int:
+        return (1024 if self.big_gpu else 256) * (2 if self.performance_mode == "throughput" else 1)
 
     @property
     def batched_tokens(self) -> int:
-        """vLLM's default for the API server: 8192 on GPUs of 70 GiB and more, else 2048."""
-        return self.max_num_batched_tokens or (8192 if self.big_gpu else 2048)
+        """vLLM 0.19's default for the API server (``get_batch_defaults``, ``_set_default_max_num_seqs_and_
+        batched_tokens_args``): 8192 on GPUs of 70 GiB and more but A100s, else 2048; doubled in
+        throughput mode; at least max_model_len without chunked prefill; at most max_num_seqs x
+        max_model_len."""
+        if self.max_num_batched_tokens:
+            return self.max_num_batched_tokens
+        tokens = (8192 if self.big_gpu else 2048) * (2 if self.performance_mode == "throughput" else 1)
+        if not self.chunked_prefill:
+            tokens = max(self.context_len, tokens)
+        return min((self.max_num_seqs or self._default_seqs) * self.context_len, tokens)
 
     @property
     def seqs(self) -> int:
-        return self.max_num_seqs or (1024 if self.big_gpu else 256)
+        """max_num_seqs: 1024 on the big GPUs, else 256 (doubled in throughput mode), never more than
+        the batched tokens."""
+        return self.max_num_seqs or min(self._default_seqs, self.batched_tokens)
 
     @property
     def dummy_requests(self) -> int:

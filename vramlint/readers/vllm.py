@@ -57,6 +57,8 @@ class VllmConfig:
     quantization: Fact                       # --quantization: a method name, or None (the checkpoint's own)
     language_model_only: Fact
     limit_mm_per_prompt: Fact                # {"image": 0, ...} or its JSON text
+    performance_mode: Fact
+    chunked_prefill: Fact                    # enable_chunked_prefill (``no-enable-chunked-prefill``: False)
     notes: tuple[str, ...] = field(default=())
 
     def location_of(self, key: str):
@@ -103,14 +105,19 @@ def read_vllm(doc: Document) -> VllmConfig:
         written = keys.get(key)
         return Fact(values.get(key, default), doc.locate(f"$.{written}") if written else None)
 
+    def flag(key: str, default: bool) -> Fact:
+        """A boolean flag, or its ``no-`` form (argparse's BooleanOptionalAction)."""
+        if values.get(f"no_{key}") is True:
+            return Fact(False, doc.locate(f"$.{keys[f'no_{key}']}"))
+        return fact(key, default)
+
     return VllmConfig(doc, keys, fact("model"), fact("tensor_parallel_size", 1), fact("pipeline_parallel_size", 1),
                       fact("gpu_memory_utilization", 0.9), fact("max_model_len"), fact("max_num_seqs"),
                       fact("max_num_batched_tokens"), fact("kv_cache_dtype", "auto"), fact("dtype", "auto"),
                       fact("block_size", 16), fact("kv_cache_memory_bytes"), fact("cpu_offload_gb", 0),
                       fact("data_parallel_size", 1),
-                      fact("enable_expert_parallel", False) if "no_enable_expert_parallel" not in keys
-                      else Fact(False, doc.locate(f"$.{keys['no_enable_expert_parallel']}")),
-                      fact("quantization"), fact("language_model_only", False), fact("limit_mm_per_prompt"))
+                      flag("enable_expert_parallel", False), fact("quantization"), fact("language_model_only", False),
+                      fact("limit_mm_per_prompt"), fact("performance_mode"), flag("enable_chunked_prefill", True))
 
 
 def normalised_document(doc: Document) -> Document:
