@@ -200,14 +200,16 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
     if model.vision and cfg.tower_off(model.vision.modalities):
         model = replace(model, vision=None)              # vLLM builds no vision tower, profiles no images
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
-    serving = Serving(model, cluster.gpu.memory_bytes, _count(cfg.tensor_parallel), _count(cfg.pipeline_parallel),
-                      _number(cfg.gpu_memory_utilization, 0.9, 1.0), _count(cfg.max_model_len, None),
-                      _count(cfg.max_num_seqs, None), _count(cfg.max_num_batched_tokens, None),
-                      str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes, _count(cfg.kv_cache_memory_bytes, None),
-                      int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30),
-                      str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"), _count(cfg.data_parallel),
-                      cfg.expert_parallel.value is True, cluster.gpu.name, cfg.performance_mode.value,
-                      cfg.chunked_prefill.value is not False)
+    serving = Serving(
+        model, cluster.gpu.memory_bytes, tp=_count(cfg.tensor_parallel), pp=_count(cfg.pipeline_parallel),
+        utilization=_number(cfg.gpu_memory_utilization, 0.9, 1.0), max_model_len=_count(cfg.max_model_len, None),
+        max_num_seqs=_count(cfg.max_num_seqs, None), max_num_batched_tokens=_count(cfg.max_num_batched_tokens, None),
+        kv_cache_dtype=str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes=dtype_bytes,
+        kv_cache_memory_bytes=_count(cfg.kv_cache_memory_bytes, None),
+        cpu_offload_bytes=int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30),
+        auto_max_model_len=str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"),
+        dp=_count(cfg.data_parallel), expert_parallel=cfg.expert_parallel.value is True, gpu_name=cluster.gpu.name,
+        performance_mode=cfg.performance_mode.value, chunked_prefill=cfg.chunked_prefill.value is not False)
     result.serving = (serving, serving_estimate(serving))
     fitted = result.serving[1].max_model_len
     if serving.auto_max_model_len and 0 < fitted < serving.context_len:

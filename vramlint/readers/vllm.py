@@ -79,8 +79,12 @@ class VllmConfig:
                 return False
         if not isinstance(limits, dict):
             return False
-        counts = [limits.get(m) if not isinstance(limits.get(m), dict) else limits[m].get("count") for m in modalities]
-        return all(count == 0 and not isinstance(count, bool) for count in counts)
+
+        def count(modality: str):
+            limit = limits.get(modality)
+            return limit.get("count") if isinstance(limit, dict) else limit
+
+        return all(count(m) == 0 and not isinstance(count(m), bool) for m in modalities)
 
 
 def known_flags() -> set[str]:
@@ -116,7 +120,7 @@ def read_vllm(doc: Document) -> VllmConfig:
                       fact("max_num_batched_tokens"), fact("kv_cache_dtype", "auto"), fact("dtype", "auto"),
                       fact("block_size", 16), fact("kv_cache_memory_bytes"), fact("cpu_offload_gb", 0),
                       fact("data_parallel_size", 1),
-                      flag("enable_expert_parallel", False), fact("quantization"), fact("language_model_only", False),
+                      flag("enable_expert_parallel", False), fact("quantization"), flag("language_model_only", False),
                       fact("limit_mm_per_prompt"), fact("performance_mode"), flag("enable_chunked_prefill", True))
 
 
