@@ -25,6 +25,8 @@ CASES = [
     ("estimate DeepSeek-V3 ZeRO-3, 32 nodes", ["estimate", "--model", "deepseek-ai/DeepSeek-V3", "--gpus", "32x8xH100",
                                                 "--train", "--runtime", "deepspeed", "--zero-stage", "3", "--seq-len",
                                                 "4096", "--grad-checkpointing"]),
+    ("check vLLM, Llama-3.1-70B TP 2 at 128k (hints searched)",
+     ["check", "examples/vllm-llama70b-tp2-128k.yaml", "--gpus", "2xH100"]),
     ("model Kimi-K2", ["model", "moonshotai/Kimi-K2-Instruct"]),
 ]
 
