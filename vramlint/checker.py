@@ -210,6 +210,9 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
         auto_max_model_len=str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"),
         dp=_count(cfg.data_parallel), expert_parallel=cfg.expert_parallel.value is True, gpu_name=cluster.gpu.name,
         performance_mode=cfg.performance_mode.value, chunked_prefill=cfg.chunked_prefill.value is not False)
+    if cfg.draft_model:
+        result.notes.append(f"speculative decoding loads {cfg.draft_model!r} beside the model: its weights and KV "
+                            "cache are not counted, so the KV budget here is larger than vLLM's by them")
     result.serving = (serving, serving_estimate(serving))
     fitted = result.serving[1].max_model_len
     if serving.auto_max_model_len and 0 < fitted < serving.context_len:

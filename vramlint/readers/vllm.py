@@ -59,11 +59,24 @@ class VllmConfig:
     limit_mm_per_prompt: Fact                # {"image": 0, ...} or its JSON text
     performance_mode: Fact
     chunked_prefill: Fact                    # enable_chunked_prefill (``no-enable-chunked-prefill``: False)
+    speculative: Fact                        # speculative_config: a mapping or its JSON text
     notes: tuple[str, ...] = field(default=())
 
     def location_of(self, key: str):
         written = self.keys.get(key)
         return self.document.locate(f"$.{written}") if written else None
+
+    @property
+    def draft_model(self) -> str | None:
+        """What speculative decoding loads beside the model: a draft model or head (EAGLE, Medusa,
+        a small model), or MTP layers of the checkpoint; None for n-gram lookup, which loads nothing."""
+        spec = mapping(self.speculative.value)
+        if not spec:
+            return None
+        method = str(spec.get("method") or "")
+        if method in ("ngram", "suffix"):
+            return None
+        return str(spec.get("model") or method or "a draft model")
 
     def tower_off(self, modalities: frozenset[str]) -> bool:
         """Whether vLLM leaves out a tower built for ``modalities``: ``language_model_only``, or a
@@ -71,20 +84,23 @@ class VllmConfig:
         or ``{"count": n}``, the mapping or its JSON; a modality not named allows 999)."""
         if self.language_model_only.value is True:
             return True
-        limits = self.limit_mm_per_prompt.value
-        if isinstance(limits, str):
-            try:
-                limits = json.loads(limits)
-            except ValueError:
-                return False
-        if not isinstance(limits, dict):
-            return False
+        limits = mapping(self.limit_mm_per_prompt.value)
 
         def count(modality: str):
             limit = limits.get(modality)
             return limit.get("count") if isinstance(limit, dict) else limit
 
         return all(count(m) == 0 and not isinstance(count(m), bool) for m in modalities)
+
+
+def mapping(value: Any) -> dict:
+    """A dict-valued flag as vLLM takes it: the mapping, or its JSON text (anything else: empty)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
 
 
 def known_flags() -> set[str]:
@@ -121,7 +137,8 @@ def read_vllm(doc: Document) -> VllmConfig:
                       fact("block_size", 16), fact("kv_cache_memory_bytes"), fact("cpu_offload_gb", 0),
                       fact("data_parallel_size", 1),
                       flag("enable_expert_parallel", False), fact("quantization"), flag("language_model_only", False),
-                      fact("limit_mm_per_prompt"), fact("performance_mode"), flag("enable_chunked_prefill", True))
+                      fact("limit_mm_per_prompt"), fact("performance_mode"), flag("enable_chunked_prefill", True),
+                      fact("speculative_config"))
 
 
 def normalised_document(doc: Document) -> Document:
