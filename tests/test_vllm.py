@@ -465,3 +465,18 @@ def test_a_draft_model_is_named_as_not_counted(capsys, tmp_path):
     assert "speculative decoding loads 'yuhuili/EAGLE3-LLaMA3.1-Instruct-8B'" in " ".join(out["notes"])
     code, out = check(capsys, tmp_path, base + "speculative_config:\n  method: ngram\n  num_speculative_tokens: 5\n")
     assert not any("speculative" in note for note in out["notes"])
+
+
+def test_a_draft_model_vramlint_can_read_is_counted(capsys, tmp_path):
+    """speculative_config.model read like the target: Llama-3.2-1B drafting for Llama-3.1-70B at
+    TP 2 with draft_tensor_parallel_size 1 adds its 1,235,814,400 parameters whole, its own RoPE
+    table (head 64), and 32,768 B per token of KV cache (16 layers x 8 KV heads x 64 x 2 x 2 B)
+    from the same pool."""
+    base = "model: meta-llama/Llama-3.1-70B\ntensor-parallel-size: 2\nmax-model-len: 8192\n"
+    code, plain = check(capsys, tmp_path, base)
+    code, drafted = check(capsys, tmp_path, base + "speculative-config: {model: meta-llama/Llama-3.2-1B, "
+                                                   "num_speculative_tokens: 5, draft_tensor_parallel_size: 1}\n")
+    parts = [{c["name"]: c["bytes"] for c in out["serving"]["components"]} for out in (plain, drafted)]
+    assert parts[1]["weights"] - parts[0]["weights"] == 1_235_814_400 * 2
+    assert parts[1]["RoPE cos/sin tables"] - parts[0]["RoPE cos/sin tables"] == 131072 * 64 * 2
+    assert drafted["serving"]["kv_bytes_per_token"] - plain["serving"]["kv_bytes_per_token"] == 16 * 8 * 64 * 2 * 2

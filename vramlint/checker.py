@@ -165,6 +165,19 @@ def _quantized_online(model: ModelShape, method, result: FileResult) -> ModelSha
     return model
 
 
+def _draft(name: str | None, result: FileResult) -> ModelShape | None:
+    """Speculative decoding's draft model, when vramlint can read it (a catalog name or a config);
+    otherwise a note that its weights and KV cache are left out."""
+    if not name:
+        return None
+    try:
+        return read_model(name)
+    except UsageError:
+        result.notes.append(f"speculative decoding loads {name!r} beside the model: its weights and KV cache are "
+                            "not counted, so the KV budget here is larger than vLLM's by them")
+        return None
+
+
 def _count(fact: Fact, default: int | None = 1) -> int | None:
     """A vLLM size flag as vLLM parses it (``8k``, ``"2"``), or ``default`` where it is not a
     positive integer — the schema's finding has already said so, or the flag means "auto" (-1)."""
@@ -209,10 +222,8 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
         cpu_offload_bytes=int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30),
         auto_max_model_len=str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"),
         dp=_count(cfg.data_parallel), expert_parallel=cfg.expert_parallel.value is True, gpu_name=cluster.gpu.name,
-        performance_mode=cfg.performance_mode.value, chunked_prefill=cfg.chunked_prefill.value is not False)
-    if cfg.draft_model:
-        result.notes.append(f"speculative decoding loads {cfg.draft_model!r} beside the model: its weights and KV "
-                            "cache are not counted, so the KV budget here is larger than vLLM's by them")
+        performance_mode=cfg.performance_mode.value, chunked_prefill=cfg.chunked_prefill.value is not False,
+        draft=_draft(cfg.draft_model, result), draft_tp=cfg.draft_tp)
     result.serving = (serving, serving_estimate(serving))
     fitted = result.serving[1].max_model_len
     if serving.auto_max_model_len and 0 < fitted < serving.context_len:

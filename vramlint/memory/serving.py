@@ -84,6 +84,8 @@ class Serving:
     gpu_name: str = ""               # vLLM keeps an A100's batch defaults small whatever its memory
     performance_mode: str | None = None   # "throughput" doubles the batch defaults
     chunked_prefill: bool = True     # off: a whole max_model_len prompt is one batch
+    draft: ModelShape | None = None  # speculative decoding's draft model (speculative_config.model)
+    draft_tp: int | None = None      # draft_tensor_parallel_size: the target's TP when unset
 
     @property
     def expert_ranks(self) -> int:
@@ -166,13 +168,16 @@ class ServingEstimate:
 
 
 def _per_layer(s: Serving) -> list[tuple[float, int | None]]:
-    """(bytes per token, window) for each attention layer this GPU holds."""
+    """(bytes per token, window) for each attention layer this GPU holds: the target's stage, and a
+    draft model's layers, which vLLM gives KV cache from the same pool."""
+    stage = [(layer, s.tp) for layer in s.model.layers[: -(-s.model.num_layers // s.pp)]]
+    draft = [(layer, s.draft_tp or s.tp) for layer in s.draft.layers] if s.draft else []
     out = []
-    for layer in s.model.layers[: -(-s.model.num_layers // s.pp)]:
+    for layer, tp in stage + draft:
         att = layer.attention
         elements = att.kv_elements_per_token("vllm")
         if att.kind != "mla" and att.num_kv_heads:
-            elements = elements * max(1, att.num_kv_heads // s.tp) // att.num_kv_heads
+            elements = elements * max(1, att.num_kv_heads // tp) // att.num_kv_heads
         out.append((elements * s.kv_bytes, att.window))
     return out
 
@@ -254,7 +259,8 @@ def _activation(s: Serving) -> Component:
 
 
 def _rope_tables(s: Serving) -> Component:
-    tables = s.model.rope_tables
+    """``get_rope`` caches one table per distinct rotary embedding: a draft model's adds its own."""
+    tables = s.model.rope_tables + tuple(t for t in (s.draft.rope_tables if s.draft else ()) if t not in s.model.rope_tables)
     formula = " + ".join(f"{positions:,} x {dim} x {s.dtype_bytes} B" for positions, dim in tables)
     return Component(ROPE_TABLES, sum(p * d for p, d in tables) * s.dtype_bytes,
                      formula or "no rotary embedding", "vLLM 0.19 get_rope cos_sin_cache (models/rope.py)")
@@ -277,7 +283,11 @@ def _weights(s: Serving) -> tuple[int, str]:
                    f"(TP x DP {s.expert_ranks} x PP {s.pp})")
     tower = f" + vision tower {m.vision_params:,}" + (f" / TP {s.tp}" if split > 1 else "") if vision else ""
     stored = f", {m.quantization.method} on {', '.join(m.quantized_groups)}" if m.quantized_groups else ""
-    return max(0, size - s.cpu_offload_bytes), formula + tower + stored
+    draft = ""
+    if s.draft:
+        size += weight_bytes(s.draft, s.dtype_bytes) // (s.draft_tp or s.tp)
+        draft = f" + draft {s.draft.name or s.draft.model_type} {s.draft.params:,} / TP {s.draft_tp or s.tp}"
+    return max(0, size - s.cpu_offload_bytes), formula + tower + stored + draft
 
 
 def serving_estimate(s: Serving) -> ServingEstimate:

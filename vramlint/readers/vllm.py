@@ -78,6 +78,11 @@ class VllmConfig:
             return None
         return str(spec.get("model") or method or "a draft model")
 
+    @property
+    def draft_tp(self) -> int | None:
+        tp = mapping(self.speculative.value).get("draft_tensor_parallel_size")
+        return tp if isinstance(tp, int) and not isinstance(tp, bool) and tp >= 1 else None
+
     def tower_off(self, modalities: frozenset[str]) -> bool:
         """Whether vLLM leaves out a tower built for ``modalities``: ``language_model_only``, or a
         ``limit_mm_per_prompt`` of 0 for every one of them (vLLM 0.19 ``_mark_tower_model``; a count
