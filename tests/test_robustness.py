@@ -74,7 +74,8 @@ VLLM_VALUES = st.one_of(VALUES, st.sampled_from(["x", "8k", "2", "", "auto", "fp
                                         "enable-expert-parallel", "gpu-memory-utilization", "max-model-len",
                                         "max-num-seqs", "max-num-batched-tokens", "kv-cache-dtype",
                                         "kv-cache-memory-bytes", "cpu-offload-gb", "dtype", "performance-mode",
-                                        "no-enable-chunked-prefill", "limit-mm-per-prompt", "quantization"]),
+                                        "no-enable-chunked-prefill", "limit-mm-per-prompt", "quantization",
+                                        "speculative-config"]),
                        VLLM_VALUES, min_size=1, max_size=6))
 def test_any_vllm_shaped_file_gives_findings_not_tracebacks(tmp_path, capsys, config):
     import yaml
