@@ -46,7 +46,8 @@ def serving_for(record: dict) -> Serving | None:
 def main(argv: list[str]) -> int:
     folder = Path(argv[0]) if argv else DEFAULT
     errors = []
-    print(f"{'model':<44} {'tp':>2} {'pp':>2} {'weights':>15} {'activation':>15} {'KV GiB':>15} {'KV tokens':>21} {'err':>7}")
+    print(f"{'model':<44} {'tp':>2} {'pp':>2} {'weights':>15} {'activation':>15} {'KV GiB':>15} "
+          f"{'KV tokens':>21} {'err':>7}")
     for line in (folder / "vllm-startup-logs.jsonl").read_text().splitlines():
         record = json.loads(line)
         serving, measured = serving_for(record), record.get("measured") or {}

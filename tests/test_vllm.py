@@ -460,8 +460,8 @@ def test_a_draft_model_is_named_as_not_counted(capsys, tmp_path):
     """Speculative decoding with a draft model or head loads its weights and KV cache too; n-gram
     lookup loads nothing (the EAGLE3 recipe in the corpus writes the config as JSON text)."""
     base = "model: meta-llama/Llama-3.1-8B\n"
-    code, out = check(capsys, tmp_path, base + "speculative-config: '{\"model\": \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\","
-                                              " \"method\": \"eagle3\", \"num_speculative_tokens\": 3}'\n")
+    eagle = '{"model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "method": "eagle3", "num_speculative_tokens": 3}'
+    code, out = check(capsys, tmp_path, base + f"speculative-config: '{eagle}'\n")
     assert "speculative decoding loads 'yuhuili/EAGLE3-LLaMA3.1-Instruct-8B'" in " ".join(out["notes"])
     code, out = check(capsys, tmp_path, base + "speculative_config:\n  method: ngram\n  num_speculative_tokens: 5\n")
     assert not any("speculative" in note for note in out["notes"])

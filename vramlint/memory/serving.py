@@ -255,12 +255,14 @@ def _activation(s: Serving) -> Component:
     words = "".join(f" + {name} {size / GiB:.2f} GiB" for name, size in kept)
     return Component("activation peak (profile run)",
                      max(forward, sampler) + sum(size for _, size in kept) + WORKSPACES["infer"][0],
-                     f"{phase}{words} + cuBLAS workspace", f"{VLLM_SAMPLER}; TritonExperts.workspace_shapes; {MEASURED}")
+                     f"{phase}{words} + cuBLAS workspace",
+                     f"{VLLM_SAMPLER}; TritonExperts.workspace_shapes; {MEASURED}")
 
 
 def _rope_tables(s: Serving) -> Component:
     """``get_rope`` caches one table per distinct rotary embedding: a draft model's adds its own."""
-    tables = s.model.rope_tables + tuple(t for t in (s.draft.rope_tables if s.draft else ()) if t not in s.model.rope_tables)
+    draft = s.draft.rope_tables if s.draft else ()
+    tables = s.model.rope_tables + tuple(t for t in draft if t not in s.model.rope_tables)
     formula = " + ".join(f"{positions:,} x {dim} x {s.dtype_bytes} B" for positions, dim in tables)
     return Component(ROPE_TABLES, sum(p * d for p, d in tables) * s.dtype_bytes,
                      formula or "no rotary embedding", "vLLM 0.19 get_rope cos_sin_cache (models/rope.py)")
