@@ -219,7 +219,7 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
         max_num_seqs=_count(cfg.max_num_seqs, None), max_num_batched_tokens=_count(cfg.max_num_batched_tokens, None),
         kv_cache_dtype=str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes=dtype_bytes,
         kv_cache_memory_bytes=_count(cfg.kv_cache_memory_bytes, None),
-        cpu_offload_bytes=int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30),
+        cpu_offload_bytes=int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30),   # bounded only to stay finite
         auto_max_model_len=str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"),
         dp=_count(cfg.data_parallel), expert_parallel=cfg.expert_parallel.value is True, gpu_name=cluster.gpu.name,
         performance_mode=cfg.performance_mode.value, chunked_prefill=cfg.chunked_prefill.value is not False,

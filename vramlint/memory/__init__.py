@@ -9,6 +9,7 @@ from vramlint.memory.fixed import fixed_costs, workspaces
 from vramlint.memory.inference import inference_components
 from vramlint.memory.reserve import headroom
 from vramlint.memory.training import training_peak
+from vramlint.models.vision import LOADED_BY
 from vramlint.plan import Plan
 
 
@@ -43,10 +44,9 @@ LIMITS = (
     (lambda p: p.lora_rank > 0 and p.tensor_parallel > 1,
      "LoRA under tensor parallelism: the adapters are counted whole on every GPU"),
     (lambda p: p.model.vision_params > 0 and p.mode == "train",
-     lambda p: f"{p.model.model_type}: transformers builds the multimodal class (AutoModelForCausalLM does for "
-               f"gemma3), so its vision tower ({p.model.vision_params:,} parameters) is loaded and, in text-only "
-               "training, gets no gradient (counted as 'vision tower (no gradient)'; a text-only class such as "
-               "Gemma3ForCausalLM leaves it out)"),
+     lambda p: f"{p.model.model_type}: {LOADED_BY}, so its vision tower ({p.model.vision_params:,} parameters) "
+               "is loaded and, in text-only training, gets no gradient (counted as 'vision tower (no gradient)'; "
+               "a text-only class such as Gemma3ForCausalLM leaves it out)"),
     (lambda p: p.load_in_4bit and p.runtime != "torch",
      "4-bit base weights under DeepSpeed or FSDP are modelled as 16-bit"),
     (lambda p: (p.model.max_position_embeddings or p.seq_len) < p.seq_len,

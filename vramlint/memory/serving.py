@@ -5,7 +5,7 @@ vLLM takes ``gpu_memory_utilization`` of the GPU's *total* memory for the whole 
 the KV cache what is left after the weights, the activation peak of its profile run and the memory
 outside PyTorch (NCCL, cuBLAS):
 
-    KV budget = total x utilization − weights / (TP x PP) − RoPE tables − activation peak
+    KV budget = total x utilization − one GPU's weights − RoPE tables − activation peak
                 − non-torch memory
 
 The RoPE tables are the cos/sin caches vLLM's ``get_rope`` builds while the model loads (one per
@@ -13,10 +13,12 @@ distinct rotary embedding, positions x rotary_dim in the model's dtype, on every
 ``models/rope.py``) — 32 MiB for Llama-3.1's 131072 positions, 0.56 GiB for Gemma 3, whose global
 layers' linear scaling multiplies the positions by 8.
 
-``kv_cache_memory_bytes`` replaces the computation. The KV cache holds
-``budget // bytes-per-token`` tokens (bytes per token: every attention layer's 2 x kv_heads/TP x
-head_dim x kv bytes, KV heads replicated when TP exceeds them; MLA's latent, never split). vLLM
-refuses to start when one request of ``max_model_len`` tokens does not fit.
+One GPU's weights are the model's over TP x PP, its routed experts' over TP x DP x PP, a vision
+tower's and a draft model's (``_weights``). ``kv_cache_memory_bytes`` replaces the computation.
+The KV cache holds ``budget // bytes-per-token`` tokens (bytes per token: every attention layer's
+2 x kv_heads/TP x head_dim x kv bytes, KV heads replicated when TP exceeds them; MLA's latent,
+never split; a draft model's layers too). vLLM refuses to start when one request of
+``max_model_len`` tokens does not fit.
 
 The activation peak is what vLLM's profile run (``gpu_model_runner.profile_run``) adds to the
 allocated memory: one forward pass over ``max_num_batched_tokens`` tokens, then — on the last
