@@ -480,3 +480,10 @@ def test_a_draft_model_vramlint_can_read_is_counted(capsys, tmp_path):
     assert parts[1]["weights"] - parts[0]["weights"] == 1_235_814_400 * 2
     assert parts[1]["RoPE cos/sin tables"] - parts[0]["RoPE cos/sin tables"] == 131072 * 64 * 2
     assert drafted["serving"]["kv_bytes_per_token"] - plain["serving"]["kv_bytes_per_token"] == 16 * 8 * 64 * 2 * 2
+
+
+def test_a_quantized_checkpoint_is_not_told_to_be_quantized(capsys, tmp_path):
+    code, out = check(capsys, tmp_path, "model: RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic\nmax-model-len: 4096\n"
+                                        "gpu-memory-utilization: 0.8\n")
+    hint = next(f for f in out["findings"] if f["code"] == "VL201")["hint"]
+    assert hint.startswith("a checkpoint in fewer bits than compressed-tensors fp8") and "quantization: fp8" not in hint

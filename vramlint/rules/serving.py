@@ -51,17 +51,17 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       f"No available memory for the cache blocks: weights and activations need "
                       f"{(est.requested - est.kv_budget) / GiB:.2f} GiB of the {est.requested / GiB:.2f} GiB that "
                       f"gpu_memory_utilization {serving.utilization} allows per GPU",
-                      hint=_what_fits(serving, "a quantized checkpoint"))
+                      hint=_what_fits(serving))
     elif over := overcommitted(serving, est):
         yield Finding(*EXCEEDS, here("kv_cache_memory_bytes", "tensor_parallel_size", "model"),
                       f"Weights, activations and the {est.kv_budget / GiB:.2f} GiB KV cache that kv_cache_memory_bytes "
                       f"sets need {(serving.gpu_bytes + over) / GiB:.2f} GiB, more than the "
                       f"{serving.gpu_bytes / GiB:.2f} GiB of the GPU",
-                      hint=_what_fits(serving, "a quantized checkpoint"))
+                      hint=_what_fits(serving))
     if serving.auto_max_model_len and est.kv_budget > 0 and est.max_model_len == 0:
         yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"),
                       "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. "
-                      "Try increasing `gpu_memory_utilization`.", hint=_what_fits(serving, "a quantized checkpoint"))
+                      "Try increasing `gpu_memory_utilization`.", hint=_what_fits(serving))
     if est.kv_budget > 0 and est.needed > est.kv_budget:
         yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"),
                       f"To serve at least one request with the model's max seq len ({serving.context_len}), "
@@ -69,16 +69,17 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       f"memory ({est.kv_budget / GiB:.2f} GiB). Based on the available memory, the estimated maximum "
                       f"model length is {est.max_len_that_fits}.",
                       hint=_what_fits(serving, f"max-model-len: {est.max_len_that_fits}" if est.max_len_that_fits
-                                      else "a quantized checkpoint"))
+                                      else None))
 
 
-def _what_fits(serving: Serving, first: str) -> str:
+def _what_fits(serving: Serving, first: str | None = None) -> str:
     """The changes that would let vLLM start, each computed with the same budget, in the file's
-    own keys: ``first``, then a kv-cache-memory-bytes that holds one request (where the file sets
+    own keys: ``first`` (else a checkpoint in fewer bits), then a kv-cache-memory-bytes that holds one request (where the file sets
     one), the lowest gpu-memory-utilization, the largest max-num-seqs and max-num-batched-tokens
     (the profile run's sampler and forward), an fp8 KV cache, fp8 weights cast while loading and
     the smallest tensor-parallel-size that would do."""
-    options = [first]
+    quant = serving.model.quantization
+    options = [first or ("a quantized checkpoint" if quant is None else f"a checkpoint in fewer bits than {quant.method}")]
     kv_bytes = kv_bytes_that_start(serving)
     if kv_bytes:                            # vLLM reads "M" as MiB (human_readable_int)
         options.append(f"kv-cache-memory-bytes: {kv_bytes // 2**20}M")
