@@ -361,19 +361,24 @@ def test_8bit_adam_states_equal_bitsandbytes(model_type):
 
 GEMMA3 = read_model("google/gemma-3-12b-it")
 TOWER = 416_866_032 + 4_424_832       # SigLIP + projector, transformers' count (tests/test_vllm.py)
+ADAPTERS = 27 * 16 * (4 * (1152 + 1152) + (1152 + 4304) + (4304 + 1152))   # r 16 on SigLIP's linears (PEFT)
 
 
 @pytest.mark.parametrize("setup, expected", [
     (dict(runtime="torch", weights_dtype="bfloat16", cluster=parse_gpus("1xH200")), 2 * TOWER),
     (dict(runtime="torch", weights_dtype="float32", cluster=parse_gpus("1xH200")), 4 * TOWER),
     (dict(runtime="torch", weights_dtype="bfloat16"), 2 * TOWER + 2 * TOWER),     # DDP over 8: bucket slots too
-    (dict(runtime="torch", weights_dtype="bfloat16", lora_rank=16), 2 * TOWER),
+    (dict(runtime="torch", weights_dtype="bfloat16", lora_rank=16), 2 * TOWER + 4 * ADAPTERS + 4 * ADAPTERS),
+    (dict(runtime="torch", weights_dtype="bfloat16", lora_rank=16, cluster=parse_gpus("1xH200")),
+     2 * TOWER + 4 * ADAPTERS),
     (dict(runtime="torch", weights_dtype="float32", lora_rank=16, load_in_4bit=True),
-     int(TOWER * (4 + 8 / 64 + 32 / 64 / 256) / 8)),
+     int(TOWER * (4 + 8 / 64 + 32 / 64 / 256) / 8) + 8 * ADAPTERS),
     (dict(runtime="deepspeed", zero_stage=2), 2 * TOWER + -(-12 * TOWER // 8)),
     (dict(runtime="deepspeed", zero_stage=3), -(-2 * TOWER // 8) + -(-12 * TOWER // 8)),
     (dict(runtime="deepspeed", zero_stage=2, offload_optimizer="cpu"), 2 * TOWER),
-    (dict(runtime="deepspeed", zero_stage=2, lora_rank=16), 2 * TOWER),
+    (dict(runtime="deepspeed", zero_stage=2, lora_rank=16), 2 * (TOWER + ADAPTERS) + -(-12 * ADAPTERS // 8)),
+    (dict(runtime="fsdp", fsdp_strategy="FULL_SHARD", fsdp_version=2, lora_rank=16),
+     -(-(2 * TOWER + 4 * ADAPTERS) // 8)),
     (dict(runtime="fsdp", fsdp_strategy="FULL_SHARD"), -(-4 * TOWER // 8)),
     (dict(runtime="fsdp", fsdp_strategy="NO_SHARD"), 4 * TOWER),
 ])
@@ -381,7 +386,9 @@ def test_a_multimodal_checkpoint_trains_with_its_vision_tower_loaded(setup, expe
     """AutoModelForCausalLM builds gemma-3 as Gemma3ForConditionalGeneration: the SigLIP tower is
     loaded but a text-only step never runs it, so it gets no gradient and torch's AdamW no state
     (checked with transformers on the CPU: 0 of its 50 tensors get a grad or a state); DeepSpeed
-    partitions every parameter handed to the optimizer, so ZeRO keeps its fp32 master and moments."""
+    partitions every parameter handed to the optimizer, so ZeRO keeps its fp32 master and moments.
+    With LoRA the tower is frozen, but PEFT's "all-linear" puts fp32 adapters on its linears, which
+    require grad: DDP buckets them, DeepSpeed keeps their states (tests/data/lora_counts.json)."""
     states = model_states(plan(model=GEMMA3, **setup))
     tower = [c.bytes for c in states.resting if c.name == "vision tower (no gradient)"]
     assert tower == [expected]

@@ -15,9 +15,12 @@ import pytest
 
 from conftest import CORPUS, shared_or_skip
 from vramlint.errors import UsageError
+from vramlint.hardware import Cluster, Gpu
+from vramlint.memory import estimate
 from vramlint.memory.weights import weight_bytes
 from vramlint.models import read_model
 from vramlint.models.hfconfig import shape_from_dict
+from vramlint.plan import Plan
 
 COUNTS = json.loads((__import__("conftest").DATA / "param_counts.json").read_text())
 CORPUS_CASES = sorted(k for k in COUNTS if not k.startswith("default:"))
@@ -198,13 +201,38 @@ def test_bitsandbytes_nf4_keeps_embeddings_and_head_in_16_bit():
 LORA = json.loads((__import__("conftest").DATA / "lora_counts.json").read_text())
 
 
-@pytest.mark.parametrize("model_type", sorted(LORA))
+@pytest.mark.parametrize("model_type", sorted(set(LORA) - {"multimodal"}))
 def test_lora_trainable_count_equals_peft_for_every_family(model_type):
     """``get_peft_model(LoraConfig(r=8, target_modules="all-linear"))`` on each default config
     (dev/lora_counts.py): fused projections, MLA and Gated DeltaNet linears, llama4's nn.Linear
-    router, and PEFT's transformers-5 conversion onto fused experts."""
+    router, PEFT's transformers-5 conversion onto fused experts, and gemma4's per-layer-input
+    linears."""
     from vramlint.memory.states import lora_params
     assert lora_params(shape_from_dict({"model_type": model_type}), 8) == LORA[model_type]["r8_all_linear"]
+
+
+MULTIMODAL = [(name, targets) for name, counts in sorted(LORA["multimodal"].items()) for targets in counts
+              if targets != "source"]
+
+
+@pytest.mark.parametrize("name, targets", MULTIMODAL)
+def test_lora_on_a_multimodal_checkpoint_equals_peft_tower_included(name, targets):
+    """PEFT on the class transformers builds for the checkpoint (dev/lora_counts.py): "all-linear"
+    adapts the vision tower's linears too, a target list each one whose name ends in an entry
+    (SigLIP's q/k/v_proj, not Qwen3-VL's fused qkv); and where the tower's modules of a target's
+    name wrap their nn.Linear (Gemma 4), PEFT refuses the list and vramlint says so."""
+    from vramlint.memory.states import lora_params, refused_targets, tower_adapters
+    expected = LORA["multimodal"][name][targets]
+    model, wanted = read_model(name), tuple(targets.split(","))
+    p = Plan(model=model, cluster=Cluster(Gpu("H200", 141 * 10**9), 1), precision="bf16", runtime="torch", seq_len=1024,
+             lora_rank=16, lora_targets=wanted)
+    if "refused" in expected:
+        assert refused_targets(p) == sorted(wanted)
+        assert any("PEFT refuses target_modules" in note for note in estimate(p, replay=False).assumptions)
+        return
+    assert refused_targets(p) == []
+    assert tower_adapters(model, 16, wanted) == expected["tower"]
+    assert lora_params(model, 16, wanted) + tower_adapters(model, 16, wanted) == expected["total"]
 
 
 @pytest.mark.parametrize("q", [

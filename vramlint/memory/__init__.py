@@ -8,6 +8,7 @@ from vramlint.memory.components import ALLOCATOR, CONTEXT, Component, Estimate
 from vramlint.memory.fixed import fixed_costs, workspaces
 from vramlint.memory.inference import inference_components
 from vramlint.memory.reserve import headroom
+from vramlint.memory.states import refused_targets
 from vramlint.memory.training import training_peak
 from vramlint.models.vision import LOADED_BY
 from vramlint.plan import Plan
@@ -47,6 +48,11 @@ LIMITS = (
      lambda p: f"{p.model.model_type}: {LOADED_BY}, so its vision tower ({p.model.vision_params:,} parameters) "
                "is loaded and, in text-only training, gets no gradient (counted as 'vision tower (no gradient)'; "
                "a text-only class such as Gemma3ForCausalLM leaves it out)"),
+    (refused_targets,
+     lambda p: f"{p.model.model_type}: PEFT refuses target_modules {', '.join(refused_targets(p))}: the vision "
+               "tower's modules of that name wrap their nn.Linear (\"Target module ... is not supported\"); a "
+               f"regex such as '.*language_model.*\\.({'|'.join(refused_targets(p))})' reaches the decoder's alone "
+               "(counted as that)"),
     (lambda p: p.load_in_4bit and p.runtime != "torch",
      "4-bit base weights under DeepSpeed or FSDP are modelled as 16-bit"),
     (lambda p: (p.model.max_position_embeddings or p.seq_len) < p.seq_len,

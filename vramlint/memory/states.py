@@ -64,6 +64,8 @@ class States:
 
 FUSED = {"qkv": {"q", "k", "v"}, "gate_up": {"gate", "up"}}
 LATENT = {"q_a", "q_b", "kv_a_proj_with_mqa", "kv_b", "in_proj_qkvz", "in_proj_ba", "out"}   # MLA, Gated DeltaNet
+SHORT_TARGETS = {"q", "k", "v", "o", "gate", "up", "down"}     # --lora-targets q,k,v,o: the *_proj linears
+PER_LAYER = {"per_layer_input_gate", "per_layer_projection", "per_layer_model_projection"}    # gemma4's PLE
 MLP_NAMES = {"gate", "up", "down", "gate_up"}
 
 
@@ -75,7 +77,7 @@ def lora_targets(targets: tuple[str, ...], model: ModelShape | None = None) -> s
     (``model.peft_converted``), the MLP names go to the routed experts — gate and up to the fused
     gate_up, down to down — and no dense or shared MLP linear keeps an adapter (PEFT 0.21)."""
     if "all-linear" in targets:
-        names = {"q", "k", "v", "o", "gate", "up", "down", "router", "shared_expert_gate", *FUSED, *LATENT}
+        names = {"q", "k", "v", "o", "gate", "up", "down", "router", "shared_expert_gate", *FUSED, *LATENT, *PER_LAYER}
     else:
         names = {t.removesuffix("_proj") for t in targets}
         names |= {fused for fused, parts in FUSED.items() if names & parts}
@@ -89,7 +91,8 @@ def lora_targets(targets: tuple[str, ...], model: ModelShape | None = None) -> s
 
 def lora_params(model: ModelShape, rank: int, targets: tuple[str, ...] = ("all-linear",)) -> int:
     """Trainable LoRA parameters: r x (d_in + d_out) per adapted matrix (PEFT), lm_head excluded."""
-    return sum(size for layer in model.layers for _, size in _adapters(layer, model, rank, targets))
+    return (sum(size for layer in model.layers for _, size in _adapters(layer, model, rank, targets))
+            + sum(size for _, size in _model_adapters(model, rank, targets)))
 
 
 def trainable(plan: Plan) -> int:
@@ -113,6 +116,14 @@ def _adapters(layer: Layer, model: ModelShape, rank: int, targets: tuple[str, ..
     return out
 
 
+def _model_adapters(model: ModelShape, rank: int, targets: tuple[str, ...]) -> list[tuple[str, int]]:
+    """Adapters on model-level linears (gemma4's per_layer_model_projection, registered after the
+    layers)."""
+    wanted = lora_targets(targets, model)
+    return [("embedding", rank * d) for name, d_in, d_out in model.model_linears if name in wanted
+            for d in (d_in, d_out)]
+
+
 def lora_tensors(layer: Layer, plan: Plan) -> list[tuple[str, int]]:
     """The plan's adapter tensors of one layer (``_adapters``)."""
     return _adapters(layer, plan.model, plan.lora_rank, plan.lora_targets)
@@ -123,7 +134,9 @@ def trainable_tensors(plan: Plan) -> list[int]:
     LoRA the adapters alone (what HF Trainer hands the optimizer: parameters that need grads)."""
     if not plan.lora_rank:
         return list(plan.model.tensor_sizes)
-    return [size for layer in plan.model.layers for _, size in lora_tensors(layer, plan)]
+    model = plan.model
+    return ([size for layer in model.layers for _, size in lora_tensors(layer, plan)]
+            + [size for _, size in _model_adapters(model, plan.lora_rank, plan.lora_targets)])
 
 
 # torch.distributed: the rebuilt buckets' caps (_DEFAULT_FIRST_BUCKET_BYTES, DDP's bucket_cap_mb=25)
@@ -428,7 +441,8 @@ def _deepspeed_fp32(plan: Plan) -> States:
 def _host(plan: Plan) -> list[Component]:
     """Host RAM per node for offloaded states (DeepSpeed estimators, additional_buffer_factor 1.5),
     over every parameter the optimizer holds: a vision tower's too (``vision_tower``)."""
-    tower = 0 if plan.lora_rank else plan.model.vision_params
+    m = plan.model
+    tower = tower_adapters(m, plan.lora_rank, plan.lora_targets) if plan.lora_rank else m.vision_params
     p, nodes, gpus = trainable(plan) + tower, plan.cluster.nodes, plan.cluster.world_size
     if plan.offload_optimizer != "cpu":
         return []
@@ -591,6 +605,33 @@ def model_states(plan: Plan) -> States:
     return replace(states, resting=states.resting + [vision_tower(plan)])
 
 
+def _peft_target(target: str) -> str:
+    """A ``--lora-targets`` entry as the module name PEFT matches: the short forms (q, ..., down)
+    stand for the decoder's ``*_proj``."""
+    return f"{target}_proj" if target in SHORT_TARGETS else target
+
+
+def tower_adapters(model: ModelShape, rank: int, targets: tuple[str, ...]) -> int:
+    """Elements of the LoRA adapters PEFT puts on a vision tower's linears: "all-linear" reaches
+    every nn.Linear but lm_head, the tower's included; a target list reaches each module whose
+    name ends in one of its entries (PEFT ``check_target_module_exists``). Checked against
+    get_peft_model for every tower (tests/data/lora_counts.json)."""
+    if not rank or model.vision is None:
+        return 0
+    names = {_peft_target(t) for t in targets}
+    return sum(rank * copies * (d_in + d_out) for name, d_in, d_out, copies in model.vision.linears
+               if "all-linear" in targets or any(name == n or name.endswith(f".{n}") for n in names))
+
+
+def refused_targets(plan: Plan) -> list[str]:
+    """Target names that reach a module wrapping an nn.Linear in the vision tower (Gemma 4's
+    ``Gemma4ClippableLinear``), which PEFT 0.21 refuses: "Target module ... is not supported"."""
+    tower = plan.model.vision
+    if not plan.lora_rank or tower is None or "all-linear" in plan.lora_targets:
+        return []
+    return sorted({_peft_target(t) for t in plan.lora_targets} & tower.wrapped)
+
+
 def vision_tower(plan: Plan) -> Component:
     """A multimodal checkpoint's vision tower, which transformers loads with the language model
     (``models/vision.py``; ``ModelShape.params`` is the language model's). A text-only step never
@@ -599,30 +640,38 @@ def vision_tower(plan: Plan) -> Component:
     requires grad has one; ``find_unused_parameters``, which such a model needs, zero-fills
     them). DeepSpeed partitions every parameter the optimizer is handed (HF Trainer: all that
     require grad) into its fp32 groups, so ZeRO keeps the tower's master copy and Adam moments
-    like any weight's. LoRA leaves it frozen (PEFT's adapters on its linears, a few MB, are not
-    counted); QLoRA's bitsandbytes stores its linears in NF4 like the decoder's."""
-    v = plan.model.vision_params
+    like any weight's. LoRA leaves it frozen but puts adapters on its linears (PEFT's
+    "all-linear" reaches them: ``tower_adapters``), fp32 and requiring grad like the decoder's:
+    the same rules apply to them; QLoRA's bitsandbytes stores its linears in NF4 like the decoder's."""
+    v, lora = plan.model.vision_params, tower_adapters(plan.model, plan.lora_rank, plan.lora_targets)
+    trained = lora if plan.lora_rank else v         # what requires grad: the tower, or its adapters
+    adapters = f" + {lora:,} LoRA adapter params" if lora else ""
     if plan.runtime == "deepspeed":
         w_b, s_b = (4, 8) if plan.precision == "fp32" else (2, 12)       # 16-bit training: + fp32 master
         par_off = plan.offload_param != "none" and plan.zero_stage == 3
-        weights = 0 if par_off else _shard(plan, "weights", w_b * v)
-        states = 0 if plan.lora_rank or plan.offload_optimizer != "none" else _shard(plan, "optimizer", s_b * v)
+        weights = 0 if par_off else _shard(plan, "weights", w_b * (v + lora))
+        states = 0 if plan.offload_optimizer != "none" else _shard(plan, "optimizer", s_b * trained)
         size = weights + states
-        formula = (f"{v:,} params: {w_b} B weights{' / N_d' if plan.zero_stage == 3 else ''}"
-                   + (f" + {s_b} B optimizer states{' / N_d' if plan.zero_stage else ''}" if states else ""))
+        formula = (f"{v:,} params{adapters}: {w_b} B weights{' / N_d' if plan.zero_stage == 3 else ''}"
+                   + (f" + {s_b} B optimizer states{' / N_d' if plan.zero_stage else ''} of {trained:,}"
+                      if states else ""))
     elif plan.runtime == "fsdp":       # Accelerate upcasts what requires grad; FSDP2 + LoRA keeps the frozen base
         w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"] if plan.lora_rank and plan.fsdp_version == 2 else 4
         shards = fsdp_shard_count(plan)
-        size, formula = -(-w_b * v // shards), f"{w_b} B x {v:,} params / {shards}"
-    elif plan.load_in_4bit:          # bitsandbytes quantizes the tower's linears like the decoder's
-        size, formula = int(v * nf4().bits / 8), f"{nf4().detail} x {v:,} params (its linears, nearly all of it)"
+        size, formula = -(-(w_b * v + 4 * lora) // shards), f"({w_b} B x {v:,} params + 4 B x {lora:,}) / {shards}"
     else:
-        w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
-        bucketed = bool(ddp_buckets(plan)) and not plan.lora_rank
-        size = (2 if bucketed else 1) * w_b * v
-        formula = f"{w_b} B x {v:,} params" + (" + their slots in DDP's gradient buckets" if bucketed else "")
+        if plan.load_in_4bit:          # bitsandbytes quantizes the tower's linears like the decoder's
+            size, formula = int(v * nf4().bits / 8), f"{nf4().detail} x {v:,} params (its linears, nearly all of it)"
+        else:
+            w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
+            size, formula = w_b * v, f"{w_b} B x {v:,} params"
+        s_b = 4 if plan.lora_rank else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
+        slots = s_b * trained if ddp_buckets(plan) else 0
+        size += 4 * lora + slots
+        formula += (f" + 4 B x {lora:,} LoRA adapter params (fp32)" if lora else "") + (
+            f" + {s_b} B x {trained:,} slots in DDP's gradient buckets" if slots else "")
     return Component("vision tower (no gradient)", size, formula, VISION_SOURCE)
 
 
-__all__ = ["States", "lora_params", "lora_tensors", "model_states", "trainable", "trainable_tensors",
-           "vision_tower"]
+__all__ = ["States", "lora_params", "lora_tensors", "model_states", "refused_targets", "tower_adapters",
+           "trainable", "trainable_tensors", "vision_tower"]

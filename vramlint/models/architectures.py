@@ -43,9 +43,10 @@ def norm(name: str, size: int, bias: bool = False) -> Module:
 
 
 def layer(attention: Attention, mlp: Mlp, modules: list[Module],
-          attention_linears: tuple[tuple[str, int, int], ...] = ()) -> Layer:
+          attention_linears: tuple[tuple[str, int, int], ...] = (),
+          other_linears: tuple[tuple[str, int, int], ...] = ()) -> Layer:
     return Layer(attention, mlp, tuple((m.group, m.params) for m in modules),
-                 tuple((m.group, size) for m in modules for size in m.parts), attention_linears)
+                 tuple((m.group, size) for m in modules for size in m.parts), attention_linears, other_linears)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -535,8 +536,10 @@ def gemma4_text(c: HfConfig) -> ModelShape:
     """Gemma 4: 5 sliding layers to 1 global (last layer always global); global layers use
     ``global_head_dim`` and, with ``attention_k_eq_v``, ``num_global_key_value_heads`` and no
     v_proj (K doubles as V). The last ``num_kv_shared_layers`` reuse earlier caches and hold no
-    k/v weights. Optional per-layer input embeddings (``hidden_size_per_layer_input``) and a MoE
-    block beside the dense MLP (``enable_moe_block``). Source: transformers ``modeling_gemma4.py``."""
+    k/v weights. Optional per-layer input embeddings (``hidden_size_per_layer_input``: a gate and
+    a projection per layer, a model-level projection) and a MoE block beside the dense MLP
+    (``enable_moe_block``; its router's ``proj`` is an nn.Linear). Source: transformers
+    ``modeling_gemma4.py``."""
     h, nh, nkv, hd = heads(c)
     count = c.int("num_hidden_layers")
     kinds = layer_types(c, lambda i: "sliding_attention" if (i + 1) % 6 else "full_attention")
@@ -553,10 +556,12 @@ def gemma4_text(c: HfConfig) -> ModelShape:
         head_dim = hd if kind == SLIDING else global_hd
         kv_heads = (global_kv or nkv) if kind == FULL else nkv
         reuse = i >= shared_from
+        shares = k_eq_v and kind == FULL
+        kv = () if reuse else (("k", h, kv_heads * head_dim),) + (() if shares else (("v", h, kv_heads * head_dim),))
+        linears = (("q", h, nh * head_dim), *kv, ("o", nh * head_dim, h))
         modules = [linear("q_proj", "attention", h, nh * head_dim, c.flag("attention_bias")),
                    linear("o_proj", "attention", nh * head_dim, h, c.flag("attention_bias")),
                    norm("q_norm", head_dim)]
-        shares = k_eq_v and kind == FULL
         if not reuse:
             modules += [linear("k_proj", "attention", h, kv_heads * head_dim, c.flag("attention_bias")),
                         norm("k_norm", head_dim)]
@@ -565,6 +570,7 @@ def gemma4_text(c: HfConfig) -> ModelShape:
         width = c.int("intermediate_size") * (2 if c.flag("use_double_wide_mlp") and reuse else 1)
         modules += gated_mlp(h, width) + [norm(f"norm{n}", h) for n in range(4)]
         mlp = Mlp("gated", width)
+        others = (("per_layer_input_gate", h, per_layer), ("per_layer_projection", per_layer, h)) if per_layer else ()
         if per_layer:
             modules += [linear("per_layer_input_gate", "mlp", h, per_layer),
                         linear("per_layer_projection", "mlp", per_layer, h), norm("post_per_layer_norm", h)]
@@ -574,16 +580,18 @@ def gemma4_text(c: HfConfig) -> ModelShape:
             modules += [linear("router.proj", "router", h, experts_count),
                         Module("router.scales", "small", h + experts_count),
                         experts(h, moe_width, experts_count)] + [norm(f"moe_norm{n}", h) for n in range(3)]
-            mlp = Mlp("moe", moe_width, experts_count, c.int("top_k_experts"), shared_intermediate=width)
+            mlp = Mlp("moe", moe_width, experts_count, c.int("top_k_experts"), shared_intermediate=width,
+                      linear_router=True)
         attn = Attention(kind, nh, 0 if reuse else kv_heads, head_dim, window if kind == SLIDING else None,
                          shares_kv=shares)
-        layers.append(layer(attn, mlp, modules))
+        layers.append(layer(attn, mlp, modules, linears, others))
     dec = decoder(c, layers, h)
     if not per_layer:
         return dec
     table = c.int("vocab_size_per_layer_input") * count * per_layer
     projection = h * count * per_layer
-    return replace(dec, extra_params=table + projection + per_layer, extra_largest=max(table, projection))
+    return replace(dec, extra_params=table + projection + per_layer, extra_largest=max(table, projection),
+                   model_linears=(("per_layer_model_projection", h, count * per_layer),))
 
 
 # The registry: model_type -> (builder, transformers defaults to fill from).

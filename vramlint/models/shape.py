@@ -90,7 +90,10 @@ class Layer:
     modules: tuple[tuple[str, int], ...]    # (Params group, parameters) of each module, in order
     tensors: tuple[tuple[str, int], ...] = ()   # (Params group, elements) of each parameter tensor, in order
     attention_linears: tuple[tuple[str, int, int], ...] = ()   # (name, d_in, d_out) where the attention's
-                                   # linears are not q, k, v, o of its head counts (MLA, Gated DeltaNet, gated q)
+                                   # linears are not q, k, v, o of its head counts (MLA, Gated DeltaNet, gated q,
+                                   # gemma4's layers without k/v)
+    other_linears: tuple[tuple[str, int, int], ...] = ()   # linears outside attention and MLP (gemma4's
+                                   # per-layer input gate and projection)
 
     @property
     def parameter_tensors(self) -> tuple[tuple[str, int], ...]:
@@ -129,6 +132,7 @@ class Layer:
             out = {"qkv": (hidden, q + 2 * kv, 1), "o": (q, hidden, 1)}
         else:
             out = {"q": (hidden, q, 1), "k": (hidden, kv, 1), "v": (hidden, kv, 1), "o": (q, hidden, 1)}
+        out |= {name: (d_in, d_out, 1) for name, d_in, d_out in self.other_linears}
         i = mlp.intermediate
         if mlp.kind == "moe":
             if mlp.peft_converted or mlp.linear_router:
@@ -208,12 +212,16 @@ class Quantization:
 class Tower:
     """A multimodal checkpoint's vision tower and projector (``models/vision.py``), as far as memory
     goes: its parameters, the width of one image token's embedding as the language model receives
-    it, the modalities vLLM builds it for, and whether vLLM splits it over tensor-parallel ranks."""
+    it, the modalities vLLM builds it for, whether vLLM splits it over tensor-parallel ranks, and
+    the linears PEFT's LoRA can adapt."""
 
     params: int
     token_width: int
     modalities: frozenset[str]
     tp_sharded: bool = True
+    linears: tuple[tuple[str, int, int, int], ...] = ()   # (module name's tail, d_in, d_out, copies): what a
+                                   # LoRA target list can reach (``memory.states.tower_adapters``)
+    wrapped: frozenset[str] = frozenset()   # names of modules that wrap an nn.Linear: PEFT refuses them
 
 
 @dataclass(frozen=True)
@@ -242,6 +250,8 @@ class ModelShape:
     tensor_parallel: int = 1       # > 1: the parameters one of that many tensor-parallel ranks holds
     rope_tables: tuple[tuple[int, int], ...] = ()   # (positions, rotary_dim) of each cos/sin table vLLM builds
     vision: Tower | None = None    # a multimodal checkpoint's vision tower + projector (not in params)
+    model_linears: tuple[tuple[str, int, int], ...] = ()   # model-level linears besides lm_head (gemma4's
+                                   # per_layer_model_projection), which "all-linear" adapts too
 
     def tp_local(self, tp: int) -> ModelShape:
         """The parameters one tensor-parallel rank of the whole model holds (as DeepSpeed AutoTP and

@@ -46,6 +46,8 @@ from typing import Any
 from vramlint.models.config import HfConfig
 from vramlint.models.shape import Tower
 
+Linears = tuple[tuple[str, int, int, int], ...]     # (module name as PEFT matches it, d_in, d_out, copies)
+
 LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
              "as their ForConditionalGeneration; qwen3_vl through AutoModelForImageTextToText)")
 
@@ -58,6 +60,16 @@ def _siglip(v: HfConfig) -> int:
     if v.flag("vision_use_head"):     # probe, MultiheadAttention (in 3h² + 3h, out h² + h), LayerNorm, MLP
         total += h + 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h)
     return total
+
+
+def _siglip_linears(v: HfConfig, text_hidden: int) -> Linears:
+    """SigLIP's nn.Linear modules (Gemma 3's projector is a bare parameter, no linear)."""
+    h, i, n = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
+    out = [(f"self_attn.{name}", h, h, n) for name in ("q_proj", "k_proj", "v_proj", "out_proj")]
+    out += [("mlp.fc1", h, i, n), ("mlp.fc2", i, h, n)]
+    if v.flag("vision_use_head"):       # MultiheadAttention's out_proj is an nn.Linear subclass
+        out += [("head.attention.out_proj", h, h, 1), ("head.mlp.fc1", h, i, 1), ("head.mlp.fc2", i, h, 1)]
+    return tuple(out)
 
 
 def _qwen3_vl(v: HfConfig, text_hidden: int) -> int:
@@ -73,6 +85,15 @@ def _qwen3_vl(v: HfConfig, text_hidden: int) -> int:
             + v.int("depth") * block + merger(2 * h) + deepstack * merger(2 * merged))
 
 
+def _qwen3_vl_linears(v: HfConfig, text_hidden: int) -> Linears:
+    h, i, n = v.int("hidden_size"), v.int("intermediate_size"), v.int("depth")
+    merged, out, mergers = h * v.int("spatial_merge_size") ** 2, v.int("out_hidden_size"), 1 + len(
+        v.get("deepstack_visual_indexes") or ())
+    return (("attn.qkv", h, 3 * h, n), ("attn.proj", h, h, n), ("mlp.linear_fc1", h, i, n),
+            ("mlp.linear_fc2", i, h, n), ("merger.linear_fc1", merged, merged, mergers),
+            ("merger.linear_fc2", merged, out, mergers))
+
+
 def _qwen3_vl_width(v: HfConfig, text_hidden: int) -> int:
     """What one image token hands the language model: the merger's output and, stacked beside it,
     one per deepstack layer (``Qwen3VLModel.get_image_features``)."""
@@ -86,6 +107,19 @@ def _gemma4(v: HfConfig, text_hidden: int) -> int:
     layer = 2 * h * heads * d + 2 * h * kv * d + 2 * d + 3 * h * i + 4 * h
     projector = (v.get("output_proj_dims") or h) * text_hidden
     return 3 * p * p * h + 2 * v.int("position_embedding_size") * h + v.int("num_hidden_layers") * layer + projector
+
+
+def _gemma4_linears(v: HfConfig, text_hidden: int) -> Linears:
+    """Gemma 4's encoder wraps each projection's nn.Linear in a ``Gemma4ClippableLinear``
+    (``q_proj.linear``); the patch embedder's and the projector's are plain."""
+    h, i, p, n = v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size"), v.int("num_hidden_layers")
+    heads, kv = v.int("num_attention_heads"), v.int("num_key_value_heads")
+    d = v.int("head_dim") if v.get("head_dim") else h // heads
+    return (("self_attn.q_proj.linear", h, heads * d, n), ("self_attn.k_proj.linear", h, kv * d, n),
+            ("self_attn.v_proj.linear", h, kv * d, n), ("self_attn.o_proj.linear", heads * d, h, n),
+            ("mlp.gate_proj.linear", h, i, n), ("mlp.up_proj.linear", h, i, n), ("mlp.down_proj.linear", i, h, n),
+            ("patch_embedder.input_proj", 3 * p * p, h, 1),
+            ("embedding_projection", v.get("output_proj_dims") or h, text_hidden, 1))
 
 
 def _gemma3(v: HfConfig, text_hidden: int) -> int:
@@ -104,17 +138,20 @@ class Kind:
 
     params: Callable[[HfConfig, int], int]
     token_width: Callable[[HfConfig, int], int]
+    linears: Callable[[HfConfig, int], Linears]
     modalities: frozenset[str]          # what vLLM's ``_mark_tower_model`` builds the tower for
     tp_sharded: bool                    # vLLM builds it from parallel linears (Gemma 4's: transformers' module)
+    wrapped: frozenset[str] = frozenset()   # module names that wrap an nn.Linear (PEFT cannot adapt them)
 
 
 IMAGE, IMAGE_VIDEO = frozenset({"image"}), frozenset({"image", "video"})
 # (the checkpoint's model_type, its vision_config's model_type) -> Kind
+GEMMA4_WRAPPED = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
 TOWERS = {
-    ("gemma3", "siglip_vision_model"): Kind(_gemma3, _text_width, IMAGE, True),
-    ("qwen3_vl", "qwen3_vl_vision"): Kind(_qwen3_vl, _qwen3_vl_width, IMAGE_VIDEO, True),
-    ("qwen3_vl_moe", "qwen3_vl_moe_vision"): Kind(_qwen3_vl, _qwen3_vl_width, IMAGE_VIDEO, True),
-    ("gemma4", "gemma4_vision"): Kind(_gemma4, _text_width, IMAGE_VIDEO, False),
+    ("gemma3", "siglip_vision_model"): Kind(_gemma3, _text_width, _siglip_linears, IMAGE, True),
+    ("qwen3_vl", "qwen3_vl_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True),
+    ("qwen3_vl_moe", "qwen3_vl_moe_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True),
+    ("gemma4", "gemma4_vision"): Kind(_gemma4, _text_width, _gemma4_linears, IMAGE_VIDEO, False, GEMMA4_WRAPPED),
 }
 DEFAULT_KIND = {model_type: kind for model_type, kind in TOWERS}      # a vision_config without model_type
 
@@ -135,4 +172,4 @@ def vision_tower(raw: dict[str, Any], text_hidden: int) -> tuple[Tower | None, s
     untold = (f"audio tower ({audio.get('model_type') or 'unknown type'}) not counted: the weights here are short "
               "by its size") if isinstance(audio, dict) else None
     return Tower(known.params(v, text_hidden), known.token_width(v, text_hidden), known.modalities,
-                 known.tp_sharded), untold
+                 known.tp_sharded, known.linears(v, text_hidden), known.wrapped), untold
