@@ -387,6 +387,17 @@ def test_qwen3_vl_counts_its_vision_tower_and_deepstack_mergers():
     assert (m.vision_params, m.vision.token_width) == (576_388_336, 4096 * 4)
 
 
+def test_a_vision_config_naming_another_type_is_read_as_transformers_reads_it():
+    """Qwen3-VL-30B-A3B's published config names its vision_config's type qwen3_vl_moe (the
+    checkpoint's own); transformers builds Qwen3VLMoeVisionConfig from the dict regardless, so the
+    tower is counted: 538,631,408, transformers' count on the meta device (it was left out)."""
+    from vramlint.models import read_model
+    path = shared_or_skip(CORPUS / "hf_models" / ("ai-dynamo__aiconfigurator__aic-core__src__aiconfigurator_core__"
+                                                  "model_configs__Qwen--Qwen3-VL-30B-A3B-Instruct_config.json"))
+    m = read_model(str(path))
+    assert (m.vision_params, m.vision.token_width, m.notes) == (538_631_408, 2048 * 4, ())
+
+
 
 def test_a_tower_stays_while_any_of_its_modalities_is_allowed(capsys, tmp_path):
     """Qwen3-VL's tower serves images and video: vLLM leaves it out only when both limits are 0."""

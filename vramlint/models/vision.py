@@ -162,7 +162,9 @@ def vision_tower(raw: dict[str, Any], text_hidden: int) -> tuple[Tower | None, s
     if not isinstance(vision, dict):
         return None, None
     model_type = raw.get("model_type")
-    kind = vision.get("model_type") or DEFAULT_KIND.get(model_type)
+    # transformers builds the checkpoint type's own vision config from the dict, whatever type it
+    # names (Qwen3-VL-30B-A3B's says qwen3_vl_moe); only an unknown checkpoint type goes by it
+    kind = DEFAULT_KIND.get(model_type) or vision.get("model_type")
     known = TOWERS.get((model_type, kind))
     if known is None:
         return None, (f"vision tower ({kind or 'unknown type'}) not counted: vLLM and the ForConditionalGeneration "
