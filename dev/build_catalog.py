@@ -39,6 +39,12 @@ G3_ROPE = {"rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "rope_local_b
 G3["vision_config"] = {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
                        "num_hidden_layers": 27, "num_attention_heads": 16, "image_size": 896, "patch_size": 14,
                        "vision_use_head": False}
+Q25VL = {"model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+         "torch_dtype": "bfloat16", "max_position_embeddings": 128000, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+         "sliding_window": 32768, "use_sliding_window": False, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}
+Q25VL_VISION = {"depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
+                "in_chans": 3, "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14, "window_size": 112,
+                "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2, "temporal_patch_size": 2}
 NEOX = {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "torch_dtype": "float16",
         "max_position_embeddings": 2048, "tie_word_embeddings": False}
 SC2 = {"model_type": "starcoder2", "architectures": ["Starcoder2ForCausalLM"], "vocab_size": 49152,
@@ -109,6 +115,16 @@ ENTRIES: list[tuple[str, str, object]] = [
     ("Qwen/Qwen3-235B-A22B", "qwen3-235b-a22b", AIC + "Qwen--Qwen3-235B-A22B_config.json"),
     ("Qwen/Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b", AIC_OLD + "Qwen--Qwen3-Next-80B-A3B-Thinking_config.json"),
     ("Qwen/Qwen3-VL-8B-Instruct", "qwen3-vl-8b", AIC + "Qwen--Qwen3-VL-8B-Instruct_config.json"),
+    ("Qwen/Qwen2.5-VL-3B-Instruct", "qwen2.5-vl-3b", dict(Q25VL, hidden_size=2048, intermediate_size=11008,
+        num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2, max_window_layers=70,
+        vocab_size=151936, tie_word_embeddings=True, vision_config=dict(Q25VL_VISION, out_hidden_size=2048))),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", "qwen2.5-vl-7b", dict(Q25VL, hidden_size=3584, intermediate_size=18944,
+        num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, max_window_layers=28,
+        vocab_size=152064, tie_word_embeddings=False, vision_config=dict(Q25VL_VISION, out_hidden_size=3584))),
+    ("Qwen/Qwen2.5-VL-72B-Instruct", "qwen2.5-vl-72b", dict(Q25VL, hidden_size=8192, intermediate_size=29568,
+        num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8, max_window_layers=80,
+        vocab_size=152064, tie_word_embeddings=False,
+        vision_config=dict(Q25VL_VISION, intermediate_size=3456, out_hidden_size=8192))),
     ("google/gemma-2b", "gemma-2b", {"model_type": "gemma", "architectures": ["GemmaForCausalLM"],
         "hidden_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 8, "num_key_value_heads": 1,
         "head_dim": 256, "intermediate_size": 16384, "vocab_size": 256000, "max_position_embeddings": 8192,
@@ -302,7 +318,8 @@ def main(shared: str) -> None:
         raw, where = load(Path(shared), source)
         raw = {k: v for k, v in raw.items() if k not in KEEP_OUT}
         config, _ = text_config(dict(raw))
-        params, _ = count_language_model(config) if "text_config" in raw else count(config)
+        multimodal = "text_config" in raw or "vision_config" in raw
+        params, _ = count_language_model(config) if multimodal else count(config)
         entry = {"id": hf_id, "short": short, "source": where, "params": params, "config": raw}
         if hf_id in ALIASES:
             entry["aliases"] = list(ALIASES[hf_id])

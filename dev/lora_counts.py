@@ -8,9 +8,9 @@ v4 -> v5 target conversion (router adapted, gate_up at rank 2r, dense and shared
 and vramlint's ``lora_params`` must reproduce the number.
 
 The catalog's multimodal checkpoints, built as ``AutoModelForCausalLM`` builds them (gemma3 and
-gemma4: their ForConditionalGeneration; qwen3_vl: ``AutoModelForImageTextToText``), are under
+gemma4: their ForConditionalGeneration; qwen3_vl, qwen2_5_vl: ``AutoModelForImageTextToText``), are under
 ``"multimodal"``: ``{id: {targets: {"total": trainable, "tower": outside the language model} or
-{"refused": PEFT's error}}}`` at r=16 for "all-linear" and for q_proj,k_proj,v_proj,o_proj —
+{"refused": PEFT's error}}}`` at r=16 for "all-linear" and two target lists —
 vramlint's ``lora_params`` + ``tower_adapters`` must reproduce both, and name the refusal.
 
     pip install torch==2.13.0 transformers peft    # CPU build from local disk; never a vramlint dependency
@@ -33,8 +33,9 @@ from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForCausalLM, AutoM
 TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
          "gemma3_text", "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v2", "deepseek_v3", "olmo2",
          "starcoder2", "gpt_oss", "llama4_text", "gpt_bigcode", "qwen3_next", "gemma4_text"]
-MULTIMODAL = ["google/gemma-3-4b-it", "Qwen/Qwen3-VL-8B-Instruct", "google/gemma-4-26B-A4B"]
-TARGET_LISTS = ["all-linear", "q_proj,k_proj,v_proj,o_proj"]
+MULTIMODAL = ["google/gemma-3-4b-it", "Qwen/Qwen3-VL-8B-Instruct", "google/gemma-4-26B-A4B",
+              "Qwen/Qwen2.5-VL-7B-Instruct"]
+TARGET_LISTS = ["all-linear", "q_proj,k_proj,v_proj,o_proj", "gate_proj,up_proj,down_proj"]
 
 
 def trainable(model_type: str) -> int:
@@ -51,7 +52,7 @@ def multimodal(name: str, targets: str) -> dict:
     from vramlint.models.catalog import entries
     raw = dict(next(e for e in entries() if e["id"] == name)["config"])
     config = AutoConfig.for_model(raw.pop("model_type"), **raw)
-    auto = AutoModelForImageTextToText if config.model_type.startswith("qwen3_vl") else AutoModelForCausalLM
+    auto = AutoModelForImageTextToText if config.model_type.startswith("qwen") else AutoModelForCausalLM
     with torch.device("meta"):
         model = auto.from_config(config)
         try:

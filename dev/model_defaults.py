@@ -22,7 +22,8 @@ TYPES = [
     "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "gemma", "gemma2", "gemma3",
     "gemma3_text", "gemma4", "gemma4_text", "phi3", "gpt2", "gpt_neox", "falcon", "gpt_bigcode",
     "deepseek_v2", "deepseek_v3", "kimi_k25", "olmo2", "starcoder2", "gpt_oss", "llama4", "llama4_text",
-    "siglip_vision_model", "qwen3_vl_vision", "qwen3_vl_moe_vision", "gemma4_vision",
+    "qwen2_5_vl", "qwen2_5_vl_text",
+    "siglip_vision_model", "qwen3_vl_vision", "qwen3_vl_moe_vision", "gemma4_vision", "qwen2_5_vl_vision",
 ]
 # Lists derived from the layer count are recomputed by vramlint for the real count, never defaulted.
 DROP = {"id2label", "label2id", "transformers_version", "architectures", "task_specific_params",

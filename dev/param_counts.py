@@ -29,7 +29,7 @@ DEFAULT_TYPES = [
     "gemma3_text", "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v2", "deepseek_v3", "olmo2",
     "starcoder2", "gpt_oss", "llama4_text", "gpt_bigcode", "qwen3_next",
 ]
-DEFAULT_MULTIMODAL_TYPES = ["gemma3", "llama4", "qwen3_vl", "qwen3_vl_moe", "gemma4"]
+DEFAULT_MULTIMODAL_TYPES = ["gemma3", "llama4", "qwen3_vl", "qwen3_vl_moe", "gemma4", "qwen2_5_vl"]
 # Remote-code or missing model types, read through the architecture they declare.
 VIA = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3", None: None}
 ARCH_TYPES = {"LlamaForCausalLM": "llama", "DeepseekV3ForCausalLM": "deepseek_v3", "RWForCausalLM": "falcon"}
@@ -86,7 +86,7 @@ def main(folder: str) -> None:
         if "architectures" not in raw and "model_type" not in raw:
             continue  # ModelOpt hf_quant_config.json side files hold no architecture
         config, via = text_config(raw)
-        multimodal = "text_config" in raw
+        multimodal = "text_config" in raw or "vision_config" in raw
         params, largest = count_language_model(config) if multimodal else count(config)
         entry = {"params": params, "largest_layer_params": largest,
                  "source": f"transformers {transformers.__version__}"}

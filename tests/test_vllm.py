@@ -387,6 +387,22 @@ def test_qwen3_vl_counts_its_vision_tower_and_deepstack_mergers():
     assert (m.vision_params, m.vision.token_width) == (576_388_336, 4096 * 4)
 
 
+@pytest.mark.parametrize("name, text, tower", [
+    ("Qwen/Qwen2.5-VL-3B-Instruct", 3_085_938_688, 668_684_288),
+    ("Qwen/Qwen2.5-VL-7B-Instruct", 7_615_616_512, 676_550_144),
+    ("Qwen/Qwen2.5-VL-72B-Instruct", 72_706_203_648, 704_573_696),
+])
+def test_qwen2_5_vl_reads_its_flat_config_and_counts_its_tower(name, text, tower):
+    """Qwen2.5-VL's published configs keep the language model's keys at the top level (transformers
+    pops them into text_config); its tower is a gated-MLP ViT with RMSNorms and a merger into the
+    text width. Both parts equal transformers' meta-device count (AutoModelForImageTextToText), and
+    their sums are the checkpoints' published sizes (3.75 B, 8.29 B, 73.4 B)."""
+    from vramlint.models import read_model
+    m = read_model(name)
+    assert (m.params, m.vision_params, m.vision.token_width) == (text, tower, m.hidden_size)
+    assert m.layers[0].attention.num_kv_heads == {"3B": 2, "7B": 4, "72B": 8}[name.split("-")[2]]
+
+
 def test_a_vision_config_naming_another_type_is_read_as_transformers_reads_it():
     """Qwen3-VL-30B-A3B's published config names its vision_config's type qwen3_vl_moe (the
     checkpoint's own); transformers builds Qwen3VLMoeVisionConfig from the dict regardless, so the

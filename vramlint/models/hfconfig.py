@@ -28,7 +28,11 @@ from vramlint.models.vision import vision_tower
 TEXT_TYPES = {
     "gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
     "qwen3_vl_moe": "qwen3_vl_moe_text", "kimi_k25": "kimi_k2", "gemma4": "gemma4_text",
+    "qwen2_5_vl": "qwen2_5_vl_text",
 }
+# Wrappers whose published configs keep the language model's keys at the top level (transformers
+# pops them into text_config when there is none: ``Qwen2_5_VLConfig.__post_init__``).
+FLAT_TEXT = {"qwen2_5_vl"}
 # Remote-code or renamed types, read as the family whose layout they share.
 ALIASES = {
     "RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3",
@@ -100,7 +104,12 @@ def _text_part(raw: dict[str, Any]) -> dict[str, Any]:
     if raw.get("model_type") not in TEXT_TYPES:
         return raw
     text = raw.get("text_config")
-    merged = dict(text) if isinstance(text, dict) else {}
+    if isinstance(text, dict):
+        merged = dict(text)
+    elif raw["model_type"] in FLAT_TEXT:
+        merged = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "vision_config")}
+    else:
+        merged = {}
     merged.setdefault("model_type", TEXT_TYPES[raw["model_type"]])
     for key in ("tie_word_embeddings", "dtype", "torch_dtype", "quantization_config"):
         if key in raw and key not in merged:

@@ -4,7 +4,7 @@ vramlint's parameter count is the language model's (what a text prompt exercises
 its projector are loaded beside it all the same: vLLM builds them (``gemma3_mm.py``:
 ``SiglipVisionModel`` and ``Gemma3MultiModalProjector``), so its "Model loading took" holds them,
 and transformers builds the multimodal class — ``AutoModelForCausalLM`` makes gemma3 a
-``Gemma3ForConditionalGeneration``; qwen3_vl loads through ``AutoModelForImageTextToText`` — so
+``Gemma3ForConditionalGeneration``; qwen3_vl and qwen2_5_vl load through ``AutoModelForImageTextToText`` — so
 training and ``--infer`` load them too (``memory/states.py`` ``vision_tower``).
 Counted here for the encoders whose layout is known exactly; any other ``vision_config`` is named
 in the model's notes as not counted.
@@ -30,6 +30,11 @@ D deepstack layers:
 
 Qwen3-VL-8B: 576,388,336, transformers' own count on the meta device (tests/test_vllm.py).
 
+Qwen2.5-VL (``qwen2_5_vl_vision``, transformers ``Qwen2_5_VisionTransformerPretrainedModel``): a
+3-D patch embedding without bias c·t·p²·h, per block two RMSNorms 2h, fused qkv (3h² + 3h), proj
+(h² + h) and a gated MLP with biases 2(h·I + I) + (I·h + h), merger RMSNorm h + (h'² + h') +
+(h'·o + o). Qwen2.5-VL-7B: 676,550,144, transformers' count on the meta device (dev check).
+
 Gemma 4 (``gemma4_vision``, transformers ``Gemma4VisionModel`` and ``embed_vision``), hidden h, MLP
 width I, L layers, heads n and kv heads k of head_dim d, patch p, position table size P, text
 hidden T: patch projection 3p²·h, two position tables 2·P·h, per layer q, k, v, o without bias
@@ -49,7 +54,7 @@ from vramlint.models.shape import Tower
 Linears = tuple[tuple[str, int, int, int], ...]     # (module name as PEFT matches it, d_in, d_out, copies)
 
 LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
-             "as their ForConditionalGeneration; qwen3_vl through AutoModelForImageTextToText)")
+             "as their ForConditionalGeneration; qwen3_vl and qwen2_5_vl through AutoModelForImageTextToText)")
 
 
 def _siglip(v: HfConfig) -> int:
@@ -92,6 +97,27 @@ def _qwen3_vl_linears(v: HfConfig, text_hidden: int) -> Linears:
     return (("attn.qkv", h, 3 * h, n), ("attn.proj", h, h, n), ("mlp.linear_fc1", h, i, n),
             ("mlp.linear_fc2", i, h, n), ("merger.linear_fc1", merged, merged, mergers),
             ("merger.linear_fc2", merged, out, mergers))
+
+
+def _qwen2_5_vl(v: HfConfig, text_hidden: int) -> int:
+    h, i, p, c = v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size"), v.int("in_channels")
+    merged, out = h * v.int("spatial_merge_size") ** 2, v.int("out_hidden_size")
+    block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h * i + i) + (i * h + h)
+    merger = h + merged * merged + merged + merged * out + out
+    return c * v.int("temporal_patch_size") * p * p * h + v.int("depth") * block + merger
+
+
+def _qwen2_5_vl_linears(v: HfConfig, text_hidden: int) -> Linears:
+    h, i, n = v.int("hidden_size"), v.int("intermediate_size"), v.int("depth")
+    merged = h * v.int("spatial_merge_size") ** 2
+    return (("attn.qkv", h, 3 * h, n), ("attn.proj", h, h, n), ("mlp.gate_proj", h, i, n), ("mlp.up_proj", h, i, n),
+            ("mlp.down_proj", i, h, n), ("merger.mlp.0", merged, merged, 1),
+            ("merger.mlp.2", merged, v.int("out_hidden_size"), 1))
+
+
+def _out_width(v: HfConfig, text_hidden: int) -> int:
+    """The merger hands the language model one ``out_hidden_size`` embedding per image token."""
+    return v.int("out_hidden_size")
 
 
 def _qwen3_vl_width(v: HfConfig, text_hidden: int) -> int:
@@ -152,6 +178,7 @@ TOWERS = {
     ("qwen3_vl", "qwen3_vl_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True),
     ("qwen3_vl_moe", "qwen3_vl_moe_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True),
     ("gemma4", "gemma4_vision"): Kind(_gemma4, _text_width, _gemma4_linears, IMAGE_VIDEO, False, GEMMA4_WRAPPED),
+    ("qwen2_5_vl", "qwen2_5_vl_vision"): Kind(_qwen2_5_vl, _out_width, _qwen2_5_vl_linears, IMAGE_VIDEO, True),
 }
 DEFAULT_KIND = {model_type: kind for model_type, kind in TOWERS}      # a vision_config without model_type
 
