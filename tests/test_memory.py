@@ -402,3 +402,16 @@ def test_a_text_only_checkpoint_has_no_tower_and_inference_loads_it_too():
     assert not any(c.name.startswith("vision tower") for c in text_only.resting)
     infer = estimate(plan(model=GEMMA3, mode="infer", runtime="torch", cluster=parse_gpus("1xH200")))
     assert next(c.bytes for c in infer.components if c.name == "vision tower") == 2 * TOWER
+
+
+def test_inference_under_tensor_parallelism_splits_a_tower_only_where_transformers_plan_does():
+    """transformers' tp_plan="auto" shards what ``base_model_tp_plan`` names: gemma4_vision's plan
+    splits its encoder's projections (27 layers x (4 x 1152² + 3 x 1152 x 4304)), leaving the patch
+    embedder, position tables and projector whole; SigLIP (Gemma 3) has no plan: whole on every rank."""
+    def tower(model, tp):
+        p = plan(model=model, mode="infer", runtime="torch", tensor_parallel=tp, cluster=parse_gpus(f"{tp}xH200"))
+        return next(c.bytes for c in estimate(p, replay=False).components if c.name == "vision tower")
+    gemma4 = read_model("google/gemma-4-26B-A4B")
+    split = 27 * (4 * 1152 * 1152 + 3 * 1152 * 4304)
+    assert tower(gemma4, 2) == 2 * (gemma4.vision_params - split + split // 2)
+    assert tower(GEMMA3, 2) == tower(GEMMA3, 1) == 2 * TOWER

@@ -78,17 +78,30 @@ def _router_bytes(mlp) -> int:
     return 4 * mlp.experts + 2 * 8 * mlp.experts_per_token
 
 
+def vision_tower(plan: Plan, dtype_bytes: int) -> Component:
+    """A multimodal checkpoint's tower, loaded whole beside the language model — under tensor
+    parallelism too, but for the linears transformers' ``base_model_tp_plan`` for the tower splits
+    (Gemma 4's encoder projections; SigLIP's and the Qwens' towers have no plan: replicated)."""
+    tower, tp = plan.model.vision, plan.tensor_parallel
+    if tower is None:
+        return Component("vision tower", 0, "none", LOADED_BY)
+    split = sum(d_in * d_out * copies for name, d_in, d_out, copies in tower.linears if name in tower.hf_tp_split)
+    params = tower.params - split + -(-split // tp) if tp > 1 else tower.params
+    formula = f"{dtype_bytes} B x {tower.params:,} params" + (
+        f", {split:,} of them in linears split over TP {tp}" if split and tp > 1 else
+        ", whole on every rank (no tp_plan)" if tp > 1 else "")
+    return Component("vision tower", dtype_bytes * params, formula, f"{LOADED_BY} (models/vision.py)")
+
+
 def inference_components(plan: Plan) -> list[Component]:
     m = plan.model
     dtype = plan.weights_dtype or m.dtype
     weights = weight_bytes(m, DTYPE_BYTES[dtype]) // (plan.tensor_parallel * plan.pipeline_parallel)
     logits = plan.micro_batch * m.vocab_size * 6
     masks = attention_masks(plan, DTYPE_BYTES[dtype])
-    tower = m.vision_params * DTYPE_BYTES[dtype] // (plan.tensor_parallel * plan.pipeline_parallel)
     return [Component("weights", weights, f"{m.params:,} params as stored ({dtype}"
                       f"{', ' + m.quantization.method if m.quantization else ''})", "memory/weights.py"),
-            Component("vision tower", tower, f"{DTYPE_BYTES[dtype]} B x {m.vision_params:,} params",
-                      f"{LOADED_BY} (models/vision.py)"),
+            vision_tower(plan, DTYPE_BYTES[dtype]),
             kv_cache(plan), working_set(plan),
             Component("attention masks", masks, f"s x s per mask kind ({plan.attn})",
                       "transformers masking_utils.py (memory/activations.py attention_masks)"),

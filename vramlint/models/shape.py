@@ -222,6 +222,7 @@ class Tower:
     linears: tuple[tuple[str, int, int, int], ...] = ()   # (module name's tail, d_in, d_out, copies): what a
                                    # LoRA target list can reach (``memory.states.tower_adapters``)
     wrapped: frozenset[str] = frozenset()   # names of modules that wrap an nn.Linear: PEFT refuses them
+    hf_tp_split: frozenset[str] = frozenset()   # the linears transformers' tp_plan splits (the rest replicated)
 
 
 @dataclass(frozen=True)

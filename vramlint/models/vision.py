@@ -168,16 +168,21 @@ class Kind:
     modalities: frozenset[str]          # what vLLM's ``_mark_tower_model`` builds the tower for
     tp_sharded: bool                    # vLLM builds it from parallel linears (Gemma 4's: transformers' module)
     wrapped: frozenset[str] = frozenset()   # module names that wrap an nn.Linear (PEFT cannot adapt them)
+    hf_tp_split: frozenset[str] = frozenset()   # linears split by transformers' ``base_model_tp_plan`` (none: whole)
 
 
 IMAGE, IMAGE_VIDEO = frozenset({"image"}), frozenset({"image", "video"})
 # (the checkpoint's model_type, its vision_config's model_type) -> Kind
 GEMMA4_WRAPPED = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
+GEMMA4_TP = frozenset(f"{part}.{name}.linear" for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
+                                                               ("mlp", ("gate_proj", "up_proj", "down_proj")))
+                     for name in names)     # gemma4_vision's base_model_tp_plan; SigLIP's and the Qwens' have none
 TOWERS = {
     ("gemma3", "siglip_vision_model"): Kind(_gemma3, _text_width, _siglip_linears, IMAGE, True),
     ("qwen3_vl", "qwen3_vl_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True),
     ("qwen3_vl_moe", "qwen3_vl_moe_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True),
-    ("gemma4", "gemma4_vision"): Kind(_gemma4, _text_width, _gemma4_linears, IMAGE_VIDEO, False, GEMMA4_WRAPPED),
+    ("gemma4", "gemma4_vision"): Kind(_gemma4, _text_width, _gemma4_linears, IMAGE_VIDEO, False, GEMMA4_WRAPPED,
+                                           GEMMA4_TP),
     ("qwen2_5_vl", "qwen2_5_vl_vision"): Kind(_qwen2_5_vl, _out_width, _qwen2_5_vl_linears, IMAGE_VIDEO, True),
 }
 DEFAULT_KIND = {model_type: kind for model_type, kind in TOWERS}      # a vision_config without model_type
@@ -201,4 +206,4 @@ def vision_tower(raw: dict[str, Any], text_hidden: int) -> tuple[Tower | None, s
     untold = (f"audio tower ({audio.get('model_type') or 'unknown type'}) not counted: the weights here are short "
               "by its size") if isinstance(audio, dict) else None
     return Tower(known.params(v, text_hidden), known.token_width(v, text_hidden), known.modalities,
-                 known.tp_sharded, known.linears(v, text_hidden), known.wrapped), untold
+                 known.tp_sharded, known.linears(v, text_hidden), known.wrapped, known.hf_tp_split), untold
