@@ -415,3 +415,39 @@ def test_inference_under_tensor_parallelism_splits_a_tower_only_where_transforme
     split = 27 * (4 * 1152 * 1152 + 3 * 1152 * 4304)
     assert tower(gemma4, 2) == 2 * (gemma4.vision_params - split + split // 2)
     assert tower(GEMMA3, 2) == tower(GEMMA3, 1) == 2 * TOWER
+
+
+@pytest.mark.parametrize("name", ["meta-llama/Llama-3.1-8B", "openai/gpt-oss-20b", "Qwen/Qwen3-30B-A3B",
+                                  "deepseek-ai/DeepSeek-V2-Lite"])
+def test_inference_under_tensor_parallelism_replays_one_ranks_share(name):
+    """transformers' tp_plan="auto" inference: the op-by-op replay (nograd.py) and the counted
+    components describe the same rank — its weights, its heads' KV cache, its share of the MLP's
+    width — so their allocated peaks agree within 1 % at TP 1 and TP 2 (the replay loaded every
+    rank's whole model before, and the quantized experts of gpt-oss in bf16)."""
+    from vramlint.memory.reserve import replay
+    for tp in (1, 2):
+        p = plan(model=read_model(name), mode="infer", runtime="torch", tensor_parallel=tp, micro_batch=2,
+                 seq_len=2048, attn="sdpa", cluster=parse_gpus(f"{tp}xH200"))
+        counted = estimate(p).allocated_peak
+        replayed = replay(p.with_changes(model=p.model.tp_local(tp, p.tp_split))).allocated
+        assert abs(replayed - counted) < 0.01 * counted
+
+
+def test_transformers_tensor_parallelism_splits_what_the_familys_plan_names():
+    """transformers 5's base_model_tp_plan for gpt_oss names only embed_tokens (and the class
+    lm_head): attention and experts stay whole on every rank, where DeepSpeed AutoTP splits them;
+    llama's plan splits every projection. The KV cache follows the attention."""
+    oss = read_model("openai/gpt-oss-20b")
+    def kv(runtime, model, tp):
+        p = plan(model=model, mode="infer", runtime=runtime, tensor_parallel=tp, cluster=parse_gpus(f"{tp}xH200"))
+        return next(c.bytes for c in estimate(p, replay=False).components if c.name == "KV cache")
+    local = oss.tp_local(2, plan(model=oss, runtime="torch").tp_split)
+    assert local.layer_params.attention == oss.layer_params.attention
+    assert local.layer_params.experts == oss.layer_params.experts
+    assert local.embedding_params == oss.embedding_params // 2 and local.head_params == oss.head_params // 2
+    autotp = oss.tp_local(2, plan(model=oss, runtime="deepspeed").tp_split)
+    assert 2 * autotp.layer_params.experts >= oss.layer_params.experts > autotp.layer_params.experts
+    assert 2 * autotp.layer_params.attention >= oss.layer_params.attention > autotp.layer_params.attention
+    assert kv("torch", oss, 2) == kv("torch", oss, 1)
+    llama = read_model("meta-llama/Llama-3.1-8B")
+    assert kv("torch", llama, 2) * 2 == kv("torch", llama, 1)

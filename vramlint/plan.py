@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from vramlint.documents import Location
 from vramlint.errors import UnplannableError, UsageError
 from vramlint.hardware import Cluster
-from vramlint.models.shape import ModelShape
+from vramlint.models.shape import AUTOTP_SPLIT, ModelShape
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
@@ -108,6 +108,16 @@ class Plan:
         if self.runtime == "fsdp" and self.fsdp_strategy.startswith("HYBRID"):
             return max(1, self.cluster.per_node // self.tensor_parallel)
         return max(1, self.cluster.world_size // (self.tensor_parallel * self.pipeline_parallel))
+
+    @property
+    def tp_split(self) -> frozenset[str]:
+        """The parameter groups tensor parallelism splits: all under DeepSpeed (AutoTP); under
+        Accelerate and plain PyTorch what transformers' tp_plan for the family names."""
+        return AUTOTP_SPLIT if self.runtime == "deepspeed" else self.model.hf_tp_split
+
+    def tp_divides(self, group: str) -> int:
+        """What tensor parallelism divides one group's tensors by: TP where it splits them, else 1."""
+        return self.tensor_parallel if group in self.tp_split else 1
 
     @property
     def setup_name(self) -> str:

@@ -41,7 +41,7 @@ LIMITS = (
      "FSDP2, per parameter, keeps the adapters' alone: --fsdp-version 2 / fsdp_version: 2)"),
     (lambda p: p.model.tensor_parallel > 1,
      lambda p: f"tensor parallel {p.model.tensor_parallel}: P is one rank's share, {p.model.params:,} parameters "
-               "(projections, embeddings and lm_head split; norms whole on every rank)"),
+               f"({_tp_words(p)}; norms whole on every rank)"),
     (lambda p: p.lora_rank > 0 and p.tensor_parallel > 1,
      "LoRA under tensor parallelism: the adapters are counted whole on every GPU"),
     (lambda p: p.model.vision_params > 0 and p.mode == "train",
@@ -63,6 +63,24 @@ LIMITS = (
 )
 
 
+TP_GROUP_WORDS = {"attention": "attention", "mlp": "MLPs", "experts": "experts", "embedding": "embeddings",
+                  "head": "lm_head"}
+
+
+def _tp_words(plan: Plan) -> str:
+    """What the plan's tensor parallelism splits and what it leaves whole, in words."""
+    if plan.runtime == "deepspeed":
+        return "DeepSpeed AutoTP: projections, embeddings and lm_head split"
+    m = plan.model
+    present = {"experts": m.is_moe, "mlp": any(l.mlp.kind != "moe" or l.mlp.shared_intermediate for l in m.layers)}
+    groups = [(group, words) for group, words in TP_GROUP_WORDS.items() if present.get(group, True)]
+    split = [words for group, words in groups if group in plan.tp_split]
+    whole = [words for group, words in groups if group not in plan.tp_split]
+    return (f"transformers' tp_plan for {m.read_as or m.model_type}: "
+            + (", ".join(split) + " split" if split else "nothing split")
+            + (f"; {', '.join(whole)} whole on every rank" if whole else ""))
+
+
 def band(plan: Plan) -> tuple[float, list[str]]:
     width, reasons = BAND, []
     for applies, extra, reason in WIDER:
@@ -76,8 +94,8 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     """Per-GPU peak: the tensors alive at the step's peak moment, the caching allocator's reserve
     above them (replayed; ``replay=False`` skips it for quick searches), and the context every
     process pays."""
-    if plan.mode == "train" and plan.tensor_parallel > 1:    # the states of one TP rank's share
-        plan = plan.with_changes(model=plan.model.tp_local(plan.tensor_parallel))
+    if plan.tensor_parallel > 1:           # the weights (and states) of one TP rank's share
+        plan = plan.with_changes(model=plan.model.tp_local(plan.tensor_parallel, plan.tp_split))
     if plan.mode == "infer":
         tensors, moment, host = inference_components(plan), "prefill", []
     else:

@@ -41,7 +41,7 @@ allocator's ``memory_allocated`` after the forward pass, within 1-2 % per layer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramlint.models.shape import FULL, LINEAR, MLA, Block, Layer, ModelShape
 from vramlint.memory.states import lora_targets
@@ -220,14 +220,30 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
     return [widths(plan).a * d_in for d_in in reads.values()]
 
 
+def rank_local(layer: Layer, plan: Plan) -> Layer:
+    """The layer as one tensor-parallel rank computes it, for the op-by-op forward (``nograd``):
+    heads and the MLP's width divided where the plan splits their projections
+    (``Plan.tp_divides``); a rank keeps at least one KV head (replicated below TP)."""
+    att, mlp = layer.attention, layer.mlp
+    heads = plan.tp_divides("attention")
+    width = plan.tp_divides("experts" if mlp.kind == "moe" else "mlp")
+    if heads == width == 1:
+        return layer
+    kv = max(1, att.num_kv_heads // heads) if att.num_kv_heads else 0
+    return replace(layer, attention=replace(att, num_heads=max(1, att.num_heads // heads), num_kv_heads=kv),
+                   mlp=replace(mlp, intermediate=max(1, mlp.intermediate // width),
+                               shared_intermediate=mlp.shared_intermediate // width))
+
+
 def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[int]]:
     """Bytes per token of every tensor one decoder layer keeps for backward, in forward order, by
     sublayer (attention with its norms, then the MLP with its norms and LoRA's input copies).
     Under tensor parallelism the attention's and the MLP's own tensors are split (heads and the
-    intermediate width, as transformers' TP plans and DeepSpeed AutoTP shard the projections);
-    the norms, the residual stream's dropout masks and LoRA's input copies stay whole on every
-    rank (no sequence parallelism in either)."""
-    w, block, h, tp = widths(plan), model.block, model.hidden_size, plan.tensor_parallel
+    intermediate width) where the projections are (``Plan.tp_divides``: DeepSpeed AutoTP always,
+    transformers' TP plans where they name them); the norms, the residual stream's dropout masks
+    and LoRA's input copies stay whole on every rank (no sequence parallelism in either)."""
+    w, block, h = widths(plan), model.block, model.hidden_size
+    divisors = (plan.tp_divides("attention"), plan.tp_divides("experts" if layer.mlp.kind == "moe" else "mlp"))
     frozen = plan.lora_rank > 0
     parts: list[list[int]] = []
     sublayers = [lambda: _attention(layer, block, w, plan.seq_len, plan.attn == "eager"),
@@ -239,7 +255,7 @@ def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[i
                                  shared_input=index > 0 and block.parallel_residual)
         elif block.raw_inputs and not frozen:
             tensors.append(w.a * h)
-        tensors += [max(1, t // tp) for t in sublayer()]
+        tensors += [max(1, t // divisors[index]) for t in sublayer()]
         if index < block.post_norms:
             tensors += _post_norm(block, h, w, frozen)
         tensors += [h] * (block.dropout_masks // 2)

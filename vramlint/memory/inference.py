@@ -14,7 +14,7 @@ by side); plus two more hidden-sized tensors the model's forward still holds —
 
 from __future__ import annotations
 
-from vramlint.memory.activations import attention_masks
+from vramlint.memory.activations import attention_masks, rank_local
 from vramlint.memory.components import Component
 from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
 from vramlint.models.vision import LOADED_BY
@@ -29,8 +29,8 @@ def kv_cache(plan: Plan) -> Component:
     prefill's concatenation, so the storage of the whole prompt stays alive until the next step."""
     m = plan.model
     dtype_bytes = DTYPE_BYTES[plan.weights_dtype or m.dtype]
-    per_token = sum(l.attention.kv_elements_per_token("transformers") for l in m.layers) * dtype_bytes
-    return Component("KV cache", int(per_token * plan.seq_len * plan.micro_batch) // plan.tensor_parallel,
+    per_token = sum(rank_local(l, plan).attention.kv_elements_per_token("transformers") for l in m.layers) * dtype_bytes
+    return Component("KV cache", int(per_token * plan.seq_len * plan.micro_batch),
                      f"{int(per_token):,} B/token x {plan.seq_len:,} tokens x batch {plan.micro_batch} (sliding "
                      "layers too: the prefill's storage stays behind the window view)",
                      "2 x layers x kv_heads x head_dim x bytes, REFERENCE.md §5; transformers cache_utils.py")
@@ -41,7 +41,7 @@ def working_set(plan: Plan) -> Component:
     a = DTYPE_BYTES[plan.weights_dtype or m.dtype]
     tokens = plan.micro_batch * plan.seq_len
     widest = 0
-    for layer in m.layers:
+    for layer in (rank_local(layer, plan) for layer in m.layers):     # heads and widths one TP rank computes
         mlp = layer.mlp
         if mlp.kind == "moe":     # grouped experts (nograd._experts): every routed copy at once
             mlp_bytes = a * (_experts_width(mlp, m.hidden_size) + 3 * mlp.shared_intermediate) + _router_bytes(mlp)
@@ -55,10 +55,9 @@ def working_set(plan: Plan) -> Component:
             attention += (4 + a) * att.num_heads * plan.seq_len
         widest = max(widest, mlp_bytes, attention)
     # + residual, normed input, the layer's input, inputs_embeds (and, with learned positions added
-    # to it, their sum: gpt2, gpt_bigcode)
+    # to it, their sum: gpt2, gpt_bigcode): whole on every TP rank
     per = int(widest + a * (5 if m.block.learned_positions else 4) * m.hidden_size)
-    return Component("activations (one layer)", per * tokens // plan.tensor_parallel,
-                     f"{per:,} B/token x {tokens:,} tokens", SOURCE)
+    return Component("activations (one layer)", per * tokens, f"{per:,} B/token x {tokens:,} tokens", SOURCE)
 
 
 def _experts_width(mlp, h: int) -> int:
@@ -96,7 +95,7 @@ def vision_tower(plan: Plan, dtype_bytes: int) -> Component:
 def inference_components(plan: Plan) -> list[Component]:
     m = plan.model
     dtype = plan.weights_dtype or m.dtype
-    weights = weight_bytes(m, DTYPE_BYTES[dtype]) // (plan.tensor_parallel * plan.pipeline_parallel)
+    weights = weight_bytes(m, DTYPE_BYTES[dtype]) // plan.pipeline_parallel     # m: one TP rank's (estimate)
     logits = plan.micro_batch * m.vocab_size * 6
     masks = attention_masks(plan, DTYPE_BYTES[dtype])
     return [Component("weights", weights, f"{m.params:,} params as stored ({dtype}"

@@ -22,10 +22,13 @@ LINEAR_GROUPS = ("attention", "mlp", "experts", "router")
 
 
 def load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> None:
-    """The model's parameters as it is loaded: one block per tensor (QLoRA: linears in NF4)."""
-    nf4_bytes = nf4().bits / 8
+    """The model's parameters as it is loaded: one block per tensor (QLoRA: linears in NF4; for
+    inference a quantized checkpoint's groups in its bits, as ``weights.weight_bytes`` counts them)."""
+    quant = plan.model.quantization if plan.mode == "infer" else None
+    low = (nf4().bits / 8, frozenset(LINEAR_GROUPS)) if plan.load_in_4bit else (
+        (quant.bits / 8, quant.groups) if quant else (dtype_bytes, frozenset()))
     for group, size in plan.model.parameter_tensors:
-        alloc.malloc(size * (nf4_bytes if plan.load_in_4bit and group in LINEAR_GROUPS else dtype_bytes))
+        alloc.malloc(size * (low[0] if group in low[1] else dtype_bytes))
 
 
 def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tokens: int, w: act.Widths,
@@ -37,7 +40,7 @@ def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tok
     residual stream and norm outputs, ``w.a`` for 16-bit compute (they differ under autocast),
     ``w.o`` for what a linear returns (fp32 from a 4-bit linear under autocast)."""
     m, h = plan.model, plan.model.hidden_size
-    block = m.block
+    block, layer = m.block, act.rank_local(layer, plan)
     normed = _norm(alloc, block, h, tokens, w.r)
     kept, projected = _attention(alloc, plan, layer.attention, tokens, w, cache)
     if block.post_norms:                         # gemma2/3, olmo2: the sublayer output is normed first

@@ -225,6 +225,16 @@ class Tower:
     hf_tp_split: frozenset[str] = frozenset()   # the linears transformers' tp_plan splits (the rest replicated)
 
 
+# Which parameter groups tensor parallelism splits. DeepSpeed AutoTP: every linear (routers too)
+# and every embedding, lm_head included (module_inject/auto_tp.py). transformers' tp_plan="auto":
+# what the family's ``base_model_tp_plan`` names, plus lm_head (``colwise_gather_output``) and the
+# input embeddings (``init_parallel_plans``, when the plan is not empty); routers and gemma4's
+# per-layer tables are not in any plan. The families whose plans leave more whole are
+# ``architectures.HF_TP_SPLIT``.
+AUTOTP_SPLIT = frozenset({"attention", "mlp", "experts", "router", "embedding", "head", "extra"})
+HF_TP_SPLIT = frozenset({"attention", "mlp", "experts", "embedding", "head"})
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """The model as vramlint sees it: an architecture builder (``architectures``) lays out the
@@ -253,24 +263,29 @@ class ModelShape:
     vision: Tower | None = None    # a multimodal checkpoint's vision tower + projector (not in params)
     model_linears: tuple[tuple[str, int, int], ...] = ()   # model-level linears besides lm_head (gemma4's
                                    # per_layer_model_projection), which "all-linear" adapts too
+    hf_tp_split: frozenset[str] = HF_TP_SPLIT   # the groups transformers' tp_plan for the family splits
 
-    def tp_local(self, tp: int) -> ModelShape:
-        """The parameters one tensor-parallel rank of the whole model holds (as DeepSpeed AutoTP and
-        transformers' tp_plan shard them): every projection, expert, embedding and lm_head split
-        ``tp`` ways; norms, biases and other small tensors replicated. The widths stay (the
-        activations' own division is ``activations.sublayer_tensors``'), so only the states and
-        the parameter tensors the allocator sees change."""
+    def tp_local(self, tp: int, split: frozenset[str] = AUTOTP_SPLIT) -> ModelShape:
+        """The parameters one tensor-parallel rank of the whole model holds: the groups in
+        ``split`` divided ``tp`` ways, the rest whole on every rank. DeepSpeed AutoTP splits every
+        projection, expert, router, embedding and lm_head (``AUTOTP_SPLIT``); transformers' tp_plan
+        what its family's plan names (``hf_tp_split``). Norms, biases and other small tensors stay
+        whole. The widths stay (the activations' own division is ``activations.sublayer_tensors``'),
+        so only the states and the parameter tensors the allocator sees change."""
         if tp <= 1 or self.tensor_parallel == tp:
             return self
 
-        def split(items: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
-            return tuple((group, size if group == "small" else -(-size // tp)) for group, size in items)
+        def cut(group: str, size: int) -> int:
+            return -(-size // tp) if group in split else size
 
-        layers = tuple(replace(layer, modules=split(layer.modules), tensors=split(layer.tensors))
+        def split_items(items: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+            return tuple((group, cut(group, size)) for group, size in items)
+
+        layers = tuple(replace(layer, modules=split_items(layer.modules), tensors=split_items(layer.tensors))
                        for layer in self.layers)
-        return replace(self, layers=layers, embedding_params=-(-self.embedding_params // tp),
-                       head_params=-(-self.head_params // tp), extra_params=-(-self.extra_params // tp),
-                       extra_largest=-(-self.extra_largest // tp), tensor_parallel=tp)
+        return replace(self, layers=layers, embedding_params=cut("embedding", self.embedding_params),
+                       head_params=cut("head", self.head_params), extra_params=cut("extra", self.extra_params),
+                       extra_largest=cut("extra", self.extra_largest), tensor_parallel=tp)
 
     @property
     def num_layers(self) -> int:
