@@ -69,9 +69,10 @@ TP_GROUP_WORDS = {"attention": "attention", "mlp": "MLPs", "experts": "experts",
 
 def _tp_words(plan: Plan) -> str:
     """What the plan's tensor parallelism splits and what it leaves whole, in words."""
-    if plan.runtime == "deepspeed":
-        return "DeepSpeed AutoTP: projections, embeddings and lm_head split"
     m = plan.model
+    if plan.runtime == "deepspeed":
+        return ("DeepSpeed AutoTP: projections, embeddings and lm_head split"
+                + ("; routers and transformers' fused experts (no nn.Linear) whole on every rank" if m.is_moe else ""))
     present = {"experts": m.is_moe, "mlp": any(l.mlp.kind != "moe" or l.mlp.shared_intermediate for l in m.layers)}
     groups = [(group, words) for group, words in TP_GROUP_WORDS.items() if present.get(group, True)]
     split = [words for group, words in groups if group in plan.tp_split]

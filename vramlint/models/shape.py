@@ -225,13 +225,14 @@ class Tower:
     hf_tp_split: frozenset[str] = frozenset()   # the linears transformers' tp_plan splits (the rest replicated)
 
 
-# Which parameter groups tensor parallelism splits. DeepSpeed AutoTP: every linear (routers too)
-# and every embedding, lm_head included (module_inject/auto_tp.py). transformers' tp_plan="auto":
+# Which parameter groups tensor parallelism splits. DeepSpeed AutoTP (0.19 module_inject/auto_tp.py)
+# replaces every nn.Linear and nn.Embedding, lm_head included, but skips MoE gates (routers) and
+# never reaches transformers 5's fused experts, 3-D parameters of no nn.Linear. transformers' tp_plan="auto":
 # what the family's ``base_model_tp_plan`` names, plus lm_head (``colwise_gather_output``) and the
 # input embeddings (``init_parallel_plans``, when the plan is not empty); routers and gemma4's
 # per-layer tables are not in any plan. The families whose plans leave more whole are
 # ``architectures.HF_TP_SPLIT``.
-AUTOTP_SPLIT = frozenset({"attention", "mlp", "experts", "router", "embedding", "head", "extra"})
+AUTOTP_SPLIT = frozenset({"attention", "mlp", "embedding", "head", "extra"})
 HF_TP_SPLIT = frozenset({"attention", "mlp", "experts", "embedding", "head"})
 
 
@@ -268,8 +269,8 @@ class ModelShape:
     def tp_local(self, tp: int, split: frozenset[str] = AUTOTP_SPLIT) -> ModelShape:
         """The parameters one tensor-parallel rank of the whole model holds: the groups in
         ``split`` divided ``tp`` ways, the rest whole on every rank. DeepSpeed AutoTP splits every
-        projection, expert, router, embedding and lm_head (``AUTOTP_SPLIT``); transformers' tp_plan
-        what its family's plan names (``hf_tp_split``). Norms, biases and other small tensors stay
+        nn.Linear and embedding, lm_head included (``AUTOTP_SPLIT``); transformers' tp_plan what its
+        family's plan names (``hf_tp_split``). Norms, biases and other small tensors stay
         whole. The widths stay (the activations' own division is ``activations.sublayer_tensors``'),
         so only the states and the parameter tensors the allocator sees change."""
         if tp <= 1 or self.tensor_parallel == tp:
