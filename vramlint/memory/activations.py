@@ -220,13 +220,18 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
     return [widths(plan).a * d_in for d_in in reads.values()]
 
 
+def tp_divisors(layer: Layer, plan: Plan) -> tuple[int, int]:
+    """What tensor parallelism divides the layer's attention and its MLP by: TP where the plan
+    splits their projections (``Plan.tp_divides``; a MoE layer's MLP is its experts), else 1."""
+    return plan.tp_divides("attention"), plan.tp_divides("experts" if layer.mlp.kind == "moe" else "mlp")
+
+
 def rank_local(layer: Layer, plan: Plan) -> Layer:
     """The layer as one tensor-parallel rank computes it, for the op-by-op forward (``nograd``):
-    heads and the MLP's width divided where the plan splits their projections
-    (``Plan.tp_divides``); a rank keeps at least one KV head (replicated below TP)."""
+    heads and the MLP's width divided (``tp_divisors``); a rank keeps at least one KV head
+    (replicated below TP)."""
     att, mlp = layer.attention, layer.mlp
-    heads = plan.tp_divides("attention")
-    width = plan.tp_divides("experts" if mlp.kind == "moe" else "mlp")
+    heads, width = tp_divisors(layer, plan)
     if heads == width == 1:
         return layer
     kv = max(1, att.num_kv_heads // heads) if att.num_kv_heads else 0
@@ -239,11 +244,11 @@ def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[i
     """Bytes per token of every tensor one decoder layer keeps for backward, in forward order, by
     sublayer (attention with its norms, then the MLP with its norms and LoRA's input copies).
     Under tensor parallelism the attention's and the MLP's own tensors are split (heads and the
-    intermediate width) where the projections are (``Plan.tp_divides``: DeepSpeed AutoTP always,
+    intermediate width) where the projections are (``tp_divisors``: DeepSpeed AutoTP's nn.Linears,
     transformers' TP plans where they name them); the norms, the residual stream's dropout masks
     and LoRA's input copies stay whole on every rank (no sequence parallelism in either)."""
     w, block, h = widths(plan), model.block, model.hidden_size
-    divisors = (plan.tp_divides("attention"), plan.tp_divides("experts" if layer.mlp.kind == "moe" else "mlp"))
+    divisors = tp_divisors(layer, plan)
     frozen = plan.lora_rank > 0
     parts: list[list[int]] = []
     sublayers = [lambda: _attention(layer, block, w, plan.seq_len, plan.attn == "eager"),

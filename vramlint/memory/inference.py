@@ -29,7 +29,8 @@ def kv_cache(plan: Plan) -> Component:
     prefill's concatenation, so the storage of the whole prompt stays alive until the next step."""
     m = plan.model
     dtype_bytes = DTYPE_BYTES[plan.weights_dtype or m.dtype]
-    per_token = sum(rank_local(l, plan).attention.kv_elements_per_token("transformers") for l in m.layers) * dtype_bytes
+    per_token = dtype_bytes * sum(rank_local(layer, plan).attention.kv_elements_per_token("transformers")
+                                  for layer in m.layers)        # one TP rank's heads
     return Component("KV cache", int(per_token * plan.seq_len * plan.micro_batch),
                      f"{int(per_token):,} B/token x {plan.seq_len:,} tokens x batch {plan.micro_batch} (sliding "
                      "layers too: the prefill's storage stays behind the window view)",
@@ -77,7 +78,7 @@ def _router_bytes(mlp) -> int:
     return 4 * mlp.experts + 2 * 8 * mlp.experts_per_token
 
 
-def vision_tower(plan: Plan, dtype_bytes: int) -> Component:
+def tower_weights(plan: Plan, dtype_bytes: int) -> Component:
     """A multimodal checkpoint's tower, loaded whole beside the language model — under tensor
     parallelism too, but for the linears transformers' ``base_model_tp_plan`` for the tower splits
     (Gemma 4's encoder projections; SigLIP's and the Qwens' towers have no plan: replicated)."""
@@ -100,7 +101,7 @@ def inference_components(plan: Plan) -> list[Component]:
     masks = attention_masks(plan, DTYPE_BYTES[dtype])
     return [Component("weights", weights, f"{m.params:,} params as stored ({dtype}"
                       f"{', ' + m.quantization.method if m.quantization else ''})", "memory/weights.py"),
-            vision_tower(plan, DTYPE_BYTES[dtype]),
+            tower_weights(plan, DTYPE_BYTES[dtype]),
             kv_cache(plan), working_set(plan),
             Component("attention masks", masks, f"s x s per mask kind ({plan.attn})",
                       "transformers masking_utils.py (memory/activations.py attention_masks)"),
