@@ -13,7 +13,7 @@ from __future__ import annotations
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.states import lora_targets
-from vramlint.memory.weights import DTYPE_BYTES
+from vramlint.memory.weights import DTYPE_BYTES, bytes_per_param
 from vramlint.models.quantization import nf4
 from vramlint.plan import Plan
 
@@ -24,11 +24,12 @@ LINEAR_GROUPS = ("attention", "mlp", "experts", "router")
 def load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> None:
     """The model's parameters as it is loaded: one block per tensor (QLoRA: linears in NF4; for
     inference a quantized checkpoint's groups in its bits, as ``weights.weight_bytes`` counts them)."""
-    quant = plan.model.quantization if plan.mode == "infer" else None
-    low = (nf4().bits / 8, frozenset(LINEAR_GROUPS)) if plan.load_in_4bit else (
-        (quant.bits / 8, quant.groups) if quant else (dtype_bytes, frozenset()))
-    for group, size in plan.model.parameter_tensors:
-        alloc.malloc(size * (low[0] if group in low[1] else dtype_bytes))
+    m = plan.model
+    for group, size in m.parameter_tensors:
+        if plan.load_in_4bit and group in LINEAR_GROUPS:
+            alloc.malloc(size * nf4().bits / 8)
+        else:
+            alloc.malloc(size * (bytes_per_param(m, group, dtype_bytes) if plan.mode == "infer" else dtype_bytes))
 
 
 def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tokens: int, w: act.Widths,

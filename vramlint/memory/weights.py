@@ -13,22 +13,25 @@ from vramlint.models.shape import ModelShape
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
+def bytes_per_param(shape: ModelShape, group: str, dtype_bytes: int | None = None) -> float:
+    """Bytes one parameter of a layer group takes as stored: the quantizer's bits / 8 where it
+    stores that group, else the dtype (``dtype_bytes`` overrides the checkpoint's)."""
+    quant = shape.quantization
+    if quant is not None and group in quant.groups:
+        return quant.bits / 8
+    return dtype_bytes or DTYPE_BYTES[shape.dtype]
+
+
 def weight_bytes(shape: ModelShape, dtype_bytes: int | None = None) -> int:
     """Total bytes of the weights as stored: ``dtype_bytes`` overrides the checkpoint dtype."""
-    per_param = dtype_bytes or DTYPE_BYTES[shape.dtype]
-    quant = shape.quantization
     groups = shape.layer_params
-    quantized = 0
-    if quant is not None:
-        quantized = sum(getattr(groups, g) for g in quant.groups)
-    plain = shape.params - quantized
-    return int(plain * per_param + (quantized * quant.bits / 8 if quant else 0))
+    quantized = shape.quantization.groups if shape.quantization else frozenset()
+    plain = shape.params - sum(getattr(groups, g) for g in quantized)
+    return int(plain * (dtype_bytes or DTYPE_BYTES[shape.dtype])
+               + sum(getattr(groups, g) * bytes_per_param(shape, g) for g in quantized))
 
 
 def expert_bytes(shape: ModelShape, dtype_bytes: int | None = None) -> int:
     """Bytes of the routed experts alone (part of ``weight_bytes``): what expert parallelism
     spreads over its ranks instead of splitting each expert."""
-    experts, quant = shape.layer_params.experts, shape.quantization
-    if quant is not None and "experts" in quant.groups:
-        return int(experts * quant.bits / 8)
-    return experts * (dtype_bytes or DTYPE_BYTES[shape.dtype])
+    return int(shape.layer_params.experts * bytes_per_param(shape, "experts", dtype_bytes))
