@@ -49,11 +49,12 @@ def at_the_loss(path, gpus: str, tp: int | None = None) -> dict[str, int]:
 
 def test_one_tp_rank_holds_its_share_of_the_parameters_norms_whole():
     model = read_model(MODEL)
-    local = model.tp_local(4)
+    from vramlint.models.tp_plans import DEFAULT
+    local = model.tp_local(4, DEFAULT)
     norms = sum(size for layer in model.layers for group, size in layer.modules if group == "small")
     norms += model.final_norm_params
     assert local.params == pytest.approx((model.params - norms) / 4 + norms, abs=64)
-    assert local.tp_local(4) is local and model.tp_local(1) is model
+    assert local.tp_local(4, DEFAULT) is local and model.tp_local(1, DEFAULT) is model
 
 
 def test_autotp_size_is_the_tensor_parallel_degree(capsys, tmp_path):
@@ -63,7 +64,9 @@ def test_autotp_size_is_the_tensor_parallel_degree(capsys, tmp_path):
     assert entry["plan"]["origins"]["tensor_parallel"].endswith(":30:5")
     assert entry["plan"]["data_parallel"] == 4 == plain["plan"]["data_parallel"]
     weights = components(entry)["weights (16-bit)"]
-    assert weights == pytest.approx(2 * read_model(MODEL).params / 2, rel=0.001)
+    model = read_model(MODEL)          # AutoTP keeps the untied embedding whole (models/tp_plans.py)
+    assert weights == pytest.approx(2 * ((model.params - model.embedding_params) / 2 + model.embedding_params),
+                                    rel=0.001)
     assert any("P is one rank's share" in a for a in entry["estimate"]["assumptions"])
     # the logits are every rank's whole: the same as without TP
     logits = "logits + loss (backward)"
@@ -144,3 +147,31 @@ def test_tp_splits_the_sublayers_tensors_and_keeps_the_norms_whole():
     split = layer_bytes_per_token(model.layers[0], model, plan.with_changes(tensor_parallel=2))
     norms = 2 * (4 + 2 + 2) * model.hidden_size
     assert split == norms + (whole - norms) // 2
+
+
+@pytest.mark.parametrize("model, refused", [
+    ("Qwen/Qwen3-30B-A3B", "unsupported partition style(s): ['moe_tp_experts', 'packed_colwise']"),
+    ("microsoft/Phi-3-mini-4k-instruct", "unsupported partition style(s): ['rowwise_split_input']"),
+    ("gpt2", "AutoTP not supported for model. Please use kernel injection"),
+    ("meta-llama/Llama-3.1-8B", None),
+    ("openai/gpt-oss-20b", None),
+])
+def test_autotp_on_a_model_deepspeed_refuses_is_an_error_at_autotp_size(capsys, tmp_path, model, refused):
+    """DeepSpeed 0.19.8's initialize raised these for a tiny qwen3_moe and gpt2 on two CPU ranks
+    (models/tp_plans.py); phi3's plan holds rowwise_split_input, outside its SUPPORTED_STYLES. A
+    partition_config of the file's own is what DeepSpeed asks for, and silences it."""
+    config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": 1},
+              "tensor_parallel": {"autotp_size": 2}}
+    path = tmp_path / "ds_tp.json"
+    path.write_text(json.dumps(config, indent=1))
+    code = main(["check", str(path), "--gpus", "8xH200", "--model", model, "--seq-len", "1024", "--format", "json"])
+    found = [f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL309"]
+    if refused is None:
+        assert not found
+        return
+    assert code == 1 and len(found) == 1 and refused in found[0]["message"]
+    assert found[0]["line"] == 10              # "autotp_size": 2
+    config["tensor_parallel"]["partition_config"] = {"layer_specs": []}
+    path.write_text(json.dumps(config, indent=1))
+    main(["check", str(path), "--gpus", "8xH200", "--model", model, "--seq-len", "1024", "--format", "json"])
+    assert not [f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL309"]

@@ -26,7 +26,7 @@ from vramlint.models import read_model
 from vramlint.readers.vllm import human_int, looks_like_vllm, normalised_document, read_vllm
 from vramlint.rules.serving import check_serving
 from vramlint.rules.batch import check_batch
-from vramlint.rules.consistency import check_consistency
+from vramlint.rules.consistency import check_autotp, check_consistency
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.suppress import Suppressions, suppressions
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
@@ -148,6 +148,7 @@ def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster,
     """A DeepSpeed file's consistency and batch-arithmetic checks and its plan — a file of its own
     or the one an Accelerate config names (``path``: where the batch findings point)."""
     result.findings.extend(check_consistency(ds))
+    result.findings.extend(check_autotp(ds, model))
     result.plan = plan_from_deepspeed(ds, model, cluster, flags)
     result.findings.extend(check_batch(ds, ds.batch_world(cluster.world_size, result.plan.tensor_parallel), path))
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from vramlint.documents import Location
 from vramlint.errors import UnplannableError, UsageError
 from vramlint.hardware import Cluster
-from vramlint.models.shape import AUTOTP_SPLIT, ModelShape
+from vramlint.models.shape import ModelShape
+from vramlint.models.tp_plans import autotp_split, hf_split
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
@@ -111,9 +112,9 @@ class Plan:
 
     @property
     def tp_split(self) -> frozenset[str]:
-        """The parameter groups tensor parallelism splits: all under DeepSpeed (AutoTP); under
-        Accelerate and plain PyTorch what transformers' tp_plan for the family names."""
-        return AUTOTP_SPLIT if self.runtime == "deepspeed" else self.model.hf_tp_split
+        """The parameter groups tensor parallelism splits: DeepSpeed AutoTP's reading of the
+        family's transformers tp_plan, or under Accelerate and plain PyTorch transformers' own."""
+        return autotp_split(self.model) if self.runtime == "deepspeed" else hf_split(self.model)
 
     def tp_divides(self, group: str) -> int:
         """What tensor parallelism divides one group's tensors by: TP where it splits them, else 1."""

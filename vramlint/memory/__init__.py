@@ -70,15 +70,13 @@ TP_GROUP_WORDS = {"attention": "attention", "mlp": "MLPs", "experts": "experts",
 def _tp_words(plan: Plan) -> str:
     """What the plan's tensor parallelism splits and what it leaves whole, in words."""
     m = plan.model
-    if plan.runtime == "deepspeed":
-        return ("DeepSpeed AutoTP: projections, embeddings and lm_head split"
-                + ("; routers and transformers' fused experts (no nn.Linear) whole on every rank" if m.is_moe else ""))
-    present = {"experts": m.is_moe, "mlp": any(l.mlp.kind != "moe" or l.mlp.shared_intermediate for l in m.layers)}
+    present = {"experts": m.is_moe, "mlp": any(l.mlp.kind != "moe" or l.mlp.shared_intermediate for l in m.layers),
+               "head": bool(m.head_params)}
     groups = [(group, words) for group, words in TP_GROUP_WORDS.items() if present.get(group, True)]
     split = [words for group, words in groups if group in plan.tp_split]
     whole = [words for group, words in groups if group not in plan.tp_split]
-    return (f"transformers' tp_plan for {m.read_as or m.model_type}: "
-            + (", ".join(split) + " split" if split else "nothing split")
+    who = "DeepSpeed AutoTP reading" if plan.runtime == "deepspeed" else "transformers'"
+    return (f"{who} tp_plan for {m.family or m.model_type}: " + (", ".join(split) + " split" if split else "nothing split")
             + (f"; {', '.join(whole)} whole on every rank" if whole else ""))
 
 

@@ -594,16 +594,6 @@ def gemma4_text(c: HfConfig) -> ModelShape:
                    model_linears=(("per_layer_model_projection", h, count * per_layer),))
 
 
-# Families whose transformers tp_plan splits less than the default (``shape.HF_TP_SPLIT``), from
-# transformers 5.24's ``base_model_tp_plan``s: qwen3_vl_text and gpt_oss name only embed_tokens,
-# deepseek_v3 only the MLPs and experts (MLA stays whole), gpt2, gpt_bigcode and falcon have none.
-HF_TP_SPLIT = {
-    "qwen3_vl_text": frozenset({"embedding", "head"}),
-    "gpt_oss": frozenset({"embedding", "head"}),
-    "deepseek_v3": frozenset({"mlp", "experts", "embedding", "head"}),
-    "gpt2": frozenset(), "gpt_bigcode": frozenset(), "falcon": frozenset(),
-}
-
 # The registry: model_type -> (builder, transformers defaults to fill from).
 FAMILIES: dict[str, tuple[Callable[[HfConfig], ModelShape], str]] = {
     "llama": (llama, "llama"),

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vramlint.errors import UsageError
-from vramlint.models.architectures import FAMILIES, HF_TP_SPLIT
+from vramlint.models.architectures import FAMILIES
 from vramlint.models.config import HfConfig, model_defaults
 from vramlint.models.quantization import read_quantization
 from vramlint.models.rope import rope_tables
@@ -178,12 +178,10 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
         section = side_quant.get("quantization")
         quant = read_quantization(dict(section, quant_method="modelopt") if isinstance(section, dict) else None)
     notes += [untold] if untold else []
-    if family in HF_TP_SPLIT:
-        shape = replace(shape, hf_tp_split=HF_TP_SPLIT[family])
     return replace(shape, model_type=str(outer_type or family), dtype=_dtype(raw, notes, quant is not None),
                    vision=tower,
                    quantization=quant, architecture=(raw.get("architectures") or [None])[0],
-                   read_as=family if read_as else None, name=name, notes=tuple(notes))
+                   read_as=family if read_as else None, family=family, name=name, notes=tuple(notes))
 
 
 def read_model(source: str) -> ModelShape:

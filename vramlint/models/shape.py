@@ -225,17 +225,6 @@ class Tower:
     hf_tp_split: frozenset[str] = frozenset()   # the linears transformers' tp_plan splits (the rest replicated)
 
 
-# Which parameter groups tensor parallelism splits. DeepSpeed AutoTP (0.19 module_inject/auto_tp.py)
-# replaces every nn.Linear and nn.Embedding, lm_head included, but skips MoE gates (routers) and
-# never reaches transformers 5's fused experts, 3-D parameters of no nn.Linear. transformers' tp_plan="auto":
-# what the family's ``base_model_tp_plan`` names, plus lm_head (``colwise_gather_output``) and the
-# input embeddings (``init_parallel_plans``, when the plan is not empty); routers and gemma4's
-# per-layer tables are not in any plan. The families whose plans leave more whole are
-# ``architectures.HF_TP_SPLIT``.
-AUTOTP_SPLIT = frozenset({"attention", "mlp", "embedding", "head", "extra"})
-HF_TP_SPLIT = frozenset({"attention", "mlp", "experts", "embedding", "head"})
-
-
 @dataclass(frozen=True)
 class ModelShape:
     """The model as vramlint sees it: an architecture builder (``architectures``) lays out the
@@ -264,15 +253,14 @@ class ModelShape:
     vision: Tower | None = None    # a multimodal checkpoint's vision tower + projector (not in params)
     model_linears: tuple[tuple[str, int, int], ...] = ()   # model-level linears besides lm_head (gemma4's
                                    # per_layer_model_projection), which "all-linear" adapts too
-    hf_tp_split: frozenset[str] = HF_TP_SPLIT   # the groups transformers' tp_plan for the family splits
+    family: str = ""               # the builder family it was read as (``models/tp_plans.py`` looks it up)
 
-    def tp_local(self, tp: int, split: frozenset[str] = AUTOTP_SPLIT) -> ModelShape:
+    def tp_local(self, tp: int, split: frozenset[str]) -> ModelShape:
         """The parameters one tensor-parallel rank of the whole model holds: the groups in
-        ``split`` divided ``tp`` ways, the rest whole on every rank. DeepSpeed AutoTP splits every
-        nn.Linear and embedding, lm_head included (``AUTOTP_SPLIT``); transformers' tp_plan what its
-        family's plan names (``hf_tp_split``). Norms, biases and other small tensors stay
-        whole. The widths stay (the activations' own division is ``activations.sublayer_tensors``'),
-        so only the states and the parameter tensors the allocator sees change."""
+        ``split`` divided ``tp`` ways (what the runtime's TP splits: ``models/tp_plans.py``), the
+        rest whole on every rank, norms, biases and other small tensors among them. The widths
+        stay (the activations' own division is ``activations.sublayer_tensors``'), so only the
+        states and the parameter tensors the allocator sees change."""
         if tp <= 1 or self.tensor_parallel == tp:
             return self
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from vramlint.findings import ERROR, INFO, WARNING, Finding
+from vramlint.models.shape import ModelShape
+from vramlint.models.tp_plans import autotp_refusal
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig
 from vramlint.rules.base import Rule
 
 UNRESOLVED_AUTO = ("VL305", "unresolved-auto", INFO)
 CONFLICTING_PRECISION = ("VL306", "conflicting-precision", ERROR)
 OFFLOAD_PARAM = ("VL307", "offload-param-requires-zero3", WARNING)
+AUTOTP_REFUSED = ("VL309", "autotp-refused", ERROR)
 RULES = (
     Rule(*UNRESOLVED_AUTO, summary='"auto" is filled in by the HF Trainer or Accelerate; the plain deepspeed '
                                    'launcher keeps the string and fails on it (TypeError comparing "auto" > 0).',
@@ -24,6 +27,12 @@ RULES = (
                                  "GPU (and partial optimizer offload, ratio < 1, is refused outright).",
          bad='{"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}',
          good='{"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}'),
+    Rule(*AUTOTP_REFUSED, summary="DeepSpeed AutoTP refuses the model at deepspeed.initialize: its transformers "
+                                  "tp_plan holds partition styles DeepSpeed 0.19 cannot apply (every transformers-5 "
+                                  "MoE model's experts, phi3's and olmo2's rowwise_split_input), or DeepSpeed keeps "
+                                  "a kernel-injection policy for it (gpt2). Its ValueError is quoted in the finding.",
+         bad='{"tensor_parallel": {"autotp_size": 2}}   # --model Qwen/Qwen3-30B-A3B',
+         good='{"tensor_parallel": {"autotp_size": 2, "partition_config": {"layer_specs": [...]}}}'),
 )
 AUTO_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
              "gradient_clipping")
@@ -60,3 +69,16 @@ def check_consistency(ds: DeepSpeedConfig) -> Iterator[Finding]:
                       doc.locate("$.zero_optimization.offload_optimizer.ratio"),
                       "DeepSpeed refuses this: 'Partial offloading only supported for ZeRO Stage 3.'",
                       hint="zero_optimization.stage 3, or offload_optimizer.ratio 1.0")
+
+
+def check_autotp(ds: DeepSpeedConfig, model: ModelShape) -> Iterator[Finding]:
+    """AutoTP (``tensor_parallel.autotp_size`` > 1) on a model whose tp_plan DeepSpeed refuses,
+    unless the file gives its own ``partition_config`` (``models/tp_plans.py``)."""
+    section = ds.document.data.get("tensor_parallel") if isinstance(ds.document.data, dict) else None
+    refusal = autotp_refusal(model)
+    if ds.tensor_parallel.value <= 1 or refusal is None or (isinstance(section, dict) and section.get(
+            "partition_config")):
+        return
+    yield Finding(*AUTOTP_REFUSED, ds.tensor_parallel.location or ds.document.locate("$.tensor_parallel"),
+                  f"DeepSpeed AutoTP on {model.name or model.model_type}: {refusal}",
+                  hint="give tensor_parallel.partition_config, or shard with ZeRO-3 instead (autotp_size 1)")
