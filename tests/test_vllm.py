@@ -401,6 +401,7 @@ def test_qwen2_5_vl_reads_its_flat_config_and_counts_its_tower(name, text, tower
     m = read_model(name)
     assert (m.params, m.vision_params, m.vision.token_width) == (text, tower, m.hidden_size)
     assert m.layers[0].attention.num_kv_heads == {"3B": 2, "7B": 4, "72B": 8}[name.split("-")[2]]
+    assert m.architecture == "Qwen2_5_VLForConditionalGeneration"      # the checkpoint's class, not None
 
 
 def test_a_vision_config_naming_another_type_is_read_as_transformers_reads_it():

@@ -178,9 +178,9 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
         section = side_quant.get("quantization")
         quant = read_quantization(dict(section, quant_method="modelopt") if isinstance(section, dict) else None)
     notes += [untold] if untold else []
+    architecture = (raw.get("architectures") or outer.get("architectures") or [None])[0]   # a wrapper's own class
     return replace(shape, model_type=str(outer_type or family), dtype=_dtype(raw, notes, quant is not None),
-                   vision=tower,
-                   quantization=quant, architecture=(raw.get("architectures") or [None])[0],
+                   vision=tower, quantization=quant, architecture=architecture,
                    read_as=family if read_as else None, family=family, name=name, notes=tuple(notes))
 
 
