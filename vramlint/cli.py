@@ -70,9 +70,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="the training loop calls torch.cuda.empty_cache() before each step (default: it keeps "
                         "PyTorch's cache, as HF Trainer, Accelerate and DeepSpeed do)")
     p.add_argument("--attn", choices=["auto", "sdpa", "flash_attention_2", "eager"], help="attention kernel; auto (default): transformers' default for the model type (SDPA; eager for gpt-oss)")
-    p.add_argument("--tp", type=_positive, help="tensor-parallel degree: weights, states, attention/MLP "
-                                             "activations and KV split (a file's autotp_size / "
-                                             "parallelism_config wins)")
+    p.add_argument("--tp", type=_positive, help="tensor-parallel degree: what the runtime's TP splits (transformers' "
+                                             "tp_plan, DeepSpeed AutoTP) is divided over it (a file's autotp_size "
+                                             "/ parallelism_config wins)")
 
 
 def _parser() -> argparse.ArgumentParser:
