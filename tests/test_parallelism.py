@@ -175,3 +175,11 @@ def test_autotp_on_a_model_deepspeed_refuses_is_an_error_at_autotp_size(capsys, 
     path.write_text(json.dumps(config, indent=1))
     main(["check", str(path), "--gpus", "8xH200", "--model", model, "--seq-len", "1024", "--format", "json"])
     assert not [f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL309"]
+
+
+def test_estimate_says_deepspeed_autotp_would_refuse_the_model(capsys):
+    """Without a file there is no line to point at: the estimate's assumptions say it instead."""
+    main(["estimate", "--model", "Qwen/Qwen3-30B-A3B", "--gpus", "8xH200", "--train", "--zero-stage", "1", "--tp", "2",
+          "--seq-len", "1024", "--format", "json"])
+    notes = json.loads(capsys.readouterr().out)["assumptions"]
+    assert any("DeepSpeed AutoTP would refuse" in n and "moe_tp_experts" in n for n in notes)
