@@ -45,6 +45,12 @@ Q25VL = {"model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditional
 Q25VL_VISION = {"depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
                 "in_chans": 3, "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14, "window_size": 112,
                 "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2, "temporal_patch_size": 2}
+LLAMA4_VISION = {"model_type": "llama4_vision_model", "hidden_size": 1408, "intermediate_size": 5632,
+                 "num_hidden_layers": 34, "num_attention_heads": 16, "image_size": 336, "patch_size": 14,
+                 "num_channels": 3, "pixel_shuffle_ratio": 0.5, "projector_input_dim": 4096,
+                 "projector_output_dim": 4096, "vision_output_dim": 4096, "multi_modal_projector_bias": False,
+                 "hidden_act": "gelu", "norm_eps": 1e-05, "rope_theta": 10000, "vision_feature_layer": -1,
+                 "vision_feature_select_strategy": "default"}
 NEOX = {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "torch_dtype": "float16",
         "max_position_embeddings": 2048, "tie_word_embeddings": False}
 SC2 = {"model_type": "starcoder2", "architectures": ["Starcoder2ForCausalLM"], "vocab_size": 49152,
@@ -71,9 +77,9 @@ ENTRIES: list[tuple[str, str, object]] = [
     ("meta-llama/Llama-3.1-405B", "llama-3.1-405b", AIC + "meta-llama--Meta-Llama-3.1-405B_config.json"),
     ("nvidia/Llama-3.1-70B-Instruct-FP8", "llama-3.1-70b-fp8", AIC + "nvidia--Llama-3.1-70B-Instruct-FP8_config.json"),
     ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama-4-scout",
-        AIC + "meta-llama--Llama-4-Scout-17B-16E-Instruct_config.json"),
+        (AIC + "meta-llama--Llama-4-Scout-17B-16E-Instruct_config.json", {"vision_config": LLAMA4_VISION})),
     ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama-4-maverick",
-        AIC + "meta-llama--Llama-4-Maverick-17B-128E-Instruct_config.json"),
+        (AIC + "meta-llama--Llama-4-Maverick-17B-128E-Instruct_config.json", {"vision_config": LLAMA4_VISION})),
     ("mistralai/Mistral-7B-v0.1", "mistral-7b-v0.1", {"model_type": "mistral", "architectures": ["MistralForCausalLM"],
         "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
         "intermediate_size": 14336, "vocab_size": 32000, "sliding_window": 4096,
@@ -280,6 +286,9 @@ VARIANTS: list[tuple[str, str, str, dict, str]] = [
 
 
 def load(shared: Path, source: object) -> tuple[dict, str]:
+    if isinstance(source, tuple):       # a shared/ copy, with what the copy leaves out of the real file
+        (raw, where), added = load(shared, source[0]), source[1]
+        return {**raw, **added}, f"{where}; {', '.join(added)} transcribed from the HuggingFace repo's config.json"
     if isinstance(source, dict):
         return source, "transcribed from the HuggingFace repo's config.json"
     if str(source).startswith("groundtruth:"):

@@ -404,6 +404,42 @@ def test_qwen2_5_vl_reads_its_flat_config_and_counts_its_tower(name, text, tower
     assert m.architecture == "Qwen2_5_VLForConditionalGeneration"      # the checkpoint's class, not None
 
 
+def test_llama_4_counts_its_tower_for_vllm_but_autocausallm_leaves_it_out():
+    """Llama 4's tower and projector: 871,932,416 parameters for Scout and Maverick (transformers'
+    meta-device count; with the text model, 108,641,793,536 and 401,583,781,376, the checkpoints'
+    sizes). vLLM builds Llama4ForConditionalGeneration, tower split over TP; AutoModelForCausalLM
+    builds Llama4ForCausalLM, text only, so training and --infer say so and leave it out."""
+    from vramlint.hardware import parse_gpus
+    from vramlint.memory import estimate
+    from vramlint.models import read_model
+    from vramlint.plan import Plan
+    for name, total in (("meta-llama/Llama-4-Scout-17B-16E-Instruct", 108_641_793_536),
+                        ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", 401_583_781_376)):
+        m = read_model(name)
+        assert (m.vision_params, m.params + m.vision_params, m.vision.tp_sharded) == (871_932_416, total, True)
+    p = Plan(model=m, cluster=parse_gpus("8xH200"), precision="bf16", zero_stage=3, seq_len=1024)
+    e = estimate(p, replay=False)
+    assert not any(c.name.startswith("vision tower") for c in e.components)
+    assert any("Llama4ForCausalLM" in note for note in e.assumptions)
+
+
+@pytest.mark.parametrize("model, whole", [("Qwen/Qwen2.5-VL-7B-Instruct", True), ("google/gemma-3-12b-it", False)])
+def test_mm_encoder_tp_mode_data_keeps_the_tower_whole_where_vllm_supports_it(capsys, tmp_path, model, whole):
+    """``mm-encoder-tp-mode: data`` replicates the tower on every TP rank for the models vLLM 0.19
+    marks supports_encoder_tp_data (Qwen2.5-VL); Gemma 3 falls back to splitting it, with vLLM's
+    warning as a note."""
+    base = f"model: {model}\ntensor-parallel-size: 2\nmax-model-len: 8192\n"
+    weights = {}
+    for mode in ("weights", "data"):
+        code, out = check(capsys, tmp_path, base + f"mm-encoder-tp-mode: {mode}\n", gpus="2xH100")
+        weights[mode] = next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "weights")
+        notes = " ".join(out.get("notes", []))
+    from vramlint.models import read_model
+    tower = read_model(model).vision_params
+    assert weights["data"] - weights["weights"] == (tower * 2 - tower * 2 // 2 if whole else 0)
+    assert ("Falling back to `--mm-encoder-tp-mode weights`" in notes) == (not whole)
+
+
 def test_a_vision_config_naming_another_type_is_read_as_transformers_reads_it():
     """Qwen3-VL-30B-A3B's published config names its vision_config's type qwen3_vl_moe (the
     checkpoint's own); transformers builds Qwen3VLMoeVisionConfig from the dict regardless, so the

@@ -166,6 +166,19 @@ def _quantized_online(model: ModelShape, method, result: FileResult) -> ModelSha
     return model
 
 
+def _encoder_mode(model: ModelShape, mode, result: FileResult) -> ModelShape:
+    """``mm_encoder_tp_mode: data``: every rank holds the whole tower and encodes its own share of
+    the images, for the models vLLM 0.19 marks ``supports_encoder_tp_data``; the others fall back
+    to splitting it ("weights"), as vLLM warns."""
+    if model.vision is None or mode != "data":
+        return model
+    if model.vision.encoder_dp:
+        return replace(model, vision=replace(model.vision, tp_sharded=False))
+    result.notes.append(f"mm_encoder_tp_mode data: vLLM says 'This model does not support `--mm-encoder-tp-mode "
+                        f"data`. Falling back to `--mm-encoder-tp-mode weights`.' ({model.model_type})")
+    return model
+
+
 def _draft(name: str | None, result: FileResult) -> ModelShape | None:
     """Speculative decoding's draft model, when vramlint can read it (a catalog name or a config);
     otherwise a note that its weights and KV cache are left out."""
@@ -213,6 +226,7 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
     model = _quantized_online(model, cfg.quantization.value, result)
     if model.vision and cfg.tower_off(model.vision.modalities):
         model = replace(model, vision=None)              # vLLM builds no vision tower, profiles no images
+    model = _encoder_mode(model, cfg.mm_encoder_tp_mode.value, result)
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
     serving = Serving(
         model, cluster.gpu.memory_bytes, tp=_count(cfg.tensor_parallel), pp=_count(cfg.pipeline_parallel),

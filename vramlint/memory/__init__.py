@@ -10,7 +10,7 @@ from vramlint.memory.inference import inference_components
 from vramlint.memory.reserve import headroom
 from vramlint.memory.states import refused_targets
 from vramlint.memory.training import training_peak
-from vramlint.models.vision import LOADED_BY
+from vramlint.models.vision import LOADED_BY, TEXT_ONLY
 from vramlint.plan import Plan
 
 
@@ -93,6 +93,7 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     """Per-GPU peak: the tensors alive at the step's peak moment, the caching allocator's reserve
     above them (replayed; ``replay=False`` skips it for quick searches), and the context every
     process pays."""
+    plan, text_only = _text_only(plan)
     if plan.tensor_parallel > 1:           # the weights (and states) of one TP rank's share
         plan = plan.with_changes(model=plan.model.tp_local(plan.tensor_parallel, plan.tp_split))
     if plan.mode == "infer":
@@ -109,8 +110,18 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
         reserve = Component("allocator reserve", 0, "not replayed", "memory/reserve.py", kind=ALLOCATOR)
     width, reasons = band(plan)
     limits = tuple(text(plan) if callable(text) else text for applies, text in LIMITS if applies(plan))
-    return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + limits + tuple(reasons),
-                    moment, width)
+    return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + text_only + limits
+                    + tuple(reasons), moment, width)
+
+
+def _text_only(plan: Plan) -> tuple[Plan, tuple[str, ...]]:
+    """The plan without a vision tower that the class transformers builds for training and
+    ``--infer`` (``AutoModelForCausalLM``) leaves out — Llama 4's Llama4ForCausalLM — and a note."""
+    tower = plan.model.vision
+    if tower is None or not tower.text_class:
+        return plan, ()
+    note = TEXT_ONLY.format(model_type=plan.model.model_type, architecture=tower.text_class, params=tower.params)
+    return plan.with_changes(model=replace(plan.model, vision=None)), (note,)
 
 
 __all__ = ["Component", "Estimate", "estimate"]

@@ -223,6 +223,8 @@ class Tower:
                                    # LoRA target list can reach (``memory.states.tower_adapters``)
     wrapped: frozenset[str] = frozenset()   # names of modules that wrap an nn.Linear: PEFT refuses them
     hf_tp_split: frozenset[str] = frozenset()   # the linears transformers' tp_plan splits (the rest replicated)
+    text_class: str = ""           # the text-only class AutoModelForCausalLM builds instead, if any (llama4's)
+    encoder_dp: bool = False       # vLLM can replicate it per rank (``mm_encoder_tp_mode: data``)
 
 
 @dataclass(frozen=True)

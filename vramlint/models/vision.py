@@ -35,6 +35,13 @@ Qwen2.5-VL (``qwen2_5_vl_vision``, transformers ``Qwen2_5_VisionTransformerPretr
 (h² + h) and a gated MLP with biases 2(h·I + I) + (I·h + h), merger RMSNorm h + (h'² + h') +
 (h'·o + o). Qwen2.5-VL-7B: 676,550,144, transformers' count on the meta device (dev check).
 
+Llama 4 (``llama4_vision_model``, transformers ``Llama4VisionModel``), hidden h, MLP width I, L
+layers, patch p over c channels, image s: an unfolding patch linear c·p²·h, a class embedding h,
+positions ((s/p)² + 1)·h, two LayerNorms 4h, per layer q, k, v, o with biases 4(h² + h), fc1 and
+fc2 with biases, two LayerNorms 4h; the pixel-shuffle adapter's fc1 I x projector_input_dim and
+fc2 projector_output_dim², no biases; the projector vision_output_dim x text hidden.
+Llama-4-Scout: 871,932,416, transformers' count on the meta device (dev check).
+
 Gemma 4 (``gemma4_vision``, transformers ``Gemma4VisionModel`` and ``embed_vision``), hidden h, MLP
 width I, L layers, heads n and kv heads k of head_dim d, patch p, position table size P, text
 hidden T: patch projection 3p²·h, two position tables 2·P·h, per layer q, k, v, o without bias
@@ -55,6 +62,8 @@ Linears = tuple[tuple[str, int, int, int], ...]     # (module name as PEFT match
 
 LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
              "as their ForConditionalGeneration; qwen3_vl and qwen2_5_vl through AutoModelForImageTextToText)")
+TEXT_ONLY = ("AutoModelForCausalLM builds {model_type} text-only ({architecture}: no vision tower), so its tower "
+             "({params:,} parameters) is not loaded; the ForConditionalGeneration class would load it")
 
 
 def _siglip(v: HfConfig) -> int:
@@ -148,6 +157,25 @@ def _gemma4_linears(v: HfConfig, text_hidden: int) -> Linears:
             ("embedding_projection", v.get("output_proj_dims") or h, text_hidden, 1))
 
 
+def _llama4(v: HfConfig, text_hidden: int) -> int:
+    """Llama 4's tower (``Llama4VisionModel``) and projector (``Llama4MultiModalProjector``)."""
+    h, i, p, c = v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size"), v.int("num_channels")
+    layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
+    adapter = i * v.int("projector_input_dim") + v.int("projector_output_dim") ** 2
+    return (c * p * p * h + h + ((v.int("image_size") // p) ** 2 + 1) * h + 4 * h + v.int("num_hidden_layers") * layer
+            + adapter + v.int("vision_output_dim") * text_hidden)
+
+
+def _llama4_linears(v: HfConfig, text_hidden: int) -> Linears:
+    h, i, p, n = v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size"), v.int("num_hidden_layers")
+    out = v.int("projector_output_dim")
+    return (("patch_embedding.linear", v.int("num_channels") * p * p, h, 1),
+            *((f"self_attn.{name}", h, h, n) for name in ("q_proj", "k_proj", "v_proj", "o_proj")),
+            ("mlp.fc1", h, i, n), ("mlp.fc2", i, h, n),
+            ("vision_adapter.mlp.fc1", i, v.int("projector_input_dim"), 1), ("vision_adapter.mlp.fc2", out, out, 1),
+            ("multi_modal_projector.linear_1", v.int("vision_output_dim"), text_hidden, 1))
+
+
 def _gemma3(v: HfConfig, text_hidden: int) -> int:
     """SigLIP and Gemma 3's projector (``mm_input_projection_weight`` h x text hidden, ``mm_soft_emb_norm`` h)."""
     return _siglip(v) + v.int("hidden_size") * text_hidden + v.int("hidden_size")
@@ -169,6 +197,8 @@ class Kind:
     tp_sharded: bool                    # vLLM builds it from parallel linears (Gemma 4's: transformers' module)
     wrapped: frozenset[str] = frozenset()   # module names that wrap an nn.Linear (PEFT cannot adapt them)
     hf_tp_split: frozenset[str] = frozenset()   # linears split by transformers' ``base_model_tp_plan`` (none: whole)
+    text_class: str = ""                # the text-only class AutoModelForCausalLM builds instead (llama4's)
+    encoder_dp: bool = False            # vLLM's ``supports_encoder_tp_data`` (mm_encoder_tp_mode: data)
 
 
 IMAGE, IMAGE_VIDEO = frozenset({"image"}), frozenset({"image", "video"})
@@ -179,11 +209,16 @@ GEMMA4_TP = frozenset(f"{part}.{name}.linear" for part, names in (("self_attn", 
                      for name in names)     # gemma4_vision's base_model_tp_plan; SigLIP's and the Qwens' have none
 TOWERS = {
     ("gemma3", "siglip_vision_model"): Kind(_gemma3, _text_width, _siglip_linears, IMAGE, True),
-    ("qwen3_vl", "qwen3_vl_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True),
-    ("qwen3_vl_moe", "qwen3_vl_moe_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True),
+    ("qwen3_vl", "qwen3_vl_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True,
+                                          encoder_dp=True),
+    ("qwen3_vl_moe", "qwen3_vl_moe_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True,
+                                                  encoder_dp=True),
     ("gemma4", "gemma4_vision"): Kind(_gemma4, _text_width, _gemma4_linears, IMAGE_VIDEO, False, GEMMA4_WRAPPED,
                                            GEMMA4_TP),
-    ("qwen2_5_vl", "qwen2_5_vl_vision"): Kind(_qwen2_5_vl, _out_width, _qwen2_5_vl_linears, IMAGE_VIDEO, True),
+    ("qwen2_5_vl", "qwen2_5_vl_vision"): Kind(_qwen2_5_vl, _out_width, _qwen2_5_vl_linears, IMAGE_VIDEO, True,
+                                              encoder_dp=True),
+    ("llama4", "llama4_vision_model"): Kind(_llama4, _text_width, _llama4_linears, IMAGE, True,
+                                            text_class="Llama4ForCausalLM", encoder_dp=True),
 }
 DEFAULT_KIND = {model_type: kind for model_type, kind in TOWERS}      # a vision_config without model_type
 
@@ -206,4 +241,5 @@ def vision_tower(raw: dict[str, Any], text_hidden: int) -> tuple[Tower | None, s
     untold = (f"audio tower ({audio.get('model_type') or 'unknown type'}) not counted: the weights here are short "
               "by its size") if isinstance(audio, dict) else None
     return Tower(known.params(v, text_hidden), known.token_width(v, text_hidden), known.modalities,
-                 known.tp_sharded, known.linears(v, text_hidden), known.wrapped, known.hf_tp_split), untold
+                 known.tp_sharded, known.linears(v, text_hidden), known.wrapped, known.hf_tp_split,
+                 known.text_class, known.encoder_dp), untold

@@ -60,6 +60,7 @@ class VllmConfig:
     performance_mode: Fact
     chunked_prefill: Fact                    # enable_chunked_prefill (``no-enable-chunked-prefill``: False)
     speculative: Fact                        # speculative_config: a mapping or its JSON text
+    mm_encoder_tp_mode: Fact                 # "weights" (default: the tower split over TP) or "data"
     notes: tuple[str, ...] = field(default=())
 
     def location_of(self, key: str):
@@ -143,7 +144,7 @@ def read_vllm(doc: Document) -> VllmConfig:
                       fact("data_parallel_size", 1),
                       flag("enable_expert_parallel", False), fact("quantization"), flag("language_model_only", False),
                       fact("limit_mm_per_prompt"), fact("performance_mode"), flag("enable_chunked_prefill", True),
-                      fact("speculative_config"))
+                      fact("speculative_config"), fact("mm_encoder_tp_mode", "weights"))
 
 
 def normalised_document(doc: Document) -> Document:
