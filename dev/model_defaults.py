@@ -24,7 +24,7 @@ TYPES = [
     "deepseek_v2", "deepseek_v3", "kimi_k25", "olmo2", "starcoder2", "gpt_oss", "llama4", "llama4_text",
     "qwen2_5_vl", "qwen2_5_vl_text",
     "siglip_vision_model", "qwen3_vl_vision", "qwen3_vl_moe_vision", "gemma4_vision", "qwen2_5_vl_vision",
-    "llama4_vision_model",
+    "llama4_vision_model", "mistral3", "pixtral",
 ]
 # Lists derived from the layer count are recomputed by vramlint for the real count, never defaulted.
 DROP = {"id2label", "label2id", "transformers_version", "architectures", "task_specific_params",
@@ -56,12 +56,32 @@ def declared_defaults(cls) -> dict:
     return {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
 
 
+def absent_sub_configs(cls) -> dict:
+    """What a composite config builds a sub-config from when the file has none: a
+    ``SubConfigSpec``'s ``init_kwargs`` (with its model type), which differ from the sub-config
+    class's own defaults (Mistral 3's text_config is Mistral-Small's, not MistralConfig's), or
+    nothing at all for an optional one (null: Gemma 4 has no vision tower without a vision_config)."""
+    out = {}
+    for key, spec in (getattr(cls, "sub_configs_defaults", None) or {}).items():
+        kwargs = getattr(spec, "init_kwargs", None)
+        if getattr(spec, "optional", False):
+            out[key] = None
+        elif kwargs:
+            out[key] = {"model_type": spec.model_type, **{k: v for k, v in kwargs.items() if simple(v)}}
+    return out
+
+
 def main() -> None:
     out = {"_source": f"transformers {transformers.__version__} configuration classes (declared defaults)"}
+    absent = {}
     for model_type in TYPES:
         data = declared_defaults(CONFIG_MAPPING[model_type])
         data["model_type"] = model_type
         out[model_type] = {k: v for k, v in sorted(data.items()) if k not in DROP and simple(v)}
+        subs = absent_sub_configs(CONFIG_MAPPING[model_type])
+        if subs:
+            absent[model_type] = subs
+    out["_absent_sub_configs"] = absent
     json.dump(out, sys.stdout, indent=1)
     print()
 

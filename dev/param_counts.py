@@ -29,7 +29,7 @@ DEFAULT_TYPES = [
     "gemma3_text", "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v2", "deepseek_v3", "olmo2",
     "starcoder2", "gpt_oss", "llama4_text", "gpt_bigcode", "qwen3_next",
 ]
-DEFAULT_MULTIMODAL_TYPES = ["gemma3", "llama4", "qwen3_vl", "qwen3_vl_moe", "gemma4", "qwen2_5_vl"]
+DEFAULT_MULTIMODAL_TYPES = ["gemma3", "llama4", "qwen3_vl", "qwen3_vl_moe", "gemma4", "qwen2_5_vl", "mistral3"]
 # Remote-code or missing model types, read through the architecture they declare.
 VIA = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3", None: None}
 ARCH_TYPES = {"LlamaForCausalLM": "llama", "DeepseekV3ForCausalLM": "deepseek_v3", "RWForCausalLM": "falcon"}
@@ -55,15 +55,25 @@ def count(config) -> tuple[int, int]:
 
 def count_language_model(config) -> tuple[int, int]:
     """Parameters of a multimodal checkpoint outside its vision/audio towers and projectors."""
+    total, largest, _ = count_parts(config)
+    return total, largest
+
+
+def count_parts(config) -> tuple[int, int, int]:
+    """A multimodal checkpoint's language-model parameters, its largest module, and its vision
+    tower's and projector's parameters (audio towers left out of both)."""
     with torch.device("meta"):
         model = AutoModelForImageTextToText.from_config(config)
-    seen, total = set(), 0
+    seen, total, vision = set(), 0, 0
     for name, param in model.named_parameters(remove_duplicate=True):
-        if NOT_TEXT.search(name) or id(param) in seen:
+        if id(param) in seen:
             continue
         seen.add(id(param))
-        total += param.numel()
-    return total, largest_module(model)
+        if not NOT_TEXT.search(name):
+            total += param.numel()
+        elif "audio" not in name:
+            vision += param.numel()
+    return total, largest_module(model), vision
 
 
 def text_config(raw: dict):
@@ -87,8 +97,9 @@ def main(folder: str) -> None:
             continue  # ModelOpt hf_quant_config.json side files hold no architecture
         config, via = text_config(raw)
         multimodal = "text_config" in raw or "vision_config" in raw
-        params, largest = count_language_model(config) if multimodal else count(config)
+        params, largest, vision = count_parts(config) if multimodal else (*count(config), None)
         entry = {"params": params, "largest_layer_params": largest,
+                 **({"vision_params": vision} if multimodal else {}),
                  "source": f"transformers {transformers.__version__}"}
         if via:
             entry["via"] = via
@@ -100,8 +111,8 @@ def main(folder: str) -> None:
                                         "source": f"transformers {transformers.__version__}"}
         print(model_type, out[f"default:{model_type}"], file=sys.stderr)
     for model_type in DEFAULT_MULTIMODAL_TYPES:
-        params, largest = count_language_model(CONFIG_MAPPING[model_type]())
-        out[f"default:{model_type}"] = {"params": params, "largest_layer_params": largest,
+        params, largest, vision = count_parts(CONFIG_MAPPING[model_type]())
+        out[f"default:{model_type}"] = {"params": params, "largest_layer_params": largest, "vision_params": vision,
                                         "source": f"transformers {transformers.__version__}"}
         print(model_type, out[f"default:{model_type}"], file=sys.stderr)
     json.dump(out, sys.stdout, indent=1, sort_keys=True)

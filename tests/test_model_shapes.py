@@ -50,6 +50,25 @@ def test_default_config_counts_are_exact(case):
     assert shape.largest_layer_params == COUNTS[case]["largest_layer_params"]
 
 
+TOWER_CASES = sorted(k for k in COUNTS if "vision_params" in COUNTS[k])
+
+
+@pytest.mark.parametrize("case", TOWER_CASES)
+def test_vision_tower_counts_equal_transformers(case):
+    """The tower and projector transformers' multimodal class builds (dev/param_counts.py) — from
+    a config without vision_config too: the wrapper's default tower (Mistral 3's from its
+    SubConfigSpec defaults), or none where the sub-config is optional (Gemma 4). A tower vramlint
+    cannot read is named in the notes instead (Kimi-K2.5's MoonViT)."""
+    if case.startswith("default:"):
+        shape = shape_from_dict({"model_type": case.split(":", 1)[1]})
+    else:
+        shape = read_model(str(shared_or_skip(CORPUS / "hf_models" / case)))
+    if shape.vision is None and COUNTS[case]["vision_params"]:
+        assert any("vision tower" in note and "not counted" in note for note in shape.notes)
+        return
+    assert shape.vision_params == COUNTS[case]["vision_params"]
+
+
 # Published sizes of the configs transformers cannot build itself.
 PUBLISHED = {
     "Decentralised-AI__falcon-40b__config.json": (40e9, None),      # "Falcon-40B", 40B parameters

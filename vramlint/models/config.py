@@ -28,6 +28,15 @@ def model_defaults() -> dict[str, dict[str, Any]]:
     return json.loads(text)
 
 
+def absent_sub_config(model_type: str | None, key: str) -> dict[str, Any] | None:
+    """What transformers builds a composite config's ``key`` sub-config from when the file has none
+    (``SubConfigSpec.init_kwargs``; empty where the sub-config class's own defaults apply; None
+    where the sub-config is optional and so not built at all)."""
+    specs = model_defaults().get("_absent_sub_configs", {}).get(model_type or "", {})
+    spec = specs.get(key, {})
+    return None if spec is None else dict(spec)
+
+
 class HfConfig:
     """Read-only view: file values over the model type's transformers defaults."""
 

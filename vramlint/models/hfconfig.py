@@ -3,7 +3,8 @@
 
 The reader knows the quirks of real checkpoints (../shared/docs/config-formats.md section D):
 multimodal configs keep the language model in ``text_config`` (with ``tie_word_embeddings`` or
-``quantization_config`` sometimes only at the top level); remote-code model types
+``quantization_config`` sometimes only at the top level; Qwen2.5-VL's at the top level
+altogether; without one, the wrapper's own defaults for it, Mistral 3's Mistral-Small); remote-code model types
 (``RefinedWeb``, ``kimi_k2``) and configs without ``model_type`` are read through the
 architecture they declare; ``torch_dtype`` became ``dtype``; ModelOpt keeps its quantization in
 a side file ``hf_quant_config.json``.
@@ -18,7 +19,7 @@ from typing import Any
 
 from vramlint.errors import UsageError
 from vramlint.models.architectures import FAMILIES
-from vramlint.models.config import HfConfig, model_defaults
+from vramlint.models.config import HfConfig, absent_sub_config, model_defaults
 from vramlint.models.quantization import read_quantization
 from vramlint.models.rope import rope_tables
 from vramlint.models.shape import ModelShape
@@ -28,7 +29,7 @@ from vramlint.models.vision import vision_tower
 TEXT_TYPES = {
     "gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
     "qwen3_vl_moe": "qwen3_vl_moe_text", "kimi_k25": "kimi_k2", "gemma4": "gemma4_text",
-    "qwen2_5_vl": "qwen2_5_vl_text",
+    "qwen2_5_vl": "qwen2_5_vl_text", "mistral3": "mistral",
 }
 # Wrappers whose published configs keep the language model's keys at the top level (transformers
 # pops them into text_config when there is none: ``Qwen2_5_VLConfig.__post_init__``).
@@ -36,7 +37,7 @@ FLAT_TEXT = {"qwen2_5_vl"}
 # Remote-code or renamed types, read as the family whose layout they share.
 ALIASES = {
     "RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3",
-    "mistral3": "mistral", "qwen2_5": "qwen2",
+    "qwen2_5": "qwen2",
 }
 # ``architectures`` class names, for configs without a model_type.
 ARCHITECTURES = {
@@ -108,8 +109,8 @@ def _text_part(raw: dict[str, Any]) -> dict[str, Any]:
         merged = dict(text)
     elif raw["model_type"] in FLAT_TEXT:
         merged = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "vision_config")}
-    else:
-        merged = {}
+    else:             # none in the file: the wrapper's own defaults for it, if it declares any
+        merged = absent_sub_config(raw["model_type"], "text_config") or {}
     merged.setdefault("model_type", TEXT_TYPES[raw["model_type"]])
     for key in ("tie_word_embeddings", "dtype", "torch_dtype", "quantization_config"):
         if key in raw and key not in merged:

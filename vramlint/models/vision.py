@@ -42,6 +42,13 @@ fc2 with biases, two LayerNorms 4h; the pixel-shuffle adapter's fc1 I x projecto
 fc2 projector_output_dim², no biases; the projector vision_output_dim x text hidden.
 Llama-4-Scout: 871,932,416, transformers' count on the meta device (dev check).
 
+Pixtral (``pixtral``, Mistral 3's tower: transformers ``PixtralVisionModel`` and
+``Mistral3MultiModalProjector``), hidden h, MLP width I, L layers, heads n of head_dim d, patch p
+over c channels: patch conv c·p²·h, ln_pre h, per layer two RMSNorms 2h, q, k, v, o 4·h·n·d, a
+gated MLP 3·h·I, no biases; the projector's RMSNorm h, patch merger 4h·h (spatial merge 2) and two
+linears h·T + T·T into the text width T. Mistral-Small-3.1's (transformers' default mistral3):
+438,958,080, transformers' count on the meta device (dev check).
+
 Gemma 4 (``gemma4_vision``, transformers ``Gemma4VisionModel`` and ``embed_vision``), hidden h, MLP
 width I, L layers, heads n and kv heads k of head_dim d, patch p, position table size P, text
 hidden T: patch projection 3p²·h, two position tables 2·P·h, per layer q, k, v, o without bias
@@ -55,13 +62,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vramlint.models.config import HfConfig
+from vramlint.models.config import HfConfig, absent_sub_config
 from vramlint.models.shape import Tower
 
 Linears = tuple[tuple[str, int, int, int], ...]     # (module name as PEFT matches it, d_in, d_out, copies)
 
 LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
-             "as their ForConditionalGeneration; qwen3_vl and qwen2_5_vl through AutoModelForImageTextToText)")
+             "as their ForConditionalGeneration; qwen3_vl, qwen2_5_vl and mistral3 through AutoModelForImageTextToText)")
 TEXT_ONLY = ("AutoModelForCausalLM builds {model_type} text-only ({architecture}: no vision tower), so its tower "
              "({params:,} parameters) is not loaded; the ForConditionalGeneration class would load it")
 
@@ -176,6 +183,32 @@ def _llama4_linears(v: HfConfig, text_hidden: int) -> Linears:
             ("multi_modal_projector.linear_1", v.int("vision_output_dim"), text_hidden, 1))
 
 
+def _pixtral_width(v: HfConfig) -> int:
+    """Heads x head_dim (PixtralVisionConfig derives head_dim = hidden / heads when it is absent)."""
+    heads = v.int("num_attention_heads")
+    return heads * (v.int("head_dim") if v.get("head_dim") else v.int("hidden_size") // heads)
+
+
+def _pixtral(v: HfConfig, text_hidden: int) -> int:
+    """Pixtral (Mistral 3's tower) and ``Mistral3MultiModalProjector``, biases off (the
+    checkpoints' ``multimodal_projector_bias``: false) and one feature layer."""
+    h, i, p, c = v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size"), v.int("num_channels")
+    width = _pixtral_width(v)
+    layer = 2 * h + 4 * h * width + 3 * h * i
+    projector = h + h * 4 * h + h * text_hidden + text_hidden * text_hidden   # spatial merge 2: h·4 -> h
+    return c * p * p * h + h + v.int("num_hidden_layers") * layer + projector
+
+
+def _pixtral_linears(v: HfConfig, text_hidden: int) -> Linears:
+    h, i, n = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
+    width = _pixtral_width(v)
+    return (("attention.q_proj", h, width, n), ("attention.k_proj", h, width, n), ("attention.v_proj", h, width, n),
+            ("attention.o_proj", width, h, n), ("feed_forward.gate_proj", h, i, n), ("feed_forward.up_proj", h, i, n),
+            ("feed_forward.down_proj", i, h, n), ("patch_merger.merging_layer", 4 * h, h, 1),
+            ("multi_modal_projector.linear_1", h, text_hidden, 1),
+            ("multi_modal_projector.linear_2", text_hidden, text_hidden, 1))
+
+
 def _gemma3(v: HfConfig, text_hidden: int) -> int:
     """SigLIP and Gemma 3's projector (``mm_input_projection_weight`` h x text hidden, ``mm_soft_emb_norm`` h)."""
     return _siglip(v) + v.int("hidden_size") * text_hidden + v.int("hidden_size")
@@ -217,6 +250,7 @@ TOWERS = {
                                            GEMMA4_TP),
     ("qwen2_5_vl", "qwen2_5_vl_vision"): Kind(_qwen2_5_vl, _out_width, _qwen2_5_vl_linears, IMAGE_VIDEO, True,
                                               encoder_dp=True),
+    ("mistral3", "pixtral"): Kind(_pixtral, _text_width, _pixtral_linears, IMAGE, True),
     ("llama4", "llama4_vision_model"): Kind(_llama4, _text_width, _llama4_linears, IMAGE, True,
                                             text_class="Llama4ForCausalLM", encoder_dp=True),
 }
@@ -225,10 +259,12 @@ DEFAULT_KIND = {model_type: kind for model_type, kind in TOWERS}      # a vision
 
 def vision_tower(raw: dict[str, Any], text_hidden: int) -> tuple[Tower | None, str | None]:
     """(the vision tower and its projector, a note when a tower — or an audio tower — is not counted)."""
+    model_type = raw.get("model_type")
     vision = raw.get("vision_config")
+    if vision is None and model_type in DEFAULT_KIND:      # transformers builds the default tower
+        vision = absent_sub_config(model_type, "vision_config")
     if not isinstance(vision, dict):
         return None, None
-    model_type = raw.get("model_type")
     # transformers builds the checkpoint type's own vision config from the dict, whatever type it
     # names (Qwen3-VL-30B-A3B's says qwen3_vl_moe); only an unknown checkpoint type goes by it
     kind = DEFAULT_KIND.get(model_type) or vision.get("model_type")
