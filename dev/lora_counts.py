@@ -34,7 +34,7 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "gemma3_text", "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v2", "deepseek_v3", "olmo2",
          "starcoder2", "gpt_oss", "llama4_text", "gpt_bigcode", "qwen3_next", "gemma4_text"]
 MULTIMODAL = ["google/gemma-3-4b-it", "Qwen/Qwen3-VL-8B-Instruct", "google/gemma-4-26B-A4B",
-              "Qwen/Qwen2.5-VL-7B-Instruct", "meta-llama/Llama-4-Scout-17B-16E-Instruct"]
+              "Qwen/Qwen2.5-VL-7B-Instruct", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "default:mistral3"]
 TARGET_LISTS = ["all-linear", "q_proj,k_proj,v_proj,o_proj", "gate_proj,up_proj,down_proj"]
 
 
@@ -50,9 +50,13 @@ def multimodal(name: str, targets: str) -> dict:
     """PEFT's count on one catalog checkpoint, and how much of it sits outside the language model."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from vramlint.models.catalog import entries
-    raw = dict(next(e for e in entries() if e["id"] == name)["config"])
-    config = AutoConfig.for_model(raw.pop("model_type"), **raw)
-    auto = AutoModelForImageTextToText if config.model_type.startswith(("qwen", "llama4")) else AutoModelForCausalLM
+    if name.startswith("default:"):              # a type's own defaults (no catalog entry)
+        config = CONFIG_MAPPING[name.split(":", 1)[1]]()
+    else:
+        raw = dict(next(e for e in entries() if e["id"] == name)["config"])
+        config = AutoConfig.for_model(raw.pop("model_type"), **raw)
+    auto = AutoModelForImageTextToText if config.model_type.startswith(("qwen", "llama4", "mistral3")) \
+        else AutoModelForCausalLM
     with torch.device("meta"):
         model = auto.from_config(config)
         try:
