@@ -41,7 +41,8 @@ G3["vision_config"] = {"model_type": "siglip_vision_model", "hidden_size": 1152,
                        "vision_use_head": False}
 Q25VL = {"model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"],
          "torch_dtype": "bfloat16", "max_position_embeddings": 128000, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
-         "sliding_window": 32768, "use_sliding_window": False, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}
+         "sliding_window": 32768, "use_sliding_window": False,
+         "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}
 Q25VL_VISION = {"depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
                 "in_chans": 3, "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14, "window_size": 112,
                 "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2, "temporal_patch_size": 2}

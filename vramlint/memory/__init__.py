@@ -76,7 +76,8 @@ def _tp_words(plan: Plan) -> str:
     split = [words for group, words in groups if group in plan.tp_split]
     whole = [words for group, words in groups if group not in plan.tp_split]
     who = "DeepSpeed AutoTP reading" if plan.runtime == "deepspeed" else "transformers'"
-    return (f"{who} tp_plan for {m.family or m.model_type}: " + (", ".join(split) + " split" if split else "nothing split")
+    return (f"{who} tp_plan for {m.family or m.model_type}: "
+            + (", ".join(split) + " split" if split else "nothing split")
             + (f"; {', '.join(whole)} whole on every rank" if whole else ""))
 
 

@@ -68,7 +68,8 @@ from vramlint.models.shape import Tower
 Linears = tuple[tuple[str, int, int, int], ...]     # (module name as PEFT matches it, d_in, d_out, copies)
 
 LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
-             "as their ForConditionalGeneration; qwen3_vl, qwen2_5_vl and mistral3 through AutoModelForImageTextToText)")
+             "as their ForConditionalGeneration; qwen3_vl, qwen2_5_vl and mistral3 through "
+             "AutoModelForImageTextToText)")
 TEXT_ONLY = ("AutoModelForCausalLM builds {model_type} text-only ({architecture}: no vision tower), so its tower "
              "({params:,} parameters) is not loaded; the ForConditionalGeneration class would load it")
 
@@ -237,9 +238,10 @@ class Kind:
 IMAGE, IMAGE_VIDEO = frozenset({"image"}), frozenset({"image", "video"})
 # (the checkpoint's model_type, its vision_config's model_type) -> Kind
 GEMMA4_WRAPPED = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
-GEMMA4_TP = frozenset(f"{part}.{name}.linear" for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
-                                                               ("mlp", ("gate_proj", "up_proj", "down_proj")))
-                     for name in names)     # gemma4_vision's base_model_tp_plan; SigLIP's and the Qwens' have none
+GEMMA4_TP = frozenset(f"{part}.{name}.linear"       # gemma4_vision's base_model_tp_plan; the others have none
+                      for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
+                                          ("mlp", ("gate_proj", "up_proj", "down_proj")))
+                      for name in names)
 TOWERS = {
     ("gemma3", "siglip_vision_model"): Kind(_gemma3, _text_width, _siglip_linears, IMAGE, True),
     ("qwen3_vl", "qwen3_vl_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True,
