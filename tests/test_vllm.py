@@ -157,6 +157,19 @@ def test_fewer_sequences_shrink_the_samplers_warm_up_enough_to_start(capsys, tmp
     assert code == 0, out["findings"]
 
 
+def test_serving_a_multimodal_checkpoint_for_text_alone_is_offered_where_it_starts(capsys, tmp_path):
+    """gemma-3-27b at 0.83 of an H100 misses by 0.08 GiB; language-model-only drops the SigLIP
+    tower's weights and the dummy images' embeddings from the profile run, and vLLM starts. A
+    text-only checkpoint is never offered it."""
+    base = "model: google/gemma-3-27b-it\nmax-model-len: 131072\ngpu-memory-utilization: 0.83\n"
+    code, out = check(capsys, tmp_path, base)
+    assert code == 1 and "language-model-only: true" in next(f for f in out["findings"] if f["code"] == "VL402")["hint"]
+    code, out = check(capsys, tmp_path, base + "language-model-only: true\n")
+    assert code == 0, out["findings"]
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-70B\ntensor-parallel-size: 2\nmax-model-len: 131072\n")
+    assert code == 1 and "language-model-only" not in next(f for f in out["findings"] if f["code"] == "VL402")["hint"]
+
+
 def test_a_kv_cache_size_set_in_bytes_is_checked_against_the_gpu(capsys, tmp_path):
     """kv_cache_memory_bytes replaces vLLM's budget: the weights and that cache must still fit the
     GPU (Llama-3.1-405B on one H100 does not), and the cache must hold one request of

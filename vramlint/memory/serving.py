@@ -364,6 +364,12 @@ def fits_online_fp8(s: Serving) -> bool:
     return s.model.quantization is None and starts(replace(s, model=replace(s.model, quantization=ONLINE["fp8"])))
 
 
+def fits_text_only(s: Serving) -> bool:
+    """Whether ``language-model-only: true`` — no vision tower built, no images profiled: a
+    multimodal checkpoint served for text — would let vLLM start."""
+    return s.model.vision is not None and starts(replace(s, model=replace(s.model, vision=None)))
+
+
 def smallest_utilization(s: Serving, most: float = 0.95) -> float | None:
     """The lowest gpu_memory_utilization, in hundredths up to ``most``, at which vLLM would start
     (None if even ``most`` is not enough, or kv_cache_memory_bytes fixes the budget)."""

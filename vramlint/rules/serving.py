@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
 from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv,
-                                     fits_online_fp8, kv_bytes_that_start, largest_that_starts, overcommitted, smallest_tp,
-                                     smallest_utilization)
+                                     fits_online_fp8, fits_text_only, kv_bytes_that_start, largest_that_starts,
+                                     overcommitted, smallest_tp, smallest_utilization)
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS
 from vramlint.units import GiB
@@ -76,8 +76,8 @@ def _what_fits(serving: Serving, first: str | None = None) -> str:
     """The changes that would let vLLM start, each computed with the same budget, in the file's
     own keys: ``first`` (else a checkpoint in fewer bits), then a kv-cache-memory-bytes that holds one request (where the file sets
     one), the lowest gpu-memory-utilization, the largest max-num-seqs and max-num-batched-tokens
-    (the profile run's sampler and forward), an fp8 KV cache, fp8 weights cast while loading and
-    the smallest tensor-parallel-size that would do."""
+    (the profile run's sampler and forward), an fp8 KV cache, fp8 weights cast while loading, a
+    multimodal checkpoint served for text alone and the smallest tensor-parallel-size that would do."""
     quant = serving.model.quantization
     options = [first or ("a quantized checkpoint" if quant is None else f"a checkpoint in fewer bits than {quant.method}")]
     kv_bytes = kv_bytes_that_start(serving)
@@ -94,6 +94,8 @@ def _what_fits(serving: Serving, first: str | None = None) -> str:
         options.append("kv-cache-dtype: fp8")
     if fits_online_fp8(serving):
         options.append("quantization: fp8")
+    if fits_text_only(serving):
+        options.append("language-model-only: true (text only)")
     tp = smallest_tp(serving)
     options.append(f"tensor-parallel-size: {tp} ({tp * serving.pp} GPUs)" if tp else "more GPUs (pipeline parallel)")
     return ", ".join(options[:-1]) + " or " + options[-1]
