@@ -183,3 +183,13 @@ def test_estimate_says_deepspeed_autotp_would_refuse_the_model(capsys):
           "--seq-len", "1024", "--format", "json"])
     notes = json.loads(capsys.readouterr().out)["assumptions"]
     assert any("DeepSpeed AutoTP would refuse" in n and "moe_tp_experts" in n for n in notes)
+
+
+@pytest.mark.parametrize("model, refused", [("tiiuae/falcon-7b", True), ("meta-llama/Llama-3.1-8B", False)])
+def test_transformers_tensor_parallelism_refuses_a_model_with_no_plan(capsys, model, refused):
+    """from_pretrained(tp_plan="auto") raised this for a tiny falcon on two gloo ranks: falcon,
+    gpt2 and gpt_bigcode have no base_model_tp_plan (models/tp_plans.py)."""
+    main(["estimate", "--model", model, "--gpus", "2xH200", "--infer", "--tp", "2", "--seq-len", "1024",
+          "--format", "json"])
+    notes = " ".join(json.loads(capsys.readouterr().out)["assumptions"])
+    assert ("has no `tp_plan`. Pass `tp_plan` in `DistributedConfig`" in notes) == refused

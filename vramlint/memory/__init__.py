@@ -9,6 +9,7 @@ from vramlint.memory.fixed import fixed_costs, workspaces
 from vramlint.memory.inference import inference_components
 from vramlint.memory.reserve import headroom
 from vramlint.memory.states import refused_targets
+from vramlint.models.tp_plans import hf_refusal
 from vramlint.memory.training import training_peak
 from vramlint.models.vision import LOADED_BY, TEXT_ONLY
 from vramlint.plan import Plan
@@ -42,6 +43,9 @@ LIMITS = (
     (lambda p: p.model.tensor_parallel > 1,
      lambda p: f"tensor parallel {p.model.tensor_parallel}: P is one rank's share, {p.model.params:,} parameters "
                f"({_tp_words(p)}; norms whole on every rank)"),
+    (lambda p: p.tensor_parallel > 1 and p.runtime != "deepspeed" and hf_refusal(p.model, p.tensor_parallel),
+     lambda p: f"transformers refuses tensor parallelism for {p.model.model_type}: "
+               f"{hf_refusal(p.model, p.tensor_parallel)}"),
     (lambda p: p.lora_rank > 0 and p.tensor_parallel > 1,
      "LoRA under tensor parallelism: the adapters are counted whole on every GPU"),
     (lambda p: p.model.vision_params > 0 and p.mode == "train",

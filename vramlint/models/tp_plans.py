@@ -12,9 +12,13 @@ whole unless the embedding is tied to lm_head (then both are split over the voca
 a plan with a style it does not know (``AUTOTP_REFUSED``: every transformers-5 MoE plan, phi3's
 and olmo2's ``rowwise_split_input``), and without a plan splits every linear of the layers by
 name, embeddings and lm_head left whole (falcon, gpt_bigcode) — or asserts, for models it has a
-kernel-injection policy for (gpt2). Run on DeepSpeed's CPU accelerator with two ranks
+kernel-injection policy for (gpt2). transformers itself refuses a model with no plan
+(``hf_refusal``). Run on DeepSpeed's CPU accelerator with two ranks
 (``dev/autotp_split.py``: llama untied and tied, qwen3, gemma3_text, starcoder2, falcon tied and
-untied, gpt_bigcode, gpt_oss split as said; qwen3_moe, mixtral, phi3, olmo2 and gpt2 refused).
+untied, gpt_bigcode, gpt_oss split as said; qwen3_moe, mixtral, phi3, olmo2 and gpt2 refused),
+and transformers' ``from_pretrained(tp_plan="auto")`` on two gloo ranks (llama, qwen3_moe: every
+projection, expert, embedding and lm_head split; gpt_oss: embedding and lm_head alone; falcon
+refused).
 
 Groups are ``shape.Params``' (attention, mlp, experts, router) and the model-level embedding,
 head and extra (gemma4's per-layer tables); routers are in no plan.
@@ -55,6 +59,15 @@ def autotp_split(model: ModelShape) -> frozenset[str]:
         return AUTOTP_BY_NAME
     tied = not model.head_params
     return split - {"embedding"} | ({"embedding"} if tied and "head" in split else set())
+
+
+def hf_refusal(model: ModelShape, tp: int) -> str | None:
+    """transformers' own words where ``tp_plan="auto"`` refuses the model: it has no plan at all
+    (gpt2, gpt_bigcode, falcon; falcon run on two CPU ranks)."""
+    if hf_split(model):
+        return None
+    return (f"`tp_size={tp}` was requested, but `{model.architecture or model.family}` has no `tp_plan`. Pass "
+            "`tp_plan` in `DistributedConfig`, add `base_model_tp_plan` to the model's config, or set `tp_size=1`.")
 
 
 def autotp_refusal(model: ModelShape) -> str | None:
