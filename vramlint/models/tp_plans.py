@@ -14,7 +14,7 @@ and olmo2's ``rowwise_split_input``), and without a plan splits every linear of 
 name, embeddings and lm_head left whole (falcon, gpt_bigcode) — or asserts, for models it has a
 kernel-injection policy for (gpt2). transformers itself refuses a model with no plan
 (``hf_refusal``). Run on DeepSpeed's CPU accelerator with two ranks
-(``dev/autotp_split.py``: llama untied and tied, qwen3, gemma3_text, starcoder2, falcon tied and
+(``dev/tp_split.py``: llama untied and tied, qwen3, gemma3_text, starcoder2, falcon tied and
 untied, gpt_bigcode, gpt_oss split as said; qwen3_moe, mixtral, phi3, olmo2 and gpt2 refused),
 and transformers' ``from_pretrained(tp_plan="auto")`` on two gloo ranks (llama, qwen3_moe: every
 projection, expert, embedding and lm_head split; gpt_oss: embedding and lm_head alone; falcon
