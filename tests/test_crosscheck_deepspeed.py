@@ -83,11 +83,12 @@ def test_zero3_differs_by_the_ipg_bucket_and_gradient_partitions(model, gpus, op
 
 
 def test_the_schema_knows_every_key_deepspeed_validates():
-    """DeepSpeed validates zero_optimization (and its offload sections), fp16 and bf16 with
-    pydantic models that forbid extra keys: every field and alias of those models is in the schema,
+    """DeepSpeed validates zero_optimization (and its offload sections), fp16, bf16 and
+    tensor_parallel (AutoTP) with pydantic models that forbid extra keys: every field and alias of those models is in the schema,
     so no valid key is reported as unknown (five ZeRO keys of DeepSpeed 0.19.8 were)."""
     import json
     from deepspeed.runtime.precision_config import DeepSpeedBF16Config, DeepSpeedFP16Config
+    from deepspeed.runtime.tensor_parallel.config import TPConfig, TPTrainingConfig
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
     from deepspeed.runtime.zero.offload_config import (DeepSpeedZeroOffloadOptimizerConfig,
                                                        DeepSpeedZeroOffloadParamConfig)
@@ -105,7 +106,9 @@ def test_the_schema_knows_every_key_deepspeed_validates():
                          (section(zero["properties"]["offload_optimizer"]), DeepSpeedZeroOffloadOptimizerConfig),
                          (section(zero["properties"]["offload_param"]), DeepSpeedZeroOffloadParamConfig),
                          (section(schema["properties"]["fp16"]), DeepSpeedFP16Config),
-                         (section(schema["properties"]["bf16"]), DeepSpeedBF16Config)]:
+                         (section(schema["properties"]["bf16"]), DeepSpeedBF16Config),
+                         (section(schema["properties"]["tensor_parallel"]), TPTrainingConfig),
+                         (section(schema["properties"]["tensor_parallel"]["properties"]["tp"]), TPConfig)]:
         assert names(model) <= known, (model.__name__, sorted(names(model) - known))
 
 

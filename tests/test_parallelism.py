@@ -171,10 +171,22 @@ def test_autotp_on_a_model_deepspeed_refuses_is_an_error_at_autotp_size(capsys, 
         return
     assert code == 1 and len(found) == 1 and refused in found[0]["message"]
     assert found[0]["line"] == 10              # "autotp_size": 2
-    config["tensor_parallel"]["partition_config"] = {"layer_specs": []}
-    path.write_text(json.dumps(config, indent=1))
-    main(["check", str(path), "--gpus", "8xH200", "--model", model, "--seq-len", "1024", "--format", "json"])
-    assert not [f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL309"]
+    for own in ({"partition_config": {"layer_specs": []}}, {"preset_model": "mixtral"}):
+        path.write_text(json.dumps({**config, "tensor_parallel": {"autotp_size": 2, **own}}, indent=1))
+        main(["check", str(path), "--gpus", "8xH200", "--model", model, "--seq-len", "1024", "--format", "json"])
+        assert not [f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL309"]
+
+
+def test_the_tensor_parallel_section_is_held_to_deepspeeds_own_fields(capsys, tmp_path):
+    """TPTrainingConfig forbids extra keys: a misspelt one is an unknown key, a string size a wrong
+    type (the section was any object before)."""
+    path = tmp_path / "ds_tp.json"
+    path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1},
+                                "tensor_parallel": {"autotp_sise": 2, "autotp_size": "2"}}, indent=1))
+    main(["check", str(path), "--gpus", "8xH200", "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "1024",
+          "--format", "json"])
+    findings = json.loads(capsys.readouterr().out)["files"][0]["findings"]
+    assert {("VL101", 7), ("VL102", 8)} <= {(f["code"], f["line"]) for f in findings}
 
 
 def test_estimate_says_deepspeed_autotp_would_refuse_the_model(capsys):

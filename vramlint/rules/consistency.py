@@ -73,12 +73,14 @@ def check_consistency(ds: DeepSpeedConfig) -> Iterator[Finding]:
 
 def check_autotp(ds: DeepSpeedConfig, model: ModelShape) -> Iterator[Finding]:
     """AutoTP (``tensor_parallel.autotp_size`` > 1) on a model whose tp_plan DeepSpeed refuses,
-    unless the file gives its own ``partition_config`` (``models/tp_plans.py``)."""
+    unless the file gives its own ``partition_config`` or a ``preset_model``, which DeepSpeed uses
+    instead of the plan (``models/tp_plans.py``)."""
     section = ds.document.data.get("tensor_parallel") if isinstance(ds.document.data, dict) else None
+    own = isinstance(section, dict) and (section.get("partition_config") or section.get("preset_model"))
     refusal = autotp_refusal(model)
-    if ds.tensor_parallel.value <= 1 or refusal is None or (isinstance(section, dict) and section.get(
-            "partition_config")):
+    if ds.tensor_parallel.value <= 1 or refusal is None or own:
         return
     yield Finding(*AUTOTP_REFUSED, ds.tensor_parallel.location or ds.document.locate("$.tensor_parallel"),
                   f"DeepSpeed AutoTP on {model.name or model.model_type}: {refusal}",
-                  hint="give tensor_parallel.partition_config, or shard with ZeRO-3 instead (autotp_size 1)")
+                  hint="give tensor_parallel.partition_config (or a preset_model that fits it: mixtral, "
+                       "deepseek_v2, phi3, ...), or shard with ZeRO-3 instead (autotp_size 1)")
