@@ -178,11 +178,11 @@ def test_autotp_on_a_model_deepspeed_refuses_is_an_error_at_autotp_size(capsys, 
 
 
 def test_the_tensor_parallel_section_is_held_to_deepspeeds_own_fields(capsys, tmp_path):
-    """TPTrainingConfig forbids extra keys: a misspelt one is an unknown key, a string size a wrong
-    type (the section was any object before)."""
+    """TPTrainingConfig forbids extra keys: a misspelt one is an unknown key, a size that is no
+    integer a wrong type (the section was any object before)."""
     path = tmp_path / "ds_tp.json"
     path.write_text(json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1},
-                                "tensor_parallel": {"autotp_sise": 2, "autotp_size": "2"}}, indent=1))
+                                "tensor_parallel": {"autotp_sise": 2, "autotp_size": "two"}}, indent=1))
     main(["check", str(path), "--gpus", "8xH200", "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "1024",
           "--format", "json"])
     findings = json.loads(capsys.readouterr().out)["files"][0]["findings"]
