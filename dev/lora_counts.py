@@ -34,7 +34,8 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "gemma3_text", "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v2", "deepseek_v3", "olmo2",
          "starcoder2", "gpt_oss", "llama4_text", "gpt_bigcode", "qwen3_next", "gemma4_text"]
 MULTIMODAL = ["google/gemma-3-4b-it", "Qwen/Qwen3-VL-8B-Instruct", "google/gemma-4-26B-A4B",
-              "Qwen/Qwen2.5-VL-7B-Instruct", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "default:mistral3"]
+              "Qwen/Qwen2.5-VL-7B-Instruct", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "default:mistral3",
+              "Qwen/Qwen2-VL-7B-Instruct"]
 TARGET_LISTS = ["all-linear", "q_proj,k_proj,v_proj,o_proj", "gate_proj,up_proj,down_proj"]
 
 

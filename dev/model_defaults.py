@@ -24,7 +24,7 @@ TYPES = [
     "deepseek_v2", "deepseek_v3", "kimi_k25", "olmo2", "starcoder2", "gpt_oss", "llama4", "llama4_text",
     "qwen2_5_vl", "qwen2_5_vl_text",
     "siglip_vision_model", "qwen3_vl_vision", "qwen3_vl_moe_vision", "gemma4_vision", "qwen2_5_vl_vision",
-    "llama4_vision_model", "mistral3", "pixtral",
+    "llama4_vision_model", "mistral3", "pixtral", "qwen2_vl", "qwen2_vl_text", "qwen2_vl_vision",
 ]
 # Lists derived from the layer count are recomputed by vramlint for the real count, never defaulted.
 DROP = {"id2label", "label2id", "transformers_version", "architectures", "task_specific_params",

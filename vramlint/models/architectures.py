@@ -606,6 +606,7 @@ FAMILIES: dict[str, tuple[Callable[[HfConfig], ModelShape], str]] = {
     "qwen3_next": (qwen3_next, "qwen3_next"),
     "qwen3_vl_text": (qwen3, "qwen3_vl_text"),
     "qwen2_5_vl_text": (qwen2, "qwen2_5_vl_text"),
+    "qwen2_vl_text": (qwen2, "qwen2_vl_text"),
     "qwen3_vl_moe_text": (qwen3_moe, "qwen3_vl_moe_text"),
     "gemma": (gemma, "gemma"),
     "gemma2": (gemma2, "gemma2"),

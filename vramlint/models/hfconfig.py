@@ -29,11 +29,11 @@ from vramlint.models.vision import vision_tower
 TEXT_TYPES = {
     "gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
     "qwen3_vl_moe": "qwen3_vl_moe_text", "kimi_k25": "kimi_k2", "gemma4": "gemma4_text",
-    "qwen2_5_vl": "qwen2_5_vl_text", "mistral3": "mistral",
+    "qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text", "mistral3": "mistral",
 }
 # Wrappers whose published configs keep the language model's keys at the top level (transformers
 # pops them into text_config when there is none: ``Qwen2_5_VLConfig.__post_init__``).
-FLAT_TEXT = {"qwen2_5_vl"}
+FLAT_TEXT = {"qwen2_5_vl", "qwen2_vl"}
 # Remote-code or renamed types, read as the family whose layout they share.
 ALIASES = {
     "RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3",

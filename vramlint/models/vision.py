@@ -35,6 +35,11 @@ Qwen2.5-VL (``qwen2_5_vl_vision``, transformers ``Qwen2_5_VisionTransformerPretr
 (h² + h) and a gated MLP with biases 2(h·I + I) + (I·h + h), merger RMSNorm h + (h'² + h') +
 (h'·o + o). Qwen2.5-VL-7B: 676,550,144, transformers' count on the meta device (dev check).
 
+Qwen2-VL (``qwen2_vl_vision``, transformers ``Qwen2VisionTransformerPretrainedModel``), embed
+dim e, MLP width I = e·mlp_ratio, depth L, output ``hidden_size`` o: the same patch embedding,
+per block two LayerNorms 4e, qkv (3e² + 3e), proj (e² + e), fc1 and fc2 with biases, merger
+LayerNorm 2e + (e'² + e') + (e'·o + o). Qwen2-VL-7B: 675,759,104, transformers' count (dev check).
+
 Llama 4 (``llama4_vision_model``, transformers ``Llama4VisionModel``), hidden h, MLP width I, L
 layers, patch p over c channels, image s: an unfolding patch linear c·p²·h, a class embedding h,
 positions ((s/p)² + 1)·h, two LayerNorms 4h, per layer q, k, v, o with biases 4(h² + h), fc1 and
@@ -68,7 +73,7 @@ from vramlint.models.shape import Tower
 Linears = tuple[tuple[str, int, int, int], ...]     # (module name as PEFT matches it, d_in, d_out, copies)
 
 LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
-             "as their ForConditionalGeneration; qwen3_vl, qwen2_5_vl and mistral3 through "
+             "as their ForConditionalGeneration; qwen3_vl, qwen2_5_vl, qwen2_vl and mistral3 through "
              "AutoModelForImageTextToText)")
 TEXT_ONLY = ("AutoModelForCausalLM builds {model_type} text-only ({architecture}: no vision tower), so its tower "
              "({params:,} parameters) is not loaded; the ForConditionalGeneration class would load it")
@@ -130,6 +135,26 @@ def _qwen2_5_vl_linears(v: HfConfig, text_hidden: int) -> Linears:
     return (("attn.qkv", h, 3 * h, n), ("attn.proj", h, h, n), ("mlp.gate_proj", h, i, n), ("mlp.up_proj", h, i, n),
             ("mlp.down_proj", i, h, n), ("merger.mlp.0", merged, merged, 1),
             ("merger.mlp.2", merged, v.int("out_hidden_size"), 1))
+
+
+def _qwen2_vl(v: HfConfig, text_hidden: int) -> int:
+    e, p, c = v.int("embed_dim"), v.int("patch_size"), v.int("in_channels")
+    i, merged, out = e * v.int("mlp_ratio"), e * v.int("spatial_merge_size") ** 2, v.int("hidden_size")
+    block = 4 * e + (3 * e * e + 3 * e) + (e * e + e) + (e * i + i) + (i * e + e)
+    merger = 2 * e + merged * merged + merged + merged * out + out
+    return c * v.int("temporal_patch_size") * p * p * e + v.int("depth") * block + merger
+
+
+def _qwen2_vl_linears(v: HfConfig, text_hidden: int) -> Linears:
+    e, n = v.int("embed_dim"), v.int("depth")
+    i, merged = e * v.int("mlp_ratio"), e * v.int("spatial_merge_size") ** 2
+    return (("attn.qkv", e, 3 * e, n), ("attn.proj", e, e, n), ("mlp.fc1", e, i, n), ("mlp.fc2", i, e, n),
+            ("merger.mlp.0", merged, merged, 1), ("merger.mlp.2", merged, v.int("hidden_size"), 1))
+
+
+def _hidden_width(v: HfConfig, text_hidden: int) -> int:
+    """Qwen2-VL's vision ``hidden_size`` is its merger's output: one embedding per image token."""
+    return v.int("hidden_size")
 
 
 def _out_width(v: HfConfig, text_hidden: int) -> int:
@@ -252,6 +277,8 @@ TOWERS = {
                                            GEMMA4_TP),
     ("qwen2_5_vl", "qwen2_5_vl_vision"): Kind(_qwen2_5_vl, _out_width, _qwen2_5_vl_linears, IMAGE_VIDEO, True,
                                               encoder_dp=True),
+    ("qwen2_vl", "qwen2_vl_vision"): Kind(_qwen2_vl, _hidden_width, _qwen2_vl_linears, IMAGE_VIDEO, True,
+                                          encoder_dp=True),
     ("mistral3", "pixtral"): Kind(_pixtral, _text_width, _pixtral_linears, IMAGE, True),
     ("llama4", "llama4_vision_model"): Kind(_llama4, _text_width, _llama4_linears, IMAGE, True,
                                             text_class="Llama4ForCausalLM", encoder_dp=True),
