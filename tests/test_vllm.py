@@ -453,6 +453,22 @@ def test_mm_encoder_tp_mode_data_keeps_the_tower_whole_where_vllm_supports_it(ca
     assert ("Falling back to `--mm-encoder-tp-mode weights`" in notes) == (not whole)
 
 
+def test_llava_counts_the_clip_tower_vllm_builds_up_to_its_feature_layer(capsys, tmp_path):
+    """LLaVA-1.5's CLIP tower and projector: 324,487,168 parameters in transformers (with the
+    language model, 7,063,427,072, the checkpoint's size), but vLLM builds the tower only up to
+    vision_feature_layer -2 and without its post-LayerNorm (``init_vision_tower_for_llava``,
+    ``require_post_norm=False``): one 12,596,224-parameter block and 2,048 fewer."""
+    from vramlint.models import read_model
+    m = read_model("llava-hf/llava-1.5-7b-hf")
+    assert (m.vision_params, m.params + m.vision_params) == (324_487_168, 7_063_427_072)
+    assert m.vision.vllm_params == 324_487_168 - 12_596_224 - 2_048
+    weights = {}
+    for line in ("", "limit-mm-per-prompt: {image: 0}\n"):
+        code, out = check(capsys, tmp_path, "model: llava-hf/llava-1.5-7b-hf\nmax-model-len: 4096\n" + line)
+        weights[line] = next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "weights")
+    assert weights[""] - weights["limit-mm-per-prompt: {image: 0}\n"] == 2 * m.vision.vllm_params
+
+
 def test_a_vision_config_naming_another_type_is_read_as_transformers_reads_it():
     """Qwen3-VL-30B-A3B's published config names its vision_config's type qwen3_vl_moe (the
     checkpoint's own); transformers builds Qwen3VLMoeVisionConfig from the dict regardless, so the

@@ -277,7 +277,7 @@ def _weights(s: Serving) -> tuple[int, str]:
     m = s.model
     experts = expert_bytes(m, s.dtype_bytes)
     split = s.tp if m.vision and m.vision.tp_sharded else 1
-    vision = m.vision_params * s.dtype_bytes // split
+    vision = (m.vision.vllm_params if m.vision else 0) * s.dtype_bytes // split
     size = (weight_bytes(m, s.dtype_bytes) - experts) // (s.tp * s.pp) + experts // (s.expert_ranks * s.pp) + vision
     if s.expert_ranks == s.tp:
         formula = f"{m.params:,} params / (TP {s.tp} x PP {s.pp})"
@@ -285,7 +285,7 @@ def _weights(s: Serving) -> tuple[int, str]:
         routed = m.layer_params.experts
         formula = (f"{m.params - routed:,} params / (TP {s.tp} x PP {s.pp}) + {routed:,} routed-expert params / "
                    f"(TP x DP {s.expert_ranks} x PP {s.pp})")
-    tower = f" + vision tower {m.vision_params:,}" + (f" / TP {s.tp}" if split > 1 else "") if vision else ""
+    tower = f" + vision tower {m.vision.vllm_params:,}" + (f" / TP {s.tp}" if split > 1 else "") if vision else ""
     stored = f", {m.quantization.method} on {', '.join(m.quantized_groups)}" if m.quantized_groups else ""
     draft = ""
     if s.draft:

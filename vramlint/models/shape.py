@@ -225,6 +225,7 @@ class Tower:
     hf_tp_split: frozenset[str] = frozenset()   # the linears transformers' tp_plan splits (the rest replicated)
     text_class: str = ""           # the text-only class AutoModelForCausalLM builds instead, if any (llama4's)
     encoder_dp: bool = False       # vLLM can replicate it per rank (``mm_encoder_tp_mode: data``)
+    vllm_params: int = 0           # what vLLM builds of it, where that is less (LLaVA's CLIP, cut at the feature layer)
 
 
 @dataclass(frozen=True)
