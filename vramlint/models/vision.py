@@ -253,7 +253,8 @@ def _clip_tower(v: HfConfig, layers: int | None = None, post_norm: bool = True) 
     h, i, p, c = v.int("hidden_size"), v.int("intermediate_size"), v.int("patch_size"), v.int("num_channels")
     layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 4 * h
     n = v.int("num_hidden_layers") if layers is None else layers
-    return h + c * p * p * h + ((v.int("image_size") // p) ** 2 + 1) * h + 2 * h + n * layer + (2 * h if post_norm else 0)
+    embeddings = h + c * p * p * h + ((v.int("image_size") // p) ** 2 + 1) * h
+    return embeddings + 2 * h + n * layer + (2 * h if post_norm else 0)
 
 
 def _feature_layers(outer: Outer) -> list[int]:
