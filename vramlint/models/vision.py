@@ -275,7 +275,8 @@ def _llava_head(v: HfConfig, outer: Outer) -> int:
 def _vllm_layers(v: HfConfig, outer: Outer) -> int:
     """vLLM builds a LLaVA tower only up to its deepest feature layer (``_get_num_hidden_layers``)."""
     n = v.int("num_hidden_layers")
-    return max(n + index + 1 if index < 0 else index for index in _feature_layers(outer))
+    deepest = max(n + index + 1 if index < 0 else index for index in _feature_layers(outer))
+    return min(n, max(0, deepest))         # an index past either end builds no more than the tower has
 
 
 def _llava_clip(v: HfConfig, outer: Outer) -> int:
