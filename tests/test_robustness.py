@@ -122,3 +122,26 @@ def test_any_mutated_model_config_is_read_or_refused_in_one_line(tmp_path, capsy
                  "--seq-len", "256", "--format", "json"])
     out, err = capsys.readouterr()
     assert code in (0, 1, 2) and "internal error" not in err and "Traceback" not in err, err
+
+
+MULTIMODAL = [e["config"] for e in __import__("vramlint.models.catalog", fromlist=["entries"]).entries()
+              if "vision_config" in e["config"]]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.sampled_from(MULTIMODAL), st.data())
+def test_a_mutated_vision_config_counts_no_negative_tower(config, data):
+    """Odd values in a tower's config or the wrapper's projector settings (vision_feature_layer
+    -30 once gave vLLM's LLaVA tower a negative size): a count of at least 0 on both runtimes, or
+    a one-line usage error."""
+    from vramlint.errors import UsageError
+    from vramlint.models.hfconfig import shape_from_dict
+    config = json.loads(json.dumps(config))
+    holder = config["vision_config"] if data.draw(st.booleans()) else config
+    key = data.draw(st.sampled_from(sorted(set(holder) | {"vision_feature_layer", "num_hidden_layers"})))
+    holder[key] = copy.deepcopy(data.draw(ODD))
+    try:
+        shape = shape_from_dict(config)
+    except UsageError:
+        return
+    assert shape.vision is None or (shape.vision.params >= 0 and shape.vision.vllm_params >= 0)
