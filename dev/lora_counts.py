@@ -35,7 +35,7 @@ TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_mo
          "starcoder2", "gpt_oss", "llama4_text", "gpt_bigcode", "qwen3_next", "gemma4_text"]
 MULTIMODAL = ["google/gemma-3-4b-it", "Qwen/Qwen3-VL-8B-Instruct", "google/gemma-4-26B-A4B",
               "Qwen/Qwen2.5-VL-7B-Instruct", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "default:mistral3",
-              "Qwen/Qwen2-VL-7B-Instruct", "llava-hf/llava-1.5-7b-hf"]
+              "Qwen/Qwen2-VL-7B-Instruct", "llava-hf/llava-1.5-7b-hf", "default:paligemma"]
 TARGET_LISTS = ["all-linear", "q_proj,k_proj,v_proj,o_proj", "gate_proj,up_proj,down_proj"]
 
 
@@ -56,7 +56,7 @@ def multimodal(name: str, targets: str) -> dict:
     else:
         raw = dict(next(e for e in entries() if e["id"] == name)["config"])
         config = AutoConfig.for_model(raw.pop("model_type"), **raw)
-    auto = AutoModelForImageTextToText if config.model_type.startswith(("qwen", "llama4", "mistral3", "llava")) \
+    auto = AutoModelForImageTextToText if config.model_type.startswith(("qwen", "llama4", "mistral3", "llava", "paligemma")) \
         else AutoModelForCausalLM
     with torch.device("meta"):
         model = auto.from_config(config)

@@ -30,7 +30,7 @@ DEFAULT_TYPES = [
     "starcoder2", "gpt_oss", "llama4_text", "gpt_bigcode", "qwen3_next",
 ]
 DEFAULT_MULTIMODAL_TYPES = ["gemma3", "llama4", "qwen3_vl", "qwen3_vl_moe", "gemma4", "qwen2_5_vl", "mistral3",
-                            "qwen2_vl", "llava", "llava_next"]
+                            "qwen2_vl", "llava", "llava_next", "paligemma"]
 # Remote-code or missing model types, read through the architecture they declare.
 VIA = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3", None: None}
 ARCH_TYPES = {"LlamaForCausalLM": "llama", "DeepseekV3ForCausalLM": "deepseek_v3", "RWForCausalLM": "falcon"}

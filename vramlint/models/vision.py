@@ -40,6 +40,9 @@ dim e, MLP width I = e·mlp_ratio, depth L, output ``hidden_size`` o: the same p
 per block two LayerNorms 4e, qkv (3e² + 3e), proj (e² + e), fc1 and fc2 with biases, merger
 LayerNorm 2e + (e'² + e') + (e'·o + o). Qwen2-VL-7B: 675,759,104, transformers' count (dev check).
 
+PaliGemma (``paligemma``): SigLIP as above, and one projector linear with bias h·P + P into
+``projection_dim`` P (the checkpoint's). PaliGemma's default: 401,858,816, transformers' count.
+
 LLaVA and LLaVA-NeXT (``llava``, ``llava_next``: the vision_config's own type decides, CLIP by
 default, Pixtral for Pixtral-12B): CLIP (``CLIPVisionModel``) has a class embedding h, a patch
 conv c·p²·h, positions ((s/p)² + 1)·h, pre- and post-LayerNorms 4h, per layer q, k, v, out with
@@ -91,7 +94,7 @@ class Outer:
     text_hidden: int
 
 LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
-             "as their ForConditionalGeneration; the Qwen VLs, mistral3 and llava through "
+             "as their ForConditionalGeneration; the Qwen VLs, mistral3, llava and paligemma through "
              "AutoModelForImageTextToText)")
 TEXT_ONLY = ("AutoModelForCausalLM builds {model_type} text-only ({architecture}: no vision tower), so its tower "
              "({params:,} parameters) is not loaded; the ForConditionalGeneration class would load it")
@@ -321,6 +324,21 @@ def _pixtral_linears(v: HfConfig, outer: Outer) -> Linears:
             ("multi_modal_projector.linear_2", outer.text_hidden, outer.text_hidden, 1))
 
 
+def _paligemma(v: HfConfig, outer: Outer) -> int:
+    """SigLIP and PaliGemma's projector, one linear with bias into ``projection_dim``."""
+    projection = outer.config.int("projection_dim")
+    return _siglip(v) + v.int("hidden_size") * projection + projection
+
+
+def _paligemma_linears(v: HfConfig, outer: Outer) -> Linears:
+    return (*_siglip_linears(v, outer),
+            ("multi_modal_projector.linear", v.int("hidden_size"), outer.config.int("projection_dim"), 1))
+
+
+def _projection_width(v: HfConfig, outer: Outer) -> int:
+    return outer.config.int("projection_dim")
+
+
 def _gemma3(v: HfConfig, outer: Outer) -> int:
     """SigLIP and Gemma 3's projector (``mm_input_projection_weight`` h x text hidden, ``mm_soft_emb_norm`` h)."""
     return _siglip(v) + v.int("hidden_size") * outer.text_hidden + v.int("hidden_size")
@@ -372,6 +390,7 @@ TOWERS = {
                                               vllm_params=_llava_clip_vllm),
     ("llava", "pixtral"): Kind(_llava_pixtral, _text_width, _llava_pixtral_linears, IMAGE, True,
                                vllm_params=_llava_pixtral_vllm),
+    ("paligemma", "siglip_vision_model"): Kind(_paligemma, _projection_width, _paligemma_linears, IMAGE, True),
     ("mistral3", "pixtral"): Kind(_pixtral, _text_width, _pixtral_linears, IMAGE, True),
     ("llama4", "llama4_vision_model"): Kind(_llama4, _text_width, _llama4_linears, IMAGE, True,
                                             text_class="Llama4ForCausalLM", encoder_dp=True),
@@ -379,7 +398,8 @@ TOWERS = {
 # Wrappers that build their vision sub-config by the dict's own model_type (``SubConfigSpec`` with
 # AutoConfig), and the type they default to; the others build one fixed class, whatever the dict
 # names (Qwen3-VL-30B-A3B's says qwen3_vl_moe).
-AUTO_KIND = {"llava": "clip_vision_model", "llava_next": "clip_vision_model", "mistral3": "pixtral"}
+AUTO_KIND = {"llava": "clip_vision_model", "llava_next": "clip_vision_model", "mistral3": "pixtral",
+             "paligemma": "siglip_vision_model"}
 FIXED_KIND = {model_type: kind for model_type, kind in TOWERS if model_type not in AUTO_KIND}
 
 
