@@ -30,12 +30,15 @@ import transformers
 from peft import LoraConfig, get_peft_model
 from transformers import CONFIG_MAPPING, AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
+from param_counts import NOT_TEXT      # the tower's and projector's parameter names
+
 TYPES = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
          "gemma3_text", "phi3", "gpt2", "gpt_neox", "falcon", "deepseek_v2", "deepseek_v3", "olmo2",
          "starcoder2", "gpt_oss", "llama4_text", "gpt_bigcode", "qwen3_next", "gemma4_text"]
 MULTIMODAL = ["google/gemma-3-4b-it", "Qwen/Qwen3-VL-8B-Instruct", "google/gemma-4-26B-A4B",
               "Qwen/Qwen2.5-VL-7B-Instruct", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "default:mistral3",
-              "Qwen/Qwen2-VL-7B-Instruct", "llava-hf/llava-1.5-7b-hf", "default:paligemma"]
+              "Qwen/Qwen2-VL-7B-Instruct", "llava-hf/llava-1.5-7b-hf", "default:paligemma",
+              "default:smolvlm"]
 TARGET_LISTS = ["all-linear", "q_proj,k_proj,v_proj,o_proj", "gate_proj,up_proj,down_proj"]
 
 
@@ -56,8 +59,7 @@ def multimodal(name: str, targets: str) -> dict:
     else:
         raw = dict(next(e for e in entries() if e["id"] == name)["config"])
         config = AutoConfig.for_model(raw.pop("model_type"), **raw)
-    auto = AutoModelForImageTextToText if config.model_type.startswith(("qwen", "llama4", "mistral3", "llava", "paligemma")) \
-        else AutoModelForCausalLM
+    auto = AutoModelForCausalLM if config.model_type in ("gemma3", "gemma4") else AutoModelForImageTextToText
     with torch.device("meta"):
         model = auto.from_config(config)
         try:
@@ -66,7 +68,7 @@ def multimodal(name: str, targets: str) -> dict:
         except ValueError as error:
             return {"refused": str(error).splitlines()[0]}
     grads = [(n, p.numel()) for n, p in model.named_parameters() if p.requires_grad]
-    return {"total": sum(n for _, n in grads), "tower": sum(n for name, n in grads if "language_model" not in name)}
+    return {"total": sum(n for _, n in grads), "tower": sum(n for name, n in grads if NOT_TEXT.search(name))}
 
 
 def main() -> None:

@@ -25,7 +25,8 @@ TYPES = [
     "qwen2_5_vl", "qwen2_5_vl_text",
     "siglip_vision_model", "qwen3_vl_vision", "qwen3_vl_moe_vision", "gemma4_vision", "qwen2_5_vl_vision",
     "llama4_vision_model", "mistral3", "pixtral", "qwen2_vl", "qwen2_vl_text", "qwen2_vl_vision",
-    "llava", "llava_next", "clip_vision_model", "paligemma",
+    "llava", "llava_next", "clip_vision_model", "paligemma", "idefics3", "idefics3_vision", "smolvlm",
+    "smolvlm_vision",
 ]
 # Lists derived from the layer count are recomputed by vramlint for the real count, never defaulted.
 DROP = {"id2label", "label2id", "transformers_version", "architectures", "task_specific_params",

@@ -30,7 +30,7 @@ DEFAULT_TYPES = [
     "starcoder2", "gpt_oss", "llama4_text", "gpt_bigcode", "qwen3_next",
 ]
 DEFAULT_MULTIMODAL_TYPES = ["gemma3", "llama4", "qwen3_vl", "qwen3_vl_moe", "gemma4", "qwen2_5_vl", "mistral3",
-                            "qwen2_vl", "llava", "llava_next", "paligemma"]
+                            "qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "smolvlm"]
 # Remote-code or missing model types, read through the architecture they declare.
 VIA = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3", None: None}
 ARCH_TYPES = {"LlamaForCausalLM": "llama", "DeepseekV3ForCausalLM": "deepseek_v3", "RWForCausalLM": "falcon"}
@@ -38,7 +38,7 @@ FALCON_KEYS = {"n_head": "num_attention_heads", "n_head_kv": "num_kv_heads", "n_
                "n_embd": "hidden_size"}
 
 
-NOT_TEXT = re.compile(r"(^|\.)(visual|vision_tower|vision_model|multi_modal_projector|embed_vision|image_newline|"
+NOT_TEXT = re.compile(r"(^|\.)(visual|vision_tower|vision_model|multi_modal_projector|embed_vision|image_newline|connector|"
                       r"audio_tower|"
                       r"embed_audio|mm_projector)(\.|$)")
 

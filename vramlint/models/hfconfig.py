@@ -30,7 +30,7 @@ TEXT_TYPES = {
     "gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
     "qwen3_vl_moe": "qwen3_vl_moe_text", "kimi_k25": "kimi_k2", "gemma4": "gemma4_text",
     "qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text", "mistral3": "mistral",
-    "llava": "llama", "llava_next": "llama", "paligemma": "gemma",
+    "llava": "llama", "llava_next": "llama", "paligemma": "gemma", "idefics3": "llama", "smolvlm": "llama",
 }
 # Wrappers whose published configs keep the language model's keys at the top level (transformers
 # pops them into text_config when there is none: ``Qwen2_5_VLConfig.__post_init__``).

@@ -43,6 +43,10 @@ LayerNorm 2e + (e'² + e') + (e'·o + o). Qwen2-VL-7B: 675,759,104, transformers
 PaliGemma (``paligemma``): SigLIP as above, and one projector linear with bias h·P + P into
 ``projection_dim`` P (the checkpoint's). PaliGemma's default: 401,858,816, transformers' count.
 
+Idefics3 and SmolVLM (``idefics3``, ``smolvlm``): a SigLIP-like tower as above (no class
+embedding, no head) and a connector h·scale²·T without bias (vLLM keeps the connector whole
+on every TP rank, counted split). Their defaults: 171,270,144, transformers' count.
+
 LLaVA and LLaVA-NeXT (``llava``, ``llava_next``: the vision_config's own type decides, CLIP by
 default, Pixtral for Pixtral-12B): CLIP (``CLIPVisionModel``) has a class embedding h, a patch
 conv c·p²·h, positions ((s/p)² + 1)·h, pre- and post-LayerNorms 4h, per layer q, k, v, out with
@@ -94,8 +98,8 @@ class Outer:
     text_hidden: int
 
 LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
-             "as their ForConditionalGeneration; the Qwen VLs, mistral3, llava and paligemma through "
-             "AutoModelForImageTextToText)")
+             "as their ForConditionalGeneration; the Qwen VLs, mistral3, llava, paligemma, idefics3 and smolvlm "
+             "through AutoModelForImageTextToText)")
 TEXT_ONLY = ("AutoModelForCausalLM builds {model_type} text-only ({architecture}: no vision tower), so its tower "
              "({params:,} parameters) is not loaded; the ForConditionalGeneration class would load it")
 
@@ -339,6 +343,17 @@ def _projection_width(v: HfConfig, outer: Outer) -> int:
     return outer.config.int("projection_dim")
 
 
+def _idefics3(v: HfConfig, outer: Outer) -> int:
+    """Idefics3's / SmolVLM's SigLIP-like tower (no class embedding, no head) and its connector,
+    one linear without bias from the pixel-shuffled width h·scale² into the text width."""
+    return _siglip(v) + v.int("hidden_size") * outer.config.int("scale_factor") ** 2 * outer.text_hidden
+
+
+def _idefics3_linears(v: HfConfig, outer: Outer) -> Linears:
+    width = v.int("hidden_size") * outer.config.int("scale_factor") ** 2
+    return (*_siglip_linears(v, outer), ("connector.modality_projection.proj", width, outer.text_hidden, 1))
+
+
 def _gemma3(v: HfConfig, outer: Outer) -> int:
     """SigLIP and Gemma 3's projector (``mm_input_projection_weight`` h x text hidden, ``mm_soft_emb_norm`` h)."""
     return _siglip(v) + v.int("hidden_size") * outer.text_hidden + v.int("hidden_size")
@@ -391,6 +406,8 @@ TOWERS = {
     ("llava", "pixtral"): Kind(_llava_pixtral, _text_width, _llava_pixtral_linears, IMAGE, True,
                                vllm_params=_llava_pixtral_vllm),
     ("paligemma", "siglip_vision_model"): Kind(_paligemma, _projection_width, _paligemma_linears, IMAGE, True),
+    ("idefics3", "idefics3_vision"): Kind(_idefics3, _text_width, _idefics3_linears, IMAGE, True),
+    ("smolvlm", "smolvlm_vision"): Kind(_idefics3, _text_width, _idefics3_linears, IMAGE, True),
     ("mistral3", "pixtral"): Kind(_pixtral, _text_width, _pixtral_linears, IMAGE, True),
     ("llama4", "llama4_vision_model"): Kind(_llama4, _text_width, _llama4_linears, IMAGE, True,
                                             text_class="Llama4ForCausalLM", encoder_dp=True),
