@@ -97,6 +97,7 @@ class Outer:
     config: HfConfig
     text_hidden: int
 
+
 LOADED_BY = ("transformers builds the multimodal class, tower included (AutoModelForCausalLM: gemma3 and gemma4 "
              "as their ForConditionalGeneration; the Qwen VLs, mistral3, llava, paligemma, idefics3 and smolvlm "
              "through AutoModelForImageTextToText)")
@@ -381,12 +382,12 @@ class Kind:
 
 
 IMAGE, IMAGE_VIDEO = frozenset({"image"}), frozenset({"image", "video"})
-# (the checkpoint's model_type, its vision_config's model_type) -> Kind
 GEMMA4_WRAPPED = frozenset({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"})
 GEMMA4_TP = frozenset(f"{part}.{name}.linear"       # gemma4_vision's base_model_tp_plan; the others have none
                       for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
                                           ("mlp", ("gate_proj", "up_proj", "down_proj")))
                       for name in names)
+# (the checkpoint's model_type, its vision_config's model_type) -> Kind
 TOWERS = {
     ("gemma3", "siglip_vision_model"): Kind(_gemma3, _text_width, _siglip_linears, IMAGE, True),
     ("qwen3_vl", "qwen3_vl_vision"): Kind(_qwen3_vl, _qwen3_vl_width, _qwen3_vl_linears, IMAGE_VIDEO, True,
