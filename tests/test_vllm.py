@@ -467,6 +467,9 @@ def test_llava_counts_the_clip_tower_vllm_builds_up_to_its_feature_layer(capsys,
         code, out = check(capsys, tmp_path, "model: llava-hf/llava-1.5-7b-hf\nmax-model-len: 4096\n" + line)
         weights[line] = next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "weights")
     assert weights[""] - weights["limit-mm-per-prompt: {image: 0}\n"] == 2 * m.vision.vllm_params
+    main(["model", "llava-hf/llava-1.5-7b-hf", "--format", "json"])
+    info = json.loads(capsys.readouterr().out)
+    assert (info["vision_params"], info["vision_params_vllm"]) == (324_487_168, m.vision.vllm_params)
 
 
 def test_a_vision_config_naming_another_type_is_read_as_transformers_reads_it():

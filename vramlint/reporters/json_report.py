@@ -85,6 +85,7 @@ def model_dict(shape: ModelShape) -> dict:
         "layers": shape.layer_kinds(),
         "weight_bytes": weight_bytes(shape),
         "vision_params": shape.vision_params,        # loaded beside the language model (vLLM, transformers)
+        "vision_params_vllm": shape.vision.vllm_params if shape.vision else 0,   # fewer where vLLM cuts it short
         "vllm_rope_tables": [{"positions": p, "rotary_dim": d} for p, d in shape.rope_tables],
         "quantization": None if shape.quantization is None else {
             "method": shape.quantization.method, "bits": shape.quantization.bits,

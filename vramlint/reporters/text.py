@@ -148,7 +148,9 @@ def model_report(shape: ModelShape, out: TextIO) -> None:
     if info["max_position_embeddings"]:
         table.add_row("max positions", f"{info['max_position_embeddings']:,}")
     if info["vision_params"]:
-        table.add_row("vision tower", f"{info['vision_params']:,} parameters (vLLM and transformers' multimodal class load it too)")
+        params, built = info["vision_params"], info["vision_params_vllm"]
+        cut = f"; vLLM builds {built:,} of them, up to the feature layer" if built != params else ""
+        table.add_row("vision tower", f"{params:,} parameters (vLLM and transformers' multimodal class load it too{cut})")
     if info["vllm_rope_tables"]:
         table.add_row("vLLM RoPE tables", ", ".join(f"{t['positions']:,} x {t['rotary_dim']}"
                                                     for t in info["vllm_rope_tables"]))
