@@ -150,7 +150,8 @@ def model_report(shape: ModelShape, out: TextIO) -> None:
     if info["vision_params"]:
         params, built = info["vision_params"], info["vision_params_vllm"]
         cut = f"; vLLM builds {built:,} of them, up to the feature layer" if built != params else ""
-        table.add_row("vision tower", f"{params:,} parameters (vLLM and transformers' multimodal class load it too{cut})")
+        table.add_row("vision tower",
+                      f"{params:,} parameters (vLLM and transformers' multimodal class load it too{cut})")
     if info["vllm_rope_tables"]:
         table.add_row("vLLM RoPE tables", ", ".join(f"{t['positions']:,} x {t['rotary_dim']}"
                                                     for t in info["vllm_rope_tables"]))
