@@ -583,3 +583,46 @@ def test_a_quantized_checkpoint_is_not_told_to_be_quantized(capsys, tmp_path):
                                         "gpu-memory-utilization: 0.8\n")
     hint = next(f for f in out["findings"] if f["code"] == "VL201")["hint"]
     assert hint.startswith("a checkpoint in fewer bits than compressed-tensors fp8") and "quantization: fp8" not in hint
+
+
+def test_enable_lora_takes_its_slots_out_of_the_kv_budget(capsys, tmp_path):
+    """vLLM 0.19 allocates every LoRA buffer while the model loads (``create_lora_weights``), for
+    max_loras slots of max_lora_rank, adapters loaded or not. Llama-3.1-8B, rank 64, 4 slots, per
+    layer and slot: q 64 x (4096 + 4096), k and v 64 x (4096 + 1024), o 64 x (4096 + 4096), gate
+    and up 64 x (4096 + 14336), down 64 x (14336 + 4096) = 5,242,880; x 32 layers, + the embedding
+    and lm_head 2 x 64 x (128,256 + 4096), x 4 slots = 738,852,864 elements in bf16, every byte of
+    them out of the KV cache."""
+    base = "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 8192\n"
+    parts = {}
+    for text in ("", "enable-lora: true\nmax-loras: 4\nmax-lora-rank: 64\n"):
+        code, out = check(capsys, tmp_path, base + text)
+        parts[text] = {c["name"]: c["bytes"] for c in out["serving"]["components"]}
+    plain, lora = parts.values()
+    slots = (5_242_880 * 32 + 2 * 64 * (128_256 + 4096)) * 4 * 2
+    assert lora["LoRA slots (enable_lora)"] == slots and "LoRA slots (enable_lora)" not in plain
+    assert plain["KV cache"] - lora["KV cache"] == slots
+
+
+def test_lora_slots_of_a_moe_model_hold_every_local_experts_adapters():
+    """FusedMoEWithLoRA keeps, per slot and local expert, w1 and w3 (r x h, I x r) and w2 (r x I,
+    h x r): Qwen3-30B-A3B's 128 experts of width 768 at rank 16 are 17.3 M elements a layer, most of
+    the total; expert parallelism over 4 ranks keeps 32 of them whole."""
+    from vramlint.memory.lora_slots import LoraSlots, lora_slot_elements
+    from vramlint.models import read_model
+    m = read_model("Qwen/Qwen3-30B-A3B")
+    one = LoraSlots(max_loras=1, rank=16)
+    experts = 128 * (2 * (16 * 2048 + 768 * 16) + 16 * 768 + 2048 * 16)
+    attention = 16 * ((2048 + 4096) + 2 * (2048 + 512) + (4096 + 2048))
+    router = 16 * (2048 + 128)                    # the gate, a ReplicatedLinear: LoRA'd like any linear
+    vocab = 2 * 16 * (151_936 + 2048)
+    assert lora_slot_elements(m, one, tp=1, pp=1, ranks=1) == 48 * (experts + attention + router) + vocab
+    spread = lora_slot_elements(m, one, tp=4, pp=1, ranks=4, expert_parallel=True)
+    assert spread < lora_slot_elements(m, one, tp=1, pp=1, ranks=1) / 3
+
+
+def test_lora_on_a_vocabulary_over_258048_is_refused_with_vllms_words(capsys, tmp_path):
+    code, out = check(capsys, tmp_path, "model: google/gemma-3-27b-it\nmax-model-len: 8192\nenable-lora: true\n")
+    finding = next(f for f in out["findings"] if f["code"] == "VL404")
+    assert code == 1 and finding["line"] == 3 and "vocab size must be <= 258048" in finding["message"]
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nmax-model-len: 8192\nenable-lora: true\n")
+    assert not any(f["code"] == "VL404" for f in out["findings"])

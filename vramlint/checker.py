@@ -21,6 +21,7 @@ from vramlint.models.shape import ModelShape
 from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from_deepspeed
 from vramlint.readers.accelerate import PRECISION, looks_like_accelerate, read_accelerate
 from vramlint.readers.deepspeed import Fact, looks_like_deepspeed, read_deepspeed
+from vramlint.memory.lora_slots import LoraSlots
 from vramlint.memory.serving import Serving, serving_estimate
 from vramlint.models import read_model
 from vramlint.readers.vllm import human_int, looks_like_vllm, normalised_document, read_vllm
@@ -238,7 +239,9 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
         auto_max_model_len=str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"),
         dp=_count(cfg.data_parallel), expert_parallel=cfg.expert_parallel.value is True, gpu_name=cluster.gpu.name,
         performance_mode=cfg.performance_mode.value, chunked_prefill=cfg.chunked_prefill.value is not False,
-        draft=_draft(cfg.draft_model, result), draft_tp=cfg.draft_tp)
+        draft=_draft(cfg.draft_model, result), draft_tp=cfg.draft_tp,
+        lora=LoraSlots(_count(cfg.max_loras), _count(cfg.max_lora_rank, 16), cfg.fully_sharded_loras.value is True)
+        if cfg.enable_lora.value is True else None)
     result.serving = (serving, serving_estimate(serving))
     fitted = result.serving[1].max_model_len
     if serving.auto_max_model_len and 0 < fitted < serving.context_len:

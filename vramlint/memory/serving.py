@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 
 from vramlint.memory.components import Component
 from vramlint.memory.fixed import WORKSPACES
+from vramlint.memory.lora_slots import SOURCE as LORA_SOURCE, LoraSlots, lora_slot_elements
 from vramlint.memory.weights import expert_bytes, weight_bytes
 from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape
@@ -60,6 +61,7 @@ STREAMING_MULTIPROCESSORS = 132  # H100 / H200: rows of apply_top_k_top_p_triton
 MOE_NO_WORKSPACE = frozenset({"mxfp4"})   # gpt-oss's OAI triton_kernels path allocates no TritonExperts workspace
 VLLM_SAMPLER = "vLLM 0.19 Sampler / TopKTopPSampler / apply_top_k_top_p_triton (_dummy_sampler_run)"
 ROPE_TABLES = "RoPE cos/sin tables"
+LORA_SLOTS = "LoRA slots (enable_lora)"
 KV_BYTES = {"auto": None, "float16": 2, "bfloat16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1,
             "fp8_ds_mla": 1, "nvfp4": 0.5625}
 
@@ -88,6 +90,7 @@ class Serving:
     chunked_prefill: bool = True     # off: a whole max_model_len prompt is one batch
     draft: ModelShape | None = None  # speculative decoding's draft model (speculative_config.model)
     draft_tp: int | None = None      # draft_tensor_parallel_size: the target's TP when unset
+    lora: LoraSlots | None = None    # enable_lora: max_loras slots of max_lora_rank (memory/lora_slots.py)
 
     @property
     def expert_ranks(self) -> int:
@@ -158,7 +161,7 @@ class ServingEstimate:
     def loaded(self) -> int:
         """What vLLM's log reports as "Model loading took": the memory allocated while the model
         loads — the rank's weights (vision tower included) and the RoPE tables."""
-        return sum(c.bytes for c in self.components if c.name in ("weights", ROPE_TABLES))
+        return sum(c.bytes for c in self.components if c.name in ("weights", ROPE_TABLES, LORA_SLOTS))
 
     @property
     def max_concurrency(self) -> float:
@@ -294,6 +297,16 @@ def _weights(s: Serving) -> tuple[int, str]:
     return max(0, size - s.cpu_offload_bytes), formula + tower + stored + draft
 
 
+def _lora_slots(s: Serving) -> tuple[Component, ...]:
+    """``enable_lora``'s buffers, allocated while the model loads (memory/lora_slots.py)."""
+    if s.lora is None:
+        return ()
+    elements = lora_slot_elements(s.model, s.lora, s.tp, s.pp, s.expert_ranks, s.expert_parallel)
+    return (Component(LORA_SLOTS, elements * s.dtype_bytes, f"{s.lora.max_loras} x rank {s.lora.rank} buffers on "
+                      f"every linear, embedding and lm_head ({elements:,} elements x {s.dtype_bytes} B)",
+                      LORA_SOURCE),)
+
+
 def serving_estimate(s: Serving) -> ServingEstimate:
     requested = int(s.gpu_bytes * s.utilization)
     weights, formula = _weights(s)
@@ -301,7 +314,7 @@ def serving_estimate(s: Serving) -> ServingEstimate:
     collective = s.tp > 1 or (s.dp > 1 and s.model.is_moe)     # MoE layers gather across DP; PP talks p2p only
     non_torch = NON_TORCH[2 if collective else 1]
     parts = (Component("weights", weights, formula, SOURCE),
-             _rope_tables(s), act,
+             _rope_tables(s), *_lora_slots(s), act,
              Component("non-torch memory", non_torch, "NCCL, cuBLAS, custom all-reduce", MEASURED))
     budget = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - sum(c.bytes for c in parts)
     per_token = sum(per for per, _ in _per_layer(s))

@@ -61,6 +61,10 @@ class VllmConfig:
     chunked_prefill: Fact                    # enable_chunked_prefill (``no-enable-chunked-prefill``: False)
     speculative: Fact                        # speculative_config: a mapping or its JSON text
     mm_encoder_tp_mode: Fact                 # "weights" (default: the tower split over TP) or "data"
+    enable_lora: Fact
+    max_loras: Fact
+    max_lora_rank: Fact
+    fully_sharded_loras: Fact
     notes: tuple[str, ...] = field(default=())
 
     def location_of(self, key: str):
@@ -144,7 +148,8 @@ def read_vllm(doc: Document) -> VllmConfig:
                       fact("data_parallel_size", 1),
                       flag("enable_expert_parallel", False), fact("quantization"), flag("language_model_only", False),
                       fact("limit_mm_per_prompt"), fact("performance_mode"), flag("enable_chunked_prefill", True),
-                      fact("speculative_config"), fact("mm_encoder_tp_mode", "weights"))
+                      fact("speculative_config"), fact("mm_encoder_tp_mode", "weights"), flag("enable_lora", False),
+                      fact("max_loras", 1), fact("max_lora_rank", 16), flag("fully_sharded_loras", False))
 
 
 def normalised_document(doc: Document) -> Document:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
+from vramlint.memory.lora_slots import MOST_VOCAB
 from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv,
                                      fits_online_fp8, fits_text_only, kv_bytes_that_start, largest_that_starts,
                                      overcommitted, smallest_tp, smallest_utilization)
@@ -16,6 +17,7 @@ from vramlint.units import GiB
 EXCEEDS_MODEL = ("VL401", "max-model-len-exceeds-model", ERROR)
 EXCEEDS_KV = ("VL402", "max-model-len-exceeds-kv-cache", ERROR)
 TP_HEADS = ("VL403", "tp-does-not-divide-heads", ERROR)
+LORA_VOCAB = ("VL404", "lora-vocab-too-large", ERROR)
 RULES = (
     Rule(*EXCEEDS_MODEL, summary="max_model_len is longer than the model's positions (max_position_embeddings, "
                                  "times its RoPE scaling factor): vLLM refuses it.",
@@ -28,6 +30,10 @@ RULES = (
     Rule(*TP_HEADS, summary="tensor_parallel_size must divide the number of attention heads: vLLM refuses it.",
          bad="model: Qwen/Qwen2.5-7B   # 28 heads\ntensor-parallel-size: 8",
          good="model: Qwen/Qwen2.5-7B\ntensor-parallel-size: 4"),
+    Rule(*LORA_VOCAB, summary="enable_lora on a model whose vocabulary is over 258,048 tokens (Gemma 3 and 4): vLLM's "
+                              "LoRA logits processor refuses it at start-up.",
+         bad="model: google/gemma-3-27b-it\nenable-lora: true",
+         good="model: google/gemma-3-27b-it   # adapters merged into the weights instead"),
 )
 
 
@@ -40,6 +46,10 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
         yield Finding(*TP_HEADS, here("tensor_parallel_size"),
                       f"Total number of attention heads ({heads}) must be divisible by tensor parallel size "
                       f"({serving.tp}).", hint=f"tensor-parallel-size one of {_divisors(heads)}")
+    if serving.lora is not None and m.vocab_size > MOST_VOCAB:
+        yield Finding(*LORA_VOCAB, here("enable_lora"), "When using LoRA, vocab size must be <= 258048 "
+                      f"({m.name or m.model_type} has {m.vocab_size:,})", hint="merge the adapter into the weights, "
+                      "or serve without enable-lora")
     derived = m.max_position_embeddings
     if serving.max_model_len and derived and serving.max_model_len > derived:
         yield Finding(*EXCEEDS_MODEL, here("max_model_len"),
