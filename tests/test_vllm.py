@@ -626,3 +626,11 @@ def test_lora_on_a_vocabulary_over_258048_is_refused_with_vllms_words(capsys, tm
     assert code == 1 and finding["line"] == 3 and "vocab size must be <= 258048" in finding["message"]
     code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nmax-model-len: 8192\nenable-lora: true\n")
     assert not any(f["code"] == "VL404" for f in out["findings"])
+
+
+def test_a_lora_rank_vllm_does_not_offer_is_a_wrong_value(capsys, tmp_path):
+    """LoRAConfig's max_lora_rank is one of vLLM 0.19's MaxLoRARanks: 48 fails its validation."""
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nenable-lora: true\nmax-lora-rank: 48\n")
+    assert code == 1 and any(f["code"] == "VL102" and f["line"] == 3 for f in out["findings"])
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nenable-lora: true\nmax-lora-rank: 64\n")
+    assert not any(f["code"] == "VL102" for f in out["findings"])
