@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramlint.models.shape import ModelShape
+from vramlint.models.shape import Layer, ModelShape
 
 MOST_VOCAB = 258_048       # LogitsProcessorWithLoRA: "When using LoRA, vocab size must be <= 258048"
-ROW_PARALLEL = frozenset({"o", "down", "shared_down", "out", "o_proj"})    # RowParallelLinear in vLLM
+ROW_PARALLEL = frozenset({"o", "down", "shared_down", "out"})    # RowParallelLinear in vLLM (Layer.linears names)
 SOURCE = "vLLM 0.19 vllm/lora/layers create_lora_weights (memory/lora_slots.py)"
 
 
@@ -51,7 +51,7 @@ def _linear(name: str, d_in: int, d_out: int, slots: LoraSlots, tp: int) -> int:
     return SLICES.get(name, 1) * (r // tp if slots.fully_sharded else r) * d_in + (d_out // tp) * r
 
 
-def _experts(model: ModelShape, layer, slots: LoraSlots, ranks: int, expert_parallel: bool) -> int:
+def _experts(model: ModelShape, layer: Layer, slots: LoraSlots, ranks: int, expert_parallel: bool) -> int:
     """One MoE layer's ``FusedMoEWithLoRA`` buffers per slot, per local expert: w1 and w3, w2.
     vLLM's MoE layers run over ``ranks`` (TP x DP): whole experts spread over them under expert
     parallelism, else every expert's width split over them."""
