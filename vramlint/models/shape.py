@@ -225,7 +225,12 @@ class Tower:
     hf_tp_split: frozenset[str] = frozenset()   # the linears transformers' tp_plan splits (the rest replicated)
     text_class: str = ""           # the text-only class AutoModelForCausalLM builds instead, if any (llama4's)
     encoder_dp: bool = False       # vLLM can replicate it per rank (``mm_encoder_tp_mode: data``)
-    vllm_params: int = 0           # what vLLM builds of it, where that is less (LLaVA's CLIP, cut at the feature layer)
+    vllm_cut: int | None = None    # what vLLM builds of it, where that is less (LLaVA's CLIP, cut at the feature layer)
+
+    @property
+    def vllm_params(self) -> int:
+        """The parameters vLLM builds: the whole tower, or the part it cuts it to."""
+        return self.params if self.vllm_cut is None else self.vllm_cut
 
 
 @dataclass(frozen=True)

@@ -438,10 +438,9 @@ def vision_tower(raw: dict[str, Any], text_hidden: int) -> tuple[Tower | None, s
     audio = raw.get("audio_config")
     untold = (f"audio tower ({audio.get('model_type') or 'unknown type'}) not counted: the weights here are short "
               "by its size") if isinstance(audio, dict) else None
-    params = known.params(v, outer)
-    built = known.vllm_params(v, outer) if known.vllm_params else params       # what vLLM builds of it
-    if min(params, built) < 0:                                                  # a negative size somewhere
-        raise ValueError(f"vision_config sizes give the tower {params:,} parameters")
-    return Tower(params, known.token_width(v, outer), known.modalities, known.tp_sharded, known.linears(v, outer),
-                 known.wrapped, known.hf_tp_split, known.text_class, known.encoder_dp,
-                 built), untold
+    tower = Tower(known.params(v, outer), known.token_width(v, outer), known.modalities, known.tp_sharded,
+                  known.linears(v, outer), known.wrapped, known.hf_tp_split, known.text_class, known.encoder_dp,
+                  known.vllm_params(v, outer) if known.vllm_params else None)
+    if min(tower.params, tower.vllm_params) < 0:                              # a negative size somewhere
+        raise ValueError(f"vision_config sizes give the tower {tower.params:,} parameters")
+    return tower, untold
