@@ -615,9 +615,10 @@ def test_lora_slots_of_a_moe_model_hold_every_local_experts_adapters():
     attention = 16 * ((2048 + 4096) + 2 * (2048 + 512) + (4096 + 2048))
     router = 16 * (2048 + 128)                    # the gate, a ReplicatedLinear: LoRA'd like any linear
     vocab = 2 * 16 * (151_936 + 2048)
-    assert lora_slot_elements(m, one, tp=1, pp=1, ranks=1) == 48 * (experts + attention + router) + vocab
-    spread = lora_slot_elements(m, one, tp=4, pp=1, ranks=4, expert_parallel=True)
-    assert spread < lora_slot_elements(m, one, tp=1, pp=1, ranks=1) / 3
+    assert lora_slot_elements(m, one, tp=1, pp=1) == 48 * (experts + attention + router) + vocab
+    attention4 = 16 * ((2048 + 1024) + 2 * (2048 + 128) + (1024 + 2048))      # columns' d_out, rows' d_in / 4
+    spread = 32 * (2 * (16 * 2048 + 768 * 16) + 16 * 768 + 2048 * 16)       # 32 whole experts on each rank
+    assert lora_slot_elements(m, one, tp=4, pp=1, spread=4) == 48 * (spread + attention4 + router) + vocab
 
 
 def test_lora_on_a_vocabulary_over_258048_is_refused_with_vllms_words(capsys, tmp_path):

@@ -7,8 +7,9 @@ by default), for every linear of the language model (``get_supported_lora_module
 them) and its embedding and lm_head:
 
 - column-parallel (q, k, v, gate, up, ...): lora_a max_loras x r x d_in per output slice (qkv
-  has three, gate_up two), lora_b max_loras x d_out/TP x r; a router (a ReplicatedLinear) where
-  the layout lists it as a linear (``Layer.linears``: the converted MoE families, llama4);
+  has three, gate_up two), lora_b max_loras x d_out/TP x r;
+- a router (a ReplicatedLinear, whole on every rank) where the layout lists it as a linear
+  (``Layer.linears``: the converted MoE families, llama4);
 - row-parallel (o, down): lora_a max_loras x r x d_in/TP, lora_b max_loras x d_out x r;
 - ``fully_sharded_loras`` splits column-parallel lora_a's r and row-parallel lora_b's d_out over TP;
 - routed experts (``FusedMoEWithLoRA``), per local expert: w1 and w3 lora_a r x h and lora_b
@@ -41,41 +42,42 @@ class LoraSlots:
 
 
 SLICES = {"qkv": 3, "gate_up": 2}     # a fused projection's output slices, each with a lora_a of its own
+REPLICATED = frozenset({"router", "shared_expert_gate"})      # ReplicatedLinear: whole on every rank
 
 
 def _linear(name: str, d_in: int, d_out: int, slots: LoraSlots, tp: int) -> int:
     """Elements of one slot's buffers for one linear of one GPU."""
     r = slots.rank
+    if name in REPLICATED:
+        return r * d_in + d_out * r
     if name in ROW_PARALLEL:
         return r * (d_in // tp) + (d_out // tp if slots.fully_sharded else d_out) * r
     return SLICES.get(name, 1) * (r // tp if slots.fully_sharded else r) * d_in + (d_out // tp) * r
 
 
-def _experts(model: ModelShape, layer: Layer, slots: LoraSlots, ranks: int, expert_parallel: bool) -> int:
-    """One MoE layer's ``FusedMoEWithLoRA`` buffers per slot, per local expert: w1 and w3, w2.
-    vLLM's MoE layers run over ``ranks`` (TP x DP): whole experts spread over them under expert
-    parallelism, else every expert's width split over them."""
+def _experts(model: ModelShape, layer: Layer, slots: LoraSlots, split: int, spread: int) -> int:
+    """One MoE layer's ``FusedMoEWithLoRA`` buffers per slot, per local expert: w1 and w3, w2 —
+    each expert's width ``split`` ways and the experts ``spread`` over ranks whole
+    (``Serving.expert_split`` / ``expert_spread``: one or the other is 1)."""
     mlp, h, r = layer.mlp, model.hidden_size, slots.rank
     if mlp.kind != "moe":
         return 0
-    local = -(-mlp.experts // ranks) if expert_parallel else mlp.experts
-    width = mlp.intermediate if expert_parallel else mlp.intermediate // ranks
-    split = 1 if expert_parallel else ranks
+    width = mlp.intermediate // split
     rank_a = r // split if slots.fully_sharded else r
     out = h // split if slots.fully_sharded else h
-    return local * (2 * (rank_a * h + width * r) + r * width + out * r)
+    return -(-mlp.experts // spread) * (2 * (rank_a * h + width * r) + r * width + out * r)
 
 
-def lora_slot_elements(model: ModelShape, slots: LoraSlots, tp: int, pp: int, ranks: int,
-                       expert_parallel: bool = False) -> int:
-    """Elements of every LoRA buffer one GPU of a TP x PP group holds (the MoE layers over
-    ``ranks``); the embedding's and lm_head's counted on every stage."""
+def lora_slot_elements(model: ModelShape, slots: LoraSlots, tp: int, pp: int, split: int = 1,
+                       spread: int = 1) -> int:
+    """Elements of every LoRA buffer one GPU of a TP x PP group holds (routed experts split and
+    spread as ``_experts`` says); the embedding's and lm_head's counted on every stage."""
     stage = model.layers[: -(-model.num_layers // pp)]
     per_slot = 0
     for layer in stage:
         for name, (d_in, d_out, copies) in layer.linears(model.hidden_size, model.block).items():
             if not name.startswith("experts_"):
                 per_slot += copies * _linear(name, d_in, d_out, slots, tp)
-        per_slot += _experts(model, layer, slots, ranks, expert_parallel)
+        per_slot += _experts(model, layer, slots, split, spread)
     per_slot += 2 * (model.vocab_size + model.hidden_size) * slots.rank       # embedding and lm_head
     return slots.max_loras * per_slot

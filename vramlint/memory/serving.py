@@ -100,6 +100,17 @@ class Serving:
         return self.tp * self.dp
 
     @property
+    def expert_split(self) -> int:
+        """What one routed expert's width is divided by: TP x DP, or nothing under expert
+        parallelism, which spreads whole experts instead (``expert_spread``)."""
+        return 1 if self.expert_parallel else self.expert_ranks
+
+    @property
+    def expert_spread(self) -> int:
+        """How many ranks the routed experts are spread over, whole: TP x DP under expert parallelism."""
+        return self.expert_ranks if self.expert_parallel else 1
+
+    @property
     def moe_tokens(self) -> int:
         """Tokens one MoE layer computes: with DP the naive dispatch all-gathers every replica's
         (``naive_dp_ep.py``)."""
@@ -223,7 +234,7 @@ def _moe_workspace(s: Serving) -> int:
     for layer in s.model.layers:
         mlp = layer.mlp
         if mlp.kind == "moe":
-            i = mlp.intermediate // (1 if s.expert_parallel else s.expert_ranks)     # EP keeps experts whole
+            i = mlp.intermediate // s.expert_split
             rows = s.moe_tokens * mlp.experts_per_token
             out = max(out, sum(-(-rows * max(width, h) * s.dtype_bytes // 256) * 256 for width in (i, 2 * i)))
     return out
@@ -301,7 +312,7 @@ def _lora_slots(s: Serving) -> tuple[Component, ...]:
     """``enable_lora``'s buffers, allocated while the model loads (memory/lora_slots.py)."""
     if s.lora is None:
         return ()
-    elements = lora_slot_elements(s.model, s.lora, s.tp, s.pp, s.expert_ranks, s.expert_parallel)
+    elements = lora_slot_elements(s.model, s.lora, s.tp, s.pp, s.expert_split, s.expert_spread)
     return (Component(LORA_SLOTS, elements * s.dtype_bytes, f"{s.lora.max_loras} x rank {s.lora.rank} buffers on "
                       f"every linear, embedding and lm_head ({elements:,} elements x {s.dtype_bytes} B)",
                       LORA_SOURCE),)
