@@ -304,29 +304,36 @@ def _llava_pixtral_vllm(v: HfConfig, outer: Outer) -> int:
     return _pixtral_tower(v, _vllm_layers(v, outer)) + _llava_head(v, outer)
 
 
-def _llava_linears(v: HfConfig, outer: Outer) -> Linears:
-    h, i, n, t = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers"), outer.text_hidden
-    return (*((f"self_attn.{name}", h, h, n) for name in ("q_proj", "k_proj", "v_proj", "out_proj")),
-            ("mlp.fc1", h, i, n), ("mlp.fc2", i, h, n),
-            ("multi_modal_projector.linear_1", h * len(_feature_layers(outer)), t, 1),
+def _llava_projector_linears(v: HfConfig, outer: Outer) -> Linears:
+    t = outer.text_hidden
+    return (("multi_modal_projector.linear_1", v.int("hidden_size") * len(_feature_layers(outer)), t, 1),
             ("multi_modal_projector.linear_2", t, t, 1))
+
+
+def _llava_linears(v: HfConfig, outer: Outer) -> Linears:
+    """CLIP's linears carry SigLIP's names (q/k/v/out_proj, fc1, fc2), then LLaVA's projector."""
+    return _siglip_linears(v, outer) + _llava_projector_linears(v, outer)
 
 
 def _llava_pixtral_linears(v: HfConfig, outer: Outer) -> Linears:
-    h, t = v.int("hidden_size"), outer.text_hidden
-    tower = _pixtral_linears(v, outer)[:7]                 # the blocks' q, k, v, o and gated MLP
-    return (*tower, ("multi_modal_projector.linear_1", h * len(_feature_layers(outer)), t, 1),
-            ("multi_modal_projector.linear_2", t, t, 1))
+    return _pixtral_block_linears(v) + _llava_projector_linears(v, outer)
 
 
-def _pixtral_linears(v: HfConfig, outer: Outer) -> Linears:
+def _pixtral_block_linears(v: HfConfig) -> Linears:
+    """Pixtral's blocks: q, k, v, o and the gated MLP."""
     h, i, n = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
     width = _pixtral_width(v)
     return (("attention.q_proj", h, width, n), ("attention.k_proj", h, width, n), ("attention.v_proj", h, width, n),
             ("attention.o_proj", width, h, n), ("feed_forward.gate_proj", h, i, n), ("feed_forward.up_proj", h, i, n),
-            ("feed_forward.down_proj", i, h, n), ("patch_merger.merging_layer", 4 * h, h, 1),
-            ("multi_modal_projector.linear_1", h, outer.text_hidden, 1),
-            ("multi_modal_projector.linear_2", outer.text_hidden, outer.text_hidden, 1))
+            ("feed_forward.down_proj", i, h, n))
+
+
+def _pixtral_linears(v: HfConfig, outer: Outer) -> Linears:
+    """Mistral 3's: Pixtral's blocks, the patch merger and the projector's two linears."""
+    h, t = v.int("hidden_size"), outer.text_hidden
+    return _pixtral_block_linears(v) + (("patch_merger.merging_layer", 4 * h, h, 1),
+                                        ("multi_modal_projector.linear_1", h, t, 1),
+                                        ("multi_modal_projector.linear_2", t, t, 1))
 
 
 def _paligemma(v: HfConfig, outer: Outer) -> int:
