@@ -14,7 +14,7 @@ from vramlint.documents import Location
 from vramlint.errors import UnplannableError, UsageError
 from vramlint.hardware import Cluster
 from vramlint.models.shape import ModelShape
-from vramlint.models.tp_plans import autotp_refusal, autotp_split, hf_split
+from vramlint.models.tp_plans import autotp_split, hf_split
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
@@ -400,9 +400,6 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
     if not infer and not flags.get("empty_cache_each_step"):
         notes.append("the training loop keeps PyTorch's cache between steps, as HF Trainer and Accelerate do "
                      "(--empty-cache-each-step if it calls torch.cuda.empty_cache() before each step)")
-    refusal = autotp_refusal(model) if runtime == "deepspeed" and (flags.get("tp") or 1) > 1 else None
-    if refusal:                 # a file says it as VL309 autotp-refused
-        notes.append(f"DeepSpeed AutoTP would refuse this model at deepspeed.initialize: {refusal}")
     batch = flags.get("batch") if infer and flags.get("batch") else flags.get("micro_batch") or 1
     return Plan(model=model, cluster=cluster, precision=precision, mode="infer" if infer else "train",
                 runtime=runtime, weights_dtype=weights,

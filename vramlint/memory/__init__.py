@@ -9,7 +9,7 @@ from vramlint.memory.fixed import fixed_costs, workspaces
 from vramlint.memory.inference import inference_components
 from vramlint.memory.reserve import headroom
 from vramlint.memory.states import refused_targets
-from vramlint.models.tp_plans import hf_refusal
+from vramlint.models.tp_plans import autotp_refusal, hf_refusal
 from vramlint.memory.training import training_peak
 from vramlint.models.vision import LOADED_BY, TEXT_ONLY
 from vramlint.plan import Plan
@@ -46,6 +46,9 @@ LIMITS = (
     (lambda p: p.tensor_parallel > 1 and p.runtime != "deepspeed" and hf_refusal(p.model, p.tensor_parallel),
      lambda p: f"transformers refuses tensor parallelism for {p.model.model_type}: "
                f"{hf_refusal(p.model, p.tensor_parallel)}"),
+    (lambda p: p.tensor_parallel > 1 and p.runtime == "deepspeed" and autotp_refusal(p.model)
+     and _tp_origin(p) != "file",                     # a file's autotp_size gets VL309 autotp-refused
+     lambda p: f"DeepSpeed AutoTP would refuse this model at deepspeed.initialize: {autotp_refusal(p.model)}"),
     (lambda p: p.lora_rank > 0 and p.tensor_parallel > 1,
      "LoRA under tensor parallelism: the adapters are counted whole on every GPU"),
     (lambda p: p.model.vision_params > 0 and p.mode == "train",
@@ -65,6 +68,12 @@ LIMITS = (
                                                 "forward fails" if p.model.block.learned_positions else
                                                 "RoPE runs past them, but the model was not trained that long")),
 )
+
+
+def _tp_origin(plan: Plan) -> str:
+    """Where the plan's TP degree came from: "file", "flag" or "default"."""
+    origin = plan.origins.get("tensor_parallel")
+    return origin.kind if origin else "flag"
 
 
 TP_GROUP_WORDS = {"attention": "attention", "mlp": "MLPs", "experts": "experts", "embedding": "embeddings",
