@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vramlint.errors import UsageError
-from vramlint.hardware import GPUS, parse_gpus
+from vramlint.hardware import GPUS, architecture, parse_gpus
 from vramlint.units import GB, GiB, MiB
 
 
@@ -47,3 +47,19 @@ def test_catalog_entries_are_below_their_nominal_size():
 def test_bad_specs_are_usage_errors(spec):
     with pytest.raises(UsageError):
         parse_gpus(spec)
+
+
+@pytest.mark.parametrize("name, sm", [
+    ("H100", 90), ("NVIDIA H100 80GB HBM3", 90), ("NVIDIA A100-SXM4-80GB", 80), ("NVIDIA GeForce RTX 4090", 89),
+    ("NVIDIA L4", 89), ("NVIDIA B200", 100), ("Tesla T4", 75), ("NVIDIA A10G", 86), ("80GB", None),
+    ("AMD Instinct MI300X", None), ("NVIDIA H100 80GB (k8s pod)", 90),
+])
+def test_the_architecture_is_read_from_a_name_as_logs_write_it(name, sm):
+    """torch.cuda.get_device_name() and vLLM's logs name the card in words around the catalog's
+    name; a size names no architecture, nor does a ROCm card."""
+    assert architecture(name) == sm
+
+
+def test_every_nvidia_card_has_its_compute_capability():
+    for gpu in GPUS:
+        assert (gpu.sm is None) == gpu.name.startswith("MI"), gpu.name

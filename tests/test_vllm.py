@@ -104,10 +104,13 @@ def test_under_pipeline_parallelism_the_last_stage_decides_the_blocks():
 
 @pytest.mark.parametrize("log_id", ["planner-v019-llama-3-1-8b-w4a16-gptq-tp1-8192",
                                     "planner-v019-llama-3-3-70b-fp8dyn-tp2-8192",
-                                    "planner-v019-llama-3-3-70b-fp8dyn-tp4-8192"])
+                                    "planner-v019-llama-3-3-70b-fp8dyn-tp4-8192",
+                                    "planner-v019-gpt-oss-20b-tp1-8192-sampler-oom"])
 def test_quantized_re_uploads_load_what_their_logs_say(log_id):
     """RedHatAI's w4a16 (int4, one fp16 scale per 128, symmetric: no zero point) and FP8-dynamic
-    releases, as the catalog builds them from the base config and llm-compressor's scheme."""
+    releases, as the catalog builds them from the base config and llm-compressor's scheme; and
+    gpt-oss's MXFP4 experts as vLLM's Triton kernels lay them out on an H100 (13.64 GiB: the
+    4.25-bit count alone is 12.82)."""
     record, est = log_estimate(log_id)
     assert est.loaded / 2**30 == pytest.approx(record["measured"]["weights_gib"], abs=0.05)
     assert est.kv_budget / 2**30 == pytest.approx(record["measured"]["kv_cache_gib"], rel=0.005)
@@ -635,3 +638,40 @@ def test_a_lora_rank_vllm_does_not_offer_is_a_wrong_value(capsys, tmp_path):
     assert code == 1 and any(f["code"] == "VL102" and f["line"] == 3 for f in out["findings"])
     code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nenable-lora: true\nmax-lora-rank: 64\n")
     assert not any(f["code"] == "VL102" for f in out["findings"])
+
+
+def test_mxfp4_experts_take_what_vllms_hopper_layout_makes_of_them():
+    """Per expert, what the triton_kernels layouts vLLM vendors make of w13 and w2 on a Hopper GPU,
+    run on the CPU by dev/mxfp4_layout.py: values padded to 64-byte rows, scales swizzled with rows
+    padded to 256 and kept besides the loaded ones (gpt-oss's widths at TP 1 to 8, two others)."""
+    from vramlint.memory.mxfp4 import TRITON, expert_layout_bytes
+    recorded = json.loads((ROOT / "tests" / "data" / "mxfp4_layout.json").read_text())
+    assert len(recorded) >= 6
+    for shape in recorded:
+        assert expert_layout_bytes(TRITON, shape["hidden"], shape["intermediate"]) == shape["bytes"], shape
+
+
+@pytest.mark.parametrize("gpus, kernel", [("1xH100", "Triton (Hopper)"), ("1xH200", "Triton (Hopper)"),
+                                          ("1xA100-80GB", "Marlin"), ("1xL40S", "Marlin"),
+                                          ("1xB200", "FlashInfer TRT-LLM (Blackwell)"),
+                                          ("1x80GB", "Triton (Hopper)")])
+def test_the_gpus_architecture_picks_the_mxfp4_kernel_and_its_padding(capsys, tmp_path, gpus, kernel):
+    """vLLM 0.19 picks gpt-oss's MoE kernel by compute capability, and each pads the experts its
+    own way: Marlin (8.x) rounds the width 2880 to 2944 and the hidden size to 3072, TRT-LLM (10.x)
+    both to 3072, Hopper's Triton kernels pad the packed rows to 64 bytes; a size alone assumes
+    Hopper and says so. All hold more than the checkpoint's 4.25 bits a weight."""
+    path = tmp_path / "vllm.yaml"
+    path.write_text("model: openai/gpt-oss-20b\nmax-model-len: 8192\n")
+    main(["check", str(path), "--gpus", gpus, "--format", "json"])
+    weights = next(c for c in json.loads(capsys.readouterr().out)["files"][0]["serving"]["components"]
+                   if c["name"] == "weights")
+    assert f"laid out for vLLM's {kernel} kernel" in weights["formula"]
+    assert ("not known" in weights["formula"]) == (gpus == "1x80GB")
+    from vramlint.memory.mxfp4 import kernel_for
+    from vramlint.hardware import architecture, parse_gpus
+    rounded = kernel_for(architecture(parse_gpus(gpus).gpu.name))
+    width, hidden = -(-2880 // rounded.round_i) * rounded.round_i, -(-2880 // rounded.round_h) * rounded.round_h
+    assert (width, hidden) == {"Marlin": (2944, 3072), "FlashInfer TRT-LLM (Blackwell)": (3072, 3072)}.get(
+        kernel, (2880, 2880))
+    four_bit = 24 * 32 * 3 * 2880 * 2880 * 4.25 / 8
+    assert weights["bytes"] > four_bit + 3.5e9       # + attention, embeddings and lm_head in bf16

@@ -28,6 +28,7 @@ class Gpu:
     nominal_gb: int | None = None
     source: str = ""
     aliases: tuple[str, ...] = ()
+    sm: int | None = None           # CUDA compute capability x 10 (90: Hopper); None: not CUDA, or not known
 
 
 @dataclass(frozen=True)
@@ -52,34 +53,35 @@ def _gib(value: float) -> int:
 
 
 _OOM = "torch's OOM message 'total capacity' as published in user reports"
-# name, reported total, nominal GB, source, aliases.
+# name, reported total, nominal GB, source, aliases, compute capability x 10 (NVIDIA's CUDA GPUs table):
+# frameworks pick their kernels, and with them how weights are laid out, by the capability.
 GPUS: tuple[Gpu, ...] = (
     Gpu("H200", 150_109_880_320, 141, "cudaMemGetInfo total measured on an H200 (shared/groundtruth)",
-        ("H200-141GB", "H200-SXM")),
+        ("H200-141GB", "H200-SXM"), 90),
     Gpu("H100-80GB", 85_029_158_912, 80, "vLLM start-up logs on H100 80GB HBM3: 79.19 GiB",
-        ("H100", "H100-SXM", "H100-SXM5", "H100-PCIE", "H800", "H800-80GB")),
-    Gpu("H100-NVL", _gib(93.10), 94, "nvidia-smi 95,830 MiB less driver reserve (approx.)", ("H100-94GB",)),
-    Gpu("GH200", _gib(94.50), 96, "GH200 96GB HBM3 as reported by torch (approx.)", ("GH200-96GB",)),
-    Gpu("H20", _gib(95.00), 96, "H20 96GB HBM3 as reported by torch (approx.)", ("H20-96GB",)),
-    Gpu("B200", _gib(178.35), 180, "B200 as reported by torch (approx.)", ("B200-180GB", "B200-192GB")),
-    Gpu("A100-80GB", _gib(79.25), 80, _OOM, ("A100-SXM4-80GB", "A100-PCIE-80GB")),
-    Gpu("A800-80GB", _gib(79.33), 80, _OOM, ("A800",)),
-    Gpu("A100-40GB", _gib(39.39), 40, _OOM, ("A100", "A100-SXM4-40GB", "A100-PCIE-40GB")),
-    Gpu("L40S", _gib(44.53), 48, _OOM, ("L40S-48GB",)),
-    Gpu("L40", _gib(44.40), 48, _OOM, ("L40-48GB",)),
-    Gpu("RTX-A6000", _gib(47.54), 48, _OOM, ("A6000",)),
-    Gpu("RTX-6000-Ada", _gib(47.50), 48, _OOM, ("RTX6000ADA", "RTX-6000")),
-    Gpu("A40", _gib(44.35), 48, _OOM, ("A40-48GB",)),
-    Gpu("L4", _gib(22.05), 24, _OOM, ("L4-24GB",)),
-    Gpu("A10G", _gib(22.19), 24, _OOM, ("A10G-24GB",)),
-    Gpu("A10", _gib(22.20), 24, _OOM, ("A10-24GB",)),
-    Gpu("RTX-4090", _gib(23.64), 24, _OOM, ("4090", "RTX4090")),
-    Gpu("RTX-3090", _gib(23.69), 24, _OOM, ("3090", "RTX3090")),
-    Gpu("A30", _gib(23.53), 24, _OOM, ("A30-24GB",)),
-    Gpu("V100-32GB", _gib(31.74), 32, _OOM, ("V100-SXM2-32GB",)),
-    Gpu("V100-16GB", _gib(15.77), 16, _OOM, ("V100",)),
-    Gpu("RTX-A4000", _gib(15.61), 16, _OOM, ("A4000",)),
-    Gpu("T4", _gib(14.75), 16, _OOM, ("T4-16GB",)),
+        ("H100", "H100-SXM", "H100-SXM5", "H100-PCIE", "H800", "H800-80GB"), 90),
+    Gpu("H100-NVL", _gib(93.10), 94, "nvidia-smi 95,830 MiB less driver reserve (approx.)", ("H100-94GB",), 90),
+    Gpu("GH200", _gib(94.50), 96, "GH200 96GB HBM3 as reported by torch (approx.)", ("GH200-96GB",), 90),
+    Gpu("H20", _gib(95.00), 96, "H20 96GB HBM3 as reported by torch (approx.)", ("H20-96GB",), 90),
+    Gpu("B200", _gib(178.35), 180, "B200 as reported by torch (approx.)", ("B200-180GB", "B200-192GB"), 100),
+    Gpu("A100-80GB", _gib(79.25), 80, _OOM, ("A100-SXM4-80GB", "A100-PCIE-80GB"), 80),
+    Gpu("A800-80GB", _gib(79.33), 80, _OOM, ("A800",), 80),
+    Gpu("A100-40GB", _gib(39.39), 40, _OOM, ("A100", "A100-SXM4-40GB", "A100-PCIE-40GB"), 80),
+    Gpu("L40S", _gib(44.53), 48, _OOM, ("L40S-48GB",), 89),
+    Gpu("L40", _gib(44.40), 48, _OOM, ("L40-48GB",), 89),
+    Gpu("RTX-A6000", _gib(47.54), 48, _OOM, ("A6000",), 86),
+    Gpu("RTX-6000-Ada", _gib(47.50), 48, _OOM, ("RTX6000ADA", "RTX-6000"), 89),
+    Gpu("A40", _gib(44.35), 48, _OOM, ("A40-48GB",), 86),
+    Gpu("L4", _gib(22.05), 24, _OOM, ("L4-24GB",), 89),
+    Gpu("A10G", _gib(22.19), 24, _OOM, ("A10G-24GB",), 86),
+    Gpu("A10", _gib(22.20), 24, _OOM, ("A10-24GB",), 86),
+    Gpu("RTX-4090", _gib(23.64), 24, _OOM, ("4090", "RTX4090"), 89),
+    Gpu("RTX-3090", _gib(23.69), 24, _OOM, ("3090", "RTX3090"), 86),
+    Gpu("A30", _gib(23.53), 24, _OOM, ("A30-24GB",), 80),
+    Gpu("V100-32GB", _gib(31.74), 32, _OOM, ("V100-SXM2-32GB",), 70),
+    Gpu("V100-16GB", _gib(15.77), 16, _OOM, ("V100",), 70),
+    Gpu("RTX-A4000", _gib(15.61), 16, _OOM, ("A4000",), 86),
+    Gpu("T4", _gib(14.75), 16, _OOM, ("T4-16GB",), 75),
     Gpu("MI300X", 205_822_885_888, 192, "ROCm reported total for MI300X (191.69 GiB)", ("MI300X-192GB",)),
     Gpu("MI325X", _gib(255.98), 256, "ROCm reported total for MI325X (approx.)", ("MI325X-256GB",)),
     Gpu("MI250X", _gib(63.98), 64, "ROCm reported total per MI250X GCD (approx.)", ("MI250",)),
@@ -116,6 +118,18 @@ def gpu_from_text(text: str) -> Gpu:
     return Gpu(text.strip(), size, None, "size given on the command line")
 
 
+def architecture(name: str) -> int | None:
+    """The compute capability (x 10) of a GPU named as the command line or a framework's log names
+    it (``H100``, ``NVIDIA H100 80GB HBM3``, ``NVIDIA A100-SXM4-80GB``): the catalog card whose name
+    or alias is the longest word run of it; None for a size or an unknown card."""
+    key = _key(name)
+    if key in GPU_BY_NAME:
+        return GPU_BY_NAME[key].sm
+    words = f"-{key}-"
+    named = [alias for alias in GPU_BY_NAME if f"-{alias}-" in words]
+    return GPU_BY_NAME[max(named, key=len)].sm if named else None
+
+
 def parse_gpus(spec: str) -> Cluster:
     """``8x80GB``, ``8xH100``, ``2x8xA100-80GB`` (nodes x GPUs per node), ``1xL4``, ``4xH200``."""
     match = _SPEC.match(spec or "")
@@ -131,4 +145,4 @@ def parse_gpus(spec: str) -> Cluster:
     return Cluster(gpu_from_text(gpu_text), per_node, nodes)
 
 
-__all__ = ["Cluster", "GPUS", "Gpu", "gpu_from_text", "parse_gpus"]
+__all__ = ["Cluster", "GPUS", "Gpu", "architecture", "gpu_from_text", "parse_gpus"]

@@ -44,6 +44,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from vramlint.hardware import architecture
+from vramlint.memory.mxfp4 import expert_bytes as mxfp4_expert_bytes
 from vramlint.memory.components import Component
 from vramlint.memory.fixed import WORKSPACES
 from vramlint.memory.lora_slots import SOURCE as LORA_SOURCE, LoraSlots, lora_slot_elements
@@ -292,7 +294,12 @@ def _weights(s: Serving) -> tuple[int, str]:
     experts = expert_bytes(m, s.dtype_bytes)
     split = s.tp if m.vision and m.vision.tp_sharded else 1
     vision = (m.vision.vllm_params if m.vision else 0) * s.dtype_bytes // split
-    size = (weight_bytes(m, s.dtype_bytes) - experts) // (s.tp * s.pp) + experts // (s.expert_ranks * s.pp) + vision
+    local_experts, layout = experts // s.expert_ranks, ""
+    if m.quantization and m.quantization.method == "mxfp4" and "experts" in m.quantized_groups:
+        local_experts, layout = mxfp4_expert_bytes(m, architecture(s.gpu_name), s.expert_split, s.expert_spread,
+                                                   s.dtype_bytes)
+        layout = f", {layout}"
+    size = (weight_bytes(m, s.dtype_bytes) - experts) // (s.tp * s.pp) + local_experts // s.pp + vision
     if s.expert_ranks == s.tp:
         formula = f"{m.params:,} params / (TP {s.tp} x PP {s.pp})"
     else:
@@ -300,7 +307,7 @@ def _weights(s: Serving) -> tuple[int, str]:
         formula = (f"{m.params - routed:,} params / (TP {s.tp} x PP {s.pp}) + {routed:,} routed-expert params / "
                    f"(TP x DP {s.expert_ranks} x PP {s.pp})")
     tower = f" + vision tower {m.vision.vllm_params:,}" + (f" / TP {s.tp}" if split > 1 else "") if vision else ""
-    stored = f", {m.quantization.method} on {', '.join(m.quantized_groups)}" if m.quantized_groups else ""
+    stored = f", {m.quantization.method} on {', '.join(m.quantized_groups)}{layout}" if m.quantized_groups else ""
     draft = ""
     if s.draft:
         size += weight_bytes(s.draft, s.dtype_bytes) // (s.draft_tp or s.tp)
