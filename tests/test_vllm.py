@@ -675,3 +675,33 @@ def test_the_gpus_architecture_picks_the_mxfp4_kernel_and_its_padding(capsys, tm
         kernel, (2880, 2880))
     four_bit = 24 * 32 * 3 * 2880 * 2880 * 4.25 / 8
     assert weights["bytes"] > four_bit + 3.5e9       # + attention, embeddings and lm_head in bf16
+
+
+@pytest.mark.parametrize("model, gpus, refused", [
+    ("openai/gpt-oss-20b", "1xT4", "mxfp4 is not supported for the current GPU. Minimum capability: 80. "
+                                   "Current capability: 75."),
+    ("openai/gpt-oss-20b", "1xV100-32GB", "Minimum capability: 80. Current capability: 70."),
+    ("openai/gpt-oss-20b", "1xL4", None), ("openai/gpt-oss-20b", "1x24GB", None),
+    ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "1xT4", None),   # compressed-tensors: refused per scheme
+])
+def test_a_gpu_older_than_the_quantization_allows_is_refused_with_vllms_words(capsys, tmp_path, model, gpus, refused):
+    """vLLM holds the GPU's compute capability to the method's get_min_capability() before it
+    loads anything (VllmConfig._get_quantization_config): gpt-oss's MXFP4 needs 8.0, so a T4 (7.5)
+    or a V100 (7.0) refuses it; a size names no card, so nothing is said."""
+    path = tmp_path / "vllm.yaml"
+    path.write_text(f"model: {model}\nmax-model-len: 4096\n")
+    main(["check", str(path), "--gpus", gpus, "--format", "json"])
+    found = [f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL405"]
+    assert bool(found) == bool(refused)
+    if refused:
+        assert refused in found[0]["message"] and found[0]["line"] == 1
+        assert "8.0 or newer (A100, L4, H100)" in found[0]["hint"]
+
+
+def test_quantization_fp8_on_a_volta_gpu_is_refused_where_the_flag_is(capsys, tmp_path):
+    path = tmp_path / "vllm.yaml"
+    path.write_text("model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 4096\nquantization: fp8\n")
+    main(["check", str(path), "--gpus", "1xV100-32GB", "--format", "json"])
+    found = next(f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL405")
+    assert found["line"] == 3 and "method fp8 is not supported" in found["message"]
+    assert "7.5 or newer (T4, A100, L4, H100)" in found["hint"]

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
+from vramlint.hardware import architecture
 from vramlint.memory.lora_slots import MOST_VOCAB
 from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv,
                                      fits_online_fp8, fits_text_only, kv_bytes_that_start, largest_that_starts,
@@ -18,6 +19,14 @@ EXCEEDS_MODEL = ("VL401", "max-model-len-exceeds-model", ERROR)
 EXCEEDS_KV = ("VL402", "max-model-len-exceeds-kv-cache", ERROR)
 TP_HEADS = ("VL403", "tp-does-not-divide-heads", ERROR)
 LORA_VOCAB = ("VL404", "lora-vocab-too-large", ERROR)
+OLD_GPU = ("VL405", "quantization-unsupported-gpu", ERROR)
+# The lowest compute capability (x 10) of each vLLM 0.19 quantization method, from its config class's
+# get_min_capability(), which VllmConfig._get_quantization_config holds the GPU to before loading. Keyed by
+# how vramlint names the method (models/quantization.py); GPTQ, AWQ and compressed-tensors are left out:
+# vLLM swaps their kernels by the GPU, and refuses per scheme, not per method.
+MIN_CAPABILITY = {"mxfp4": ("mxfp4", 80), "fp8": ("fp8", 75), "fp8 (online, vLLM)": ("fp8", 75),
+                  "fbgemm_fp8": ("fbgemm_fp8", 80), "experts_int8 (online, vLLM)": ("experts_int8", 80),
+                  "modelopt fp8": ("modelopt", 89), "modelopt nvfp4": ("modelopt_fp4", 75)}
 RULES = (
     Rule(*EXCEEDS_MODEL, summary="max_model_len is longer than the model's positions (max_position_embeddings, "
                                  "times its RoPE scaling factor): vLLM refuses it.",
@@ -34,6 +43,11 @@ RULES = (
                               "LoRA logits processor refuses it at start-up.",
          bad="model: google/gemma-3-27b-it\nenable-lora: true",
          good="model: google/gemma-3-27b-it   # adapters merged into the weights instead"),
+    Rule(*OLD_GPU, summary="The checkpoint's quantization (or --quantization) needs a newer GPU than the one given: "
+                           "vLLM checks the compute capability before loading and refuses (MXFP4 needs 8.0, FP8 7.5, "
+                           "ModelOpt FP8 8.9).",
+         bad="model: openai/gpt-oss-20b   # MXFP4 experts; checked with --gpus 1xT4",
+         good="model: openai/gpt-oss-20b   # checked with --gpus 1xL4"),
 )
 
 
@@ -50,6 +64,8 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
         yield Finding(*LORA_VOCAB, here("enable_lora"), "When using LoRA, vocab size must be <= 258048 "
                       f"({m.name or m.model_type} has {m.vocab_size:,})", hint="merge the adapter into the weights, "
                       "or serve without enable-lora")
+    if refusal := _capability_refusal(serving):
+        yield Finding(*OLD_GPU, here("quantization", "model"), *refusal)
     derived = m.max_position_embeddings
     if serving.max_model_len and derived and serving.max_model_len > derived:
         yield Finding(*EXCEEDS_MODEL, here("max_model_len"),
@@ -80,6 +96,20 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       f"model length is {est.max_len_that_fits}.",
                       hint=_what_fits(serving, f"max-model-len: {est.max_len_that_fits}" if est.max_len_that_fits
                                       else None))
+
+
+def _capability_refusal(serving: Serving) -> tuple[str, str] | None:
+    """vLLM's own words where the GPU is older than the quantization method allows, and a hint."""
+    quant, sm = serving.model.quantization, architecture(serving.gpu_name)
+    if quant is None or sm is None or quant.method not in MIN_CAPABILITY:
+        return None
+    method, least = MIN_CAPABILITY[quant.method]
+    if sm >= least:
+        return None
+    newer = ", ".join(name for name, card in (("T4", 75), ("A100", 80), ("L4", 89), ("H100", 90)) if card >= least)
+    return (f"The quantization method {method} is not supported for the current GPU. Minimum capability: {least}. "
+            f"Current capability: {sm}.",
+            f"a GPU of compute capability {least / 10:.1f} or newer ({newer}), or a checkpoint not in {method}")
 
 
 def _what_fits(serving: Serving, first: str | None = None) -> str:
