@@ -16,15 +16,13 @@ from vramlint.errors import UnplannableError, UsageError
 from vramlint.findings import Finding
 from vramlint.hardware import Cluster
 from vramlint.memory import Estimate, estimate
-from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape
 from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from_deepspeed
 from vramlint.readers.accelerate import PRECISION, looks_like_accelerate, read_accelerate
-from vramlint.readers.deepspeed import Fact, looks_like_deepspeed, read_deepspeed
-from vramlint.memory.lora_slots import LoraSlots
-from vramlint.memory.serving import Serving, serving_estimate
+from vramlint.readers.deepspeed import looks_like_deepspeed, read_deepspeed
+from vramlint.memory.serving import serving_estimate
 from vramlint.models import read_model
-from vramlint.readers.vllm import human_int, looks_like_vllm, normalised_document, read_vllm
+from vramlint.readers.vllm import looks_like_vllm, normalised_document, read_vllm
 from vramlint.rules.serving import check_serving
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency
@@ -33,6 +31,7 @@ from vramlint.suppress import Suppressions, suppressions
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
 from vramlint.rules.schema import check_schema
 from vramlint.rules.syntax import hjson_syntax, parse_error
+from vramlint.serving_plan import serving_from_vllm
 
 
 @dataclass
@@ -154,62 +153,6 @@ def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster,
     result.findings.extend(check_batch(ds, ds.batch_world(cluster.world_size, result.plan.tensor_parallel), path))
 
 
-def _quantized_online(model: ModelShape, method, result: FileResult) -> ModelShape:
-    """The model as ``--quantization`` makes vLLM load it: a checkpoint quantized already keeps its
-    own scheme (vLLM checks the two agree); an unquantized one is quantized while it loads by the
-    methods that can (``ONLINE``), while any other method needs a checkpoint made with it."""
-    if not method or not isinstance(method, str) or model.quantization is not None:
-        return model
-    if method in ONLINE:
-        return replace(model, quantization=ONLINE[method])
-    result.notes.append(f"quantization {method!r} needs a checkpoint quantized with it, and {model.name} is not: "
-                        "its weights are counted as stored")
-    return model
-
-
-def _encoder_mode(model: ModelShape, mode, result: FileResult) -> ModelShape:
-    """``mm_encoder_tp_mode: data``: every rank holds the whole tower and encodes its own share of
-    the images, for the models vLLM 0.19 marks ``supports_encoder_tp_data``; the others fall back
-    to splitting it ("weights"), as vLLM warns."""
-    if model.vision is None or mode != "data":
-        return model
-    if model.vision.encoder_dp:
-        return replace(model, vision=replace(model.vision, tp_sharded=False))
-    result.notes.append(f"mm_encoder_tp_mode data: vLLM says 'This model does not support `--mm-encoder-tp-mode "
-                        f"data`. Falling back to `--mm-encoder-tp-mode weights`.' ({model.model_type})")
-    return model
-
-
-def _draft(name: str | None, result: FileResult) -> ModelShape | None:
-    """Speculative decoding's draft model, when vramlint can read it (a catalog name or a config);
-    otherwise a note that its weights and KV cache are left out."""
-    if not name:
-        return None
-    try:
-        return read_model(name)
-    except UsageError:
-        result.notes.append(f"speculative decoding loads {name!r} beside the model: its weights and KV cache are "
-                            "not counted, so the KV budget here is larger than vLLM's by them")
-        return None
-
-
-def _count(fact: Fact, default: int | None = 1) -> int | None:
-    """A vLLM size flag as vLLM parses it (``8k``, ``"2"``), or ``default`` where it is not a
-    positive integer — the schema's finding has already said so, or the flag means "auto" (-1)."""
-    value = None if isinstance(fact.value, bool) else human_int(fact.value)
-    return value if value is not None and value >= 1 else default
-
-
-def _number(fact: Fact, default: float, most: float) -> float:
-    """A number flag in (0, ``most``] (gpu_memory_utilization: vLLM refuses more than 1), else
-    ``default`` — the schema's finding says what is wrong with it."""
-    try:
-        value = float(fact.value) if not isinstance(fact.value, bool) else default
-    except (TypeError, ValueError):
-        return default
-    return value if 0 < value <= most else default
-
-
 def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:
     """A ``vllm serve --config`` file: its own ``model`` when vramlint can read it, else --model."""
     result.findings.extend(check_schema(normalised_document(document), "vllm"))
@@ -224,24 +167,7 @@ def _check_vllm(document: Document, result: FileResult, model: ModelShape, clust
             result.notes.append(f"model {cfg.model.value!r} is not readable here: checked as {model.name}")
     if model is None:
         raise UsageError("--model not given and the vLLM config names no model")
-    model = _quantized_online(model, cfg.quantization.value, result)
-    if model.vision and cfg.tower_off(model.vision.modalities):
-        model = replace(model, vision=None)              # vLLM builds no vision tower, profiles no images
-    model = _encoder_mode(model, cfg.mm_encoder_tp_mode.value, result)
-    dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
-    serving = Serving(
-        model, cluster.gpu.memory_bytes, tp=_count(cfg.tensor_parallel), pp=_count(cfg.pipeline_parallel),
-        utilization=_number(cfg.gpu_memory_utilization, 0.9, 1.0), max_model_len=_count(cfg.max_model_len, None),
-        max_num_seqs=_count(cfg.max_num_seqs, None), max_num_batched_tokens=_count(cfg.max_num_batched_tokens, None),
-        kv_cache_dtype=str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes=dtype_bytes,
-        kv_cache_memory_bytes=_count(cfg.kv_cache_memory_bytes, None),
-        cpu_offload_bytes=int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30),   # bounded only to stay finite
-        auto_max_model_len=str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"),
-        dp=_count(cfg.data_parallel), expert_parallel=cfg.expert_parallel.value is True, gpu_name=cluster.gpu.name,
-        performance_mode=cfg.performance_mode.value, chunked_prefill=cfg.chunked_prefill.value is not False,
-        draft=_draft(cfg.draft_model, result), draft_tp=cfg.draft_tp,
-        lora=LoraSlots(_count(cfg.max_loras), _count(cfg.max_lora_rank, 16), cfg.fully_sharded_loras.value is True)
-        if cfg.enable_lora.value is True else None)
+    serving = serving_from_vllm(cfg, model, cluster, result.notes)
     result.serving = (serving, serving_estimate(serving))
     fitted = result.serving[1].max_model_len
     if serving.auto_max_model_len and 0 < fitted < serving.context_len:

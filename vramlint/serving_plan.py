@@ -1,0 +1,101 @@
+"""A vLLM config's serving setup: the flags of a ``vllm serve --config`` file read as vLLM 0.19
+parses and applies them, into the ``Serving`` that ``memory/serving.py`` budgets.
+
+Where vLLM changes the model it loads, so does the setup: ``quantization`` quantizes a 16-bit
+checkpoint while it loads (or is noted where it cannot), a modality limit of 0 or
+``language_model_only`` builds no vision tower, ``mm_encoder_tp_mode: data`` keeps the tower whole
+on each rank, and a draft model vramlint can read is loaded beside it. Flags the schema already
+found wrong fall back to vLLM's defaults here, so one bad value gives one finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vramlint.errors import UsageError
+from vramlint.hardware import Cluster
+from vramlint.memory.lora_slots import LoraSlots
+from vramlint.memory.serving import Serving
+from vramlint.models import read_model
+from vramlint.models.quantization import ONLINE
+from vramlint.models.shape import ModelShape
+from vramlint.readers.deepspeed import Fact
+from vramlint.readers.vllm import VllmConfig, human_int
+
+
+def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, notes: list[str]) -> Serving:
+    """One GPU's share of what the file asks vLLM to serve; ``notes`` gains what is not counted."""
+    model = _quantized_online(model, cfg.quantization.value, notes)
+    if model.vision and cfg.tower_off(model.vision.modalities):
+        model = replace(model, vision=None)              # vLLM builds no vision tower, profiles no images
+    model = _encoder_mode(model, cfg.mm_encoder_tp_mode.value, notes)
+    dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
+    return Serving(
+        model, cluster.gpu.memory_bytes, tp=_count(cfg.tensor_parallel), pp=_count(cfg.pipeline_parallel),
+        utilization=_number(cfg.gpu_memory_utilization, 0.9, 1.0), max_model_len=_count(cfg.max_model_len, None),
+        max_num_seqs=_count(cfg.max_num_seqs, None), max_num_batched_tokens=_count(cfg.max_num_batched_tokens, None),
+        kv_cache_dtype=str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes=dtype_bytes,
+        kv_cache_memory_bytes=_count(cfg.kv_cache_memory_bytes, None),
+        cpu_offload_bytes=int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30),   # bounded only to stay finite
+        auto_max_model_len=str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"),
+        dp=_count(cfg.data_parallel), expert_parallel=cfg.expert_parallel.value is True, gpu_name=cluster.gpu.name,
+        performance_mode=cfg.performance_mode.value, chunked_prefill=cfg.chunked_prefill.value is not False,
+        draft=_draft(cfg.draft_model, notes), draft_tp=cfg.draft_tp,
+        lora=LoraSlots(_count(cfg.max_loras), _count(cfg.max_lora_rank, 16), cfg.fully_sharded_loras.value is True)
+        if cfg.enable_lora.value is True else None)
+
+
+def _quantized_online(model: ModelShape, method, notes: list[str]) -> ModelShape:
+    """The model as ``--quantization`` makes vLLM load it: a checkpoint quantized already keeps its
+    own scheme (vLLM checks the two agree); an unquantized one is quantized while it loads by the
+    methods that can (``ONLINE``), while any other method needs a checkpoint made with it."""
+    if not method or not isinstance(method, str) or model.quantization is not None:
+        return model
+    if method in ONLINE:
+        return replace(model, quantization=ONLINE[method])
+    notes.append(f"quantization {method!r} needs a checkpoint quantized with it, and {model.name} is not: "
+                 "its weights are counted as stored")
+    return model
+
+
+def _encoder_mode(model: ModelShape, mode, notes: list[str]) -> ModelShape:
+    """``mm_encoder_tp_mode: data``: every rank holds the whole tower and encodes its own share of
+    the images, for the models vLLM 0.19 marks ``supports_encoder_tp_data``; the others fall back
+    to splitting it ("weights"), as vLLM warns."""
+    if model.vision is None or mode != "data":
+        return model
+    if model.vision.encoder_dp:
+        return replace(model, vision=replace(model.vision, tp_sharded=False))
+    notes.append(f"mm_encoder_tp_mode data: vLLM says 'This model does not support `--mm-encoder-tp-mode "
+                 f"data`. Falling back to `--mm-encoder-tp-mode weights`.' ({model.model_type})")
+    return model
+
+
+def _draft(name: str | None, notes: list[str]) -> ModelShape | None:
+    """Speculative decoding's draft model, when vramlint can read it (a catalog name or a config);
+    otherwise a note that its weights and KV cache are left out."""
+    if not name:
+        return None
+    try:
+        return read_model(name)
+    except UsageError:
+        notes.append(f"speculative decoding loads {name!r} beside the model: its weights and KV cache are "
+                     "not counted, so the KV budget here is larger than vLLM's by them")
+        return None
+
+
+def _count(fact: Fact, default: int | None = 1) -> int | None:
+    """A vLLM size flag as vLLM parses it (``8k``, ``"2"``), or ``default`` where it is not a
+    positive integer — the schema's finding has already said so, or the flag means "auto" (-1)."""
+    value = None if isinstance(fact.value, bool) else human_int(fact.value)
+    return value if value is not None and value >= 1 else default
+
+
+def _number(fact: Fact, default: float, most: float) -> float:
+    """A number flag in (0, ``most``] (gpu_memory_utilization: vLLM refuses more than 1), else
+    ``default`` — the schema's finding says what is wrong with it."""
+    try:
+        value = float(fact.value) if not isinstance(fact.value, bool) else default
+    except (TypeError, ValueError):
+        return default
+    return value if 0 < value <= most else default
