@@ -705,3 +705,14 @@ def test_quantization_fp8_on_a_volta_gpu_is_refused_where_the_flag_is(capsys, tm
     found = next(f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL405")
     assert found["line"] == 3 and "method fp8 is not supported" in found["message"]
     assert "7.5 or newer (T4, A100, L4, H100)" in found["hint"]
+
+
+def test_under_pipeline_parallelism_the_last_stage_holds_the_lm_heads_lora_buffers_not_the_embeddings(
+        capsys, tmp_path):
+    """The stage vramlint budgets is the last (it runs the sampler): half of Llama-3.1-8B's 32 layers
+    at 5,242,880 elements a slot of rank 64 each, and the lm_head's 64 x (128,256 + 4096); the
+    embedding's buffers sit on the first stage."""
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 8192\n"
+                      "pipeline-parallel-size: 2\nenable-lora: true\nmax-loras: 4\nmax-lora-rank: 64\n")
+    slots = next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "LoRA slots (enable_lora)")
+    assert slots == (5_242_880 * 16 + 64 * (128_256 + 4096)) * 4 * 2

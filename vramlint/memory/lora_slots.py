@@ -71,7 +71,8 @@ def _experts(model: ModelShape, layer: Layer, slots: LoraSlots, split: int, spre
 def lora_slot_elements(model: ModelShape, slots: LoraSlots, tp: int, pp: int, split: int = 1,
                        spread: int = 1) -> int:
     """Elements of every LoRA buffer one GPU of a TP x PP group holds (routed experts split and
-    spread as ``_experts`` says); the embedding's and lm_head's counted on every stage."""
+    spread as ``_experts`` says). Under pipeline parallelism the stage modelled is the last
+    (``memory/serving.py``): it holds the lm_head's buffers, the first stage the embedding's."""
     stage = model.layers[: -(-model.num_layers // pp)]
     per_slot = 0
     for layer in stage:
@@ -79,5 +80,6 @@ def lora_slot_elements(model: ModelShape, slots: LoraSlots, tp: int, pp: int, sp
             if not name.startswith("experts_"):
                 per_slot += copies * _linear(name, d_in, d_out, slots, tp)
         per_slot += _experts(model, layer, slots, split, spread)
-    per_slot += 2 * (model.vocab_size + model.hidden_size) * slots.rank       # embedding and lm_head
+    heads = 2 if pp == 1 else 1                                               # embedding and lm_head
+    per_slot += heads * (model.vocab_size + model.hidden_size) * slots.rank
     return slots.max_loras * per_slot
