@@ -132,3 +132,17 @@ def test_the_text_report_names_the_runtime_estimated(capsys, name, words):
     main(["check", str(path), "--gpus", "8xH100", "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "2048",
           "--format", "text"])
     assert words in capsys.readouterr().out
+
+
+def test_qlora_under_fsdp_computes_in_the_quant_storage_dtype_whatever_mixed_precision_says(tmp_path, capsys):
+    """The alignment-handbook's FSDP-QLoRA config says mixed_precision 'no', but transformers'
+    Trainer overrides FSDP's mixed precision with bnb_4bit_quant_storage (bfloat16): the root unit
+    is gathered in 2 B a parameter, not 4."""
+    path = tmp_path / "fsdp_qlora.yaml"
+    path.write_text("distributed_type: FSDP\nmixed_precision: 'no'\nnum_processes: 2\nfsdp_config:\n"
+                    "  fsdp_sharding_strategy: FULL_SHARD\n  fsdp_use_orig_params: false\n")
+    code, out = check(capsys, path, "--gpus", "2x80GB", "--model", "meta-llama/Llama-2-70b-hf", "--seq-len", "512",
+                      "--load-in-4bit", "--grad-checkpointing")
+    root = next(c for c in out["estimate"]["components"] if c["name"] == "root unit (unsharded)")
+    assert root["formula"].startswith("2 B x 524,296,192 ")    # 2 x 32000 x 8192 + 8192
+    assert any("bnb_4bit_quant_storage (bfloat16)" in a for a in out["estimate"]["assumptions"])

@@ -13,6 +13,7 @@ outputs. With and without gradient checkpointing.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -68,3 +69,53 @@ def test_fp32_regime_costs_what_the_upcast_parameters_and_fp32_stream_cost(key):
     low, high = (training_peak(plan_for(e))[0].bytes for e in (bf16, fp32))
     measured = (fp32["resting"] + fp32["peak_above_resting"]) - (bf16["resting"] + bf16["peak_above_resting"])
     assert high - low == pytest.approx(measured, rel=0.08 if key == "gpt_neox:bf16:no-gc" else 0.015)
+
+
+UNITS = json.loads((DATA / "qlora_fsdp_units.json").read_text())
+
+
+def fsdp_plan(config: dict, gpus: str = "2xH100", model=None) -> Plan:
+    return Plan(model=model or shape_from_dict(dict(config)), cluster=parse_gpus(gpus), precision="bf16",
+                runtime="fsdp", fsdp_version=1, weights_dtype="bfloat16", micro_batch=1, seq_len=1024, lora_rank=16,
+                load_in_4bit=True, grad_checkpointing=True)
+
+
+@pytest.mark.parametrize("model_type", sorted(UNITS))
+def test_fsdp_qlora_units_are_what_fsdp_flattens(model_type):
+    """FSDP1 as the Trainer wraps a QLoRA model (dev/qlora_fsdp_units.py: quant_storage bf16, PEFT's
+    wrap policy): each decoder layer a frozen bf16 unit of its 4-bit weights packed four values to
+    an element (biases, counted packed here, keep it within 0.5 %), the root unit whole, every
+    LoRA linear a trainable fp32 unit of its own; the quant states outside every unit."""
+    from vramlint.memory.states import fsdp_tail_unit, fsdp_unit, lora_tensors, quant_states, trainable
+    entry = UNITS[model_type]
+    plan = fsdp_plan(entry["config"])
+    frozen = [u for u in entry["units"] if not u[3]]
+    adapters = [u for u in entry["units"] if u[3]]
+    assert frozen[0][1] == sum(fsdp_tail_unit(plan)) and {u[2] for u in frozen} == {"torch.bfloat16"}
+    assert len(frozen) - 1 == plan.model.num_layers
+    for unit, layer in zip(frozen[1:], plan.model.layers):
+        assert sum(fsdp_unit(plan, layer)) == pytest.approx(unit[1], rel=0.005)
+    assert {u[2] for u in adapters} == {"torch.float32"}
+    assert sum(u[1] for u in adapters) == trainable(plan)
+    assert len(adapters) == sum(len(lora_tensors(layer, plan)) for layer in plan.model.layers)
+    assert quant_states(plan) == pytest.approx(entry["quant_state_bytes"], rel=0.002)
+
+
+def test_fsdp_qlora_shards_the_packed_base_and_keeps_states_for_the_adapters_alone():
+    """Llama-3.1-70B under QLoRA on two GPUs: each holds half the base at 0.5 B a quantized value
+    and 2 B a value elsewhere, and fp32 gradients and Adam states of half the adapters — not the
+    frozen weights' flat gradient FSDP1 gives LoRA on a 16-bit base."""
+    from vramlint.memory import estimate
+    from vramlint.memory.states import fsdp_states, quant_states, trainable
+    from vramlint.models import read_model
+    plan = fsdp_plan({}, model=read_model("meta-llama/Llama-3.1-70B"))
+    states = fsdp_states(plan)
+    parts = {c.name: c.bytes for c in states.resting + states.gradients}
+    m, t = plan.model, trainable(plan)
+    quantized = m.layer_params.attention + m.layer_params.mlp
+    assert parts["parameter shards"] == pytest.approx((quantized / 2 + 2 * (m.params - quantized)) / 2 + 4 * t / 2,
+                                                      rel=0.001)
+    assert parts["gradient shards (fp32)"] == 4 * -(-t // 2) and parts["optimizer states"] == 8 * -(-t // 2)
+    assert parts["4-bit quant states (every rank)"] == quant_states(plan)
+    sixteen_bit = estimate(replace(plan, load_in_4bit=False))
+    assert estimate(plan).per_gpu_peak < sixteen_bit.per_gpu_peak / 4

@@ -298,6 +298,10 @@ def plan_from_accelerate(acc, model: ModelShape, cluster: Cluster, flags: Flags)
         raise UsageError("--seq-len is required: Accelerate configs do not say how long the sequences are")
     origins = {"precision": Origin("file", acc.mixed_precision.location)}
     precision = PRECISION.get(acc.mixed_precision.value, "bf16")
+    if runtime == "fsdp" and flags.workload.get("load_in_4bit") and precision == "fp32":
+        precision = "bf16"
+        notes.append("QLoRA under FSDP: transformers' Trainer sets FSDP's mixed precision to bnb_4bit_quant_storage "
+                     "(bfloat16), whatever mixed_precision 'no' says (_fsdp_qlora_plugin_updates)")
     weights = flags.workload.get("weights_dtype")
     if runtime == "torch" and weights is None:
         weights = "float32"

@@ -37,7 +37,7 @@ WIDER = (
 
 # What the model does not cover for a plan, said beside the estimate rather than guessed at.
 LIMITS = (
-    (lambda p: p.lora_rank > 0 and p.runtime == "fsdp" and p.fsdp_version == 1,
+    (lambda p: p.lora_rank > 0 and p.runtime == "fsdp" and p.fsdp_version == 1 and not p.load_in_4bit,
      "LoRA under FSDP1: the flat parameter's gradient covers the frozen weights too (use_orig_params; "
      "FSDP2, per parameter, keeps the adapters' alone: --fsdp-version 2 / fsdp_version: 2)"),
     (lambda p: p.model.tensor_parallel > 1,
@@ -60,8 +60,12 @@ LIMITS = (
                "tower's modules of that name wrap their nn.Linear (\"Target module ... is not supported\"); a "
                f"regex such as '.*language_model.*\\.({'|'.join(refused_targets(p))})' reaches the decoder's alone "
                "(counted as that)"),
-    (lambda p: p.load_in_4bit and p.runtime != "torch",
-     "4-bit base weights under DeepSpeed or FSDP are modelled as 16-bit"),
+    (lambda p: p.load_in_4bit and p.runtime == "deepspeed",
+     "4-bit base weights under DeepSpeed are modelled as 16-bit"),
+    (lambda p: p.load_in_4bit and p.runtime == "fsdp",
+     "QLoRA under FSDP as transformers' Trainer sets it up (bnb_4bit_quant_storage in the load dtype, as "
+     "FSDP needs): the base shards hold the 4-bit values packed, each LoRA linear is an FSDP unit of its own, "
+     "so gradients and Adam states are the adapters' alone; the quant states stay whole on every rank"),
     (lambda p: (p.model.max_position_embeddings or p.seq_len) < p.seq_len,
      lambda p: f"sequences of {p.seq_len:,} tokens, past the model's {p.model.max_position_embeddings:,} positions "
                "(max_position_embeddings): " + ("its learned position embeddings have no rows past them, so the "

@@ -27,8 +27,8 @@ shards, their gradients and the step live on the host.
 from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import (fsdp_shard_count, fsdp_stage, fsdp_states, fsdp_tail_holds_embedding,
-                                    fsdp_tail_unit, lora_tensors)
+from vramlint.memory.states import (fsdp_qlora, fsdp_shard_count, fsdp_stage, fsdp_states,
+                                    fsdp_tail_holds_embedding, fsdp_tail_unit, fsdp_unit, lora_tensors)
 from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
 
@@ -46,6 +46,9 @@ class FsdpStep(Step):
         self.c_b = 4 if plan.precision == "fp32" else 2
         self.state_bytes = self.c_b          # the gradients' bytes (a tied weight's sum too)
         self.fsdp2 = plan.fsdp_version == 2
+        self.per_parameter_grads = self.fsdp2 or fsdp_qlora(plan)    # QLoRA: adapters are units of their own
+        # QLoRA's shards are in the compute dtype: nothing to cast, but an offloaded one is copied in
+        self.cast = not fsdp_qlora(plan) or plan.offload_param != "none"
         self.resharding = fsdp_stage(plan) == 3
         self.root_first = fsdp_tail_holds_embedding(plan)    # the lm_head unit is gathered first
         self.tail_sizes = list(fsdp_tail_unit(plan))
@@ -66,13 +69,16 @@ class FsdpStep(Step):
         a, total = self.a, sum(sizes)
         # the local shard in the compute dtype; offloaded, its fp32 copy to the GPU (not recorded: on
         # the CPU the host is the device)
-        cast = a.malloc((4 if self.offload else self.c_b) * -(-total // self.n), GATHER)
+        copy = 4 if self.offload and not fsdp_qlora(self.plan) else self.c_b
+        cast = a.malloc(copy * -(-total // self.n), GATHER) if self.cast else None
         if not self.fsdp2:
             flat = a.malloc(self.c_b * self.n * -(-total // self.n), GATHER)
-            a.free(cast)
+            if cast is not None:
+                a.free(cast)
             return [flat]
         out = a.malloc(self.c_b * total, GATHER)
-        a.free(cast)
+        if cast is not None:
+            a.free(cast)
         params = [a.malloc(self.c_b * size) for size in sizes if size]
         if self.all_gather is not None:
             a.free(self.all_gather)
@@ -123,7 +129,7 @@ class FsdpStep(Step):
             a.free(handle)
 
     def _layer_sizes(self, index: int) -> list[int]:
-        return [size for _, size in self.m.layers[index].parameter_tensors]
+        return fsdp_unit(self.plan, self.m.layers[index])
 
     def _gather(self, index: int) -> list[int]:
         """A layer's parameters (kept from forward, or prefetched); in backward FSDP1's
@@ -151,7 +157,7 @@ class FsdpStep(Step):
                 self.a.free(handle)
         else:
             trained = sum(self._layer_sizes(index))
-            if self.plan.lora_rank and self.fsdp2:
+            if self.plan.lora_rank and self.per_parameter_grads:
                 trained = sum(size for _, size in lora_tensors(self.m.layers[index], self.plan))
             elif self.plan.lora_rank:       # FSDP1: the flat parameter's gradient, frozen parameters included
                 self.layer_grads.append(self.a.malloc(self.c_b * trained))
@@ -198,7 +204,7 @@ class FsdpStep(Step):
                     self.tail_grads.append(grad)
             elif group == "embedding":
                 self._embedding_backward()
-            elif size and group != "small" and (self.fsdp2 or not self.plan.lora_rank):
+            elif size and group != "small" and (self.per_parameter_grads or not self.plan.lora_rank):
                 self.layer_grads.append(self.a.malloc(self.c_b * size))
         return []
 
@@ -252,17 +258,18 @@ def _fsdp1_lazy_init(plan: Plan, alloc: CachingAllocator) -> None:
     """FSDP1's lazy initialisation, at the first forward (``FlatParamHandle.init_flat_param_attributes``,
     root unit first, then the layers): each unit's low-precision shard (``_mp_shard``), its padded
     unsharded flat parameter (``_full_param_padded``) and, under mixed precision, the full-precision
-    one (``_full_prec_full_param_padded``) are allocated and their storage freed at once. What is
+    one (``_full_prec_full_param_padded``) are allocated and their storage freed at once — QLoRA's
+    parameters are in the compute dtype already, so only the unsharded one. What is
     left is cached segments the size of the largest unit, up to 4 B x its elements — which the fp32
     logits later reuse (recorded, dev/trace_fsdp.py)."""
-    n, mixed = fsdp_shard_count(plan), plan.precision != "fp32"
-    units = [sum(fsdp_tail_unit(plan))] + [sum(size for _, size in layer.parameter_tensors)
-                                           for layer in plan.model.layers]
+    n, mixed = fsdp_shard_count(plan), plan.precision != "fp32" and not fsdp_qlora(plan)
+    stored = 4 if plan.precision == "fp32" else 2       # QLoRA: already in the compute dtype, no low-precision copy
+    units = [sum(fsdp_tail_unit(plan))] + [sum(fsdp_unit(plan, layer)) for layer in plan.model.layers]
     for total in units:
         shard = -(-total // n)
         sizes = [2 * shard] if mixed else []
         if n > 1:
-            sizes += [(2 if mixed else 4) * n * shard] + ([4 * n * shard] if mixed else [])
+            sizes += [(2 if mixed else stored) * n * shard] + ([4 * n * shard] if mixed else [])
         for size in sizes:
             alloc.free(alloc.malloc(size))
 

@@ -469,6 +469,39 @@ def fsdp_shard_count(plan: Plan) -> int:
     return plan.data_parallel if fsdp_stage(plan) else 1
 
 
+QLORA_FSDP_SOURCE = ("transformers Trainer._fsdp_qlora_plugin_updates (PEFT fsdp_auto_wrap_policy, FSDP mixed "
+                     "precision in bnb_4bit_quant_storage); bitsandbytes Params4bit quant_storage, QuantState")
+
+
+def fsdp_qlora(plan: Plan) -> bool:
+    """QLoRA under FSDP, as transformers' Trainer (and TRL's SFTTrainer on it) sets it up for a
+    model loaded with ``bnb_4bit_quant_storage`` in the load dtype: FSDP's mixed precision in that
+    dtype, PEFT's wrap policy — every LoRA linear a unit of its own, so the frozen base's flat
+    parameters need no gradient — and no ``prepare_model_for_kbit_training`` upcast."""
+    return plan.runtime == "fsdp" and plan.load_in_4bit
+
+
+def fsdp_stored(plan: Plan, group: str, size: int) -> int:
+    """Elements FSDP shards and all-gathers for one parameter tensor: under QLoRA a 4-bit linear's
+    weight holds its values two to a byte in the storage dtype (``Params4bit``, quant_storage
+    bfloat16: n values are n / 4 elements), every other tensor its own size."""
+    if fsdp_qlora(plan) and group in nf4().groups:
+        return -(-size * 4 // (8 * (4 if plan.precision == "fp32" else 2)))
+    return size
+
+
+def fsdp_unit(plan: Plan, layer: Layer) -> list[int]:
+    """A decoder layer's FSDP unit: its parameter tensors' stored elements, in order."""
+    return [fsdp_stored(plan, group, size) for group, size in layer.parameter_tensors]
+
+
+def quant_states(plan: Plan) -> int:
+    """bitsandbytes' ``QuantState`` of every 4-bit linear (absmax per 64 values, double-quantized:
+    a byte each and an fp32 per 256 of them): not a parameter, so FSDP leaves it whole on every rank."""
+    quantized = sum(getattr(plan.model.layer_params, g) for g in nf4().groups)
+    return int(quantized * (nf4().bits - 4) / 8)
+
+
 def fsdp_tail_unit(plan: Plan) -> tuple[int, ...]:
     """Elements of the unit that holds lm_head, as Accelerate wraps the model: FSDP2's tail (final
     norm, lm_head, a tied embedding; an untied embedding is a unit of its own), FSDP1's root
@@ -501,6 +534,8 @@ def fsdp_states(plan: Plan) -> States:
     n = plan.data_parallel
     t, tag = trainable(plan), _tag(plan)
     held, symbol = _weights_words(plan)
+    if fsdp_qlora(plan):
+        held, symbol = _stored_total(plan) + t, "(P packed + T)"
     stage = fsdp_stage(plan)
     c_b = 4 if plan.precision == "fp32" else 2
     sharded = stage > 0
@@ -521,7 +556,11 @@ def fsdp_states(plan: Plan) -> States:
                                   "from forward to backward)", FSDP_SOURCE))
     elif stage == 3:
         gathered += _fsdp_root(plan, c_b)
-    flat = plan.lora_rank and plan.fsdp_version == 1      # FSDP1's flat gradient covers the frozen parameters
+    if fsdp_qlora(plan):
+        resting.append(Component("4-bit quant states (every rank)", quant_states(plan), "absmax per 64 values "
+                                 "(uint8, double-quantized) + fp32 per 256 absmax, not sharded", QLORA_FSDP_SOURCE))
+    # FSDP1's flat gradient covers the frozen parameters, but for QLoRA's units of frozen weights alone
+    flat = plan.lora_rank and plan.fsdp_version == 1 and not fsdp_qlora(plan)
     grads = [Component("gradient shards (fp32)", 0 if offload else 4 * (shard if flat else part),
                        f"4 B x {symbol if flat else tag}{over}" + (" (FSDP1: the flat gradient, frozen parameters "
                                                                      "included)" if flat else ""), FSDP_SOURCE)]
@@ -540,11 +579,22 @@ def _fsdp_shards(plan: Plan, n: int, over: str) -> tuple[int, str]:
     precision); with LoRA under FSDP2 the frozen base keeps the dtype it was loaded in and only
     the adapters are upcast — under FSDP1 the flat parameter holds both and is upcast whole."""
     p, t = plan.model.params, trainable(plan)
+    if fsdp_qlora(plan):
+        c = 4 if plan.precision == "fp32" else 2
+        return (c * -(-_stored_total(plan) // n) + 4 * -(-t // n),
+                f"{c} B x P packed{over} (4-bit linears: 0.5 B a value) + 4 B x T{over}")
     if plan.lora_rank and plan.fsdp_version == 2:
         base = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
         return base * -(-p // n) + 4 * -(-t // n), f"{base} B x P{over} (frozen, as loaded) + 4 B x T{over}"
     held, symbol = _weights_words(plan)
     return 4 * -(-held // n), f"4 B x {symbol}{over} (fp32)"
+
+
+def _stored_total(plan: Plan) -> int:
+    """Every base parameter's stored elements (``fsdp_stored``)."""
+    m = plan.model
+    return (sum(sum(fsdp_unit(plan, layer)) for layer in m.layers) + m.embedding_params + m.head_params
+            + m.final_norm_params + m.extra_params)
 
 
 def _fsdp_root(plan: Plan, c_b: int) -> list[Component]:
@@ -557,7 +607,7 @@ def _fsdp_root(plan: Plan, c_b: int) -> list[Component]:
         words = "tail unit: final norm, lm_head" + ("" if m.head_params else " = embedding")
         return [Component("tail unit (unsharded)", c_b * size, f"{c_b} B x {size:,} ({words}; not resharded "
                           "after forward)", FSDP_SOURCE)]
-    layer = m.layers[-1].params.total
+    layer = sum(fsdp_unit(plan, m.layers[-1]))
     return [Component("root unit (unsharded)", c_b * size, f"{c_b} B x {size:,} (embedding, final norm, lm_head; "
                       "not resharded after forward)", FSDP_SOURCE),
             Component("last layer, prefetched", c_b * layer, f"{c_b} B x {layer:,} (BACKWARD_PRE, at the loss)",
@@ -570,8 +620,9 @@ def _fsdp_in_flight(plan: Plan, stage: int, c_b: int) -> list[Component]:
     FSDP1's flat gradient, and lm_head's gradient where its unit also holds the embedding (tied,
     or FSDP1's root): that unit is reduce-scattered only after the embedding's backward, last."""
     m = plan.model
-    unit = max(layer.params.total for layer in m.layers)
-    adapters = plan.lora_rank and plan.fsdp_version == 2      # FSDP1: one flat gradient per unit
+    unit = max(sum(fsdp_unit(plan, layer)) for layer in m.layers)
+    # FSDP1: one flat gradient per unit — but QLoRA's adapters are units of their own
+    adapters = plan.lora_rank and (plan.fsdp_version == 2 or fsdp_qlora(plan))
     trained = max(sum(size for _, size in lora_tensors(layer, plan)) for layer in m.layers) if adapters else unit
     what = "adapters" if adapters else "parameters"
     out = [Component("unsharded layer gradients", c_b * trained, f"{c_b} B x one decoder layer's {what} "
