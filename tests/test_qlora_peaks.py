@@ -119,3 +119,20 @@ def test_fsdp_qlora_shards_the_packed_base_and_keeps_states_for_the_adapters_alo
     assert parts["4-bit quant states (every rank)"] == quant_states(plan)
     sixteen_bit = estimate(replace(plan, load_in_4bit=False))
     assert estimate(plan).per_gpu_peak < sixteen_bit.per_gpu_peak / 4
+
+
+MOE = json.loads((DATA / "qlora_moe_storage.json").read_text())
+
+
+@pytest.mark.parametrize("model_type", sorted(MOE))
+def test_qlora_leaves_transformers_fused_experts_in_the_load_dtype(model_type):
+    """bitsandbytes replaces nn.Linear modules; transformers 5's routed experts are fused 3-D
+    parameters, so they load in bf16 beside the 4-bit attention and shared experts — what
+    dev/qlora_moe_storage.py finds stored for four MoE types (counting them 4-bit was 3-4x short)."""
+    from vramlint.memory.states import model_states
+    entry = MOE[model_type]
+    plan = Plan(model=shape_from_dict(dict(entry["config"])), cluster=parse_gpus("1xH100"), precision="bf16",
+                runtime="torch", weights_dtype="bfloat16", micro_batch=1, seq_len=1024, lora_rank=16, load_in_4bit=True)
+    assert plan.model.layer_params.experts > 4 * plan.model.layer_params.mlp     # the experts dominate the MLPs
+    weights = next(c for c in model_states(plan).resting if c.name.startswith("weights"))
+    assert weights.bytes == pytest.approx(entry["resting"], rel=0.002)

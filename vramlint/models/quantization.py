@@ -50,9 +50,17 @@ def _excluded_groups(patterns: Any) -> frozenset[str]:
     return frozenset(out)
 
 
+# What bitsandbytes quantizes when transformers loads a model with it: every nn.Linear (attention,
+# dense MLPs, shared experts), never transformers 5's fused routed experts, which are 3-D
+# nn.Parameters (replace_with_bnb_linear; seen on the CPU for mixtral, qwen3_moe, gpt_oss and
+# deepseek_v3: their experts stay in the load dtype).
+BNB_LINEARS = frozenset({"attention", "mlp"})
+
+
 def nf4() -> Quantization:
-    """QLoRA's base weights: bitsandbytes NF4 with double quantization."""
-    return _bnb({"load_in_4bit": True, "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_type": "nf4"})
+    """QLoRA's base weights: bitsandbytes NF4 with double quantization, on the linears it replaces."""
+    q = _bnb({"load_in_4bit": True, "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_type": "nf4"})
+    return Quantization(q.method, q.bits, BNB_LINEARS, q.detail)
 
 
 def _bnb(q: dict) -> Quantization | None:
