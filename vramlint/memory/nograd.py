@@ -18,15 +18,12 @@ from vramlint.models.quantization import nf4
 from vramlint.plan import Plan
 
 
-LINEAR_GROUPS = ("attention", "mlp", "experts", "router")
-
-
 def load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> None:
     """The model's parameters as it is loaded: one block per tensor (QLoRA: linears in NF4; for
     inference a quantized checkpoint's groups in its bits, as ``weights.weight_bytes`` counts them)."""
     m = plan.model
     for group, size in m.parameter_tensors:
-        if plan.load_in_4bit and group in LINEAR_GROUPS:
+        if plan.load_in_4bit and group in nf4().groups:     # bitsandbytes' nn.Linear replacements
             alloc.malloc(size * nf4().bits / 8)
         else:
             alloc.malloc(size * (bytes_per_param(m, group, dtype_bytes) if plan.mode == "infer" else dtype_bytes))
