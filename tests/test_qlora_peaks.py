@@ -136,3 +136,22 @@ def test_qlora_leaves_transformers_fused_experts_in_the_load_dtype(model_type):
     assert plan.model.layer_params.experts > 4 * plan.model.layer_params.mlp     # the experts dominate the MLPs
     weights = next(c for c in model_states(plan).resting if c.name.startswith("weights"))
     assert weights.bytes == pytest.approx(entry["resting"], rel=0.002)
+
+
+DEEPSPEED = json.loads((DATA / "qlora_deepspeed.json").read_text())
+
+
+@pytest.mark.parametrize("case", sorted(DEEPSPEED))
+def test_deepspeed_holds_qloras_base_at_half_a_byte_a_value_and_casts_the_adapters(case):
+    """What ``deepspeed.initialize`` leaves of a QLoRA model (dev/qlora_deepspeed.py): ZeRO-2 keeps
+    the 4-bit base as loaded (uint8, two values a byte), ZeRO-3 partitions it packed into bf16
+    (four values an element: the same bytes), both cast the adapters to bf16; bitsandbytes'
+    quant states are no parameters, left whole. (qwen2's biases, counted packed, are the 0.03 %.)"""
+    from vramlint.memory.states import deepspeed_states
+    entry = DEEPSPEED[case]
+    plan = Plan(model=shape_from_dict(dict(entry["config"])), cluster=parse_gpus("1xH100"), precision="bf16",
+                runtime="deepspeed", zero_stage=int(case[-1]), micro_batch=1, seq_len=1024, lora_rank=16,
+                load_in_4bit=True)
+    parts = {c.name: c.bytes for c in deepspeed_states(plan).resting}
+    assert parts["weights (NF4 + 16-bit)"] == pytest.approx(entry["base"] + entry["adapters"], rel=0.0005)
+    assert parts["4-bit quant states (every rank)"] == pytest.approx(entry["quant_states"], rel=0.001)

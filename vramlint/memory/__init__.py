@@ -61,7 +61,9 @@ LIMITS = (
                f"regex such as '.*language_model.*\\.({'|'.join(refused_targets(p))})' reaches the decoder's alone "
                "(counted as that)"),
     (lambda p: p.load_in_4bit and p.runtime == "deepspeed",
-     "4-bit base weights under DeepSpeed are modelled as 16-bit"),
+     lambda p: "QLoRA under DeepSpeed: the 4-bit base as bitsandbytes stores it, half a byte a value "
+               + ("(bnb_4bit_quant_storage bfloat16, which ZeRO-3 needs to partition it)" if p.zero_stage == 3
+                  else "(whole on every GPU)") + ", the adapters cast to 16 bit, the quant states whole on every GPU"),
     (lambda p: p.load_in_4bit and p.runtime == "fsdp",
      "QLoRA under FSDP as transformers' Trainer sets it up (bnb_4bit_quant_storage in the load dtype, as "
      "FSDP needs): the base shards hold the 4-bit values packed, each LoRA linear is an FSDP unit of its own, "

@@ -283,8 +283,17 @@ def deepspeed_states(plan: Plan) -> States:
     resting: list[Component] = []
     held, symbol = _weights_words(plan)
     weights = 0 if par_off else _shard(plan, "weights", 2 * held)
-    resting.append(Component("weights (16-bit)", weights, "offloaded to host" if par_off else
-                             f"2 B x {symbol}{' / N_d' if stage == 3 else ''}", ZERO_PAPER))
+    name = "weights (16-bit)"
+    if plan.load_in_4bit:          # QLoRA: the base's 4-bit linears half a byte a value, the adapters 16-bit
+        base = sum(base_bytes(plan, group, size) for group, size in plan.model.parameter_tensors)
+        weights = 0 if par_off else _shard(plan, "weights", base + 2 * t)
+        name, symbol = "weights (NF4 + 16-bit)", "(P: 0.5 B a 4-bit value, 2 B the rest) + 2 B x T"
+        resting.append(Component("4-bit quant states (every rank)", quant_states(plan), "absmax per 64 values "
+                                 "(uint8, double-quantized) + fp32 per 256 absmax, not partitioned",
+                                 "bitsandbytes QuantState"))
+    resting.append(Component(name, weights, "offloaded to host" if par_off else
+                             f"{'' if plan.load_in_4bit else '2 B x '}{symbol}{' / N_d' if stage == 3 else ''}",
+                             ZERO_PAPER))
     tag = _tag(plan)
     resting.append(Component("optimizer states", 0 if opt_off else _shard(plan, "optimizer", 12 * t),
                              f"offloaded to {plan.offload_optimizer}" if opt_off else
@@ -327,16 +336,22 @@ def _zero3_gathered(plan: Plan) -> tuple[list[Component], list[Component]]:
     to backward, the ones kept for reuse; later in backward, one layer in flight."""
     m = plan.model
     kept = zero3_kept(m, zero3_keep_distance(plan))
-    layers = sum(m.layers[i].params.total for i in kept.layers)
+    layers = sum(_layer_base(plan, m.layers[i]) for i in kept.layers)
     head = m.head_params or m.embedding_params
-    one = max(layer.params.total for layer in m.layers)
+    one = max(_layer_base(plan, layer) for layer in m.layers)
     ahead = min(plan.prefetch_bucket_size, plan.max_live_parameters)
+    packed = " (4-bit values packed: elements of 2 B)" if plan.load_in_4bit else ""
     return ([Component("layer gathered in backward + prefetch", 2 * (one + ahead),
-                       f"2 B x ({one:,} + min(stage3_prefetch_bucket_size, stage3_max_live_parameters) {ahead:,})",
-                       DS_STAGE3)],
+                       f"2 B x ({one:,} + min(stage3_prefetch_bucket_size, stage3_max_live_parameters) {ahead:,})"
+                       + packed, DS_STAGE3)],
             [Component("gathered parameters at the loss", 2 * (layers + head),
                        f"2 B x (lm_head {head:,} + {layers:,} of {len(kept.layers)} layers reused within "
                        "stage3_max_reuse_distance)", DS_STAGE3)])
+
+
+def _layer_base(plan: Plan, layer: Layer) -> int:
+    """A decoder layer's base parameters as ZeRO-3 gathers them, in 2-byte elements."""
+    return sum(base_bytes(plan, group, size) for group, size in layer.parameter_tensors) // 2
 
 
 def zero3_sub_groups(plan: Plan) -> list[int]:
@@ -481,6 +496,16 @@ def fsdp_qlora(plan: Plan) -> bool:
     return plan.runtime == "fsdp" and plan.load_in_4bit
 
 
+def base_bytes(plan: Plan, group: str, size: int) -> int:
+    """Bytes one frozen base tensor takes where DeepSpeed holds it (DeepSpeed casts the model to
+    16 bit): 2 B a value, or under QLoRA a 4-bit linear's values, half a byte each — as loaded for
+    ZeRO-0/1/2, packed into ``bnb_4bit_quant_storage`` for ZeRO-3 to partition (same bytes); its
+    quant state apart (``quant_states``)."""
+    if plan.load_in_4bit and group in nf4().groups:
+        return -(-size // 2)
+    return 2 * size
+
+
 def fsdp_stored(plan: Plan, group: str, size: int) -> int:
     """Elements FSDP shards and all-gathers for one parameter tensor: under QLoRA a 4-bit linear's
     weight holds its values two to a byte in the storage dtype (``Params4bit``, quant_storage
@@ -497,7 +522,8 @@ def fsdp_unit(plan: Plan, layer: Layer) -> list[int]:
 
 def quant_states(plan: Plan) -> int:
     """bitsandbytes' ``QuantState`` of every 4-bit linear (absmax per 64 values, double-quantized:
-    a byte each and an fp32 per 256 of them): not a parameter, so FSDP leaves it whole on every rank."""
+    a byte each and an fp32 per 256 of them): not a parameter, so neither FSDP nor ZeRO-3
+    partitions it — whole on every rank."""
     quantized = sum(getattr(plan.model.layer_params, g) for g in nf4().groups)
     return int(quantized * (nf4().bits - 4) / 8)
 

@@ -10,8 +10,8 @@ coordinator has traced the module order by then.
 from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import (deepspeed_states, trainable, trainable_tensors, zero12_grad_partition,
-                                    zero3_keep_distance, zero3_kept, zero3_sub_groups)
+from vramlint.memory.states import (base_bytes, deepspeed_states, quant_states, trainable, trainable_tensors,
+                                    zero12_grad_partition, zero3_keep_distance, zero3_kept, zero3_sub_groups)
 from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
 
@@ -46,7 +46,8 @@ class _DeepSpeedStep(Step):
         plan = self.plan
         if plan.zero_stage != 3 or (plan.data_parallel == 1 and plan.offload_param == "none"):
             return []
-        return [self.a.malloc(self.width * size) for _, size in self.m.layers[index].modules if size]
+        return [self.a.malloc(_gathered(plan, group, size, self.width)) for group, size in self.m.layers[index].modules
+                if size]
 
     def optimizer(self, grads: list[int], first: bool) -> None:
         a, plan = self.a, self.plan
@@ -193,11 +194,18 @@ class _ZeroStep(_HookedStep):
         a.free(fp32)
 
 
+def _gathered(plan: Plan, group: str, size: int, width: int) -> int:
+    """Bytes of a module's gathered parameters: ``width`` a value, QLoRA's 4-bit linears packed."""
+    return base_bytes(plan, group, size) if plan.load_in_4bit else width * size
+
+
 def _load_frozen_base(plan: Plan, alloc: CachingAllocator) -> None:
     """With LoRA the base model's parameters, frozen: loaded once, never flattened or freed."""
     if plan.lora_rank:
-        for size in plan.model.tensor_sizes:
-            alloc.malloc(2 * size)
+        for group, size in plan.model.parameter_tensors:
+            alloc.malloc(base_bytes(plan, group, size))
+        if plan.load_in_4bit:
+            alloc.malloc(quant_states(plan))
 
 
 def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
@@ -277,7 +285,7 @@ class _Zero3Step(_HookedStep):
             return self.held.pop(index)
         layer = self.m.layers[index]     # over several GPUs one flat buffer per module; from the host per tensor
         parts = layer.parameter_tensors if self.plan.data_parallel == 1 else layer.modules
-        return [self.a.malloc(2 * size, GATHER) for _, size in parts if size]
+        return [self.a.malloc(_gathered(self.plan, group, size, 2), GATHER) for group, size in parts if size]
 
     def _release(self, index: int, gathered: list[int], forward: bool) -> None:
         if forward and self.traced and index in self.kept.layers:
@@ -392,15 +400,17 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
     trained = trainable_tensors(plan)
     part = -(-sum(trained) // n)
     groups = zero3_sub_groups(plan)
-    frozen = list(plan.model.tensor_sizes) if plan.lora_rank else []
-    sizes = frozen + trained
+    frozen = [base_bytes(plan, group, size) for group, size in plan.model.parameter_tensors] if plan.lora_rank else []
+    sizes = frozen + [2 * size for size in trained]        # bytes
+    if plan.load_in_4bit:
+        alloc.malloc(quant_states(plan))
     # under zero.Init each parameter is partitioned as it is created; a model built on the GPU
     # first (as the calibration runs did) leaves its freed full-size blocks cached
-    originals = [None] * len(sizes) if plan.zero_init else [alloc.malloc(2 * size) for size in sizes]
+    originals = [None] * len(sizes) if plan.zero_init else [alloc.malloc(size) for size in sizes]
     if plan.offload_param == "none":
         partitions = []
         for handle, size in zip(originals, sizes):
-            partitions.append(alloc.malloc(2 * -(-size // n)))
+            partitions.append(alloc.malloc(2 * -(-size // (2 * n))))
             if handle is not None:
                 alloc.free(handle)
         for handle in partitions[len(frozen):]:     # zero/utils.py defragment: via the host, then empty_cache
