@@ -18,11 +18,9 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import warnings
 
-from step_peaks import SMALL
-from torch_probe import shrunk_config
+from qlora_peaks import load_4bit, quant_state_bytes
 
 CASES = [("llama", 2), ("llama", 3), ("qwen2", 2), ("qwen2", 3)]
 
@@ -31,19 +29,9 @@ def initialized(model_type: str, stage: int) -> dict:
     import deepspeed
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    config = shrunk_config(model_type, SMALL)
-    config.tie_word_embeddings = False
-    storage = torch.bfloat16 if stage == 3 else torch.uint8
-    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                               bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=storage)
-    with tempfile.TemporaryDirectory() as folder:
-        AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, dtype=torch.bfloat16,
-                                                     device_map="cpu")
-    states = sum(m.weight.quant_state.absmax.nbytes + m.weight.quant_state.state2.absmax.nbytes
-                 for m in model.modules() if getattr(getattr(m, "weight", None), "quant_state", None) is not None)
+    config, model = load_4bit(model_type, torch.bfloat16 if stage == 3 else torch.uint8)
+    states = quant_state_bytes(model)
     model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear"))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
     config_ds = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True}, "zero_optimization": {"stage": stage}}

@@ -18,12 +18,9 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import warnings
 
-from qlora_peaks import TYPES
-from step_peaks import SMALL
-from torch_probe import shrunk_config
+from qlora_peaks import TYPES, load_4bit, quant_state_bytes
 
 
 def units(model_type: str) -> dict:
@@ -31,21 +28,9 @@ def units(model_type: str) -> dict:
     from peft import LoraConfig, get_peft_model
     from peft.utils.other import fsdp_auto_wrap_policy
     from torch.distributed.fsdp import FullyShardedDataParallel, MixedPrecision
-    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    config = shrunk_config(model_type, SMALL)
-    config.tie_word_embeddings = False
-    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                               bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=torch.bfloat16)
-    with tempfile.TemporaryDirectory() as folder:
-        AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, dtype=torch.bfloat16,
-                                                     device_map="cpu")
-    states = 0
-    for module in model.modules():
-        state = getattr(getattr(module, "weight", None), "quant_state", None)
-        if state is not None:
-            states += state.absmax.nbytes + state.state2.absmax.nbytes
+    config, model = load_4bit(model_type, torch.bfloat16)
+    states = quant_state_bytes(model)
     model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear"))
     bf16 = torch.bfloat16
     wrapped = FullyShardedDataParallel(model, auto_wrap_policy=fsdp_auto_wrap_policy(model),

@@ -15,28 +15,15 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import tempfile
 import warnings
 
-from qlora_peaks import resting_storages
-from step_peaks import SMALL
-from torch_probe import shrunk_config
+from qlora_peaks import load_4bit, resting_storages
 
 TYPES = ["mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3"]
 
 
 def resting(model_type: str) -> dict:
-    import torch
-    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
-
-    config = shrunk_config(model_type, SMALL)
-    config.tie_word_embeddings = False
-    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                               bnb_4bit_compute_dtype=torch.bfloat16)
-    with tempfile.TemporaryDirectory() as folder:
-        AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, dtype=torch.bfloat16,
-                                                     device_map="cpu")
+    config, model = load_4bit(model_type)
     return {"config": config.to_diff_dict(), "resting": sum(resting_storages(model).values())}
 
 

@@ -31,18 +31,34 @@ SEQ = 1024
 TYPES = ["llama", "qwen2", "gemma2", "phi3", "gpt_neox"]
 
 
-def quantized_model(model_type: str, fp32: bool, checkpointing: bool):
-    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+def load_4bit(model_type: str, storage=None, attn: str | None = None):
+    """The type's shrunk config (untied), saved with random bf16 weights and loaded back through
+    bitsandbytes NF4 + double quantization, computing in bf16; ``storage`` is
+    ``bnb_4bit_quant_storage`` (uint8 unless given), ``attn`` the attention kernel (transformers'
+    default unless given). The config and the loaded model."""
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
     config = shrunk_config(model_type, SMALL)
     config.tie_word_embeddings = False
     quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                               bnb_4bit_compute_dtype=torch.bfloat16)
+                               bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_storage=storage or torch.uint8)
     with tempfile.TemporaryDirectory() as folder:
         AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, quantization_config=quant, dtype=torch.bfloat16,
-                                                     device_map="cpu", attn_implementation="sdpa")
+                                                     device_map="cpu", attn_implementation=attn)
+    return config, model
+
+
+def quant_state_bytes(model) -> int:
+    """Every 4-bit weight's absmax: a byte per 64 values, and the fp32 absmax of those per 256."""
+    return sum(m.weight.quant_state.absmax.nbytes + m.weight.quant_state.state2.absmax.nbytes
+               for m in model.modules() if getattr(getattr(m, "weight", None), "quant_state", None) is not None)
+
+
+def quantized_model(model_type: str, fp32: bool, checkpointing: bool):
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    config, model = load_4bit(model_type, attn="sdpa")
     model.config.use_cache = False
     kwargs = {"use_reentrant": False}
     if fp32:
