@@ -183,3 +183,13 @@ def test_a_sequence_past_the_models_positions_is_said(capsys):
     assert any("1,024 positions" in a and "forward fails" in a for a in learned)
     assert any("131,072 positions" in a and "RoPE" in a for a in rope)
     assert not any("positions (max_position_embeddings)" in a for a in within)
+
+
+def test_plan_offers_fsdp_with_its_parameters_offloaded_where_nothing_else_fits(capsys):
+    """QLoRA of a 70B model on two 24 GB cards fits only with the shards on the host: FSDP's
+    fsdp_offload_params is listed beside ZeRO-3's offload, each with the batch it allows."""
+    assert main(["plan", "--model", "meta-llama/Llama-2-70b-hf", "--gpus", "2x24GB", "--seq-len", "512",
+                 "--load-in-4bit", "--lora-rank", "64", "--format", "json"]) == 0
+    setups = json.loads(capsys.readouterr().out)
+    assert {s["offload"] for s in setups} == {"optimizer + parameters"}
+    assert {s["strategy"] for s in setups} >= {"FSDP1 FULL_SHARD", "ZeRO-3"}

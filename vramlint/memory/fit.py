@@ -235,7 +235,8 @@ class Setup:
 CANDIDATES = [("deepspeed", 0, "none", "none"), ("deepspeed", 1, "none", "none"), ("deepspeed", 2, "none", "none"),
               ("deepspeed", 3, "none", "none"), ("deepspeed", 2, "cpu", "none"), ("deepspeed", 3, "cpu", "none"),
               ("deepspeed", 3, "cpu", "cpu"), ("fsdp", "SHARD_GRAD_OP", "none", "none"),
-              ("fsdp", "FULL_SHARD", "none", "none")]
+              ("fsdp", "FULL_SHARD", "none", "none"),
+              ("fsdp", "FULL_SHARD", "cpu", "cpu")]       # fsdp_offload_params: shards, gradients and the step
 
 
 def training_setups(plan: Plan, budget: int) -> list[Setup]:
