@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from vramlint.models.shape import ModelShape
 
 BLOCK = 32                 # weights per shared 8-bit exponent
-SOURCE = "vLLM 0.19 fused_moe/oracle/mxfp4.py, mxfp4_utils._swizzle_mxfp4, triton_kernels Hopper layouts"
 
 
 @dataclass(frozen=True)

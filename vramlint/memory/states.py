@@ -511,7 +511,7 @@ def fsdp_stored(plan: Plan, group: str, size: int) -> int:
     weight holds its values two to a byte in the storage dtype (``Params4bit``, quant_storage
     bfloat16: n values are n / 4 elements), every other tensor its own size."""
     if fsdp_qlora(plan) and group in nf4().groups:
-        return -(-size * 4 // (8 * (4 if plan.precision == "fp32" else 2)))
+        return -(-base_bytes(plan, group, size) // (4 if plan.precision == "fp32" else 2))
     return size
 
 
