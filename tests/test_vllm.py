@@ -716,3 +716,33 @@ def test_under_pipeline_parallelism_the_last_stage_holds_the_lm_heads_lora_buffe
                       "pipeline-parallel-size: 2\nenable-lora: true\nmax-loras: 4\nmax-lora-rank: 64\n")
     slots = next(c["bytes"] for c in out["serving"]["components"] if c["name"] == "LoRA slots (enable_lora)")
     assert slots == (5_242_880 * 16 + 64 * (128_256 + 4096)) * 4 * 2
+
+
+@pytest.mark.parametrize("dtype, gpus, refused", [("bfloat16", "1xT4", True), ("bfloat16", "1xV100-32GB", True),
+                                                  ("bfloat16", "1xL4", False), ("half", "1xT4", False),
+                                                  ("auto", "1xT4", False), ("bfloat16", "1x16GB", False)])
+def test_an_explicit_bfloat16_below_compute_capability_8_is_refused_with_vllms_words(capsys, tmp_path, dtype, gpus,
+                                                                                      refused):
+    """vLLM's CUDA platform refuses dtype bfloat16 on a GPU below 8.0 (check_if_supports_dtype),
+    while dtype auto falls back to float16 there with a warning; a bare size names no card."""
+    path = tmp_path / "vllm.yaml"
+    path.write_text(f"model: Qwen/Qwen2.5-0.5B-Instruct\nmax-model-len: 4096\ndtype: {dtype}\n")
+    main(["check", str(path), "--gpus", gpus, "--format", "json"])
+    found = [f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL405"]
+    assert bool(found) == refused
+    if refused:
+        assert found[0]["line"] == 3 and found[0]["message"].startswith(
+            "Bfloat16 is only supported on GPUs with compute capability of at least 8.0.")
+        assert "compute capability 7." in found[0]["message"] and found[0]["hint"].startswith("dtype: half")
+
+
+def test_the_hint_offers_online_fp8_only_where_the_gpu_allows_it(capsys, tmp_path):
+    """quantization: fp8 needs compute capability 7.5 in vLLM: offered on a T4, not on a V100."""
+    hints = {}
+    for gpus in ("1xT4", "1xV100-16GB"):
+        path = tmp_path / "vllm.yaml"
+        path.write_text("model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 4096\n")
+        main(["check", str(path), "--gpus", gpus, "--format", "json"])
+        hints[gpus] = next(f["hint"] for f in json.loads(capsys.readouterr().out)["files"][0]["findings"]
+                           if f["code"] == "VL201")
+    assert "quantization: fp8" in hints["1xT4"] and "quantization: fp8" not in hints["1xV100-16GB"]

@@ -35,6 +35,7 @@ def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, note
         utilization=_number(cfg.gpu_memory_utilization, 0.9, 1.0), max_model_len=_count(cfg.max_model_len, None),
         max_num_seqs=_count(cfg.max_num_seqs, None), max_num_batched_tokens=_count(cfg.max_num_batched_tokens, None),
         kv_cache_dtype=str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes=dtype_bytes,
+        dtype=str(cfg.dtype.value or "auto").lower(),
         kv_cache_memory_bytes=_count(cfg.kv_cache_memory_bytes, None),
         cpu_offload_bytes=int(_number(cfg.cpu_offload_gb, 0, 2.0**40) * 2**30),   # bounded only to stay finite
         auto_max_model_len=str(cfg.max_model_len.value).strip().lower() in ("auto", "-1"),

@@ -82,6 +82,7 @@ class Serving:
     max_num_batched_tokens: int | None = None
     kv_cache_dtype: str = "auto"
     dtype_bytes: int = 2
+    dtype: str = "auto"              # the dtype flag as given (vLLM refuses an explicit bfloat16 below 8.0)
     kv_cache_memory_bytes: int | None = None
     cpu_offload_bytes: int = 0
     auto_max_model_len: bool = False  # max_model_len -1 / "auto": the longest that fits, up to the model's

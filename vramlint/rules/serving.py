@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
 from vramlint.hardware import architecture
 from vramlint.memory.lora_slots import MOST_VOCAB
+from vramlint.models.quantization import ONLINE
 from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv,
                                      fits_online_fp8, fits_text_only, kv_bytes_that_start, largest_that_starts,
                                      overcommitted, smallest_tp, smallest_utilization)
@@ -19,7 +21,7 @@ EXCEEDS_MODEL = ("VL401", "max-model-len-exceeds-model", ERROR)
 EXCEEDS_KV = ("VL402", "max-model-len-exceeds-kv-cache", ERROR)
 TP_HEADS = ("VL403", "tp-does-not-divide-heads", ERROR)
 LORA_VOCAB = ("VL404", "lora-vocab-too-large", ERROR)
-OLD_GPU = ("VL405", "quantization-unsupported-gpu", ERROR)
+OLD_GPU = ("VL405", "gpu-capability-too-low", ERROR)
 # The lowest compute capability (x 10) of each vLLM 0.19 quantization method, from its config class's
 # get_min_capability(), which VllmConfig._get_quantization_config holds the GPU to before loading. Keyed by
 # how vramlint names the method (models/quantization.py); GPTQ, AWQ and compressed-tensors are left out:
@@ -43,9 +45,10 @@ RULES = (
                               "LoRA logits processor refuses it at start-up.",
          bad="model: google/gemma-3-27b-it\nenable-lora: true",
          good="model: google/gemma-3-27b-it   # adapters merged into the weights instead"),
-    Rule(*OLD_GPU, summary="The checkpoint's quantization (or --quantization) needs a newer GPU than the one given: "
-                           "vLLM checks the compute capability before loading and refuses (MXFP4 needs 8.0, FP8 7.5, "
-                           "ModelOpt FP8 8.9).",
+    Rule(*OLD_GPU, summary="The GPU's compute capability is below what the file asks of vLLM, which refuses before "
+                           "loading: the checkpoint's quantization (or quantization flag) needs its method's minimum "
+                           "(MXFP4 8.0, FP8 7.5, ModelOpt FP8 8.9), and dtype bfloat16 needs 8.0 (T4 and V100 have "
+                           "neither).",
          bad="model: openai/gpt-oss-20b   # MXFP4 experts; checked with --gpus 1xT4",
          good="model: openai/gpt-oss-20b   # checked with --gpus 1xL4"),
 )
@@ -66,6 +69,11 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       "or serve without enable-lora")
     if refusal := _capability_refusal(serving):
         yield Finding(*OLD_GPU, here("quantization", "model"), *refusal)
+    if serving.dtype == "bfloat16" and (sm := architecture(serving.gpu_name)) is not None and sm < 80:
+        yield Finding(*OLD_GPU, here("dtype"), "Bfloat16 is only supported on GPUs with compute capability of at least "
+                      f"8.0. Your {serving.gpu_name} GPU has compute capability {sm // 10}.{sm % 10}. You can use float16 "
+                      "instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.",
+                      hint="dtype: half (or auto, which vLLM turns into float16 on this GPU)")
     derived = m.max_position_embeddings
     if serving.max_model_len and derived and serving.max_model_len > derived:
         yield Finding(*EXCEEDS_MODEL, here("max_model_len"),
@@ -132,7 +140,8 @@ def _what_fits(serving: Serving, first: str | None = None) -> str:
             options.append(f"{key.replace('_', '-')}: {value}")
     if fits_fp8_kv(serving):
         options.append("kv-cache-dtype: fp8")
-    if fits_online_fp8(serving):
+    if fits_online_fp8(serving) and not _capability_refusal(replace(serving, model=replace(
+            serving.model, quantization=ONLINE["fp8"]))):
         options.append("quantization: fp8")
     if fits_text_only(serving):
         options.append("language-model-only: true (text only)")
