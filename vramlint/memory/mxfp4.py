@@ -34,17 +34,21 @@ BLOCK = 32                 # weights per shared 8-bit exponent
 
 @dataclass(frozen=True)
 class Kernel:
-    """An MXFP4 MoE kernel's storage rules: how it rounds h and i, and its bias dtype (0: the model's)."""
+    """An MXFP4 MoE kernel's storage rules: how it rounds h and i, its bias dtype (0: the model's),
+    and whether it is a modular kernel whose buffers come from vLLM's MoE workspace."""
 
     name: str
     round_h: int
     round_i: int
     bias_bytes: int
+    workspace: bool
 
 
-TRITON = Kernel("Triton (Hopper)", 1, 64, 4)
-TRTLLM = Kernel("FlashInfer TRT-LLM (Blackwell)", 256, 256, 4)
-MARLIN = Kernel("Marlin", 256, 128, 0)
+# OAITritonMxfp4ExpertsMonolithic and TrtLlmMxfp4ExpertsMonolithic run whole (no workspace: the
+# gpt-oss log's activation peak has none); MarlinExperts.workspace_shapes are TritonExperts'
+TRITON = Kernel("Triton (Hopper)", 1, 64, 4, False)
+TRTLLM = Kernel("FlashInfer TRT-LLM (Blackwell)", 256, 256, 4, False)
+MARLIN = Kernel("Marlin", 256, 128, 0, True)
 
 
 def kernel_for(sm: int | None) -> Kernel:

@@ -33,8 +33,9 @@ not overlap, so the peak is the larger of them plus what the run allocates and k
   or fc1 and its activation (2·I/TP) — over the residual stream (h);
 - kept: the fused-MoE workspace vLLM's ``WorkspaceManager`` allocates on the first MoE layer and
   holds (``TritonExperts.workspace_shapes``: M x k x (max(I/TP, h) + max(2·I/TP, h)) for M
-  batched tokens; gpt-oss's MXFP4 kernels take none), a multimodal model's dummy images'
-  embeddings (``_encoder_outputs``), and the 32 MiB cuBLAS workspace.
+  batched tokens; gpt-oss's monolithic MXFP4 kernels on Hopper and Blackwell take none, Marlin's
+  on Ampere and Ada the same), a multimodal model's dummy images' embeddings (``_encoder_outputs``),
+  and the 32 MiB cuBLAS workspace.
 
 On the 18 published vLLM 0.19 H100 logs in shared/groundtruth every text model lands within
 0.02 GiB of the logged peak; gemma-3-12b's is 0.14 GiB short.
@@ -45,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from vramlint.hardware import architecture
-from vramlint.memory.mxfp4 import expert_bytes as mxfp4_expert_bytes
+from vramlint.memory.mxfp4 import expert_bytes as mxfp4_expert_bytes, kernel_for
 from vramlint.memory.components import Component
 from vramlint.memory.fixed import WORKSPACES
 from vramlint.memory.lora_slots import SOURCE as LORA_SOURCE, LoraSlots, lora_slot_elements
@@ -60,7 +61,6 @@ NON_TORCH = {1: int(0.25 * GiB), 2: int(2.1 * GiB)}   # TP 1; TP > 1 adds custom
 FP32 = 4
 SAMPLER_FP32_COPIES = 3         # Sampler.forward's logits.to(float32), softmax's probs, random_sample's q
 STREAMING_MULTIPROCESSORS = 132  # H100 / H200: rows of apply_top_k_top_p_triton's cached buffer
-MOE_NO_WORKSPACE = frozenset({"mxfp4"})   # gpt-oss's OAI triton_kernels path allocates no TritonExperts workspace
 VLLM_SAMPLER = "vLLM 0.19 Sampler / TopKTopPSampler / apply_top_k_top_p_triton (_dummy_sampler_run)"
 ROPE_TABLES = "RoPE cos/sin tables"
 LORA_SLOTS = "LoRA slots (enable_lora)"
@@ -231,7 +231,8 @@ def _forward_width(s: Serving) -> int:
 def _moe_workspace(s: Serving) -> int:
     """Bytes of the fused-MoE workspace (TritonExperts), 256-byte aligned, of the widest MoE layer."""
     quant = s.model.quantization
-    if quant and "experts" in quant.groups and quant.method in MOE_NO_WORKSPACE:
+    if quant and "experts" in quant.groups and quant.method == "mxfp4" and not kernel_for(
+            architecture(s.gpu_name)).workspace:
         return 0
     h, out = s.model.hidden_size, 0
     for layer in s.model.layers:
