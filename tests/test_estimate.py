@@ -82,16 +82,17 @@ def test_fsdp_full_shard_fits_where_no_shard_does_not(capsys):
     assert hybrid > peak(capsys, *args, "--fsdp-strategy", "FULL_SHARD")   # shards over 8, not 16
 
 
-def test_lora_under_fsdp1_keeps_gradients_for_the_frozen_weights_too(capsys):
-    """FSDP1's flat parameter (``use_orig_params``) gets one gradient over all of it, frozen weights
-    included; FSDP2 shards per parameter and keeps the adapters' alone. ``--fsdp-version`` alone
-    implies FSDP; in a decoder layer's backward both hold three 16-bit copies of the layer."""
+def test_lora_under_fsdp_keeps_the_base_as_loaded_and_gradients_for_the_adapters_alone(capsys):
+    """As the Trainer wraps a PEFT model (PEFT's fsdp_auto_wrap_policy, dev/qlora_fsdp_units.py:
+    frozen bf16 decoder units, fp32 LoRA units), under FSDP1 as under FSDP2: the shards are the
+    bf16 base and the fp32 adapters over the GPUs, the gradients and Adam states the adapters'."""
     args = ["--model", "mistralai/Mixtral-8x7B-v0.1", "--gpus", "2x8xH100", "--train", "--seq-len", "4096",
             "--grad-checkpointing", "--lora-rank", "16"]
-    one, two = (run(capsys, *args, "--fsdp-version", version) for version in ("1", "2"))
-    assert one["allocated_peak_bytes"] > two["allocated_peak_bytes"]
-    assert any("LoRA under FSDP1" in note for note in one["assumptions"])
-    assert not any("LoRA under FSDP1" in note for note in two["assumptions"])
+    for version in ("1", "2"):
+        doc = run(capsys, *args, "--fsdp-version", version)
+        shards = next(c for c in doc["components"] if c["name"] == "parameter shards")
+        assert shards["formula"] == "2 B x P / 16 (frozen, as loaded) + 4 B x T / 16"
+        assert any("every LoRA linear an FSDP unit of its own" in note for note in doc["assumptions"])
 
 
 def test_deepspeed_offload_needs_host_ram(capsys):
@@ -159,8 +160,7 @@ def test_lora_dropout_keeps_a_mask_per_adapted_input(capsys):
 def test_lora_under_deepspeed_and_fsdp_keeps_states_for_the_adapters_alone(capsys):
     """The optimizer gets the parameters that need grads: fp32 master, Adam's m and v and the
     gradients are the adapters' (T), while every base parameter stays (sharded by ZeRO-3 and
-    FSDP). FSDP1's flat gradients for frozen parameters (Accelerate's default version) are named in
-    the assumptions."""
+    FSDP). How the adapters become FSDP units of their own is said in the assumptions."""
     args = [*BASE, "--gpus", "8xH100", "--train", "--grad-checkpointing"]
     for runtime in (["--runtime", "deepspeed", "--zero-stage", "3"], ["--runtime", "fsdp"]):
         lora = run(capsys, *args, *runtime, "--lora-rank", "16")
@@ -169,7 +169,7 @@ def test_lora_under_deepspeed_and_fsdp_keeps_states_for_the_adapters_alone(capsy
                   for doc_id, doc in (("lora", lora), ("full", full))}
         assert states["lora"] * 100 < states["full"]
         assert lora["per_gpu_peak_bytes"] < full["per_gpu_peak_bytes"]
-    said = [any("LoRA under FSDP1" in a for a in doc["assumptions"]) for doc in (lora, full)]
+    said = [any("LoRA under FSDP" in a for a in doc["assumptions"]) for doc in (lora, full)]
     assert said == [True, False]
 
 

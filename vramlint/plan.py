@@ -301,7 +301,7 @@ def plan_from_accelerate(acc, model: ModelShape, cluster: Cluster, flags: Flags)
     if runtime == "fsdp" and flags.workload.get("load_in_4bit") and precision == "fp32":
         precision = "bf16"
         notes.append("QLoRA under FSDP: transformers' Trainer sets FSDP's mixed precision to bnb_4bit_quant_storage "
-                     "(bfloat16), whatever mixed_precision 'no' says (_fsdp_qlora_plugin_updates)")
+                     "(bfloat16), whatever mixed_precision 'no' says (update_fsdp_plugin_peft)")
     weights = flags.workload.get("weights_dtype")
     if runtime == "torch" and weights is None:
         weights = "float32"

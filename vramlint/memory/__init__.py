@@ -37,9 +37,11 @@ WIDER = (
 
 # What the model does not cover for a plan, said beside the estimate rather than guessed at.
 LIMITS = (
-    (lambda p: p.lora_rank > 0 and p.runtime == "fsdp" and p.fsdp_version == 1 and not p.load_in_4bit,
-     "LoRA under FSDP1: the flat parameter's gradient covers the frozen weights too (use_orig_params; "
-     "FSDP2, per parameter, keeps the adapters' alone: --fsdp-version 2 / fsdp_version: 2)"),
+    (lambda p: p.lora_rank > 0 and p.runtime == "fsdp" and not p.load_in_4bit,
+     "LoRA under FSDP as transformers' Trainer and PEFT's examples wrap it (PEFT's fsdp_auto_wrap_policy): every "
+     "LoRA linear an FSDP unit of its own, so the frozen base stays in its load dtype and gradients and Adam states "
+     "are the adapters' alone (a loop that keeps Accelerate's transformer_based_wrap puts the adapters into the "
+     "layers' FSDP1 flat parameters, which are then upcast to fp32 and get a gradient whole)"),
     (lambda p: p.model.tensor_parallel > 1,
      lambda p: f"tensor parallel {p.model.tensor_parallel}: P is one rank's share, {p.model.params:,} parameters "
                f"({_tp_words(p)}; norms whole on every rank)"),

@@ -27,7 +27,7 @@ shards, their gradients and the step live on the host.
 from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import (fsdp_qlora, fsdp_shard_count, fsdp_stage, fsdp_states,
+from vramlint.memory.states import (fsdp_base_bytes, fsdp_lora_units, fsdp_shard_count, fsdp_stage, fsdp_states,
                                     fsdp_tail_holds_embedding, fsdp_tail_unit, fsdp_unit, lora_tensors)
 from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
@@ -46,9 +46,9 @@ class FsdpStep(Step):
         self.c_b = 4 if plan.precision == "fp32" else 2
         self.state_bytes = self.c_b          # the gradients' bytes (a tied weight's sum too)
         self.fsdp2 = plan.fsdp_version == 2
-        self.per_parameter_grads = self.fsdp2 or fsdp_qlora(plan)    # QLoRA: adapters are units of their own
-        # QLoRA's shards are in the compute dtype: nothing to cast, but an offloaded one is copied in
-        self.cast = not fsdp_qlora(plan) or plan.offload_param != "none"
+        self.lora = fsdp_lora_units(plan)    # LoRA: the adapters are units of their own, the base's frozen
+        # a frozen base shard is in the compute dtype: nothing to cast, but an offloaded one is copied in
+        self.cast = not self.lora or plan.offload_param != "none"
         self.resharding = fsdp_stage(plan) == 3
         self.root_first = fsdp_tail_holds_embedding(plan)    # the lm_head unit is gathered first
         self.tail_sizes = list(fsdp_tail_unit(plan))
@@ -69,7 +69,7 @@ class FsdpStep(Step):
         a, total = self.a, sum(sizes)
         # the local shard in the compute dtype; offloaded, its fp32 copy to the GPU (not recorded: on
         # the CPU the host is the device)
-        copy = 4 if self.offload and not fsdp_qlora(self.plan) else self.c_b
+        copy = fsdp_base_bytes(self.plan) if self.lora else 4 if self.offload else self.c_b
         cast = a.malloc(copy * -(-total // self.n), GATHER) if self.cast else None
         if not self.fsdp2:
             flat = a.malloc(self.c_b * self.n * -(-total // self.n), GATHER)
@@ -157,10 +157,8 @@ class FsdpStep(Step):
                 self.a.free(handle)
         else:
             trained = sum(self._layer_sizes(index))
-            if self.plan.lora_rank and self.per_parameter_grads:
+            if self.lora:
                 trained = sum(size for _, size in lora_tensors(self.m.layers[index], self.plan))
-            elif self.plan.lora_rank:       # FSDP1: the flat parameter's gradient, frozen parameters included
-                self.layer_grads.append(self.a.malloc(self.c_b * trained))
             self._post_backward(index, gathered, self.layer_grads, trained)
             self.layer_grads = []
 
@@ -204,7 +202,7 @@ class FsdpStep(Step):
                     self.tail_grads.append(grad)
             elif group == "embedding":
                 self._embedding_backward()
-            elif size and group != "small" and (self.per_parameter_grads or not self.plan.lora_rank):
+            elif size and group != "small":
                 self.layer_grads.append(self.a.malloc(self.c_b * size))
         return []
 
@@ -258,12 +256,12 @@ def _fsdp1_lazy_init(plan: Plan, alloc: CachingAllocator) -> None:
     """FSDP1's lazy initialisation, at the first forward (``FlatParamHandle.init_flat_param_attributes``,
     root unit first, then the layers): each unit's low-precision shard (``_mp_shard``), its padded
     unsharded flat parameter (``_full_param_padded``) and, under mixed precision, the full-precision
-    one (``_full_prec_full_param_padded``) are allocated and their storage freed at once — QLoRA's
-    parameters are in the compute dtype already, so only the unsharded one. What is
+    one (``_full_prec_full_param_padded``) are allocated and their storage freed at once — a LoRA
+    model's frozen base is in the compute dtype already, so only the unsharded one. What is
     left is cached segments the size of the largest unit, up to 4 B x its elements — which the fp32
     logits later reuse (recorded, dev/trace_fsdp.py)."""
-    n, mixed = fsdp_shard_count(plan), plan.precision != "fp32" and not fsdp_qlora(plan)
-    stored = 4 if plan.precision == "fp32" else 2       # QLoRA: already in the compute dtype, no low-precision copy
+    n, mixed = fsdp_shard_count(plan), plan.precision != "fp32" and not fsdp_lora_units(plan)
+    stored = fsdp_base_bytes(plan) if fsdp_lora_units(plan) else 4      # a frozen base: no low-precision copy
     units = [sum(fsdp_tail_unit(plan))] + [sum(fsdp_unit(plan, layer)) for layer in plan.model.layers]
     for total in units:
         shard = -(-total // n)

@@ -484,15 +484,23 @@ def fsdp_shard_count(plan: Plan) -> int:
     return plan.data_parallel if fsdp_stage(plan) else 1
 
 
-QLORA_FSDP_SOURCE = ("transformers Trainer._fsdp_qlora_plugin_updates (PEFT fsdp_auto_wrap_policy, FSDP mixed "
-                     "precision in bnb_4bit_quant_storage); bitsandbytes Params4bit quant_storage, QuantState")
+PEFT_FSDP_SOURCE = ("transformers Trainer update_fsdp_plugin_peft (PEFT fsdp_auto_wrap_policy; FSDP mixed precision "
+                    "in bnb_4bit_quant_storage for QLoRA); Accelerate upcasts only flat parameters that need grads; "
+                    "bitsandbytes Params4bit quant_storage, QuantState")
+
+
+def fsdp_lora_units(plan: Plan) -> bool:
+    """LoRA under FSDP as transformers' Trainer (TRL's SFTTrainer on it) and PEFT's own examples
+    wrap a PEFT model: PEFT's ``fsdp_auto_wrap_policy`` makes every LoRA linear an FSDP unit of its
+    own, so the base's units are frozen — no gradient, and no fp32 upcast (Accelerate upcasts only
+    what needs grads) — and the adapters' units are fp32 (recorded on the CPU:
+    dev/qlora_fsdp_units.py)."""
+    return plan.runtime == "fsdp" and plan.lora_rank > 0
 
 
 def fsdp_qlora(plan: Plan) -> bool:
-    """QLoRA under FSDP, as transformers' Trainer (and TRL's SFTTrainer on it) sets it up for a
-    model loaded with ``bnb_4bit_quant_storage`` in the load dtype: FSDP's mixed precision in that
-    dtype, PEFT's wrap policy — every LoRA linear a unit of its own, so the frozen base's flat
-    parameters need no gradient — and no ``prepare_model_for_kbit_training`` upcast."""
+    """QLoRA under FSDP: as ``fsdp_lora_units``, the model loaded with ``bnb_4bit_quant_storage`` in
+    the load dtype (which FSDP needs to shard 4-bit weights) and FSDP's mixed precision in it."""
     return plan.runtime == "fsdp" and plan.load_in_4bit
 
 
@@ -554,9 +562,9 @@ def fsdp_states(plan: Plan) -> States:
     flight (``_fsdp_in_flight``);
     SHARD_GRAD_OP keeps every unit unsharded from forward to backward; NO_SHARD is DDP-like with a
     16-bit copy of every weight. CPU offload moves shards, gradients and the step to the host.
-    With LoRA every parameter is sharded and gathered and optimizer states are the adapters' alone
-    (T); FSDP2 shards per parameter, so gradients are the adapters' too, while FSDP1's flat
-    parameter (``use_orig_params``) gets a gradient over all of it."""
+    With LoRA (``fsdp_lora_units``) every parameter is sharded and gathered, the frozen base in the
+    dtype it was loaded in (QLoRA's packed), and gradients and optimizer states are the adapters'
+    alone (T)."""
     n = plan.data_parallel
     t, tag = trainable(plan), _tag(plan)
     held, symbol = _weights_words(plan)
@@ -584,36 +592,38 @@ def fsdp_states(plan: Plan) -> States:
         gathered += _fsdp_root(plan, c_b)
     if fsdp_qlora(plan):
         resting.append(Component("4-bit quant states (every rank)", quant_states(plan), "absmax per 64 values "
-                                 "(uint8, double-quantized) + fp32 per 256 absmax, not sharded", QLORA_FSDP_SOURCE))
-    # FSDP1's flat gradient covers the frozen parameters, but for QLoRA's units of frozen weights alone
-    flat = plan.lora_rank and plan.fsdp_version == 1 and not fsdp_qlora(plan)
-    grads = [Component("gradient shards (fp32)", 0 if offload else 4 * (shard if flat else part),
-                       f"4 B x {symbol if flat else tag}{over}" + (" (FSDP1: the flat gradient, frozen parameters "
-                                                                     "included)" if flat else ""), FSDP_SOURCE)]
+                                 "(uint8, double-quantized) + fp32 per 256 absmax, not sharded", PEFT_FSDP_SOURCE))
+    grads = [Component("gradient shards (fp32)", 0 if offload else 4 * part, f"4 B x {tag}{over}", FSDP_SOURCE)]
     step = [] if offload else [Component("optimizer step temporaries", 4 * part, f"foreach AdamW: 4 B x {tag}{over}",
                                          TORCH_MEASURED)]
     host = [Component("offloaded shards + states (host)", (shards + 12 * part) * plan.cluster.per_node,
                       f"({words} + 12 B x {tag}{over}) x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
-    carried = [_carried(plan, c_b * (held if flat else t), f"{c_b} B x {symbol if flat else tag}, unsharded: "
-                        "no_sync keeps the full gradients until the last micro-batch reduce-scatters them")]
+    carried = [_carried(plan, c_b * t, f"{c_b} B x {tag}, unsharded: no_sync keeps the full gradients until the "
+                        "last micro-batch reduce-scatters them")]
     return States(resting, grads, step, host, backward=gathered + _fsdp_in_flight(plan, stage, c_b),
                   gathered=gathered, carried=carried)
 
 
 def _fsdp_shards(plan: Plan, n: int, over: str) -> tuple[int, str]:
     """The local parameter shards: fp32 (Accelerate upcasts what needs grads under mixed
-    precision); with LoRA under FSDP2 the frozen base keeps the dtype it was loaded in and only
-    the adapters are upcast — under FSDP1 the flat parameter holds both and is upcast whole."""
-    p, t = plan.model.params, trainable(plan)
+    precision); with LoRA the frozen base keeps the dtype it was loaded in (QLoRA's packed into
+    its storage dtype) and only the adapters are fp32."""
+    t = trainable(plan)
     if fsdp_qlora(plan):
         c = 4 if plan.precision == "fp32" else 2
         return (c * -(-_stored_total(plan) // n) + 4 * -(-t // n),
                 f"{c} B x P packed{over} (4-bit linears: 0.5 B a value) + 4 B x T{over}")
-    if plan.lora_rank and plan.fsdp_version == 2:
-        base = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
-        return base * -(-p // n) + 4 * -(-t // n), f"{base} B x P{over} (frozen, as loaded) + 4 B x T{over}"
+    if fsdp_lora_units(plan):
+        base = fsdp_base_bytes(plan)
+        return (base * -(-plan.model.params // n) + 4 * -(-t // n),
+                f"{base} B x P{over} (frozen, as loaded) + 4 B x T{over}")
     held, symbol = _weights_words(plan)
     return 4 * -(-held // n), f"4 B x {symbol}{over} (fp32)"
+
+
+def fsdp_base_bytes(plan: Plan) -> int:
+    """Bytes of a frozen base element under LoRA: the load dtype (QLoRA: its 2-byte storage)."""
+    return 2 if plan.load_in_4bit else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
 
 
 def _stored_total(plan: Plan) -> int:
@@ -647,8 +657,7 @@ def _fsdp_in_flight(plan: Plan, stage: int, c_b: int) -> list[Component]:
     or FSDP1's root): that unit is reduce-scattered only after the embedding's backward, last."""
     m = plan.model
     unit = max(sum(fsdp_unit(plan, layer)) for layer in m.layers)
-    # FSDP1: one flat gradient per unit — but QLoRA's adapters are units of their own
-    adapters = plan.lora_rank and (plan.fsdp_version == 2 or fsdp_qlora(plan))
+    adapters = fsdp_lora_units(plan)       # gradients for the adapters' own units alone
     trained = max(sum(size for _, size in lora_tensors(layer, plan)) for layer in m.layers) if adapters else unit
     what = "adapters" if adapters else "parameters"
     out = [Component("unsharded layer gradients", c_b * trained, f"{c_b} B x one decoder layer's {what} "
