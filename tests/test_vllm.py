@@ -751,7 +751,8 @@ def test_the_hint_offers_online_fp8_only_where_the_gpu_allows_it(capsys, tmp_pat
 def test_gpt_oss_gets_a_moe_workspace_only_where_vllm_runs_it_with_a_modular_kernel(capsys, tmp_path):
     """On Hopper vLLM runs gpt-oss's experts with the monolithic OAI Triton kernel (no MoE
     workspace: its H100 log's peak has none); on an A100 it runs them with Marlin, whose
-    workspace_shapes are TritonExperts': M x k x (max(I, h) + max(2I, h)) in bf16, M = 2048 tokens."""
+    workspace_shapes are TritonExperts': M x k x (max(I, h) + max(2I, h)) in bf16, M = 2048 tokens,
+    over the sizes Marlin pads gpt-oss's to (I 2880 -> 2944, h 2880 -> 3072)."""
     path = tmp_path / "vllm.yaml"
     path.write_text("model: openai/gpt-oss-20b\nmax-model-len: 8192\n")
     formulas = {}
@@ -760,5 +761,5 @@ def test_gpt_oss_gets_a_moe_workspace_only_where_vllm_runs_it_with_a_modular_ker
         formulas[gpus] = next(c["formula"] for c in json.loads(capsys.readouterr().out)["files"][0]["serving"][
             "components"] if c["name"] == "activation peak (profile run)")
     assert "fused-MoE workspace" not in formulas["1xH100"]
-    workspace = 2048 * 4 * (2880 + 2 * 2880) * 2
+    workspace = 2048 * 4 * (3072 + 2 * 2944) * 2
     assert f"fused-MoE workspace {workspace / 2**30:.2f} GiB" in formulas["1xA100-80GB"]

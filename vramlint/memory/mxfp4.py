@@ -43,6 +43,10 @@ class Kernel:
     bias_bytes: int
     workspace: bool
 
+    def pad(self, h: int, i: int) -> tuple[int, int]:
+        """The hidden size and per-rank expert width as this kernel rounds them up."""
+        return _up(h, self.round_h), _up(i, self.round_i)
+
 
 # OAITritonMxfp4ExpertsMonolithic and TrtLlmMxfp4ExpertsMonolithic run whole (no workspace: the
 # gpt-oss log's activation peak has none); MarlinExperts.workspace_shapes are TritonExperts'
@@ -83,8 +87,7 @@ def expert_bytes(model: ModelShape, sm: int | None, split: int, spread: int, dty
         mlp = layer.mlp
         if not mlp.experts:
             continue
-        h = _up(model.hidden_size, kernel.round_h)
-        i = _up(mlp.intermediate // split, kernel.round_i)
+        h, i = kernel.pad(model.hidden_size, mlp.intermediate // split)
         biased = layer.params.experts > 3 * mlp.experts * model.hidden_size * mlp.intermediate
         bias = (2 * i + h) * (kernel.bias_bytes or dtype_bytes) if biased else 0
         total += mlp.experts / spread * (expert_layout_bytes(kernel, h, i) + bias)

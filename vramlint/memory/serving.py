@@ -229,16 +229,20 @@ def _forward_width(s: Serving) -> int:
 
 
 def _moe_workspace(s: Serving) -> int:
-    """Bytes of the fused-MoE workspace (TritonExperts), 256-byte aligned, of the widest MoE layer."""
+    """Bytes of the fused-MoE workspace (TritonExperts), 256-byte aligned, of the widest MoE layer
+    — for MXFP4 experts none, or Marlin's over the sizes it pads them to (``memory/mxfp4.py``)."""
     quant = s.model.quantization
-    if quant and "experts" in quant.groups and quant.method == "mxfp4" and not kernel_for(
-            architecture(s.gpu_name)).workspace:
+    kernel = kernel_for(architecture(s.gpu_name)) if quant and "experts" in quant.groups and quant.method == "mxfp4" \
+        else None
+    if kernel and not kernel.workspace:
         return 0
-    h, out = s.model.hidden_size, 0
+    out = 0
     for layer in s.model.layers:
         mlp = layer.mlp
         if mlp.kind == "moe":
-            i = mlp.intermediate // s.expert_split
+            h, i = s.model.hidden_size, mlp.intermediate // s.expert_split
+            if kernel:
+                h, i = kernel.pad(h, i)
             rows = s.moe_tokens * mlp.experts_per_token
             out = max(out, sum(-(-rows * max(width, h) * s.dtype_bytes // 256) * 256 for width in (i, 2 * i)))
     return out
