@@ -193,3 +193,15 @@ def test_plan_offers_fsdp_with_its_parameters_offloaded_where_nothing_else_fits(
     setups = json.loads(capsys.readouterr().out)
     assert {s["offload"] for s in setups} == {"optimizer + parameters"}
     assert {s["strategy"] for s in setups} >= {"FSDP1 FULL_SHARD", "ZeRO-3"}
+
+
+def test_inference_with_mxfp4_experts_says_what_transformers_dequantizing_them_would_add(capsys):
+    """transformers keeps gpt-oss's MXFP4 experts only with the `kernels` package on a GPU of
+    capability 7.5+; otherwise it loads them dequantized to bf16: 2 B instead of 4.25 bits each."""
+    from vramlint.models import read_model
+    doc = run(capsys, "--model", "openai/gpt-oss-20b", "--gpus", "1xH100", "--infer", "--batch", "1",
+              "--seq-len", "4096")
+    experts = read_model("openai/gpt-oss-20b").layer_params.experts
+    note = next(a for a in doc["assumptions"] if a.startswith("MXFP4 experts counted as stored"))
+    assert f"{experts * (2 - 4.25 / 8) / 2**30:.1f} GiB more" in note and "`kernels` package" in note
+    assert not any("MXFP4" in a for a in run(capsys, *BASE, "--infer", "--batch", "1")["assumptions"])

@@ -70,12 +70,23 @@ LIMITS = (
      "QLoRA under FSDP as transformers' Trainer sets it up (bnb_4bit_quant_storage in the load dtype, as "
      "FSDP needs): the base shards hold the 4-bit values packed, each LoRA linear is an FSDP unit of its own, "
      "so gradients and Adam states are the adapters' alone; the quant states stay whole on every rank"),
+    (lambda p: p.mode == "infer" and p.model.quantization is not None and p.model.quantization.method == "mxfp4",
+     lambda p: "MXFP4 experts counted as stored: transformers keeps them so only with the `kernels` package "
+               "(which gpt-oss's model card installs) on a GPU of compute capability 7.5 or newer; without it, it "
+               f"dequantizes them to bf16 as it loads, {_dequantized_extra(p) / 2**30:.1f} GiB more"),
     (lambda p: (p.model.max_position_embeddings or p.seq_len) < p.seq_len,
      lambda p: f"sequences of {p.seq_len:,} tokens, past the model's {p.model.max_position_embeddings:,} positions "
                "(max_position_embeddings): " + ("its learned position embeddings have no rows past them, so the "
                                                 "forward fails" if p.model.block.learned_positions else
                                                 "RoPE runs past them, but the model was not trained that long")),
 )
+
+
+def _dequantized_extra(plan: Plan) -> int:
+    """What transformers' MXFP4 fallback adds: the experts in bf16 (``Mxfp4Config(dequantize=True)``)
+    instead of their stored 4.25 bits (``quantizer_mxfp4.validate_environment``)."""
+    experts = plan.model.layer_params.experts
+    return int(experts * (2 - plan.model.quantization.bits / 8))
 
 
 def _tp_origin(plan: Plan) -> str:
