@@ -763,3 +763,38 @@ def test_gpt_oss_gets_a_moe_workspace_only_where_vllm_runs_it_with_a_modular_ker
     assert "fused-MoE workspace" not in formulas["1xH100"]
     workspace = 2048 * 4 * (3072 + 2 * 2944) * 2
     assert f"fused-MoE workspace {workspace / 2**30:.2f} GiB" in formulas["1xA100-80GB"]
+
+
+def test_a_bitsandbytes_checkpoint_split_over_tensor_parallel_ranks_is_refused(capsys, tmp_path):
+    """vLLM's BitsAndBytes loader refuses a pre-quantized checkpoint under TP (its quant states
+    belong to whole weights) and points at pipeline parallelism; quantizing a 16-bit checkpoint as
+    it loads (quantization: bitsandbytes) has no such limit. The checkpoint is a real bnb-4bit
+    upload's config from the corpus."""
+    config = shared_or_skip(CORPUS / "hf_models" / "DocWobble__Orpheus_3B_Quantized__config.json")
+    found = {}
+    for name, text in (("tp", f"model: {config}\ntensor-parallel-size: 2\n"),
+                       ("pp", f"model: {config}\npipeline-parallel-size: 2\n"),
+                       ("in-flight", "model: meta-llama/Llama-3.1-8B-Instruct\nquantization: bitsandbytes\n"
+                                     "tensor-parallel-size: 2\n")):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text + "max-model-len: 4096\n")
+        main(["check", str(path), "--gpus", "2xL4", "--format", "json"])
+        found[name] = [f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL406"]
+    assert [f["line"] for f in found["tp"]] == [2] and not found["pp"] and not found["in-flight"]
+    assert found["tp"][0]["message"].startswith("Prequant BitsAndBytes models with tensor parallelism is not supported")
+    assert found["tp"][0]["hint"].startswith("pipeline-parallel-size: 2")
+
+
+def test_in_flight_bitsandbytes_quantizes_every_linear_to_nf4_as_it_loads(capsys, tmp_path):
+    """quantization: bitsandbytes on a 16-bit checkpoint: vLLM's loader runs quantize_4bit(nf4,
+    compress_statistics) on each linear as it reads it — 4 bits + a uint8 absmax per 64 + an fp32
+    per 256 of those — while embeddings, lm_head and norms stay bf16."""
+    from vramlint.models import read_model
+    m = read_model("meta-llama/Llama-3.1-8B-Instruct")
+    code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 4096\n"
+                                        "quantization: bitsandbytes\n", gpus="1xT4")
+    weights = next(c for c in out["serving"]["components"] if c["name"] == "weights")
+    linears = m.layer_params.attention + m.layer_params.mlp
+    bits = 4 + 8 / 64 + 32 / (64 * 256)
+    assert weights["bytes"] == pytest.approx(linears * bits / 8 + 2 * (m.params - linears), rel=1e-6)
+    assert "in-flight" in weights["formula"]

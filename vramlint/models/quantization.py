@@ -142,7 +142,11 @@ def read_quantization(q: Any) -> Quantization | None:
 # vLLM's ``--quantization`` methods that quantize an unquantized checkpoint while it loads
 # (vLLM 0.19 ``Fp8OnlineLinearMethod`` / ``Fp8OnlineMoEMethod``: each layer materialized from the
 # meta device and cast to fp8 with a per-tensor scale, so no 16-bit copy of the model is ever
-# whole on the GPU; ``ExpertsInt8Config``: the experts in int8 with a scale per output channel).
+# whole on the GPU; ``ExpertsInt8Config``: the experts in int8 with a scale per output channel;
+# ``BitsAndBytesModelLoader._quantized_4bit_generator``: every linear and the fused experts in NF4
+# with double quantization, ``quantize_4bit(compress_statistics=True, quant_type="nf4")``).
 ONLINE = {"fp8": Quantization("fp8 (online, vLLM)", 8.0, ALL, "8 bit + per-tensor scale, quantized while loading"),
           "experts_int8": Quantization("experts_int8 (online, vLLM)", 8.0, frozenset({"experts"}),
-                                       "experts int8 + per-channel scale, quantized while loading")}
+                                       "experts int8 + per-channel scale, quantized while loading"),
+          "bitsandbytes": Quantization("bitsandbytes nf4 (in-flight, vLLM)", nf4().bits, ALL,
+                                       f"{nf4().detail}, quantized while loading")}

@@ -22,6 +22,7 @@ EXCEEDS_KV = ("VL402", "max-model-len-exceeds-kv-cache", ERROR)
 TP_HEADS = ("VL403", "tp-does-not-divide-heads", ERROR)
 LORA_VOCAB = ("VL404", "lora-vocab-too-large", ERROR)
 OLD_GPU = ("VL405", "gpu-capability-too-low", ERROR)
+BNB_TP = ("VL406", "prequantized-bnb-with-tp", ERROR)
 # The lowest compute capability (x 10) of each vLLM 0.19 quantization method, from its config class's
 # get_min_capability(), which VllmConfig._get_quantization_config holds the GPU to before loading. Keyed by
 # how vramlint names the method (models/quantization.py); GPTQ, AWQ and compressed-tensors are left out:
@@ -51,6 +52,11 @@ RULES = (
                            "neither).",
          bad="model: openai/gpt-oss-20b   # MXFP4 experts; checked with --gpus 1xT4",
          good="model: openai/gpt-oss-20b   # checked with --gpus 1xL4"),
+    Rule(*BNB_TP, summary="A checkpoint saved in bitsandbytes 4 or 8 bit cannot be split over tensor parallel "
+                          "ranks (its quant states belong to whole weights): vLLM's loader refuses it and suggests "
+                          "pipeline parallelism; in-flight quantization of a 16-bit checkpoint has no such limit.",
+         bad="model: ./llama-3.1-8b-bnb-4bit   # quantization_config: bitsandbytes\ntensor-parallel-size: 2",
+         good="model: ./llama-3.1-8b-bnb-4bit\npipeline-parallel-size: 2"),
 )
 
 
@@ -69,6 +75,12 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       "or serve without enable-lora")
     if refusal := _capability_refusal(serving):
         yield Finding(*OLD_GPU, here("quantization", "model"), *refusal)
+    quant = m.quantization
+    if serving.tp > 1 and quant and quant.method.startswith("bitsandbytes-"):     # a checkpoint's, not in-flight
+        yield Finding(*BNB_TP, here("tensor_parallel_size"), "Prequant BitsAndBytes models with tensor parallelism "
+                      "is not supported. Please try with pipeline parallelism.",
+                      hint=f"pipeline-parallel-size: {serving.tp} in place of tensor-parallel-size: {serving.tp}, or "
+                           "quantization: bitsandbytes on the 16-bit checkpoint (quantized as it loads)")
     if serving.dtype == "bfloat16" and (sm := architecture(serving.gpu_name)) is not None and sm < 80:
         yield Finding(*OLD_GPU, here("dtype"), "Bfloat16 is only supported on GPUs with compute capability of at least "
                       f"8.0. Your {serving.gpu_name} GPU has compute capability {sm // 10}.{sm % 10}. You can use float16 "
