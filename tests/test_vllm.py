@@ -737,7 +737,8 @@ def test_an_explicit_bfloat16_below_compute_capability_8_is_refused_with_vllms_w
 
 
 def test_the_hint_offers_online_fp8_only_where_the_gpu_allows_it(capsys, tmp_path):
-    """quantization: fp8 needs compute capability 7.5 in vLLM: offered on a T4, not on a V100."""
+    """quantization: fp8 needs compute capability 7.5 in vLLM: offered on a T4; on a V100 the
+    in-flight bitsandbytes NF4 (7.0) is offered instead."""
     hints = {}
     for gpus in ("1xT4", "1xV100-16GB"):
         path = tmp_path / "vllm.yaml"
@@ -746,6 +747,7 @@ def test_the_hint_offers_online_fp8_only_where_the_gpu_allows_it(capsys, tmp_pat
         hints[gpus] = next(f["hint"] for f in json.loads(capsys.readouterr().out)["files"][0]["findings"]
                            if f["code"] == "VL201")
     assert "quantization: fp8" in hints["1xT4"] and "quantization: fp8" not in hints["1xV100-16GB"]
+    assert "quantization: bitsandbytes" in hints["1xV100-16GB"] and "bitsandbytes" not in hints["1xT4"]
 
 
 def test_gpt_oss_gets_a_moe_workspace_only_where_vllm_runs_it_with_a_modular_kernel(capsys, tmp_path):

@@ -395,10 +395,14 @@ def fits_fp8_kv(s: Serving) -> bool:
     return s.kv_bytes > 1 and starts(replace(s, kv_cache_dtype="fp8"))
 
 
-def fits_online_fp8(s: Serving) -> bool:
-    """Whether ``quantization: fp8`` — a 16-bit checkpoint cast to fp8 while it loads — would let
-    vLLM start."""
-    return s.model.quantization is None and starts(replace(s, model=replace(s.model, quantization=ONLINE["fp8"])))
+def quantized_online(s: Serving, method: str) -> Serving:
+    """The setup with ``quantization: <method>`` quantizing the 16-bit checkpoint while it loads."""
+    return replace(s, model=replace(s.model, quantization=ONLINE[method]))
+
+
+def fits_online(s: Serving, method: str) -> bool:
+    """Whether ``quantization: <method>`` (``ONLINE``: fp8, bitsandbytes) would let vLLM start."""
+    return s.model.quantization is None and starts(quantized_online(s, method))
 
 
 def fits_text_only(s: Serving) -> bool:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
 from vramlint.hardware import architecture
 from vramlint.memory.lora_slots import MOST_VOCAB
-from vramlint.models.quantization import ONLINE
-from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv,
-                                     fits_online_fp8, fits_text_only, kv_bytes_that_start, largest_that_starts,
-                                     overcommitted, smallest_tp, smallest_utilization)
+from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv, fits_online,
+                                     fits_text_only, kv_bytes_that_start, largest_that_starts, overcommitted,
+                                     quantized_online, smallest_tp, smallest_utilization)
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS
 from vramlint.units import GiB
@@ -136,7 +134,8 @@ def _what_fits(serving: Serving, first: str | None = None) -> str:
     """The changes that would let vLLM start, each computed with the same budget, in the file's
     own keys: ``first`` (else a checkpoint in fewer bits), then a kv-cache-memory-bytes that holds one request (where the file sets
     one), the lowest gpu-memory-utilization, the largest max-num-seqs and max-num-batched-tokens
-    (the profile run's sampler and forward), an fp8 KV cache, fp8 weights cast while loading, a
+    (the profile run's sampler and forward), an fp8 KV cache, weights quantized while loading (fp8,
+    else bitsandbytes' 4 bits, where the GPU allows them), a
     multimodal checkpoint served for text alone and the smallest tensor-parallel-size that would do."""
     quant = serving.model.quantization
     options = [first or ("a quantized checkpoint" if quant is None else f"a checkpoint in fewer bits than {quant.method}")]
@@ -152,9 +151,10 @@ def _what_fits(serving: Serving, first: str | None = None) -> str:
             options.append(f"{key.replace('_', '-')}: {value}")
     if fits_fp8_kv(serving):
         options.append("kv-cache-dtype: fp8")
-    if fits_online_fp8(serving) and not _capability_refusal(replace(serving, model=replace(
-            serving.model, quantization=ONLINE["fp8"]))):
-        options.append("quantization: fp8")
+    online = [method for method in ("fp8", "bitsandbytes")      # fp8 first: faster, and nearer 16-bit quality
+              if fits_online(serving, method) and not _capability_refusal(quantized_online(serving, method))]
+    if online:
+        options.append(f"quantization: {online[0]}")
     if fits_text_only(serving):
         options.append("language-model-only: true (text only)")
     tp = smallest_tp(serving)
