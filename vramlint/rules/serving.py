@@ -60,9 +60,16 @@ RULES = (
 
 def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> Iterator[Finding]:
     """``locate(key)`` gives the location of a (normalised) key in the file, or None."""
+    here = lambda *keys: next((loc for loc in map(locate, keys) if loc), Location(path))  # noqa: E731
+    yield from _refusals(serving, here)
+    yield from _budget(serving, est, here)
+
+
+def _refusals(serving: Serving, here) -> Iterator[Finding]:
+    """What vLLM refuses whatever the memory: the TP degree, LoRA's vocabulary, the GPU's
+    capability, a bitsandbytes checkpoint under TP, a max_model_len past the model's positions."""
     m = serving.model
     heads = attention_heads(m)
-    here = lambda *keys: next((loc for loc in map(locate, keys) if loc), Location(path))  # noqa: E731
     if heads and heads % serving.tp:
         yield Finding(*TP_HEADS, here("tensor_parallel_size"),
                       f"Total number of attention heads ({heads}) must be divisible by tensor parallel size "
@@ -90,6 +97,10 @@ def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> 
                       f"User-specified max_model_len ({serving.max_model_len}) is greater than the derived "
                       f"max_model_len (max_position_embeddings={derived} in model's config.json).",
                       hint=f"max-model-len: {derived}")
+
+
+def _budget(serving: Serving, est: ServingEstimate, here) -> Iterator[Finding]:
+    """Where the weights, the profile run and one request of max_model_len do not fit the budget."""
     if est.kv_budget <= 0:
         yield Finding(*EXCEEDS, here("gpu_memory_utilization", "tensor_parallel_size", "model"),
                       f"No available memory for the cache blocks: weights and activations need "
