@@ -169,3 +169,22 @@ def test_lora_on_a_16_bit_base_is_wrapped_the_same_way(case):
     assert [u[1] for u in frozen] == [sum(fsdp_unit(plan, layer)) for layer in plan.model.layers]
     assert {u[2] for u in frozen} == {"torch.bfloat16"} and fsdp_base_bytes(plan) == 2
     assert sum(u[1] for u in entry["units"] if u[3]) == trainable(plan) and entry["quant_state_bytes"] == 0
+
+
+WIDE = json.loads((DATA / "qlora_peaks_wide.json").read_text())
+
+
+@pytest.mark.parametrize("key", sorted(k for k in WIDE if ":bf16:" in k))
+def test_a_layers_backward_holds_the_weight_bitsandbytes_dequantizes_for_its_matmul(key):
+    """At hidden 2048 and MLP 8192 over 512 tokens, checkpointed, the peak is in the last layer's
+    backward, and bitsandbytes' matmul_4bit has the 4-bit weight dequantized to bf16 for it
+    (dev/qlora_peaks.py --wide): 33.5 MB, a quarter of the peak above the resting bytes. Within 3 %
+    for llama, qwen2 and gpt_neox; phi3 fuses gate and up into one 67 MB weight, which is counted
+    whole though its backward comes after the down projection's, so it is over by up to 13 %. (Under
+    fp32 autocast the same runs are 12-15 % short: not explained yet.)"""
+    entry = WIDE[key]
+    peak, _, states = training_peak(plan_for(entry))
+    weights = sum(c.bytes for c in states.resting if not c.name.startswith("optimizer"))
+    assert peak.name == "backward, last layer" and "4-bit weight dequantized" in {c.name for c in peak.components}
+    ratio = (peak.bytes - weights) / entry["peak_above_resting"]
+    assert 1.0 <= ratio <= 1.13 if key.startswith("phi3") else ratio == pytest.approx(1, abs=0.03)

@@ -91,6 +91,20 @@ def _one_layer(plan: Plan) -> Component:
     return Component("one layer re-materialised", biggest * tokens, f"{biggest:,} B/token x {tokens:,}", MEASURED)
 
 
+def _dequantized(plan: Plan) -> tuple[Component, ...]:
+    """QLoRA: bitsandbytes' matmul_4bit dequantizes the 4-bit weight to a 16-bit temporary for the
+    matmul of a training-sized batch (``gemm_4bit``'s dequantize + F.linear fallback; in backward
+    again for the input's gradient), so inside a layer the largest 4-bit linear is whole in 16 bit."""
+    if not plan.load_in_4bit:
+        return ()
+    m = plan.model
+    largest = max((d_in * d_out for layer in m.layers
+                   for name, (d_in, d_out, _) in layer.linears(m.hidden_size, m.block).items()
+                   if not name.startswith(("experts_", "router", "shared_expert_gate"))), default=0)
+    return (Component("4-bit weight dequantized", 2 * largest, f"2 B x the largest 4-bit linear ({largest:,})",
+                      "bitsandbytes 0.50 MatMul4Bit / gemm_4bit dequantize fallback (dev/qlora_peaks.py)"),)
+
+
 def _masks(plan: Plan) -> tuple[Component, ...]:
     """The attention masks, alive for the whole forward and backward (none with SDPA on full layers)."""
     size = act.attention_masks(plan, act.widths(plan).r)
@@ -114,7 +128,7 @@ def moments(plan: Plan, states: States) -> list[Moment]:
            Moment("optimizer step", rest + tuple(states.gradients) + tuple(states.step))]
     if plan.grad_checkpointing:
         out.append(Moment("backward, last layer", rest + tuple(states.gradients) + tuple(states.backward)
-                          + _masks(plan) + (_one_layer(plan),)))
+                          + _masks(plan) + (_one_layer(plan),) + _dequantized(plan)))
     return out
 
 
