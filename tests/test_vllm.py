@@ -800,3 +800,23 @@ def test_in_flight_bitsandbytes_quantizes_every_linear_to_nf4_as_it_loads(capsys
     bits = 4 + 8 / 64 + 32 / (64 * 256)
     assert weights["bytes"] == pytest.approx(linears * bits / 8 + 2 * (m.params - linears), rel=1e-6)
     assert "in-flight" in weights["formula"]
+
+
+def test_an_awq_checkpoint_on_a_volta_gpu_is_refused(capsys, tmp_path):
+    """AWQ needs compute capability 7.5 in vLLM, as awq or as awq_marlin: a V100 (7.0) refuses it,
+    a T4 (7.5) takes it."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632,
+                                  "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4,
+                                  "vocab_size": 32000, "max_position_embeddings": 2048, "torch_dtype": "float16",
+                                  "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}}))
+    path = tmp_path / "vllm.yaml"
+    path.write_text(f"model: {config}\nmax-model-len: 2048\n")
+    found = {}
+    for gpus in ("1xV100-16GB", "1xT4"):
+        main(["check", str(path), "--gpus", gpus, "--format", "json"])
+        found[gpus] = [f["message"] for f in json.loads(capsys.readouterr().out)["files"][0]["findings"]
+                       if f["code"] == "VL405"]
+    assert found["1xV100-16GB"] == ["The quantization method awq is not supported for the current GPU. Minimum "
+                                    "capability: 75. Current capability: 70."]
+    assert found["1xT4"] == []

@@ -23,9 +23,9 @@ OLD_GPU = ("VL405", "gpu-capability-too-low", ERROR)
 BNB_TP = ("VL406", "prequantized-bnb-with-tp", ERROR)
 # The lowest compute capability (x 10) of each vLLM 0.19 quantization method, from its config class's
 # get_min_capability(), which VllmConfig._get_quantization_config holds the GPU to before loading. Keyed by
-# how vramlint names the method (models/quantization.py); GPTQ, AWQ and compressed-tensors are left out:
-# vLLM swaps their kernels by the GPU, and refuses per scheme, not per method.
-MIN_CAPABILITY = {"mxfp4": ("mxfp4", 80), "fp8": ("fp8", 75), "fp8 (online, vLLM)": ("fp8", 75),
+# how vramlint names the method (models/quantization.py). AWQ needs 7.5 whether vLLM runs it as awq or
+# awq_marlin; GPTQ falls back to its 6.0 kernel, and compressed-tensors refuses per scheme, not per method.
+MIN_CAPABILITY = {"mxfp4": ("mxfp4", 80), "fp8": ("fp8", 75), "fp8 (online, vLLM)": ("fp8", 75), "awq": ("awq", 75),
                   "fbgemm_fp8": ("fbgemm_fp8", 80), "experts_int8 (online, vLLM)": ("experts_int8", 80),
                   "modelopt fp8": ("modelopt", 89), "modelopt nvfp4": ("modelopt_fp4", 75)}
 RULES = (
