@@ -240,6 +240,26 @@ def rank_local(layer: Layer, plan: Plan) -> Layer:
                                shared_intermediate=mlp.shared_intermediate // width))
 
 
+MLP_LINEARS = frozenset({"gate", "up", "down", "gate_up", "shared_gate", "shared_up", "shared_down"})
+NOT_4BIT = ("experts_", "router", "shared_expert_gate")      # fused 3-D experts and routers: no Linear4bit
+
+
+def dequantized(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
+    """QLoRA: the bytes of the 16-bit weight bitsandbytes' ``matmul_4bit`` dequantizes for a
+    training-sized batch (``gemm_4bit``'s dequantize + F.linear fallback, in forward and again for
+    the input's gradient), per sublayer (attention, MLP): its largest 4-bit linear's — an upper
+    bound where a fused projection (phi3's gate_up) is wider than the output projection, whose
+    backward runs first (none without 4-bit weights)."""
+    if not plan.load_in_4bit:
+        return [0, 0]
+    parts = [0, 0]
+    for name, (d_in, d_out, _) in layer.linears(model.hidden_size, model.block).items():
+        if not name.startswith(NOT_4BIT):
+            part = 1 if name in MLP_LINEARS else 0
+            parts[part] = max(parts[part], 2 * d_in * d_out)
+    return parts
+
+
 def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[int]]:
     """Bytes per token of every tensor one decoder layer keeps for backward, in forward order, by
     sublayer (attention with its norms, then the MLP with its norms and LoRA's input copies).

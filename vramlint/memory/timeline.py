@@ -251,8 +251,11 @@ class Step:
             kept = self._keep(layer)
         sizes = act.sublayer_tensors(layer, m, self.plan)
         params = by_sublayer(lora_tensors(layer, self.plan) if self.plan.lora_rank else layer.parameter_tensors)
+        dequantized = act.dequantized(layer, m, self.plan)
         for part in reversed(range(len(sizes))):    # the MLP's backward runs first, then the attention's
             grads += self._param_grads(params[part])
+            if dequantized[part]:       # QLoRA: a 4-bit weight in 16 bit for its input's gradient
+                a.free(a.malloc(dequantized[part]))
             scratch = a.malloc(max(sizes[part]) * tokens)
             new_grad = a.malloc(w.r * m.hidden_size * tokens)   # the gradient of the sublayer's input
             for handle in kept[part] + casts[part] + [scratch, grad]:

@@ -92,17 +92,13 @@ def _one_layer(plan: Plan) -> Component:
 
 
 def _dequantized(plan: Plan) -> tuple[Component, ...]:
-    """QLoRA: bitsandbytes' matmul_4bit dequantizes the 4-bit weight to a 16-bit temporary for the
-    matmul of a training-sized batch (``gemm_4bit``'s dequantize + F.linear fallback; in backward
-    again for the input's gradient), so inside a layer the largest 4-bit linear is whole in 16 bit."""
-    if not plan.load_in_4bit:
+    """QLoRA: inside a layer's backward, the 16-bit weight bitsandbytes dequantizes for its matmul —
+    the largest 4-bit linear's (``activations.dequantized``)."""
+    largest = max(max(act.dequantized(layer, plan.model, plan)) for layer in plan.model.layers)
+    if not largest:
         return ()
-    m = plan.model
-    largest = max((d_in * d_out for layer in m.layers
-                   for name, (d_in, d_out, _) in layer.linears(m.hidden_size, m.block).items()
-                   if not name.startswith(("experts_", "router", "shared_expert_gate"))), default=0)
-    return (Component("4-bit weight dequantized", 2 * largest, f"2 B x the largest 4-bit linear ({largest:,})",
-                      "bitsandbytes 0.50 MatMul4Bit / gemm_4bit dequantize fallback (dev/qlora_peaks.py)"),)
+    return (Component("4-bit weight dequantized", largest, f"2 B x the largest 4-bit linear ({largest // 2:,})",
+                      "bitsandbytes 0.50 MatMul4Bit / gemm_4bit dequantize fallback (dev/qlora_peaks.py --wide)"),)
 
 
 def _masks(plan: Plan) -> tuple[Component, ...]:
