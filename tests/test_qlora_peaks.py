@@ -188,3 +188,18 @@ def test_a_layers_backward_holds_the_weight_bitsandbytes_dequantizes_for_its_mat
     assert peak.name == "backward, last layer" and "4-bit weight dequantized" in {c.name for c in peak.components}
     ratio = (peak.bytes - weights) / entry["peak_above_resting"]
     assert 1.0 <= ratio <= 1.13 if key.startswith("phi3") else ratio == pytest.approx(1, abs=0.03)
+
+
+def test_a_vision_tower_is_held_by_the_same_rules_as_the_decoder_under_fsdp_and_deepspeed():
+    """A multimodal checkpoint's tower: with LoRA under FSDP1 its frozen weights stay bf16 as the
+    decoder's do (PEFT's wrap policy leaves them unupcast), not fp32; under QLoRA bitsandbytes
+    stores its linears in NF4 whatever the runtime — under DeepSpeed too."""
+    from vramlint.memory.states import vision_tower
+    from vramlint.models import read_model
+    model = read_model("google/gemma-3-4b-it")
+    v = model.vision_params
+    lora = replace(fsdp_plan({}, model=model), load_in_4bit=False)
+    assert vision_tower(lora).formula.startswith(f"(2 B x {v:,} params + 4 B x ")
+    qlora_ds = replace(lora, runtime="deepspeed", zero_stage=2, load_in_4bit=True)
+    tower = vision_tower(qlora_ds)
+    assert "NF4 weights" in tower.formula and tower.bytes < v      # under a byte a parameter

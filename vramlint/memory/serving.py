@@ -96,6 +96,12 @@ class Serving:
     lora: LoraSlots | None = None    # enable_lora: max_loras slots of max_lora_rank (memory/lora_slots.py)
 
     @property
+    def sm(self) -> int | None:
+        """The GPU's compute capability x 10, from its name (None for a bare size): what vLLM picks
+        kernels by and checks quantizations and dtypes against."""
+        return architecture(self.gpu_name)
+
+    @property
     def expert_ranks(self) -> int:
         """Ranks the routed experts are spread over: vLLM's MoE layers flatten TP across DP
         (``FusedMoEParallelConfig.make``), so TP x DP — each expert split that many ways, or with
@@ -232,7 +238,7 @@ def _moe_workspace(s: Serving) -> int:
     """Bytes of the fused-MoE workspace (TritonExperts), 256-byte aligned, of the widest MoE layer
     — for MXFP4 experts none, or Marlin's over the sizes it pads them to (``memory/mxfp4.py``)."""
     quant = s.model.quantization
-    kernel = kernel_for(architecture(s.gpu_name)) if quant and "experts" in quant.groups and quant.method == "mxfp4" \
+    kernel = kernel_for(s.sm) if quant and "experts" in quant.groups and quant.method == "mxfp4" \
         else None
     if kernel and not kernel.workspace:
         return 0
@@ -302,7 +308,7 @@ def _weights(s: Serving) -> tuple[int, str]:
     vision = (m.vision.vllm_params if m.vision else 0) * s.dtype_bytes // split
     local_experts, layout = experts // s.expert_ranks, ""
     if m.quantization and m.quantization.method == "mxfp4" and "experts" in m.quantized_groups:
-        local_experts, layout = mxfp4_expert_bytes(m, architecture(s.gpu_name), s.expert_split, s.expert_spread,
+        local_experts, layout = mxfp4_expert_bytes(m, s.sm, s.expert_split, s.expert_spread,
                                                    s.dtype_bytes)
         layout = f", {layout}"
     size = (weight_bytes(m, s.dtype_bytes) - experts) // (s.tp * s.pp) + local_experts // s.pp + vision

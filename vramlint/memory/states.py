@@ -732,22 +732,27 @@ def vision_tower(plan: Plan) -> Component:
     v, lora = plan.model.vision_params, tower_adapters(plan.model, plan.lora_rank, plan.lora_targets)
     trained = lora if plan.lora_rank else v         # what requires grad: the tower, or its adapters
     adapters = f" + {lora:,} LoRA adapter params" if lora else ""
+    nf4_tower = int(v * nf4().bits / 8)     # QLoRA: bitsandbytes quantizes the tower's linears like the decoder's
+    nf4_words = f"{nf4().detail} x {v:,} params (its linears, nearly all of it)"
     if plan.runtime == "deepspeed":
         w_b, s_b = (4, 8) if plan.precision == "fp32" else (2, 12)       # 16-bit training: + fp32 master
         par_off = plan.offload_param != "none" and plan.zero_stage == 3
-        weights = 0 if par_off else _shard(plan, "weights", w_b * (v + lora))
+        held = (nf4_tower if plan.load_in_4bit else w_b * v) + w_b * lora
+        weights = 0 if par_off else _shard(plan, "weights", held)
         states = 0 if plan.offload_optimizer != "none" else _shard(plan, "optimizer", s_b * trained)
         size = weights + states
-        formula = (f"{v:,} params{adapters}: {w_b} B weights{' / N_d' if plan.zero_stage == 3 else ''}"
+        formula = (f"{v:,} params{adapters}: {'NF4' if plan.load_in_4bit else f'{w_b} B'} weights"
+                   f"{' / N_d' if plan.zero_stage == 3 else ''}"
                    + (f" + {s_b} B optimizer states{' / N_d' if plan.zero_stage else ''} of {trained:,}"
                       if states else ""))
-    elif plan.runtime == "fsdp":       # Accelerate upcasts what requires grad; FSDP2 + LoRA keeps the frozen base
-        w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"] if plan.lora_rank and plan.fsdp_version == 2 else 4
+    elif plan.runtime == "fsdp":       # Accelerate upcasts what requires grad: LoRA keeps the frozen base
+        w_b = fsdp_base_bytes(plan) if fsdp_lora_units(plan) else 4
+        base, words = (nf4_tower, nf4_words) if plan.load_in_4bit else (w_b * v, f"{w_b} B x {v:,} params")
         shards = fsdp_shard_count(plan)
-        size, formula = -(-(w_b * v + 4 * lora) // shards), f"({w_b} B x {v:,} params + 4 B x {lora:,}) / {shards}"
+        size, formula = -(-(base + 4 * lora) // shards), f"({words} + 4 B x {lora:,}) / {shards}"
     else:
-        if plan.load_in_4bit:          # bitsandbytes quantizes the tower's linears like the decoder's
-            size, formula = int(v * nf4().bits / 8), f"{nf4().detail} x {v:,} params (its linears, nearly all of it)"
+        if plan.load_in_4bit:
+            size, formula = nf4_tower, nf4_words
         else:
             w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
             size, formula = w_b * v, f"{w_b} B x {v:,} params"

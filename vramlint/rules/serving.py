@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
-from vramlint.hardware import architecture
 from vramlint.memory.lora_slots import MOST_VOCAB
 from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv, fits_online,
                                      fits_text_only, kv_bytes_that_start, largest_that_starts, overcommitted,
@@ -86,7 +85,7 @@ def _refusals(serving: Serving, here) -> Iterator[Finding]:
                       "is not supported. Please try with pipeline parallelism.",
                       hint=f"pipeline-parallel-size: {serving.tp} in place of tensor-parallel-size: {serving.tp}, or "
                            "quantization: bitsandbytes on the 16-bit checkpoint (quantized as it loads)")
-    if serving.dtype == "bfloat16" and (sm := architecture(serving.gpu_name)) is not None and sm < 80:
+    if serving.dtype == "bfloat16" and (sm := serving.sm) is not None and sm < 80:
         yield Finding(*OLD_GPU, here("dtype"), "Bfloat16 is only supported on GPUs with compute capability of at least "
                       f"8.0. Your {serving.gpu_name} GPU has compute capability {sm // 10}.{sm % 10}. You can use float16 "
                       "instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.",
@@ -129,7 +128,7 @@ def _budget(serving: Serving, est: ServingEstimate, here) -> Iterator[Finding]:
 
 def _capability_refusal(serving: Serving) -> tuple[str, str] | None:
     """vLLM's own words where the GPU is older than the quantization method allows, and a hint."""
-    quant, sm = serving.model.quantization, architecture(serving.gpu_name)
+    quant, sm = serving.model.quantization, serving.sm
     if quant is None or sm is None or quant.method not in MIN_CAPABILITY:
         return None
     method, least = MIN_CAPABILITY[quant.method]
