@@ -281,19 +281,18 @@ def deepspeed_states(plan: Plan) -> States:
     opt_off = plan.offload_optimizer != "none"
     par_off = plan.offload_param != "none" and stage == 3
     resting: list[Component] = []
-    held, symbol = _weights_words(plan)
-    weights = 0 if par_off else _shard(plan, "weights", 2 * held)
-    name = "weights (16-bit)"
     if plan.load_in_4bit:          # QLoRA: the base's 4-bit linears half a byte a value, the adapters 16-bit
-        base = sum(base_bytes(plan, group, size) for group, size in plan.model.parameter_tensors)
-        weights = 0 if par_off else _shard(plan, "weights", base + 2 * t)
-        name, symbol = "weights (NF4 + 16-bit)", "(P: 0.5 B a 4-bit value, 2 B the rest) + 2 B x T"
+        held_bytes = sum(base_bytes(plan, group, size) for group, size in plan.model.parameter_tensors) + 2 * t
+        name, words = "weights (NF4 + 16-bit)", "(P: 0.5 B a 4-bit value, 2 B the rest) + 2 B x T"
         resting.append(Component("4-bit quant states (every rank)", quant_states(plan), "absmax per 64 values "
                                  "(uint8, double-quantized) + fp32 per 256 absmax, not partitioned",
                                  "bitsandbytes QuantState"))
+    else:
+        held, symbol = _weights_words(plan)
+        held_bytes, name, words = 2 * held, "weights (16-bit)", f"2 B x {symbol}"
+    weights = 0 if par_off else _shard(plan, "weights", held_bytes)
     resting.append(Component(name, weights, "offloaded to host" if par_off else
-                             f"{'' if plan.load_in_4bit else '2 B x '}{symbol}{' / N_d' if stage == 3 else ''}",
-                             ZERO_PAPER))
+                             f"{words}{' / N_d' if stage == 3 else ''}", ZERO_PAPER))
     tag = _tag(plan)
     resting.append(Component("optimizer states", 0 if opt_off else _shard(plan, "optimizer", 12 * t),
                              f"offloaded to {plan.offload_optimizer}" if opt_off else
