@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
+from vramlint.hardware import architecture
 from vramlint.memory.lora_slots import MOST_VOCAB
 from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv, fits_online,
                                      fits_text_only, kv_bytes_that_start, largest_that_starts, overcommitted,
@@ -134,7 +135,7 @@ def _capability_refusal(serving: Serving) -> tuple[str, str] | None:
     method, least = MIN_CAPABILITY[quant.method]
     if sm >= least:
         return None
-    newer = ", ".join(name for name, card in (("T4", 75), ("A100", 80), ("L4", 89), ("H100", 90)) if card >= least)
+    newer = ", ".join(name for name in ("T4", "A100", "L4", "H100") if architecture(name) >= least)   # examples
     return (f"The quantization method {method} is not supported for the current GPU. Minimum capability: {least}. "
             f"Current capability: {sm}.",
             f"a GPU of compute capability {least / 10:.1f} or newer ({newer}), or a checkpoint not in {method}")
