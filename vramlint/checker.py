@@ -1,68 +1,144 @@
-"""One check, in the order of the design: file → document → reader → plan → estimate → findings.
+"""One check, in the order of the design: file → document → format → reader → plan → estimate → findings.
 
-The format is detected from the content, not the file name (open-instruct ships DeepSpeed JSON
-as ``*.conf``): JSON with DeepSpeed's keys is a DeepSpeed config, YAML with Accelerate's keys an
-Accelerate config. An Accelerate config that names a ``deepspeed_config_file`` is checked with
-that file.
+The format is detected from the content, not the file name (``readers.registry``). A training
+recipe is checked with the DeepSpeed file it names, and a DeepSpeed file that recipes of the
+repository name is checked once per such recipe (``recipes_using``), so a hook that sees only the
+DeepSpeed file still checks the jobs that run it. An Accelerate config that names a
+``deepspeed_config_file`` is checked with that file.
+
+Each file is checked on its own: a crash while checking one becomes an ``internal-error`` finding
+for that file, and the run goes on with the others.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from vramlint.documents import Document, ParseError, parse_json, parse_yaml, read_text
+from vramlint.documents import Document, ParseError, parse_json, parse_yaml, read_text, sub_document
 from vramlint.errors import UnplannableError, UsageError
 from vramlint.findings import Finding
 from vramlint.hardware import Cluster
 from vramlint.memory import Estimate, estimate
-from vramlint.models.shape import ModelShape
-from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from_deepspeed
-from vramlint.readers.accelerate import PRECISION, looks_like_accelerate, read_accelerate
-from vramlint.readers.deepspeed import looks_like_deepspeed, read_deepspeed
 from vramlint.memory.serving import serving_estimate
 from vramlint.models import read_model
-from vramlint.readers.vllm import looks_like_vllm, normalised_document, read_vllm
-from vramlint.rules.serving import check_serving
+from vramlint.models.hfconfig import shape_from_dict
+from vramlint.models.shape import ModelShape
+from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from_deepspeed, workload_from_flags
+from vramlint.readers.accelerate import PRECISION, read_accelerate
+from vramlint.readers.deepspeed import read_deepspeed
+from vramlint.readers.recipe import Recipe
+from vramlint.readers.registry import RECIPES, detect
+from vramlint.readers.vllm import normalised_document, read_vllm
+from vramlint.recipe_plan import flag_text, plan_from_recipe
+from vramlint.repository import find_referenced, recipes_using
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
-from vramlint.suppress import Suppressions, suppressions
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
+from vramlint.rules.inputs import model_not_resolved, overridden, substituted_model
+from vramlint.rules.recipe import check_recipe, check_trainer_mismatch
 from vramlint.rules.schema import check_schema
-from vramlint.rules.syntax import hjson_syntax, parse_error
+from vramlint.rules.serving import check_serving
+from vramlint.rules.syntax import hjson_syntax, internal_error, parse_error
 from vramlint.serving_plan import serving_from_vllm
+from vramlint.suppress import Suppressions, suppressions
+
+
+@dataclass(frozen=True)
+class Context:
+    """What checking a file needs beside the file: the GPUs, the model (``--model`` or the
+    settings'), the merged settings and command-line values, and which of those the command line
+    (or a per-file override) states — those win over what a file says, with a finding."""
+
+    cluster: Cluster
+    values: dict = field(default_factory=dict)
+    stated: frozenset[str] = frozenset()
+    model: ModelShape | None = None
+    near: float = NEAR_THRESHOLD
+    ignore: frozenset[str] = frozenset()
+    host_ram: int | None = None
+    kind: str | None = None
+    run_paths: frozenset[str] = frozenset()     # every file of this run, resolved
+
+    @property
+    def flags(self) -> Flags:
+        values = self.values
+        precision = {"no": "fp32"}.get(values.get("mixed_precision"), values.get("mixed_precision"))
+        return Flags(micro_batch=values.get("micro_batch"), seq_len=values.get("seq_len"),
+                     grad_accum=values.get("grad_accum"), precision=precision, zero_stage=values.get("zero_stage"),
+                     grad_checkpointing=bool(values.get("grad_checkpointing")),
+                     workload=workload_from_flags(values))
 
 
 @dataclass
 class FileResult:
     path: str
+    kind: str | None = None                           # the format detected (or forced)
+    via: str | None = None                            # the recipe this file was checked as part of
     findings: list[Finding] = field(default_factory=list)
     plan: Plan | None = None
     estimate: Estimate | None = None
-    notes: list[str] = field(default_factory=list)    # why no memory estimate was made
+    notes: list[str] = field(default_factory=list)    # why no memory estimate was made, and what was skipped
     serving: tuple | None = None                      # (Serving, ServingEstimate) of a vLLM config
+    cluster: Cluster | None = None
+
+    @property
+    def model(self) -> ModelShape | None:
+        if self.plan is not None:
+            return self.plan.model
+        return self.serving[0].model if self.serving else None
 
 
-def check_file(path: str, model: ModelShape | None, cluster: Cluster, flags: Flags, near: float = NEAR_THRESHOLD,
-               ignore: frozenset[str] = frozenset(), host_ram: int | None = None, kind: str | None = None) -> FileResult:
-    """Check one file. Findings whose code or name is in ``ignore`` are dropped, and so are those
-    an inline ``# vramlint: disable=CODE`` comment switches off (see ``suppressions``)."""
-    result = FileResult(path)
+def check_file(path: str, ctx: Context) -> list[FileResult]:
+    """Check one file: one result, or one per recipe that runs it (a DeepSpeed file). Findings
+    whose code or name is in ``ctx.ignore``, or that an inline ``# vramlint: disable=CODE``
+    comment switches off, are dropped."""
+    result = FileResult(path, cluster=ctx.cluster)
     document = _load(path, result)
+    results = [result]
     if document is not None:
         try:
-            _check(document, result, model, cluster, flags, kind)
-        except UnplannableError as exc:
-            result.notes.append(str(exc))
+            results = _check(document, result, ctx)
+        except UsageError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one file's crash must not hide the others' findings
+            if os.environ.get("VRAMLINT_DEBUG"):
+                raise
+            result.findings.append(internal_error(path, exc))
+    for one in results:
+        _finish(one, ctx)
+    return results
+
+
+def _finish(result: FileResult, ctx: Context) -> None:
+    """The estimate and the fit findings of a planned result, then the suppressions."""
+    try:
         if result.plan is not None:
             result.estimate = estimate(result.plan)
-            result.findings.extend(check_fit(result.plan, result.estimate, path, near))
-            result.findings.extend(check_host_ram(result.plan, result.estimate, path, host_ram))
-    disabled = suppressions(document.text) if document is not None else Suppressions()
-    result.findings = [f for f in result.findings if f.code not in ignore and f.name not in ignore
-                       and not disabled.covers(f)]
-    return result
+            result.findings.extend(check_fit(result.plan, result.estimate, result.path, ctx.near))
+            result.findings.extend(check_host_ram(result.plan, result.estimate, result.path, ctx.host_ram))
+    except Exception as exc:  # noqa: BLE001
+        if os.environ.get("VRAMLINT_DEBUG"):
+            raise
+        result.findings.append(internal_error(result.path, exc))
+    result.findings = _unsuppressed(result.findings, ctx.ignore)
+
+
+def _unsuppressed(findings: list[Finding], ignore: frozenset[str]) -> list[Finding]:
+    """Findings neither ``ignore`` nor an inline comment of their own file switches off."""
+    texts: dict[str, Suppressions] = {}
+
+    def disabled(finding: Finding) -> bool:
+        where = finding.location.path
+        if where not in texts:
+            try:
+                texts[where] = suppressions(read_text(Path(where)))
+            except (OSError, ParseError):
+                texts[where] = Suppressions()
+        return texts[where].covers(finding)
+    return [f for f in findings if f.code not in ignore and f.name not in ignore and not disabled(f)]
 
 
 def _load(path: str, result: FileResult) -> Document | None:
@@ -73,6 +149,10 @@ def _load(path: str, result: FileResult) -> Document | None:
     except ParseError as exc:
         result.findings.append(parse_error(path, exc))
         return None
+    return _parse(text, path, result)
+
+
+def _parse(text: str, path: str, result: FileResult) -> Document | None:
     parse = parse_json if text.lstrip().startswith(("{", "[")) or path.endswith((".json", ".conf")) else parse_yaml
     try:
         return parse(text, path)
@@ -81,93 +161,189 @@ def _load(path: str, result: FileResult) -> Document | None:
         return None
 
 
-def _kind(document: Document) -> str | None:
-    """The format, from the content: DeepSpeed's keys, Accelerate's, or mostly vLLM flags."""
-    if looks_like_deepspeed(document.data):
-        return "deepspeed"
-    if looks_like_accelerate(document.data):
-        return "accelerate"
-    if looks_like_vllm(document.data):
-        return "vllm"
-    return None
+def _check(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
+    kind = result.kind = ctx.kind or detect(document.data)
+    if kind in RECIPES:
+        _check_recipe(RECIPES[kind].read(document), result, ctx)
+    elif kind == "deepspeed":
+        return _check_deepspeed(document, result, ctx)
+    elif kind == "accelerate":
+        _check_accelerate(document, result, ctx)
+    elif kind == "vllm":
+        _check_vllm(document, result, ctx)
+    else:
+        result.notes.append("not a training recipe, DeepSpeed, Accelerate or vLLM config (none of their keys): "
+                            "skipped")
+    return [result]
 
 
-def _check(document: Document, result: FileResult, model: ModelShape, cluster: Cluster, flags: Flags,
-           kind: str | None = None) -> None:
-    path = document.path
-    kind = kind or _kind(document)
-    if model is None and kind in ("deepspeed", "accelerate"):
-        raise UsageError("--model not given and no model in [tool.vramlint] of pyproject.toml "
+def _needs_model(ctx: Context, kind: str) -> ModelShape:
+    if ctx.model is None:
+        raise UsageError(f"--model not given and no model in [tool.vramlint] of pyproject.toml "
                          f"(a {kind} config does not name its model)")
-    if kind == "deepspeed":
+    return ctx.model
+
+
+def _check_deepspeed(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
+    """A DeepSpeed file: once per recipe of the repository that runs it (unless --model says which
+    model to check it with), else with the model and workload the flags and settings give."""
+    users = [] if "model" in ctx.stated else recipes_using(document.path)
+    pending = [u for u in users if str(Path(u.document.path).resolve()) not in ctx.run_paths]
+    if users and not pending:
+        result.notes.append(f"checked with the recipes of this run that name it ({', '.join(u.document.path for u in users)})")
         result.findings.extend(hjson_syntax(document))
         result.findings.extend(check_schema(document, "deepspeed"))
-        _plan_deepspeed(result, read_deepspeed(document), model, cluster, flags, path)
-    elif kind == "accelerate":
-        result.findings.extend(check_schema(document, "accelerate"))
-        acc = read_accelerate(document)
-        result.findings.extend(check_refusals(acc, path))
-        result.findings.extend(check_launch(acc, cluster, path))
-        referenced = acc.deepspeed_config_file.value
-        if acc.distributed_type.value not in RUNTIMES:
-            result.notes.append(f"distributed_type {acc.distributed_type.value}: no GPU memory model "
-                                "(vramlint models NO, MULTI_GPU, DEEPSPEED and FSDP)")
-        elif acc.distributed_type.value == "DEEPSPEED" and referenced:
-            _check_referenced(path, str(referenced), acc, result, model, cluster, flags)
-        else:
-            result.plan = plan_from_accelerate(acc, model, cluster, flags)
-    elif kind == "vllm":
-        _check_vllm(document, result, model, cluster)
+        return [result]
+    if pending:
+        out = []
+        for recipe in pending:
+            one = FileResult(document.path, kind="deepspeed", via=recipe.document.path, cluster=ctx.cluster)
+            _check_recipe(recipe, one, ctx, deepspeed_document=document)
+            out.append(one)
+        return out
+    result.findings.extend(hjson_syntax(document))
+    result.findings.extend(check_schema(document, "deepspeed"))
+    _plan_deepspeed(result, read_deepspeed(document), _needs_model(ctx, "deepspeed"), ctx.cluster, ctx.flags,
+                    document.path)
+    return [result]
+
+
+def _check_accelerate(document: Document, result: FileResult, ctx: Context) -> None:
+    result.findings.extend(check_schema(document, "accelerate"))
+    acc = read_accelerate(document)
+    result.findings.extend(check_refusals(acc, document.path))
+    result.findings.extend(check_launch(acc, ctx.cluster, document.path))
+    referenced = acc.deepspeed_config_file.value
+    model = _needs_model(ctx, "accelerate")
+    if acc.distributed_type.value not in RUNTIMES:
+        result.notes.append(f"distributed_type {acc.distributed_type.value}: no GPU memory model "
+                            "(vramlint models NO, MULTI_GPU, DEEPSPEED and FSDP)")
+    elif acc.distributed_type.value == "DEEPSPEED" and referenced:
+        _check_referenced(document.path, str(referenced), acc, result, model, ctx)
     else:
-        result.notes.append("not a DeepSpeed, Accelerate or vLLM config (none of their keys): skipped")
+        try:
+            result.plan = plan_from_accelerate(acc, model, ctx.cluster, ctx.flags)
+        except UnplannableError as exc:
+            result.notes.append(str(exc))
 
 
-def _check_referenced(path: str, referenced: str, acc, result: FileResult, model: ModelShape,
-                      cluster: Cluster, flags: Flags) -> None:
+def _check_referenced(path: str, referenced: str, acc, result: FileResult, model: ModelShape, ctx: Context) -> None:
     """Accelerate's ``deepspeed_config_file``, relative to the YAML's folder or the working
     directory as accelerate resolves it at launch; its ``"auto"`` precision is Accelerate's."""
-    candidates = [Path(path).parent / referenced, Path(referenced)]
-    target = next((c for c in candidates if c.is_file()), None)
+    target = find_referenced(referenced, path)
     if target is None:
         result.findings.append(missing_reference(acc.deepspeed_config_file.location, referenced))
         return
-    sub = FileResult(str(target))
-    document = _load(str(target), sub)
-    result.findings.extend(sub.findings)
+    document = _load(str(target), result)
     if document is None:
         return
+    flags = ctx.flags
     precision = flags.precision or PRECISION.get(acc.mixed_precision.value)
     result.findings.extend(check_schema(document, "deepspeed"))
     ds = read_deepspeed(document)
     if "zero_optimization" not in (document.data or {}):
         result.findings.append(no_zero_section(str(target)))
-    _plan_deepspeed(result, ds, model, cluster, replace(flags, precision=precision), str(target))
+    _plan_deepspeed(result, ds, model, ctx.cluster, replace(flags, precision=precision), str(target))
 
 
-def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster, flags, path: str) -> None:
+def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster, flags: Flags, path: str) -> None:
     """A DeepSpeed file's consistency and batch-arithmetic checks and its plan — a file of its own
     or the one an Accelerate config names (``path``: where the batch findings point)."""
     result.findings.extend(check_consistency(ds))
     result.findings.extend(check_autotp(ds, model))
-    result.plan = plan_from_deepspeed(ds, model, cluster, flags)
+    try:
+        result.plan = plan_from_deepspeed(ds, model, cluster, flags)
+    except UnplannableError as exc:
+        result.notes.append(str(exc))
+        return
     result.findings.extend(check_batch(ds, ds.batch_world(cluster.world_size, result.plan.tensor_parallel), path))
 
 
-def _check_vllm(document: Document, result: FileResult, model: ModelShape, cluster: Cluster) -> None:
-    """A ``vllm serve --config`` file: its own ``model`` when vramlint can read it, else --model."""
+def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_document: Document | None = None) -> None:
+    """A training recipe, with the DeepSpeed file it names: one job."""
+    if not recipe.training:
+        result.notes.append(f"{recipe.title} {recipe.task} config, not a training job: skipped")
+        return
+    model = _recipe_model(recipe, result, ctx)
+    if model is None:
+        return
+    ds = None
+    if recipe.deepspeed.value:
+        document = deepspeed_document or _recipe_deepspeed(recipe, result)
+        if document is None:
+            return
+        ds = read_deepspeed(document)
+        if deepspeed_document is None:
+            result.findings.extend(hjson_syntax(document))
+            result.findings.extend(check_schema(document, "deepspeed"))
+        result.findings.extend(check_consistency(ds, trainer=True))
+        result.findings.extend(check_autotp(ds, model))
+    plan, overrides = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds)
+    result.findings.extend(overridden(o.fact.location, recipe.key(o.setting), o.fact.value, flag_text(o.setting),
+                                      o.value) for o in overrides)
+    result.findings.extend(check_recipe(recipe, plan))
+    if ds is not None:
+        result.findings.extend(check_trainer_mismatch(recipe, ds, plan))
+        result.findings.extend(check_batch(ds, ds.batch_world(ctx.cluster.world_size, plan.tensor_parallel),
+                                           ds.document.path))
+    result.plan = plan
+
+
+def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShape | None:
+    """The recipe's own model, unless the command line names another (a finding says so)."""
+    if "model" in ctx.stated and ctx.model is not None:
+        if recipe.model.from_file and str(recipe.model.value) != str(ctx.values.get("model")):
+            result.findings.append(substituted_model(recipe.model, ctx.values.get("model"), "--model"))
+        return ctx.model
+    if recipe.model_config is not None:
+        return shape_from_dict(dict(recipe.model_config), name=str(recipe.model.value))
+    if recipe.model.value:
+        try:
+            return read_model(str(recipe.model.value))
+        except UsageError as exc:
+            result.findings.append(model_not_resolved(recipe.model.location or recipe.document.locate("$"),
+                                                      str(recipe.model.value), str(exc)))
+            return None
+    if ctx.model is not None:
+        result.notes.append(f"the recipe names no model: checked with {ctx.model.name} from the settings")
+        return ctx.model
+    result.findings.append(model_not_resolved(recipe.document.locate("$"), None,
+                                              f"the {recipe.title} recipe names no model and no --model is given"))
+    return None
+
+
+def _recipe_deepspeed(recipe: Recipe, result: FileResult) -> Document | None:
+    """The DeepSpeed config a recipe names: inline, or a file relative to the working directory
+    (where the Trainer opens it) or to the recipe's folder and those above it (the repository
+    root, where the launch command runs)."""
+    value = recipe.deepspeed.value
+    if isinstance(value, dict):
+        return sub_document(recipe.document, "$." + recipe.deepspeed.location.json_path.split(".", 1)[1])
+    target = find_referenced(str(value), recipe.document.path)
+    if target is None:
+        result.findings.append(missing_reference(recipe.deepspeed.location, str(value), key="deepspeed"))
+        return None
+    return _load(str(target), result)
+
+
+def _check_vllm(document: Document, result: FileResult, ctx: Context) -> None:
+    """A ``vllm serve --config`` file: its own ``model`` when vramlint can read it, else --model
+    (a finding says so)."""
     result.findings.extend(check_schema(normalised_document(document), "vllm"))
     cfg = read_vllm(document)
+    model = ctx.model
     if cfg.model.value:
         try:
             model = read_model(str(cfg.model.value))
-        except UsageError:
+        except UsageError as exc:
             if model is None:
-                raise UsageError(f"{cfg.model.location or document.path}: model {cfg.model.value!r} is neither a local config nor in the "
-                                 "offline catalog; pass --model (a catalog name or a config.json)") from None
-            result.notes.append(f"model {cfg.model.value!r} is not readable here: checked as {model.name}")
+                raise UsageError(f"{cfg.model.location or document.path}: model {cfg.model.value!r} is neither a local "
+                                 "config nor in the offline catalog; pass --model (a catalog name or a config.json)") \
+                    from None
+            result.findings.append(substituted_model(cfg.model, model.name, "--model", reason=str(exc)))
     if model is None:
         raise UsageError("--model not given and the vLLM config names no model")
-    serving = serving_from_vllm(cfg, model, cluster, result.notes)
+    serving = serving_from_vllm(cfg, model, ctx.cluster, result.notes)
     result.serving = (serving, serving_estimate(serving))
     fitted = result.serving[1].max_model_len
     if serving.auto_max_model_len and 0 < fitted < serving.context_len:

@@ -130,24 +130,38 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from vramlint.checker import check_file
+    """Each file on its own: a file that cannot be read or checked is reported on stderr and the
+    run goes on with the others; the exit code is the worst of them (2 > 1 > 0)."""
+    from pathlib import Path
+
+    from vramlint.checker import Context, FileResult, check_file
     from vramlint.reporters import REPORTERS, resolve_format
     from vramlint.settings import load_settings, merge
 
     settings = load_settings(args.config)
     cli = vars(args)
-    results, cluster, models = [], None, {}
+    given = {k for k, v in cli.items() if v is not None and v is not False}
+    results, cluster, models, usage = [], None, {}, False
+    run = frozenset(str(Path(p).resolve()) for p in args.files)
     for path in args.files:
         values = merge(settings.for_file(path), cli)
-        model, cluster = _resolve(values, models, model_optional=True)
-        results.append(check_file(path, model, cluster, _flags(values), values["near_threshold"],
-                                  ignore=frozenset(values["ignore"]), host_ram=_size(values.get("host_ram")),
-                                  kind=values.get("kind")))
+        try:
+            model, cluster = _resolve(values, models, model_optional=True)
+            ctx = Context(cluster, values, frozenset(given | set(settings.override_for(path))), model,
+                          values["near_threshold"], frozenset(values["ignore"]), _size(values.get("host_ram")),
+                          values.get("kind"), run)
+            results.extend(check_file(path, ctx))
+        except UsageError as exc:
+            if len(args.files) == 1:
+                raise
+            print(f"vramlint: error: {exc}", file=sys.stderr)
+            results.append(FileResult(path, notes=[f"not checked: {exc}"], cluster=cluster))
+            usage = True
     values = merge(settings.for_file(None), cli)
     REPORTERS[resolve_format(values["format"])](results, cluster, sys.stdout)
     failing = SEVERITY_RANK["warning" if values["strict"] else "error"]
     failed = any(SEVERITY_RANK[f.severity] >= failing for r in results for f in r.findings)
-    return EXIT_FINDINGS if failed else EXIT_OK
+    return EXIT_USAGE if usage else EXIT_FINDINGS if failed else EXIT_OK
 
 
 def _resolve(values: dict, models: dict | None = None, model_optional: bool = False):

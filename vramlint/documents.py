@@ -198,6 +198,19 @@ def parse_json(text: str, path: str = "<string>") -> Document:
     return Document(path, text, data, positions, sorted(reader.lenient))
 
 
+def sub_document(document: Document, json_path: str) -> Document:
+    """The mapping at ``json_path`` as a document of its own, with the positions it has in the
+    file (a recipe's inline ``deepspeed:`` section, read by the DeepSpeed reader)."""
+    node = document.data
+    for part in json_path.split(".")[1:]:
+        node = node[part]
+    prefix = json_path + "."
+    positions = {"$" + key[len(json_path):]: where for key, where in document.positions.items()
+                 if key.startswith(prefix)}
+    positions["$"] = document.positions.get(json_path, (1, 1))
+    return Document(document.path, document.text, node, positions)
+
+
 def read_text(path: Path) -> str:
     """The file's text; OSError and undecodable bytes become a ParseError at line 1."""
     try:

@@ -18,6 +18,19 @@ from vramlint.models.tp_plans import autotp_split, hf_split
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
+PURE = {"bfloat16": "bf16", "float16": "fp16"}      # 16-bit weights -> the compute dtype without autocast
+
+
+def fsdp_weights_dtype(precision: str, load_dtype: str | None, adapters: bool, upcast: bool = True) -> str:
+    """The dtype of FSDP's trained shards: Accelerate upcasts parameters that need grads to fp32
+    under mixed precision (accelerate 1.15 accelerator.py:1997-2037 for FSDP1, utils/fsdp_utils.py:
+    816-820 for FSDP2); a LoRA model's frozen base keeps its load dtype; without mixed precision, or
+    where the framework does not upcast (torchtune, axolotl's FSDP2), the shards are as loaded."""
+    if adapters:
+        return load_dtype or "bfloat16"
+    if upcast and precision != "fp32":
+        return "float32"
+    return load_dtype or "float32"
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 
 
@@ -35,9 +48,16 @@ class Origin:
         return self.text or self.kind
 
 
+FLAG_NAMES = {"micro_batch": "--micro-batch", "seq_len": "--seq-len", "grad_accum": "--grad-accum",
+              "precision": "--mixed-precision", "zero_stage": "--zero-stage",
+              "grad_checkpointing": "--grad-checkpointing"}
+
+
 @dataclass(frozen=True)
 class Flags:
-    """The command-line values a check may need; None means not given."""
+    """The values that fill in what a config file leaves open (``"auto"`` or absent); None means
+    not given. They come from the command line, or from the recipe that runs the file, and
+    ``origins`` says which (a value without an origin is a command-line flag's)."""
 
     micro_batch: int | None = None
     seq_len: int | None = None
@@ -46,6 +66,10 @@ class Flags:
     zero_stage: int | None = None
     grad_checkpointing: bool = False
     workload: dict = field(default_factory=dict)    # Plan fields no config file states (optimizer, LoRA...)
+    origins: dict = field(default_factory=dict)     # field -> Origin, where not the command line
+
+    def origin(self, name: str) -> Origin:
+        return self.origins.get(name) or Origin("flag", text=FLAG_NAMES.get(name, name))
 
 
 @dataclass(frozen=True)
@@ -65,7 +89,8 @@ class Plan:
     pipeline_parallel: int = 1
     mode: str = "train"            # "train" or "infer"
     runtime: str = "deepspeed"     # "deepspeed", "torch" (single GPU / DDP) or "fsdp"
-    weights_dtype: str | None = None   # torch runtime: dtype the parameters live in (float32 + autocast)
+    weights_dtype: str | None = None   # torch: dtype the parameters live in (float32 + autocast); FSDP: the shards'
+
     optimizer: str = "adamw"       # adamw (foreach), adamw-8bit, sgd, adafactor
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = ("all-linear",)
@@ -74,7 +99,7 @@ class Plan:
     attn: str = "auto"             # sdpa / flash_attention_2 (no s^2 term) or eager; auto: the type's default
     fsdp_strategy: str = "FULL_SHARD"          # FSDP: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD(_ZERO2)
     fsdp_version: int = 1                      # FSDP1 (flat parameters; Accelerate's default) or FSDP2 (fully_shard)
-    source: str = "deepspeed"                  # the file's vocabulary for hints: deepspeed, accelerate, flags
+    source: str = "deepspeed"                  # the job's description: deepspeed, accelerate, flags, or a recipe framework
     sub_group_size: int = 1_000_000_000        # DeepSpeed ZeRO-3 optimizer sub-group (elements)
     reduce_bucket_size: int = 500_000_000      # DeepSpeed ZeRO-1/2/3 gradient bucket (elements)
     overlap_comm: bool = False                 # DeepSpeed ZeRO-1/2: a second IPG bucket (DeepSpeed's default off below stage 3)
@@ -87,12 +112,18 @@ class Plan:
     grad_accum: int = 1            # micro-batches per optimizer step: gradients carried from one to the next
     empty_cache_each_step: bool = False   # the loop calls torch.cuda.empty_cache() before each step
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
+    vocabulary: dict[str, str] = field(default_factory=dict, compare=False)   # setting -> the source that spells it
     assumptions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        """"auto" is the kernel transformers picks for the model type (``Block.default_attn``)."""
+        """"auto" is the kernel transformers picks for the model type (``Block.default_attn``).
+        The one precision rule (docs/memory-model.md, "Precision"): where the script holds the
+        weights (plain PyTorch, FSDP), 16-bit weights without mixed precision compute in their own
+        dtype — pure 16-bit training, not fp32."""
         if self.attn == "auto":
             object.__setattr__(self, "attn", self.model.block.default_attn)
+        if self.runtime in ("torch", "fsdp") and self.precision == "fp32" and self.weights_dtype in PURE:
+            object.__setattr__(self, "precision", PURE[self.weights_dtype])
 
     @property
     def autocast(self) -> bool:
@@ -148,7 +179,7 @@ def _micro_batch(ds: DeepSpeedConfig, flags: Flags, world: int, origins: dict, n
         origins["micro_batch"] = Origin("file", ds.micro_batch.location)
         return mb
     if flags.micro_batch is not None:
-        origins["micro_batch"] = Origin("flag", text="--micro-batch")
+        origins["micro_batch"] = flags.origin("micro_batch")
         return flags.micro_batch
     if tb:
         accum = ds.grad_accum.count or flags.grad_accum or 1
@@ -165,22 +196,34 @@ def _grad_accum(fact: Fact, flags: Flags, origins: dict) -> int:
         origins["grad_accum"] = Origin("file", fact.location)
         return fact.count
     if flags.grad_accum:
-        origins["grad_accum"] = Origin("flag", text="--grad-accum")
+        origins["grad_accum"] = flags.origin("grad_accum")
         return flags.grad_accum
     return 1
 
 
 def _precision(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str]) -> str:
+    """The file's precision; where it says "auto", what the HF Trainer fills in
+    (``HfTrainerDeepSpeedConfig.trainer_config_process``): each section's ``enabled`` from the
+    Trainer's own flag (``fp16.enabled`` <- ``fp16``, ``bf16.enabled`` <- ``bf16``), and a section
+    the file lacks stays off — ``fp16: auto`` alone under a bf16 Trainer trains in fp32."""
     value = ds.precision.value
     if value in PRECISIONS:
         _from_file(ds.precision, "precision", origins)
         return value
-    if flags.precision:
-        origins["precision"] = Origin("flag", text="--mixed-precision")
-        return flags.precision
-    notes.append("precision is 'auto' in the file and no --mixed-precision: assumed bf16")
-    origins["precision"] = Origin("default", text="assumed bf16")
-    return "bf16"
+    trainer = flags.precision
+    if trainer:
+        origins["precision"] = flags.origin("precision")
+    else:
+        trainer = "bf16"
+        notes.append("precision is 'auto' in the file and no --mixed-precision: assumed the Trainer runs bf16")
+        origins["precision"] = Origin("default", text="assumed bf16")
+    filled = [name for name in ("bf16", "fp16") if name == trainer and ds.sections.get(name, Fact(False)).value == AUTO]
+    if filled:
+        return filled[0]
+    if trainer != "fp32":
+        notes.append(f"the Trainer's {trainer} fills only a {trainer} section, and the file has "
+                     f"{'none' if trainer not in ds.sections else 'its enabled set false'}: DeepSpeed trains in fp32")
+    return "fp32"
 
 
 def _stage(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str]) -> int:
@@ -189,7 +232,7 @@ def _stage(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str]) -
         _from_file(ds.zero_stage, "zero_stage", origins)
         return value
     if flags.zero_stage is not None:
-        origins["zero_stage"] = Origin("flag", text="--zero-stage")
+        origins["zero_stage"] = flags.origin("zero_stage")
         return flags.zero_stage
     raise UnplannableError(f"zero_optimization.stage must be 0, 1, 2 or 3 (got {value!r}): no memory estimate; "
                            "pass --zero-stage to make one anyway")
@@ -210,9 +253,9 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     stage = _stage(ds, flags, origins, notes)
     if flags.seq_len is None:
         raise UsageError("--seq-len is required: DeepSpeed configs do not say how long the sequences are")
-    origins["seq_len"] = Origin("flag", text="--seq-len")
-    origins["grad_checkpointing"] = Origin("flag" if flags.grad_checkpointing else "default",
-                                           text="--grad-checkpointing" if flags.grad_checkpointing else "off")
+    origins["seq_len"] = flags.origin("seq_len")
+    origins["grad_checkpointing"] = (flags.origin("grad_checkpointing") if flags.grad_checkpointing
+                                     or "grad_checkpointing" in flags.origins else Origin("default", text="off"))
     parallel = _parallel(ds.tensor_parallel, [("sequence_parallel_size", ds.sequence_parallel)], flags.seq_len,
                          origins, notes)
     workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"} | parallel
@@ -303,6 +346,8 @@ def plan_from_accelerate(acc, model: ModelShape, cluster: Cluster, flags: Flags)
         notes.append("QLoRA under FSDP: transformers' Trainer sets FSDP's mixed precision to bnb_4bit_quant_storage "
                      "(bfloat16), whatever mixed_precision 'no' says (update_fsdp_plugin_peft)")
     weights = flags.workload.get("weights_dtype")
+    if runtime == "fsdp":
+        weights = fsdp_weights_dtype(precision, weights, bool(flags.workload.get("lora_rank")))
     if runtime == "torch" and weights is None:
         weights = "float32"
         notes.append("weights loaded in float32 under autocast (Accelerate's default; --weights-dtype bfloat16 "
@@ -396,6 +441,9 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
         note = ""
     if note and script_dtype:
         notes.append(note)
+    if runtime == "fsdp" and not infer:
+        weights = fsdp_weights_dtype(precision, flags.get("weights_dtype"), bool(flags.get("lora_rank")
+                                                                                  or flags.get("load_in_4bit")))
     if (flags.get("attn") or "auto") == "auto":
         kernel = model.block.default_attn
         notes.append(f"attention kernel: {kernel}, transformers' default for {model.model_type or 'the model'}"

@@ -37,14 +37,18 @@ class Settings:
 
     def for_file(self, path: str | None = None) -> dict[str, Any]:
         """Defaults, then the table, then the first override whose glob matches ``path``."""
-        merged = {**DEFAULTS, **self.values}
-        if path is not None:
-            posix = PurePath(path).as_posix()
-            for override in self.overrides:
-                if fnmatch.fnmatch(posix, override["files"]) or fnmatch.fnmatch(PurePath(path).name, override["files"]):
-                    merged.update({k: v for k, v in override.items() if k != "files"})
-                    break
-        return merged
+        return {**DEFAULTS, **self.values, **self.override_for(path)}
+
+    def override_for(self, path: str | None) -> dict[str, Any]:
+        """The first ``[[tool.vramlint.overrides]]`` entry whose glob matches ``path``, without
+        its ``files``: values stated for that file, which win over what the file says."""
+        if path is None:
+            return {}
+        posix = PurePath(path).as_posix()
+        for override in self.overrides:
+            if fnmatch.fnmatch(posix, override["files"]) or fnmatch.fnmatch(PurePath(path).name, override["files"]):
+                return {k: v for k, v in override.items() if k != "files"}
+        return {}
 
 
 def _validate(table: dict, where: str) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from vramlint.memory import estimate
 from vramlint.plan import Plan
+from vramlint.vocabulary import say
 
 
 @dataclass(frozen=True)
@@ -90,25 +91,20 @@ def _largest_from(ok, bound: int) -> int:
         high, step = low, step * 2
 
 
-WORDS = {  # (source file vocabulary, setting) -> how that file spells it
-    ("deepspeed", "stage"): "zero_optimization.stage {}", ("accelerate", "stage"): "deepspeed_config.zero_stage {}",
-    ("deepspeed", "offload_optimizer"): "offload_optimizer.device cpu",
-    ("accelerate", "offload_optimizer"): "offload_optimizer_device cpu",
-    ("deepspeed", "offload_param"): "offload_param.device cpu", ("accelerate", "offload_param"): "offload_param_device cpu",
-}
-
-
 def _say(plan: Plan, setting: str, value: object = None) -> str:
-    source = "accelerate" if plan.source == "accelerate" else "deepspeed"
-    text = WORDS[(source, setting)].format(value)
-    if plan.runtime == "torch" and setting == "stage":
-        return f"distributed_type DEEPSPEED with zero_stage {value}"
-    return text
+    """A change in the words of the file that holds the setting (``vocabulary.WORDS``): a ZeRO
+    stage for a job without DeepSpeed is a switch to DeepSpeed; DeepSpeed's micro-batch is its
+    file's ``train_micro_batch_size_per_gpu`` unless a recipe sets it."""
+    if setting == "stage" and plan.runtime == "torch":
+        setting = "to_deepspeed"
+    default = plan.source
+    if setting == "micro_batch" and plan.runtime == "deepspeed" and plan.source in ("deepspeed", "accelerate"):
+        default = "deepspeed"
+    return say(plan.vocabulary, default, setting, value)
 
 
 def _micro_words(plan: Plan, best: int) -> str:
-    key = "train_micro_batch_size_per_gpu" if plan.runtime == "deepspeed" else "micro-batch (per_device_train_batch_size)"
-    return f"{key} <= {best}"
+    return _say(plan, "micro_batch", best)
 
 
 def _sharding(plan: Plan) -> list[tuple[dict, str]]:
@@ -118,8 +114,8 @@ def _sharding(plan: Plan) -> list[tuple[dict, str]]:
     if plan.runtime == "fsdp":
         order = ["NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD"]
         start = order.index(plan.fsdp_strategy) + 1 if plan.fsdp_strategy in order else len(order)
-        return [({"fsdp_strategy": name}, f"fsdp_sharding_strategy {name}") for name in order[start:]]
-    return [({"runtime": "fsdp", "fsdp_strategy": "FULL_SHARD"}, "distributed_type FSDP (FULL_SHARD)"),
+        return [({"fsdp_strategy": name}, _say(plan, "fsdp_strategy", name)) for name in order[start:]]
+    return [({"runtime": "fsdp", "fsdp_strategy": "FULL_SHARD"}, _say(plan, "to_fsdp")),
             ({"runtime": "deepspeed", "zero_stage": 3}, _say(plan, "stage", 3))]
 
 
@@ -134,7 +130,7 @@ def _offload(plan: Plan) -> tuple[dict, str] | None:
     if plan.runtime == "deepspeed" and plan.offload_optimizer == "none" and plan.zero_stage >= 1:
         return {"offload_optimizer": "cpu"}, _say(plan, "offload_optimizer")
     if plan.runtime == "fsdp" and plan.offload_param == "none":
-        return {"offload_param": "cpu"}, "fsdp_offload_params true"
+        return {"offload_param": "cpu"}, _say(plan, "fsdp_offload")
     return None
 
 
@@ -148,7 +144,7 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
             out += sharded
             break
     if not plan.grad_checkpointing:
-        out += _change(plan, budget, "gradient checkpointing on", grad_checkpointing=True)
+        out += _change(plan, budget, _say(plan, "grad_checkpointing"), grad_checkpointing=True)
     live = plan.prefetch_bucket_size        # ZeRO-3 keeps no layer gathered for backward: both bounds down
     if _gathers(plan) and (plan.max_reuse_distance > 0 or plan.max_live_parameters > live):
         out += _change(plan, budget, f"zero_optimization.stage3_max_reuse_distance 0 + stage3_max_live_parameters "
@@ -168,15 +164,15 @@ def _combined(plan: Plan, budget: int) -> list[Change]:
     fsdp = plan.runtime == "fsdp"
     full = {"fsdp_strategy": "FULL_SHARD"} if fsdp else {"runtime": "deepspeed", "zero_stage": 3}
     opt, par = _say(plan, "offload_optimizer"), _say(plan, "offload_param")
-    ladder = [({}, []), ({"offload_param": "cpu"}, ["fsdp_offload_params true"])] if fsdp else [
+    ladder = [({}, []), ({"offload_param": "cpu"}, [_say(plan, "fsdp_offload")])] if fsdp else [
         ({}, []), ({"offload_optimizer": "cpu"}, [opt]), ({"offload_optimizer": "cpu", "offload_param": "cpu"}, [opt, par])]
     for extra, words in ladder:
         strongest = plan.with_changes(grad_checkpointing=True, **full, **extra)
         best = largest_micro_batch(strongest, budget)
         if not best:
             continue
-        steps = [] if _is_full(plan) else ["fsdp_sharding_strategy FULL_SHARD" if fsdp else _say(plan, "stage", 3)]
-        steps += ([] if plan.grad_checkpointing else ["gradient checkpointing on"]) + words
+        steps = [] if _is_full(plan) else [_say(plan, "fsdp_strategy", "FULL_SHARD") if fsdp else _say(plan, "stage", 3)]
+        steps += ([] if plan.grad_checkpointing else [_say(plan, "grad_checkpointing")]) + words
         if best < plan.micro_batch:
             steps.append(_micro_words(strongest, best))
         if steps:

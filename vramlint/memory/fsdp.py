@@ -27,8 +27,9 @@ shards, their gradients and the step live on the host.
 from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import (fsdp_base_bytes, fsdp_lora_units, fsdp_shard_count, fsdp_stage, fsdp_states,
-                                    fsdp_tail_holds_embedding, fsdp_tail_unit, fsdp_unit, lora_tensors)
+from vramlint.memory.states import (fsdp_base_bytes, fsdp_lora_units, fsdp_mixed, fsdp_shard_count, fsdp_stage,
+                                    fsdp_states, fsdp_tail_holds_embedding, fsdp_tail_unit, fsdp_trained_bytes,
+                                    fsdp_unit, lora_tensors)
 from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
 
@@ -45,6 +46,7 @@ class FsdpStep(Step):
         self.n = fsdp_shard_count(plan)
         self.c_b = 4 if plan.precision == "fp32" else 2
         self.state_bytes = self.c_b          # the gradients' bytes (a tied weight's sum too)
+        self.shard_b = fsdp_trained_bytes(plan)    # a trained shard's, its gradient shard's and Adam's moments' bytes
         self.fsdp2 = plan.fsdp_version == 2
         self.lora = fsdp_lora_units(plan)    # LoRA: the adapters are units of their own, the base's frozen
         # a frozen base shard is in the compute dtype: nothing to cast, but an offloaded one is copied in
@@ -69,7 +71,7 @@ class FsdpStep(Step):
         a, total = self.a, sum(sizes)
         # the local shard in the compute dtype; offloaded, its fp32 copy to the GPU (not recorded: on
         # the CPU the host is the device)
-        copy = fsdp_base_bytes(self.plan) if self.lora else 4 if self.offload else self.c_b
+        copy = fsdp_base_bytes(self.plan) if self.lora else self.shard_b if self.offload else self.c_b
         cast = a.malloc(copy * -(-total // self.n), GATHER) if self.cast else None
         if not self.fsdp2:
             flat = a.malloc(self.c_b * self.n * -(-total // self.n), GATHER)
@@ -123,7 +125,7 @@ class FsdpStep(Step):
             return
         out = a.malloc(self.c_b * shard, REDUCE)
         if not self.offload:
-            self.shard_grads.append(a.malloc(4 * shard, REDUCE))
+            self.shard_grads.append(a.malloc(self.shard_b * shard, REDUCE))
         a.free(out)
         for handle in kept + ([flat] if flat is not None else []):
             a.free(handle)
@@ -240,8 +242,8 @@ class FsdpStep(Step):
         shards = [-(-size // self.n) for size in self._trained_sizes()]     # one DTensor shard per parameter
         if first and self.plan.optimizer == "adamw":
             for shard in shards:
-                self.states += [a.malloc(4 * shard), a.malloc(4 * shard)]
-        temps = [a.malloc(4 * shard) for shard in shards] if self.plan.optimizer == "adamw" else []
+                self.states += [a.malloc(self.shard_b * shard), a.malloc(self.shard_b * shard)]
+        temps = [a.malloc(self.shard_b * shard) for shard in shards] if self.plan.optimizer == "adamw" else []
         for handle in temps + self.shard_grads:
             a.free(handle)
         self.shard_grads = []
@@ -260,8 +262,8 @@ def _fsdp1_lazy_init(plan: Plan, alloc: CachingAllocator) -> None:
     model's frozen base is in the compute dtype already, so only the unsharded one. What is
     left is cached segments the size of the largest unit, up to 4 B x its elements — which the fp32
     logits later reuse (recorded, dev/trace_fsdp.py)."""
-    n, mixed = fsdp_shard_count(plan), plan.precision != "fp32" and not fsdp_lora_units(plan)
-    stored = fsdp_base_bytes(plan) if fsdp_lora_units(plan) else 4      # a frozen base: no low-precision copy
+    n, mixed = fsdp_shard_count(plan), fsdp_mixed(plan)
+    stored = fsdp_base_bytes(plan) if fsdp_lora_units(plan) else fsdp_trained_bytes(plan)   # no low-precision copy
     units = [sum(fsdp_tail_unit(plan))] + [sum(fsdp_unit(plan, layer)) for layer in plan.model.layers]
     for total in units:
         shard = -(-total // n)

@@ -488,6 +488,20 @@ PEFT_FSDP_SOURCE = ("transformers Trainer update_fsdp_plugin_peft (PEFT fsdp_aut
                     "bitsandbytes Params4bit quant_storage, QuantState")
 
 
+def fsdp_trained_bytes(plan: Plan) -> int:
+    """Bytes of a trained FSDP shard element, of its gradient shard and of each Adam moment: the
+    shards' dtype (``Plan.weights_dtype``: fp32 where Accelerate upcasts under mixed precision, the
+    load dtype in pure 16-bit training — torchtune, axolotl's FSDP2), and PEFT's fp32 adapters."""
+    if plan.lora_rank:
+        return 4
+    return DTYPE_BYTES[plan.weights_dtype or "float32"]
+
+
+def fsdp_mixed(plan: Plan) -> bool:
+    """fp32 shards computed in 16 bit: FSDP's mixed precision keeps a 16-bit copy to gather from."""
+    return plan.precision != "fp32" and fsdp_trained_bytes(plan) == 4 and not fsdp_lora_units(plan)
+
+
 def fsdp_lora_units(plan: Plan) -> bool:
     """LoRA under FSDP as transformers' Trainer (TRL's SFTTrainer on it) and PEFT's own examples
     wrap a PEFT model: PEFT's ``fsdp_auto_wrap_policy`` makes every LoRA linear an FSDP unit of its
@@ -571,6 +585,7 @@ def fsdp_states(plan: Plan) -> States:
         held, symbol = _stored_total(plan) + t, "(P packed + T)"
     stage = fsdp_stage(plan)
     c_b = 4 if plan.precision == "fp32" else 2
+    w = fsdp_trained_bytes(plan)
     sharded = stage > 0
     shard, part = (-(-held // n), -(-t // n)) if sharded else (held, t)
     over = f" / {n}" if sharded else ""
@@ -578,10 +593,10 @@ def fsdp_states(plan: Plan) -> States:
     shards, words = _fsdp_shards(plan, n if sharded else 1, over)
     resting = [Component("parameter shards", 0 if offload else shards,
                          "offloaded to host" if offload else words, FSDP_SOURCE),
-               Component("optimizer states", 0 if offload else 8 * part, f"Adam m, v: 8 B x {tag}{over}",
+               Component("optimizer states", 0 if offload else 2 * w * part, f"Adam m, v: 2 x {w} B x {tag}{over}",
                          FSDP_SOURCE)]
     gathered: list[Component] = []
-    if stage == 0 and plan.precision != "fp32":
+    if stage == 0 and fsdp_mixed(plan):
         resting.append(Component("unsharded parameters", c_b * held, f"{c_b} B x {symbol} (NO_SHARD: a "
                                  "16-bit copy of every weight)", FSDP_SOURCE))
     elif stage == 2:
@@ -592,11 +607,12 @@ def fsdp_states(plan: Plan) -> States:
     if fsdp_qlora(plan):
         resting.append(Component("4-bit quant states (every rank)", quant_states(plan), "absmax per 64 values "
                                  "(uint8, double-quantized) + fp32 per 256 absmax, not sharded", PEFT_FSDP_SOURCE))
-    grads = [Component("gradient shards (fp32)", 0 if offload else 4 * part, f"4 B x {tag}{over}", FSDP_SOURCE)]
-    step = [] if offload else [Component("optimizer step temporaries", 4 * part, f"foreach AdamW: 4 B x {tag}{over}",
+    grads = [Component(f"gradient shards ({'fp32' if w == 4 else f'{w}-byte'})", 0 if offload else w * part,
+                       f"{w} B x {tag}{over}", FSDP_SOURCE)]
+    step = [] if offload else [Component("optimizer step temporaries", w * part, f"foreach AdamW: {w} B x {tag}{over}",
                                          TORCH_MEASURED)]
-    host = [Component("offloaded shards + states (host)", (shards + 12 * part) * plan.cluster.per_node,
-                      f"({words} + 12 B x {tag}{over}) x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
+    host = [Component("offloaded shards + states (host)", (shards + 3 * w * part) * plan.cluster.per_node,
+                      f"({words} + {3 * w} B x {tag}{over}) x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
     carried = [_carried(plan, c_b * t, f"{c_b} B x {tag}, unsharded: no_sync keeps the full gradients until the "
                         "last micro-batch reduce-scatters them")]
     return States(resting, grads, step, host, backward=gathered + _fsdp_in_flight(plan, stage, c_b),
@@ -617,7 +633,8 @@ def _fsdp_shards(plan: Plan, n: int, over: str) -> tuple[int, str]:
         return (base * -(-plan.model.params // n) + 4 * -(-t // n),
                 f"{base} B x P{over} (frozen, as loaded) + 4 B x T{over}")
     held, symbol = _weights_words(plan)
-    return 4 * -(-held // n), f"4 B x {symbol}{over} (fp32)"
+    w = fsdp_trained_bytes(plan)
+    return w * -(-held // n), f"{w} B x {symbol}{over} ({'fp32' if w == 4 else 'as loaded, no mixed precision'})"
 
 
 def fsdp_base_bytes(plan: Plan) -> int:

@@ -1,3 +1,7 @@
-"""One reader per config format; each turns a Document into typed facts, never arithmetic."""
+"""One reader per config format; each turns a Document into typed facts, never arithmetic.
 
-KINDS = ("deepspeed", "accelerate", "vllm")   # the formats ``check --kind`` can force
+``KINDS`` names the formats ``check --kind`` can force; ``registry.FORMATS`` holds their readers
+in the order content detection tries them (the test holds the two to each other).
+"""
+
+KINDS = ("torchtune", "llamafactory", "axolotl", "trl", "deepspeed", "accelerate", "vllm")

@@ -18,10 +18,12 @@ AUTO = "auto"
 
 @dataclass(frozen=True)
 class Fact:
-    """A value the file sets, or the framework default when it does not (``location`` None)."""
+    """A value the file sets, or the framework default when it does not (``location`` None;
+    ``default`` then says whose default it is, e.g. "axolotl 0.19.0 default")."""
 
     value: Any
     location: Location | None = None
+    default: str = ""
 
     @property
     def from_file(self) -> bool:
@@ -50,6 +52,7 @@ class DeepSpeedConfig:
     overlap_comm: Fact = field(default_factory=lambda: Fact(None, None))   # None: DeepSpeed's default (stage 3 only)
     tensor_parallel: Fact = field(default_factory=lambda: Fact(1, None))    # tensor_parallel.autotp_size (AutoTP)
     sequence_parallel: Fact = field(default_factory=lambda: Fact(1, None))  # sequence_parallel_size (Ulysses)
+    sections: dict[str, Fact] = field(default_factory=dict)   # "fp16"/"bf16" -> its enabled (True, False, "auto")
 
     def batch_world(self, world_size: int, tensor_parallel: int) -> int:
         """The world DeepSpeed's batch arithmetic divides by (runtime/config.py): the ranks that are
@@ -94,6 +97,17 @@ def _precision(doc: Document, data: dict) -> Fact:
         path = f"$.{bf16_name}.enabled" if bf16.get("enabled") == AUTO else "$.fp16.enabled"
         return _fact(doc, path, AUTO)
     return Fact("fp32", doc.locate("$.fp16") if doc.has("$.fp16") else None)
+
+
+def _sections(doc: Document, data: dict) -> dict[str, Fact]:
+    """The precision sections the file has, each with its ``enabled`` as written: a section the
+    file lacks is absent here, and stays off whatever the Trainer's flags say."""
+    out = {}
+    for name, aliases in (("bf16", ("bf16", "bfloat16")), ("fp16", ("fp16",))):
+        section_name, section = _section(data, *aliases)
+        if section_name is not None:
+            out[name] = _fact(doc, f"$.{section_name}.enabled", section.get("enabled", False))
+    return out
 
 
 def _offload(doc: Document, zero: dict, key: str, legacy: str) -> Fact:
@@ -148,6 +162,7 @@ def read_deepspeed(doc: Document) -> DeepSpeedConfig:
         offload_optimizer=_offload(doc, zero, "offload_optimizer", "cpu_offload"),
         offload_param=_offload(doc, zero, "offload_param", "cpu_offload_param"),
         precision=_precision(doc, data),
+        sections=_sections(doc, data),
         micro_batch=_fact(doc, "$.train_micro_batch_size_per_gpu", data.get("train_micro_batch_size_per_gpu")),
         train_batch=_fact(doc, "$.train_batch_size", data.get("train_batch_size")),
         grad_accum=_fact(doc, "$.gradient_accumulation_steps", data.get("gradient_accumulation_steps")),

@@ -37,9 +37,9 @@ RULES = (
 )
 
 
-def missing_reference(where: Location, referenced: str) -> Finding:
-    return Finding(*MISSING_FILE, where, f"deepspeed_config_file {referenced!r} does not exist next to this "
-                                         "config or in the working directory", hint="fix the path")
+def missing_reference(where: Location, referenced: str, key: str = "deepspeed_config_file") -> Finding:
+    return Finding(*MISSING_FILE, where, f"{key} {referenced!r} does not exist in the working directory, next to "
+                                         "this file or in a folder above it: the launch fails", hint="fix the path")
 
 
 def check_launch(acc: AccelerateConfig, cluster: Cluster, path: str) -> Iterator[Finding]:

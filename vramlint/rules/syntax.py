@@ -8,12 +8,17 @@ from vramlint.rules.base import Rule
 
 PARSE_ERROR = ("VL001", "parse-error", ERROR)
 HJSON = ("VL002", "hjson-syntax", WARNING)
+INTERNAL = ("VL003", "internal-error", ERROR)
 RULES = (
     Rule(*PARSE_ERROR, summary="The file is not valid JSON (or YAML); the framework would refuse it.",
          bad='{"train_batch_size": CONFIG_BATCH_SIZE}', good='{"train_batch_size": 64}'),
     Rule(*HJSON, summary="Comments or trailing commas: DeepSpeed's own hjson loader accepts them, but the HF "
                          "Trainer and Accelerate read the file with strict json.load and fail.",
          bad='{"zero_optimization": {"stage": 2,},  // ZeRO-2\n}', good='{"zero_optimization": {"stage": 2}}'),
+    Rule(*INTERNAL, summary="vramlint itself failed while checking this file (a bug: please report it with the "
+                            "file). The other files of the run are still checked, and the run fails, since this "
+                            "file's verdict is unknown.",
+         bad="(any file that makes vramlint crash)", good="(the same file, once the bug is fixed)"),
 )
 
 
@@ -29,3 +34,9 @@ def hjson_syntax(document) -> list[Finding]:
 def parse_error(path: str, error: ParseError) -> Finding:
     return Finding(*PARSE_ERROR, Location(path, "$", error.line, error.column), error.message)
 
+
+
+def internal_error(path: str, error: BaseException) -> Finding:
+    """A crash while checking one file, as that file's finding: the run goes on with the others."""
+    return Finding(*INTERNAL, Location(path), f"vramlint failed on this file: {type(error).__name__}: {error}",
+                   hint="VRAMLINT_DEBUG=1 shows where; please report it with the file")

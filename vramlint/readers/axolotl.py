@@ -1,0 +1,185 @@
+"""axolotl configs → a :class:`Recipe` (docs/recipes.md, "axolotl").
+
+Read as axolotl 0.19.0 validates and normalises them (``AxolotlInputConfig``,
+``normalize_config``): ``micro_batch_size`` per GPU (default 1), ``sequence_len`` (512),
+``bf16: auto`` (bf16 where the GPU has it, else fp16), weights loaded in bf16 when bf16 is on, else
+fp16 with ``fp16``/``load_in_8bit``, else fp32; ``adapter: qlora`` quantizes only with
+``load_in_4bit: true``; ``lora_target_linear`` adapts every linear but lm_head; FSDP without a
+version is FSDP1, whose Accelerate setup upcasts the shards to fp32, while axolotl's own FSDP2
+keeps them in the load dtype. The same file drives ``axolotl train``, ``preprocess`` and
+``inference``: it is read as the training job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramlint.documents import Document
+from vramlint.readers.deepspeed import Fact
+from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, FsdpFacts, Keys, Recipe, positive, targets, truthy)
+from vramlint.readers.trl import FSDP_WORDS, attention
+
+VERSION = "axolotl 0.19.0"
+MARKERS = ("micro_batch_size", "sequence_len", "adapter", "datasets", "num_epochs", "sample_packing", "rl",
+           "dataset_prepared_path", "lora_target_linear", "pretraining_dataset", "val_set_size")
+NOT_AXOLOTL = ("merge_method", "slices", "models", "model_name_or_path", "per_device_train_batch_size")
+SPELLING = {"micro_batch": "micro_batch_size", "grad_accum": "gradient_accumulation_steps", "seq_len": "sequence_len",
+            "grad_checkpointing": "gradient_checkpointing", "mixed_precision": "bf16", "optimizer": "optimizer",
+            "lora_rank": "lora_r", "lora_targets": "lora_target_modules", "attn": "attn_implementation",
+            "load_in_4bit": "load_in_4bit", "model": "base_model"}
+STAGES = {"dpo": "dpo", "ipo": "ipo", "kto": "kto", "orpo": "orpo", "simpo": "simpo", "grpo": "grpo", "gdpo": "dpo",
+          "ebft": "grpo"}
+# axolotl's own optimizer names (CustomSupportedOptimizers) that keep 8-bit states
+OWN_OPTIMIZERS = {"ao_adamw_8bit": "adamw-8bit", "optimi_adamw": "adamw", "adopt_adamw": "adamw", "adamc": "adamw"}
+LEGACY_ATTENTION = (("xformers_attention", "sdpa"), ("sage_attention", "sdpa"), ("flex_attention", "sdpa"),
+                    ("flash_attention", "flash_attention_2"), ("sdp_attention", "sdpa"), ("eager_attention", "eager"))
+
+
+def looks_like_axolotl(data: Any) -> bool:
+    return (isinstance(data, dict) and isinstance(data.get("base_model"), str)
+            and not any(k in data for k in NOT_AXOLOTL) and any(k in data for k in MARKERS))
+
+
+def _stage(keys: Keys) -> Fact:
+    rl = keys.get("rl")
+    if rl.value:
+        return Fact(STAGES.get(str(rl.value).lower(), str(rl.value).lower()), rl.location)
+    for key in ("reward_model", "process_reward_model"):
+        if truthy(keys.raw(key)) and keys.has(key):
+            return keys.fact(key, "rm")
+    if keys.has("pretraining_dataset"):
+        return keys.fact("pretraining_dataset", "pt")
+    return Fact("sft", None, f"{VERSION}: no rl, reward_model or pretraining_dataset")
+
+
+def _precision(keys: Keys) -> Fact:
+    """``bf16`` (default "auto") and ``fp16``: fp16 wins over an automatic bf16; "auto" stays for
+    the plan to settle on the GPU (bf16 where it has it, else fp16)."""
+    bf16 = keys.get("bf16", "bfloat16", default="auto", why=f"{VERSION}: bf16 auto")
+    fp16 = keys.get("fp16", default=False, convert=truthy)
+    if fp16.value and (bf16.value == "auto" or not truthy(bf16.value)):
+        return Fact("fp16", fp16.location)
+    if bf16.value == "auto":
+        return Fact("auto", bf16.location, bf16.default)
+    return Fact("bf16" if truthy(bf16.value) else "no", bf16.location, bf16.default)
+
+
+def _weights(keys: Keys, precision: Fact, eight: Fact) -> Fact:
+    """``resolve_dtype``: bf16 when bf16 is on, else fp16 with fp16 / float16 / load_in_8bit, else fp32."""
+    if precision.value in ("bf16", "auto"):
+        return Fact("precision", precision.location, f"{VERSION}: loaded in the bf16 dtype when bf16 is on")
+    if precision.value == "fp16" or eight.value or truthy(keys.raw("float16")) and keys.has("float16"):
+        return Fact("float16", precision.location or eight.location, f"{VERSION}: fp16 / load_in_8bit load float16")
+    return Fact("float32", precision.location, f"{VERSION}: neither bf16 nor fp16: float32")
+
+
+def _lora(keys: Keys, adapter: Fact) -> tuple[Fact, Fact, Fact]:
+    if adapter.value not in ("lora", "qlora"):
+        return Fact(0, adapter.location, adapter.default or f"{VERSION}: no adapter, full fine-tune"), \
+            Fact(("all-linear",)), Fact(0.0)
+    rank = keys.get("lora_r", default=8, convert=positive, why="PEFT LoraConfig r default (axolotl sets none)")
+    linear = keys.get("lora_target_linear", default=False, convert=truthy)
+    named = keys.get("lora_target_modules", default=(), convert=targets)
+    if linear.value:
+        where = Fact(("all-linear",), linear.location)
+    elif named.value:
+        where = named
+    else:
+        where = Fact(("peft-default",), None, "PEFT's targets for the model type")
+    dropout = keys.get("lora_dropout", default=0.0, why=f"{VERSION} lora_dropout default")
+    return rank, where, dropout
+
+
+def _optimizer(keys: Keys) -> Fact:
+    fact = keys.get("optimizer", default="adamw_torch_fused", why=f"{VERSION} optimizer default")
+    name = str(fact.value).lower()
+    return Fact(OWN_OPTIMIZERS.get(name) or OPTIMIZERS.get(name, "adamw"), fact.location, fact.default)
+
+
+def _attn(keys: Keys) -> Fact:
+    if keys.has("attn_implementation"):
+        return attention(keys, "attn_implementation")
+    for key, kernel in LEGACY_ATTENTION:
+        if truthy(keys.raw(key)) and keys.has(key):
+            return keys.fact(key, kernel)
+    return Fact("auto", None, f"{VERSION}: transformers' default kernel")
+
+
+def _fsdp(keys: Keys) -> FsdpFacts | None:
+    """``fsdp`` (a list of words) and ``fsdp_config`` (``fsdp_`` prefixes stripped); no version
+    anywhere is FSDP1 (validation.py:1216-1233)."""
+    config = keys.raw("fsdp_config")
+    words = keys.get("fsdp")
+    if not isinstance(config, dict) and not words.value:
+        return None
+    said = [str(w).lower() for w in (words.value.split() if isinstance(words.value, str) else words.value or [])]
+
+    def setting(name: str, default: Any, convert=truthy) -> Fact:
+        return keys.get(f"fsdp_config.{name}", f"fsdp_config.fsdp_{name}", default=default, convert=convert,
+                        why=f"{VERSION} fsdp_config default")
+    version = keys.get("fsdp_version", "fsdp_config.fsdp_version", "fsdp_config.version", default=1,
+                       convert=positive, why=f"{VERSION}: no fsdp_version is FSDP1")
+    word = next((FSDP_WORDS[w] for w in said if w in FSDP_WORDS), None)
+    if version.value == 2:
+        reshard = setting("reshard_after_forward", True)
+        strategy = Fact("FULL_SHARD" if reshard.value else "SHARD_GRAD_OP", reshard.location, reshard.default)
+    else:
+        strategy = Fact(word or "FULL_SHARD", words.location if word else None, f"{VERSION}: FULL_SHARD")
+    offload = setting("offload_params", "offload" in said)
+    return FsdpFacts(strategy=strategy, version=version, offload=offload,
+                     checkpointing=setting("activation_checkpointing", False), upcast=version.value != 2)
+
+
+def _features(keys: Keys) -> tuple[tuple[Fact, str], ...]:
+    found = []
+    plugins = " ".join(str(p) for p in keys.raw("plugins") or []) if isinstance(keys.raw("plugins"), list) else ""
+    if "cut_cross_entropy" in plugins:
+        found.append((keys.fact("plugins", None), "Cut Cross Entropy never builds the whole logits (the estimate "
+                                                   "counts them: an over-estimate)"))
+    for key, what in (("liger_fused_linear_cross_entropy", "Liger's fused linear cross-entropy (logits counted "
+                                                           "whole: an over-estimate)"),
+                      ("chunked_cross_entropy", "chunked cross-entropy (logits counted whole: an over-estimate)"),
+                      ("activation_offloading", "activation offloading to the host"),
+                      ("peft_use_dora", "DoRA's magnitude vectors and weight norms"),
+                      ("layer_offloading", "layer offloading to the host")):
+        if truthy(keys.raw(key)) and keys.has(key):
+            found.append((keys.fact(key, None), what))
+    if str(keys.raw("gradient_checkpointing")).startswith("offload"):
+        found.append((keys.fact("gradient_checkpointing", None), "checkpoints offloaded to the host"))
+    for key in ("tensor_parallel_size", "context_parallel_size", "sequence_parallel_degree"):
+        if positive(keys.raw(key)) not in (None, 1) and keys.has(key) and isinstance(positive(keys.raw(key)), int):
+            found.append((keys.fact(key, None), f"{key} {keys.raw(key)} (axolotl's parallelism is not split here)"))
+    return tuple(found)
+
+
+def read_axolotl(document: Document) -> Recipe:
+    keys = Keys(document, f"{VERSION} default")
+    adapter = keys.get("adapter")
+    eight = keys.get("load_in_8bit", default=False, convert=truthy)
+    four = keys.get("load_in_4bit", default=False, convert=truthy)
+    quantized = Fact(bool(four.value) and adapter.value == "qlora", four.location, four.default)
+    precision = _precision(keys)
+    rank, where, dropout = _lora(keys, adapter)
+    features = _features(keys)
+    if eight.value and adapter.value == "lora":
+        features += ((eight, "LoRA on an 8-bit (LLM.int8) base: priced as a 16-bit base"),)
+    return Recipe(
+        document=document, framework="axolotl", title="axolotl", task=TRAIN, stage=_stage(keys),
+        model=keys.get("base_model"),
+        revision=keys.get("revision_of_model", "model_revision", default="main"),
+        micro_batch=keys.get("micro_batch_size", default=1, convert=positive),
+        grad_accum=keys.get("gradient_accumulation_steps", default=1, convert=positive),
+        seq_len=keys.get("sequence_len", default=512, convert=positive),
+        packing=keys.get("sample_packing", default=False, convert=truthy),
+        grad_checkpointing=keys.get("gradient_checkpointing", default=False, convert=truthy),
+        mixed_precision=precision,
+        weights_dtype=_weights(keys, precision, eight),
+        optimizer=_optimizer(keys),
+        lora_rank=rank, lora_targets=where, lora_dropout=dropout,
+        load_in_4bit=quantized, load_in_8bit=eight,
+        attn=_attn(keys),
+        deepspeed=keys.get("deepspeed"),
+        fsdp=_fsdp(keys),
+        max_grad_norm=keys.get("max_grad_norm", default=1.0, why="HF TrainingArguments default"),
+        keys=SPELLING, features=features,
+    )

@@ -1,0 +1,149 @@
+"""LLaMA-Factory YAML → a :class:`Recipe` (docs/recipes.md, "LLaMA-Factory").
+
+``llamafactory-cli train x.yaml`` parses the file into its own ``ModelArguments``,
+``DataArguments``, ``FinetuningArguments`` and HF ``Seq2SeqTrainingArguments``. Read as 0.9.5
+does: ``stage`` sft, ``finetuning_type`` lora (``lora_rank`` 8 on ``lora_target: all``, every
+linear but lm_head), ``cutoff_len`` 2048 (a cap; packing, on by default for ``pt``, fills every row
+to it), gradient checkpointing on unless ``disable_gradient_checkpointing``, the base loaded in the
+checkpoint's dtype and every trainable parameter cast to fp32 (``cast_trainable_params_to_fp32``)
+except under ``pure_bf16``. Whether the file trains is ``do_train``; the same keys also describe
+inference (``infer_backend``), export (``export_dir``) and evaluation (``do_predict``, ``task``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramlint.documents import Document
+from vramlint.readers.deepspeed import Fact
+from vramlint.readers.recipe import TRAIN, Keys, Recipe, positive, targets, truthy
+from vramlint.readers.trl import attention, hf_fsdp, optimizer
+
+VERSION = "LLaMA-Factory 0.9.5"
+STAGES = ("pt", "sft", "rm", "ppo", "dpo", "kto", "orpo", "simpo")
+OWN_KEYS = ("finetuning_type", "cutoff_len", "quantization_bit", "lora_target", "template", "pure_bf16",
+            "disable_gradient_checkpointing", "infer_backend", "export_dir", "flash_attn", "lora_rank")
+SPELLING = {"micro_batch": "per_device_train_batch_size", "grad_accum": "gradient_accumulation_steps",
+            "seq_len": "cutoff_len", "grad_checkpointing": "disable_gradient_checkpointing", "mixed_precision": "bf16",
+            "optimizer": "optim", "lora_rank": "lora_rank", "lora_targets": "lora_target", "attn": "flash_attn",
+            "load_in_4bit": "quantization_bit", "model": "model_name_or_path"}
+
+
+def looks_like_llamafactory(data: Any) -> bool:
+    if not isinstance(data, dict) or not isinstance(data.get("model_name_or_path"), str):
+        return False
+    return any(k in data for k in OWN_KEYS) or str(data.get("stage", "")).lower() in STAGES
+
+
+def _task(keys: Keys) -> str:
+    if truthy(keys.raw("do_train")) and keys.has("do_train"):
+        return TRAIN
+    if keys.has("export_dir"):
+        return "export"
+    if keys.has("do_predict", "do_eval", "task"):
+        return "evaluation"
+    return "inference"
+
+
+def _stage(keys: Keys) -> Fact:
+    stage = keys.get("stage", default="sft", why=f"{VERSION} stage default")
+    value = str(stage.value).lower()
+    loss = keys.get("pref_loss")
+    if value == "dpo" and str(loss.value) in ("orpo", "simpo"):
+        return Fact(str(loss.value), loss.location)
+    return Fact(value, stage.location, stage.default)
+
+
+def _lora(keys: Keys, kind: Fact) -> tuple[Fact, Fact, Fact]:
+    if kind.value != "lora":
+        return Fact(0, kind.location, kind.default), Fact(("all-linear",)), Fact(0.0)
+    rank = keys.get("lora_rank", default=8, convert=positive, why=f"{VERSION} lora_rank default")
+    where = keys.get("lora_target", default=("all-linear",), convert=targets, why=f"{VERSION}: lora_target all")
+    dropout = keys.get("lora_dropout", default=0.0, why=f"{VERSION} lora_dropout default")
+    return rank, where, dropout
+
+
+def _precision(keys: Keys) -> Fact:
+    """Autocast: ``bf16``/``fp16``; ``pure_bf16`` trains in bf16 without it."""
+    for key, value in (("bf16", "bf16"), ("fp16", "fp16")):
+        if truthy(keys.raw(key)) and keys.has(key):
+            return keys.fact(key, value)
+    return Fact("no", None, f"{VERSION}: bf16 and fp16 off")
+
+
+def _weights(keys: Keys, kind: Fact) -> Fact:
+    """The checkpoint's dtype (``torch_dtype="auto"``, model/loader.py:155), except that a full or
+    freeze fine-tune casts what it trains to fp32 (model/adapter.py:313-325) and ``pure_bf16``
+    keeps bf16."""
+    if truthy(keys.raw("pure_bf16")) and keys.has("pure_bf16"):
+        return keys.fact("pure_bf16", "bfloat16")
+    if kind.value in ("full", "freeze") and not truthy(keys.raw("use_badam")):
+        return Fact("float32", kind.location, f"{VERSION}: trainable parameters cast to fp32")
+    return Fact("auto", None, f"{VERSION}: the checkpoint's dtype")
+
+
+def _quantized(keys: Keys) -> tuple[Fact, Fact]:
+    bits = keys.get("quantization_bit")
+    method = str(keys.raw("quantization_method") or "bnb").lower()
+    on = bits.value in (4, 8) and method == "bnb"
+    return (Fact(on and bits.value == 4, bits.location, bits.default),
+            Fact(on and bits.value == 8, bits.location, bits.default))
+
+
+def _features(keys: Keys, kind: Fact) -> tuple[tuple[Fact, str], ...]:
+    found = []
+    if kind.value == "freeze":
+        found.append((kind, "freeze tuning trains only the last layers: priced as a full fine-tune (an upper bound)"))
+    if kind.value == "oft":
+        found.append((kind, "OFT adapters: priced as a full fine-tune"))
+    for key, what in (("use_galore", "GaLore's projected optimizer states"), ("use_apollo", "APOLLO's optimizer"),
+                      ("use_badam", "BAdam's block-wise updates"), ("use_dora", "DoRA's magnitude vectors and "
+                                                                               "weight norms"),
+                      ("enable_liger_kernel", "Liger kernels (fused linear cross-entropy for pt/sft)"),
+                      ("use_unsloth", "Unsloth's kernels"), ("use_unsloth_gc", "checkpoints offloaded to the host"),
+                      ("pissa_init", "PiSSA initialisation")):
+        if truthy(keys.raw(key)) and keys.has(key):
+            found.append((keys.fact(key, None), what))
+    method = keys.raw("quantization_method")
+    if keys.has("quantization_bit") and method not in (None, "bnb"):
+        found.append((keys.fact("quantization_method", None), f"quantization_method {method}: not modelled "
+                                                               "(0.9.5 quantizes only with bnb, hqq and eetq)"))
+    return tuple(found)
+
+
+def read_llamafactory(document: Document) -> Recipe:
+    keys = Keys(document, f"{VERSION} default")
+    kind = keys.get("finetuning_type", default="lora", why=f"{VERSION} finetuning_type default")
+    stage = _stage(keys)
+    rank, where, dropout = _lora(keys, kind)
+    four, eight = _quantized(keys)
+    features = _features(keys, kind)
+    if eight.value:
+        features += ((eight, "LoRA on an 8-bit (LLM.int8) base: priced as a 16-bit base"),)
+    return Recipe(
+        document=document, framework="llamafactory", title="LLaMA-Factory", task=_task(keys), stage=stage,
+        model=keys.get("model_name_or_path"),
+        revision=keys.get("model_revision", default="main"),
+        micro_batch=keys.get("per_device_train_batch_size", default=8, convert=positive,
+                             why="HF TrainingArguments default (LLaMA-Factory keeps it)"),
+        grad_accum=keys.get("gradient_accumulation_steps", default=1, convert=positive),
+        seq_len=keys.get("cutoff_len", default=2048, convert=positive, why=f"{VERSION} cutoff_len default"),
+        packing=keys.get("packing", "neat_packing", default=stage.value == "pt", convert=truthy,
+                         why=f"{VERSION}: packing on for pt only"),
+        grad_checkpointing=_checkpointing(keys),
+        mixed_precision=_precision(keys),
+        weights_dtype=_weights(keys, kind),
+        optimizer=optimizer(keys, "adamw_torch_fused", "HF TrainingArguments optim default (torch >= 2.8)"),
+        lora_rank=rank, lora_targets=where, lora_dropout=dropout,
+        load_in_4bit=four, load_in_8bit=eight,
+        attn=attention(keys, "flash_attn"),
+        deepspeed=keys.get("deepspeed"),
+        fsdp=hf_fsdp(keys),
+        max_grad_norm=keys.get("max_grad_norm", default=1.0, why="HF TrainingArguments default"),
+        keys=SPELLING, features=features,
+    )
+
+
+def _checkpointing(keys: Keys) -> Fact:
+    off = keys.get("disable_gradient_checkpointing", default=False, convert=truthy)
+    return Fact(not off.value, off.location, f"{VERSION}: gradient checkpointing on by default")

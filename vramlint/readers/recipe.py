@@ -1,0 +1,184 @@
+"""Training recipes → the job's facts, whichever framework wrote the recipe.
+
+A recipe (HF ``TrainingArguments`` / TRL, axolotl, LLaMA-Factory, torchtune) states what the
+DeepSpeed and Accelerate files leave to the training script: the model, the micro-batch, the
+sequence length, LoRA or QLoRA, checkpointing, the optimizer, the precision, and which DeepSpeed or
+FSDP setup runs it. Each framework's module reads its own keys into one :class:`Recipe`; a value
+the recipe does not set is the framework's default, read from its source at a named version
+(``Fact.default`` says which), so every fact says where it came from.
+
+Readers never compute memory and never resolve models or files: ``recipe_plan`` does that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vramlint.documents import Document
+from vramlint.readers.deepspeed import Fact
+
+TRAIN = "train"
+# What a recipe's ``stage`` may be, in vramlint's words (each framework maps its own onto these).
+STAGES = ("pt", "sft", "rm", "dpo", "orpo", "kto", "simpo", "cpo", "ipo", "grpo", "rloo", "ppo", "kd", "qat")
+MODELLED_STAGES = ("pt", "sft")      # stages the memory model prices as they run (one model, one batch)
+
+
+@dataclass(frozen=True)
+class FsdpFacts:
+    """FSDP as a recipe turns it on (HF ``fsdp``/``fsdp_config``, axolotl, torchtune's
+    distributed recipes): Accelerate's FSDP plugin facts, each located where the recipe says it."""
+
+    strategy: Fact                 # FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD(_ZERO2)
+    version: Fact                  # 1 (flat parameters) or 2 (fully_shard)
+    offload: Fact                  # parameters, gradients and the step on the host
+    checkpointing: Fact            # FSDP's own activation checkpointing
+    upcast: bool = True            # Accelerate's FSDP setup keeps fp32 shards under mixed precision
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One training recipe's facts. ``keys`` spells each setting as this framework does, so a hint
+    can say ``micro_batch_size: 2`` to an axolotl user and ``per_device_train_batch_size: 2`` to
+    a TRL user."""
+
+    document: Document
+    framework: str                 # registry name: trl, axolotl, llamafactory, torchtune
+    title: str                     # as its users name it: "axolotl", "TRL SFTConfig", ...
+    task: str                      # "train", or what else the file is for ("inference", "export", ...)
+    stage: Fact                    # one of STAGES
+    model: Fact                    # a Hub id or a path, as the recipe writes it
+    revision: Fact
+    micro_batch: Fact
+    grad_accum: Fact
+    seq_len: Fact
+    packing: Fact
+    grad_checkpointing: Fact
+    mixed_precision: Fact          # autocast / DeepSpeed precision: "bf16", "fp16", "no", or "auto"
+    weights_dtype: Fact            # the dtype the weights are loaded in: float32, bfloat16, float16, "auto"
+    optimizer: Fact                # vramlint's optimizer name (adamw, adamw-8bit, sgd, adafactor)
+    lora_rank: Fact                # 0: every weight trains
+    lora_targets: Fact             # tuple of module names, or ("all-linear",)
+    lora_dropout: Fact
+    load_in_4bit: Fact
+    load_in_8bit: Fact
+    attn: Fact                     # auto, sdpa, flash_attention_2, eager
+    deepspeed: Fact                # a DeepSpeed file's path, an inline DeepSpeed dict, or None
+    fsdp: FsdpFacts | None         # FSDP, when the recipe turns it on
+    max_grad_norm: Fact = field(default_factory=lambda: Fact(1.0, None, "HF TrainingArguments default"))
+    hf_trainer: bool = True        # run by the HF Trainer, which fills and checks a DeepSpeed file's values
+    keys: Mapping[str, str] = field(default_factory=dict)
+    features: tuple[tuple[Fact, str], ...] = ()   # what the recipe turns on that the memory model omits
+    model_config: dict | None = None   # the architecture, where the recipe states it (torchtune's builders)
+    single_device: bool = False        # the recipe runs on one GPU whatever the machine has
+    notes: tuple[str, ...] = ()
+
+    @property
+    def training(self) -> bool:
+        return self.task == TRAIN
+
+    def key(self, setting: str) -> str:
+        """How this framework spells a setting (``micro_batch`` -> ``micro_batch_size``)."""
+        return self.keys.get(setting, setting)
+
+
+_MISSING = object()
+
+
+class Keys:
+    """A recipe document's values with where they sit: ``get("a.b", "a_b")`` is the first of the
+    dotted paths the file sets, else a default that says whose default it is."""
+
+    def __init__(self, document: Document, origin: str) -> None:
+        self.document = document
+        self.data = document.data if isinstance(document.data, dict) else {}
+        self.origin = origin          # "axolotl 0.19.0 default": what a default is called
+
+    def raw(self, path: str) -> Any:
+        node: Any = self.data
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return _MISSING
+            node = node[part]
+        return node
+
+    def has(self, *paths: str) -> bool:
+        return any(self.raw(p) is not _MISSING for p in paths)
+
+    def get(self, *paths: str, default: Any = None, convert: Callable[[Any], Any] | None = None,
+            why: str = "") -> Fact:
+        """The first path the file sets (a ``null`` counts as unset, as the frameworks' parsers
+        take it), converted; else ``default``, named as the framework's."""
+        for path in paths:
+            value = self.raw(path)
+            if value is _MISSING or value is None:
+                continue
+            json_path = f"$.{path}"
+            return Fact(convert(value) if convert else value, self.document.locate(json_path))
+        return Fact(default, None, why or self.origin)
+
+    def fact(self, path: str, value: Any) -> Fact:
+        """A value derived from what the file says at ``path`` (located there)."""
+        return Fact(value, self.document.locate(f"$.{path}"))
+
+
+def truthy(value: Any) -> bool:
+    """YAML and the frameworks' argument parsers: true/false, "true"/"false", 1/0."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
+
+
+def positive(value: Any) -> Any:
+    """A whole number as a recipe writes it (``"4"`` from a templated file too), else as written."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value
+
+
+def targets(value: Any) -> tuple[str, ...]:
+    """LoRA target modules: a list, a comma-separated string, or "all-linear" / "all"."""
+    if isinstance(value, str):
+        names = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, (list, tuple)):
+        names = [str(v).strip() for v in value if str(v).strip()]
+    else:
+        names = []
+    if not names or any(n in ("all-linear", "all", "all_linear") for n in names):
+        return ("all-linear",)
+    return tuple(names)
+
+
+DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+          "float16": "float16", "fp16": "float16", "half": "float16", "auto": "auto"}
+
+
+def dtype_name(value: Any) -> str:
+    """``torch_dtype: bfloat16`` / ``torch.bfloat16`` / ``bf16`` -> bfloat16; unknown stays as written."""
+    text = str(value).strip().replace("torch.", "").lower()
+    return DTYPES.get(text, text)
+
+
+# HF Trainer ``optim`` values (transformers ``OptimizerNames``; axolotl and LLaMA-Factory pass theirs
+# through to it) -> the optimizer state vramlint prices. Values not listed keep AdamW's 8 B per
+# trainable parameter and say so.
+OPTIMIZERS = {
+    "adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adamw_apex_fused": "adamw",
+    "adamw_torch_xla": "adamw", "adamw_torch_npu_fused": "adamw", "adam": "adamw", "adamw": "adamw",
+    "adamw_8bit": "adamw-8bit", "adamw_bnb_8bit": "adamw-8bit", "paged_adamw_8bit": "adamw-8bit",
+    "adam_8bit": "adamw-8bit", "paged_adam_8bit": "adamw-8bit",
+    "paged_adamw_32bit": "adamw", "paged_adamw": "adamw", "paged_adam_32bit": "adamw",
+    "sgd": "sgd", "adafactor": "adafactor",
+}
+
+# PEFT's target modules when a LoraConfig names none (peft 0.21.2 utils/constants.py:67-108,
+# TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING), for the decoder types vramlint models;
+# fused projections under vramlint's short names (query_key_value, c_attn: "qkv").
+PEFT_DEFAULT_TARGETS = {
+    "llama": ("q_proj", "v_proj"), "llama4": ("q_proj", "v_proj"), "llama4_text": ("q_proj", "v_proj"),
+    "mistral": ("q_proj", "v_proj"), "mixtral": ("q_proj", "v_proj"), "gemma": ("q_proj", "v_proj"),
+    "gemma2": ("q_proj", "v_proj"), "gemma3_text": ("q_proj", "v_proj"), "gemma3": ("q_proj", "v_proj"),
+    "qwen2": ("q_proj", "v_proj"), "qwen3": ("q_proj", "v_proj"), "gpt2": ("qkv",), "gpt_bigcode": ("qkv",),
+    "gpt_neox": ("qkv",), "falcon": ("qkv",), "phi": ("q_proj", "v_proj", "fc1", "fc2"),
+}

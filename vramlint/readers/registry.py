@@ -1,0 +1,46 @@
+"""The formats vramlint reads, in the order content detection tries them.
+
+A file is what its content says, never its name (open-instruct ships DeepSpeed JSON as ``*.conf``;
+axolotl recipes sit beside DeepSpeed files as ``*.yml``). Recipes come first: they share top-level
+names with DeepSpeed (``bf16``, ``optimizer``, ``gradient_accumulation_steps``) but write them as
+plain values where DeepSpeed writes sections, and each recipe format has keys of its own. The
+most specific recipe format is tried first (torchtune's ``_component_`` builders, LLaMA-Factory's
+``finetuning_type`` / ``cutoff_len``, axolotl's ``base_model`` with its batch keys), then the flat
+``TrainingArguments`` / TRL mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from vramlint.readers import axolotl, deepspeed, llamafactory, torchtune, trl
+from vramlint.readers.accelerate import looks_like_accelerate
+from vramlint.readers.vllm import looks_like_vllm
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str                           # what ``--kind`` calls it
+    family: str                         # "recipe", "launcher" (DeepSpeed, Accelerate) or "serving"
+    looks_like: Callable[[Any], bool]
+    read: Callable | None = None        # recipes: Document -> Recipe
+
+
+FORMATS: tuple[Format, ...] = (
+    Format("torchtune", "recipe", torchtune.looks_like_torchtune, torchtune.read_torchtune),
+    Format("llamafactory", "recipe", llamafactory.looks_like_llamafactory, llamafactory.read_llamafactory),
+    Format("axolotl", "recipe", axolotl.looks_like_axolotl, axolotl.read_axolotl),
+    Format("trl", "recipe", trl.looks_like_trl, trl.read_trl),
+    Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed),
+    Format("accelerate", "launcher", looks_like_accelerate),
+    Format("vllm", "serving", looks_like_vllm),
+)
+BY_NAME = {fmt.name: fmt for fmt in FORMATS}
+RECIPES = {fmt.name: fmt for fmt in FORMATS if fmt.family == "recipe"}
+
+
+def detect(data: Any) -> str | None:
+    """The first format whose keys the content has, or None (the file is skipped with a note)."""
+    return next((fmt.name for fmt in FORMATS if fmt.looks_like(data)), None)

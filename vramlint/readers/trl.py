@@ -1,0 +1,214 @@
+"""HF ``TrainingArguments`` / TRL recipes → a :class:`Recipe` (docs/recipes.md, "TRL").
+
+TRL's ``--config`` YAML (``TrlParser``), alignment-handbook's recipes and open-instruct's training
+configs are one flat mapping of dataclass fields: ``ModelConfig`` (``model_name_or_path``,
+``use_peft``, ``lora_r``, ``load_in_4bit``, ``dtype``), ``ScriptArguments`` (the dataset) and the
+trainer's config (``SFTConfig``, ``DPOConfig``, ``GRPOConfig``... subclasses of
+``TrainingArguments``: ``per_device_train_batch_size``, ``gradient_checkpointing``, ``bf16``,
+``optim``, ``deepspeed``, ``fsdp``). Nothing in the file names the trainer, so the stage is read from
+the fields only one trainer has (``num_generations``: GRPO). open-instruct spells a few facts its own
+way (``use_lora``, ``lora_rank``, ``use_qlora``, ``max_seq_length``, ``use_flash_attn``) and runs
+its own Accelerate loop, not the Trainer.
+
+Defaults are transformers 5.24.0's ``TrainingArguments`` and TRL 1.16.0's configs: TRL turns
+checkpointing and bf16 on and loads the weights in ``dtype: float32`` unless told otherwise.
+Recipes written for older TRL say ``torch_dtype`` and ``max_seq_length``; those names are read as
+their authors meant them (TRL 1.16 dropped them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramlint.documents import Document
+from vramlint.readers.deepspeed import Fact
+from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, FsdpFacts, Keys, Recipe, dtype_name, positive, targets,
+                                     truthy)
+
+VERSION = "transformers 5.24.0 / TRL 1.16.0"
+MODEL_KEYS = ("model_name_or_path", "model_id")
+# TrainingArguments fields a TRL or HF recipe sets and no other recipe format has at the top level.
+TRAINING_KEYS = {"per_device_train_batch_size", "learning_rate", "num_train_epochs", "output_dir",
+                 "gradient_checkpointing", "activation_checkpointing", "max_steps", "lr_scheduler_type",
+                 "warmup_ratio", "warmup_steps", "optim", "logging_steps", "save_strategy",
+                 "per_device_eval_batch_size", "report_to", "gradient_accumulation_steps", "bf16"}
+# Fields only one trainer's config has (TRL 1.16 config classes, and their older names), in the
+# order they are tried: the stage a flat recipe is for.
+STAGE_FIELDS = (
+    ("grpo", ("num_generations", "max_completion_length", "use_vllm", "vllm_mode", "reward_funcs",
+              "generation_batch_size", "steps_per_generation", "scale_rewards", "vllm_device")),
+    ("kto", ("desirable_weight", "undesirable_weight")),
+    ("rm", ("center_rewards_coefficient",)),
+    ("cpo", ("cpo_alpha", "simpo_gamma", "gamma_beta_ratio")),
+    ("dpo", ("beta", "max_prompt_length", "precompute_ref_log_probs", "ref_model_init_kwargs", "rpo_alpha",
+             "f_divergence_type", "dpo_beta", "dpo_loss_type", "ref_adapter_name", "sync_ref_model")),
+    ("sft", ("packing", "dataset_text_field", "completion_only_loss", "assistant_only_loss", "max_seq_length")),
+)
+SPELLING = {"micro_batch": "per_device_train_batch_size", "grad_accum": "gradient_accumulation_steps",
+            "seq_len": "max_length", "grad_checkpointing": "gradient_checkpointing",
+            "mixed_precision": "bf16", "weights_dtype": "dtype", "optimizer": "optim", "lora_rank": "lora_r",
+            "lora_targets": "lora_target_modules", "attn": "attn_implementation", "load_in_4bit": "load_in_4bit"}
+# max_length defaults of TRL 1.16's configs (SFTConfig 1024, DPO 1024, KTO 1024, Reward 1024; GRPO's
+# completions 512 after a prompt that TRL 1.16 no longer caps: its old 512 cap is taken)
+MAX_LENGTH = {"grpo": 512 + 512}
+NON_TRAINING = {"evaluation": ("tasks", "eval_tasks", "benchmark"),
+                "generation": ("num_samples", "temperature", "max_new_tokens", "max_tokens", "judge_model")}
+
+
+def looks_like_trl(data: Any) -> bool:
+    """A flat mapping with a model and at least two TrainingArguments fields."""
+    return (isinstance(data, dict) and any(isinstance(data.get(k), str) for k in MODEL_KEYS)
+            and len(TRAINING_KEYS & data.keys()) >= 2)
+
+
+def _stage(keys: Keys) -> Fact:
+    for stage, fields in STAGE_FIELDS:
+        for name in fields:
+            if keys.has(name):
+                return keys.fact(name, stage)
+    return Fact("sft", None, f"{VERSION}: no field of another trainer's config")
+
+
+def _task(keys: Keys) -> str:
+    """A recipe is a training job unless it has no batch of its own and another job's keys."""
+    if keys.has("per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate"):
+        return TRAIN
+    for task, fields in NON_TRAINING.items():
+        if keys.has(*fields):
+            return task
+    return TRAIN
+
+
+def _seq_len(keys: Keys, stage: str) -> Fact:
+    if stage == "grpo":
+        prompt = keys.get("max_prompt_length", default=512, why="TRL 0.x GRPO prompt cap (1.16 keeps none)")
+        completion = keys.get("max_completion_length", default=512, why=f"{VERSION} max_completion_length default")
+        where = completion if completion.from_file else prompt
+        return Fact(prompt.value + completion.value, where.location, "" if where.from_file else
+                    "TRL GRPO: prompt cap 512 + max_completion_length 512")
+    return keys.get("max_length", "max_seq_length", "model_max_length", default=1024, convert=positive,
+                    why=f"{VERSION} max_length default")
+
+
+def _lora(keys: Keys) -> tuple[Fact, Fact, Fact]:
+    on = keys.get("use_peft", "use_lora", "use_qlora", default=False, convert=truthy)
+    if not on.value:
+        return Fact(0, on.location, on.default), Fact(("all-linear",)), Fact(0.0)
+    open_instruct = keys.has("use_lora", "use_qlora")
+    rank = keys.get("lora_r", "lora_rank", default=64 if open_instruct else 16, convert=positive,
+                    why="open-instruct lora_rank default" if open_instruct else "TRL ModelConfig lora_r default")
+    if open_instruct:          # finetune.py adapts every projection of a llama-like model
+        where = Fact(("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"), None,
+                     "open-instruct finetune.py target_modules")
+    else:
+        where = keys.get("lora_target_modules", default=("peft-default",), convert=targets,
+                         why="TRL ModelConfig: PEFT's targets for the model type")
+    dropout = keys.get("lora_dropout", default=0.1 if open_instruct else 0.05,
+                       why="open-instruct lora_dropout default" if open_instruct else "TRL ModelConfig default")
+    return rank, where, dropout
+
+
+def mixed_precision(keys: Keys, default_bf16: bool, why: str) -> Fact:
+    """``bf16`` / ``fp16`` as the Trainer reads them: autocast in that dtype, or none."""
+    bf16, fp16 = keys.get("bf16", convert=truthy), keys.get("fp16", convert=truthy)
+    if bf16.value:
+        return Fact("bf16", bf16.location)
+    if fp16.value:
+        return Fact("fp16", fp16.location)
+    if default_bf16 and not bf16.from_file:
+        return Fact("bf16", None, why)
+    stated = bf16 if bf16.from_file else fp16
+    return Fact("no", stated.location, stated.default or f"{why}: bf16 and fp16 off")
+
+
+def optimizer(keys: Keys, default: str, why: str, *names: str) -> Fact:
+    """The optimizer a recipe names, as the state vramlint prices (``OPTIMIZERS``)."""
+    fact = keys.get(*(names or ("optim",)), default=default, why=why)
+    name = OPTIMIZERS.get(str(fact.value).lower(), "adamw")
+    return Fact(name, fact.location, fact.default)
+
+
+def attention(keys: Keys, *names: str) -> Fact:
+    fact = keys.get(*(names or ("attn_implementation",)), default="auto")
+    value = str(fact.value).lower()
+    if fact.value is True or "flash" in value or value in ("fa2", "fa3"):
+        value = "flash_attention_2"
+    elif value in ("disabled", "eager"):
+        value = "eager"
+    elif value != "sdpa":
+        value = "auto"
+    return Fact(value, fact.location, fact.default)
+
+
+FSDP_WORDS = {"full_shard": "FULL_SHARD", "shard_grad_op": "SHARD_GRAD_OP", "no_shard": "NO_SHARD",
+              "hybrid_shard": "HYBRID_SHARD", "hybrid_shard_zero2": "HYBRID_SHARD_ZERO2"}
+
+
+def hf_fsdp(keys: Keys, default_version: int = 2, why: str = f"{VERSION}: FSDP2") -> FsdpFacts | None:
+    """``fsdp`` (words or a list) and ``fsdp_config`` as ``TrainingArguments._process_fsdp_args``
+    reads them (transformers 5.24.0 training_args.py:2775-2938): ``fsdp_`` prefixes stripped,
+    ``version`` 2 by default, FSDP2's ``reshard_after_forward`` (True: FULL_SHARD), ``offload`` /
+    ``cpu_offload``, FSDP's own ``activation_checkpointing``."""
+    words = keys.get("fsdp")
+    config = keys.raw("fsdp_config")
+    if not words.value and not isinstance(config, dict):
+        return None
+    said = words.value.split() if isinstance(words.value, str) else list(words.value or [])
+    said = [str(w).lower() for w in said]
+    prefix = "fsdp_config."
+
+    def setting(name: str, default: Any, convert=None) -> Fact:
+        return keys.get(prefix + name, prefix + "fsdp_" + name, default=default, convert=convert, why=why)
+    version = setting("version", default_version, positive)
+    strategy_word = next((FSDP_WORDS[w] for w in said if w in FSDP_WORDS), None)
+    if version.value == 2:
+        reshard = setting("reshard_after_forward", strategy_word != "SHARD_GRAD_OP", truthy)
+        strategy = Fact("FULL_SHARD" if reshard.value else "SHARD_GRAD_OP",
+                        reshard.location or (words.location if strategy_word else None), reshard.default)
+    else:
+        strategy = Fact(strategy_word or "FULL_SHARD", words.location if strategy_word else None, why)
+    offload = setting("cpu_offload", "offload" in said, truthy)
+    if not offload.from_file and "offload" in said:
+        offload = Fact(True, words.location)
+    return FsdpFacts(strategy=strategy, version=version, offload=offload,
+                     checkpointing=setting("activation_checkpointing", False, truthy))
+
+
+def read_trl(document: Document) -> Recipe:
+    keys = Keys(document, f"{VERSION} default")
+    stage = _stage(keys)
+    rank, lora_targets, dropout = _lora(keys)
+    four = keys.get("load_in_4bit", "use_qlora", default=False, convert=truthy)
+    if four.value and not rank.value:
+        rank = Fact(16, four.location)      # QLoRA trains adapters: PEFT's r with TRL's default
+    open_instruct = keys.has("use_lora", "use_qlora", "use_flash_attn", "max_train_steps")
+    title = "open-instruct" if open_instruct else "TRL"
+    weights = keys.get("dtype", "torch_dtype", "model_init_kwargs.dtype", "model_init_kwargs.torch_dtype",
+                       default="bfloat16" if open_instruct else "float32", convert=dtype_name,
+                       why="open-instruct finetune.py loads bfloat16" if open_instruct
+                       else f"{VERSION}: ModelConfig dtype default")
+    return Recipe(
+        document=document, framework="trl", title=title, task=_task(keys), stage=stage,
+        model=keys.get(*MODEL_KEYS),
+        revision=keys.get("model_revision", "revision", default="main"),
+        micro_batch=keys.get("per_device_train_batch_size", default=8, convert=positive),
+        grad_accum=keys.get("gradient_accumulation_steps", default=1, convert=positive),
+        seq_len=_seq_len(keys, stage.value),
+        packing=keys.get("packing", default=False, convert=truthy),
+        grad_checkpointing=keys.get("activation_checkpointing", "gradient_checkpointing", default=not open_instruct,
+                                    convert=truthy, why="open-instruct default" if open_instruct
+                                    else f"{VERSION}: TRL's configs turn it on"),
+        mixed_precision=(Fact("bf16", None, "open-instruct runs under accelerate launch --mixed_precision bf16")
+                         if open_instruct else mixed_precision(keys, True, f"{VERSION}: TRL turns bf16 on")),
+        weights_dtype=weights,
+        optimizer=optimizer(keys, "adamw_torch_fused", f"{VERSION} optim default"),
+        lora_rank=rank, lora_targets=lora_targets, lora_dropout=dropout,
+        load_in_4bit=four,
+        load_in_8bit=keys.get("load_in_8bit", default=False, convert=truthy),
+        attn=attention(keys, "attn_implementation", "use_flash_attn", "use_flash_attention_2"),
+        deepspeed=keys.get("deepspeed"),
+        fsdp=hf_fsdp(keys),
+        max_grad_norm=keys.get("max_grad_norm", default=1.0, why="TrainingArguments max_grad_norm default"),
+        hf_trainer=not open_instruct,
+        keys=SPELLING,
+    )

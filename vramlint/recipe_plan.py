@@ -1,0 +1,181 @@
+"""A training recipe and the DeepSpeed or FSDP setup it names → the Plan of the job they describe.
+
+A recipe is the training script's side of the job: it fills what a DeepSpeed file leaves
+``"auto"`` (as the HF Trainer does: ``HfTrainerDeepSpeedConfig``), and with no DeepSpeed file it is
+the whole job — plain PyTorch (DDP over the GPUs) or FSDP as the recipe turns it on. Values come
+from, in order: the command line (and per-file overrides), the recipe, the framework's default;
+each keeps its origin, and a command-line value that contradicts the recipe is reported.
+
+The one precision rule, whatever describes the job: DeepSpeed computes in the precision its file
+says (``"auto"`` filled from the recipe's ``bf16``/``fp16``); otherwise the weights are loaded in
+the recipe's dtype (``"auto"``: the checkpoint's) and the compute dtype is the autocast dtype when
+mixed precision is on over fp32 weights, else the weights' own dtype (``Plan.__post_init__``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from vramlint.hardware import Cluster
+from vramlint.models.shape import ModelShape
+from vramlint.plan import Flags, Origin, Plan, plan_from_deepspeed, workload_from_flags
+from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
+from vramlint.readers.recipe import PEFT_DEFAULT_TARGETS, Recipe
+
+PRECISION = {"bf16": "bf16", "fp16": "fp16", "no": "fp32"}
+# recipe setting -> the command-line value that states it too
+FLAG_OF = {"micro_batch": "micro_batch", "seq_len": "seq_len", "grad_accum": "grad_accum",
+           "mixed_precision": "mixed_precision", "grad_checkpointing": "grad_checkpointing",
+           "optimizer": "optimizer", "lora_rank": "lora_rank", "lora_targets": "lora_targets",
+           "lora_dropout": "lora_dropout", "load_in_4bit": "load_in_4bit", "attn": "attn",
+           "weights_dtype": "weights_dtype"}
+CLI_NAMES = {"mixed_precision": "--mixed-precision", "lora_targets": "--lora-targets"}
+
+
+@dataclass(frozen=True)
+class Override:
+    """A command-line value that replaced what the recipe says."""
+
+    setting: str
+    fact: Fact              # the recipe's
+    value: object           # the command line's, which the estimate uses
+
+
+def flag_text(name: str) -> str:
+    return CLI_NAMES.get(name, "--" + name.replace("_", "-"))
+
+
+def _cli_value(name: str, values: dict):
+    """A command-line value in the recipe's terms (``--lora-targets q,v`` is a tuple of names)."""
+    value = values.get(FLAG_OF[name])
+    if name == "lora_targets" and isinstance(value, str):
+        value = tuple(t.strip() for t in value.split(",") if t.strip())
+    return value
+
+
+def job_values(recipe: Recipe, values: dict, stated: frozenset[str]) -> tuple[dict, dict, list[Override]]:
+    """Each setting's value and origin: a stated command-line value, else the recipe's (its line,
+    or the framework's default)."""
+    out, origins, overrides = {}, {}, []
+    for name in FLAG_OF:
+        fact: Fact = getattr(recipe, name)
+        if FLAG_OF[name] in stated and values.get(FLAG_OF[name]) is not None:
+            value = _cli_value(name, values)
+            out[name] = value
+            origins[name] = Origin("flag", text=flag_text(name))
+            if fact.from_file and value != fact.value and not (name == "grad_checkpointing" and fact.value):
+                overrides.append(Override(name, fact, value))
+            continue
+        out[name] = fact.value
+        origins[name] = (Origin("file", fact.location) if fact.from_file
+                         else Origin("default", text=fact.default or f"{recipe.title} default"))
+    return out, origins, overrides
+
+
+DTYPE_OF = {"bf16": "bfloat16", "fp16": "float16", "no": "float32"}
+
+
+def _settle(job: dict, origins: dict, model: ModelShape, cluster: Cluster, notes: list[str]) -> None:
+    """What a recipe leaves to the machine or the model: ``bf16: auto`` (bf16 where the GPU has it,
+    compute capability 8.0 and up, else fp16), weights loaded in the precision's dtype or in the
+    checkpoint's own (``auto``), PEFT's default targets for the model type."""
+    if job["mixed_precision"] == "auto":
+        sm = cluster.gpu.sm
+        job["mixed_precision"] = "bf16" if sm is None or sm >= 80 else "fp16"
+        notes.append(f"bf16 auto: {job['mixed_precision']} on {cluster.gpu.name}"
+                     + (" (assumed to have bf16)" if sm is None else ""))
+    if job["weights_dtype"] == "precision":
+        job["weights_dtype"] = DTYPE_OF[job["mixed_precision"]]
+    elif job["weights_dtype"] in (None, "auto"):
+        job["weights_dtype"] = model.dtype
+        notes.append(f"weights loaded in {model.dtype}, the checkpoint's dtype")
+    if tuple(job["lora_targets"]) == ("peft-default",):
+        kind = model.model_type or model.family
+        job["lora_targets"] = PEFT_DEFAULT_TARGETS.get(kind) or PEFT_DEFAULT_TARGETS.get(model.family, ("q_proj", "v_proj"))
+        notes.append(f"LoRA targets: PEFT's default for {kind}, {', '.join(job['lora_targets'])}")
+
+
+UNBOUNDED_SEQ_LEN = 2048     # tokens assumed where a recipe sets no cap and no --seq-len / seq_len says one
+
+
+def _flags(job: dict, origins: dict, values: dict) -> Flags:
+    workload = workload_from_flags({**values, "optimizer": job["optimizer"], "attn": job["attn"],
+                                    "lora_rank": job["lora_rank"] or None, "lora_dropout": job["lora_dropout"],
+                                    "load_in_4bit": job["load_in_4bit"],
+                                    "lora_targets": ",".join(job["lora_targets"])})
+    names = {"micro_batch": "micro_batch", "seq_len": "seq_len", "grad_accum": "grad_accum",
+             "mixed_precision": "precision", "grad_checkpointing": "grad_checkpointing"}
+    return Flags(micro_batch=job["micro_batch"], seq_len=job["seq_len"], grad_accum=job["grad_accum"],
+                 precision=PRECISION.get(job["mixed_precision"]), grad_checkpointing=bool(job["grad_checkpointing"]),
+                 workload=workload, origins={flag: origins[name] for name, flag in names.items()})
+
+
+def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
+    """Each setting a hint may change, spelled by the file that holds it: the recipe's own, or
+    the DeepSpeed file's where that file sets it."""
+    vocab = {setting: recipe.framework for setting in ("micro_batch", "grad_checkpointing", "to_deepspeed",
+                                                        "to_fsdp", "fsdp_strategy", "fsdp_offload")}
+    origin = plan.origins.get("micro_batch")
+    if plan.runtime == "deepspeed" and origin is not None and origin.location is not None \
+            and origin.location.path != recipe.document.path:
+        vocab["micro_batch"] = "deepspeed"
+    return vocab
+
+
+def _seq_len(job: dict, origins: dict, values: dict, notes: list[str]) -> None:
+    """A recipe without a length cap (torchtune's ``max_seq_len: null``) pads each batch to its
+    longest sample: the length is the data's, so the settings' or a stated assumption stands in."""
+    if job["seq_len"]:
+        return
+    job["seq_len"] = values.get("seq_len") or UNBOUNDED_SEQ_LEN
+    origins["seq_len"] = (Origin("default", text="[tool.vramlint] seq_len") if values.get("seq_len")
+                          else Origin("default", text=f"assumed {UNBOUNDED_SEQ_LEN}"))
+    notes.append(f"no sequence cap in the recipe: each batch pads to its longest sample; estimated at "
+                 f"{job['seq_len']:,} tokens ({origins['seq_len'].text})")
+
+
+def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values: dict, stated: frozenset[str],
+                     ds: DeepSpeedConfig | None = None) -> tuple[Plan, list[Override]]:
+    """The job a recipe describes, with the DeepSpeed file it names (already read) if any."""
+    job, origins, overrides = job_values(recipe, values, stated)
+    notes = [f"{recipe.title} recipe, stage {recipe.stage.value}"]
+    if recipe.single_device and cluster.world_size > 1:
+        cluster = replace(cluster, per_node=1, nodes=1)
+        notes.append("a single-device recipe: it runs on one GPU")
+    _settle(job, origins, model, cluster, notes)
+    _seq_len(job, origins, values, notes)
+    if recipe.packing.value:
+        notes.append(f"packing on: every sequence is {job['seq_len']:,} tokens long")
+    else:
+        notes.append(f"sequence length {job['seq_len']:,} is a cap; the longest batch pads to it")
+    flags = _flags(job, origins, values)
+    if ds is not None:
+        plan = plan_from_deepspeed(ds, model, cluster, flags)
+    else:
+        plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
+    plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
+                             origins={**origins, **plan.origins})
+    return plan.with_changes(vocabulary=_vocabulary(recipe, plan)), overrides
+
+
+def _plan_without_deepspeed(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster,
+                            origins: dict, notes: list[str]) -> Plan:
+    """Plain PyTorch (DDP when there are several GPUs) or FSDP, as the recipe turns it on. FSDP
+    under Accelerate keeps fp32 shards when mixed precision is on (``upcast``); torchtune's and
+    axolotl's FSDP2 keep the load dtype."""
+    weights = job["weights_dtype"]
+    precision = flags.precision or "fp32"
+    fsdp = recipe.fsdp
+    workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"}
+    common = dict(model=model, cluster=cluster, precision=precision, micro_batch=job["micro_batch"],
+                  seq_len=job["seq_len"], grad_accum=job["grad_accum"], origins=dict(origins),
+                  grad_checkpointing=bool(job["grad_checkpointing"]), **workload)
+    if fsdp is None:
+        return Plan(runtime="torch", weights_dtype=weights, **common)
+    if fsdp.upcast and precision != "fp32" and not job["load_in_4bit"] and not job["lora_rank"]:
+        weights = "float32"
+        notes.append("FSDP under mixed precision: Accelerate upcasts the trained shards to fp32")
+    checkpointing = bool(job["grad_checkpointing"]) or bool(fsdp.checkpointing.value)
+    return Plan(runtime="fsdp", fsdp_strategy=fsdp.strategy.value, fsdp_version=fsdp.version.value,
+                offload_param="cpu" if fsdp.offload.value else "none", weights_dtype=weights,
+                **{**common, "grad_checkpointing": checkpointing})

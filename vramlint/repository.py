@@ -1,0 +1,100 @@
+"""The repository around a file: where a path a recipe names points, and which recipes name a file.
+
+The frameworks open a path a recipe names (``deepspeed: examples/deepspeed/ds_z3_config.json``)
+relative to the working directory of the launch, which is the repository root in their docs and
+in a pre-commit hook. vramlint may run from elsewhere, so it also tries the recipe's own folder and
+the folders above it, up to the repository root.
+
+A DeepSpeed file is one half of a job whose other half is the recipe that names it; a hook that is
+handed only the DeepSpeed file finds those recipes by walking the repository once per run: YAML
+and JSON files under a size cap whose text mentions the file's name, that read as a recipe and
+whose reference resolves to the same file.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".nox",
+                       "site-packages", "build", "dist", ".mypy_cache", ".pytest_cache", ".ruff_cache", "wandb",
+                       "outputs", "checkpoints"})
+RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
+SCAN_LIMIT = 1 << 20          # bytes: recipes are small; larger files are data, not recipes
+MARKERS = (".git", "pyproject.toml", ".pre-commit-config.yaml")
+
+
+def root_of(path: str | Path) -> Path:
+    """The repository root above ``path``: the nearest folder with .git, pyproject.toml or a
+    pre-commit config, else the working directory."""
+    folder = Path(path).resolve().parent
+    for candidate in (folder, *folder.parents):
+        if any((candidate / marker).exists() for marker in MARKERS):
+            return candidate
+    return Path.cwd().resolve()
+
+
+def find_referenced(name: str, from_path: str) -> Path | None:
+    """The file a recipe or launcher config names: relative to the working directory, the
+    naming file's folder, or a folder above it (up to the repository root); absolute as given."""
+    referenced = Path(name).expanduser()
+    if referenced.is_absolute():
+        return referenced if referenced.is_file() else None
+    folder = Path(from_path).resolve().parent
+    root = root_of(from_path)
+    candidates = [Path.cwd() / referenced, folder / referenced]
+    for parent in folder.parents:
+        candidates.append(parent / referenced)
+        if parent == root:
+            break
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _files(root: Path) -> list[Path]:
+    out = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
+        out += [Path(folder) / n for n in names if n.endswith(RECIPE_SUFFIXES)]
+    return out
+
+
+@lru_cache(maxsize=8)
+def _repository_files(root: Path) -> tuple[Path, ...]:
+    return tuple(sorted(_files(root)))
+
+
+def recipes_using(path: str) -> list:
+    """The training recipes of the repository whose DeepSpeed reference is ``path``."""
+    from vramlint.checker import _parse, FileResult         # the one way a file is parsed
+    from vramlint.readers.registry import RECIPES, detect
+    target = Path(path).resolve()
+    out = []
+    for candidate in _repository_files(root_of(path)):
+        try:
+            if candidate.stat().st_size > SCAN_LIMIT or candidate.resolve() == target:
+                continue
+            text = candidate.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if target.name not in text:
+            continue
+        document = _parse(text, str(_shown(candidate)), FileResult(str(candidate)))
+        kind = detect(document.data) if document is not None else None
+        if kind not in RECIPES:
+            continue
+        recipe = RECIPES[kind].read(document)
+        named = recipe.deepspeed.value
+        if recipe.training and isinstance(named, str):
+            found = find_referenced(named, str(candidate))
+            if found is not None and found.resolve() == target:
+                out.append(recipe)
+    return out
+
+
+def _shown(path: Path) -> Path:
+    """A path as a finding shows it: relative to the working directory when it lies below it."""
+    try:
+        return path.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path

@@ -1,0 +1,45 @@
+"""Rules about what the check was given: a model it could not resolve, a substitute it used, a
+command-line value that overrode the file. None of these may pass silently: a green run must be
+about the job the files describe."""
+
+from __future__ import annotations
+
+from vramlint.documents import Location
+from vramlint.findings import WARNING, Finding
+from vramlint.readers.deepspeed import Fact
+from vramlint.rules.base import Rule
+
+UNRESOLVED = ("VL005", "model-not-resolved", WARNING)
+SUBSTITUTED = ("VL006", "model-substituted", WARNING)
+OVERRIDDEN = ("VL007", "flag-overrides-file", WARNING)
+RULES = (
+    Rule(*UNRESOLVED, summary="The file names a model vramlint cannot read here (not a local config, not in the "
+                              "offline catalog or the Hugging Face cache): no memory estimate is made for it. The "
+                              "finding gives the command that fetches the model's config.json.",
+         bad="base_model: my-org/llama-3.1-8b-sft-v3   # never downloaded here",
+         good="base_model: my-org/llama-3.1-8b-sft-v3   # after: hf download my-org/llama-3.1-8b-sft-v3 config.json"),
+    Rule(*SUBSTITUTED, summary="The file names one model and the check used another (--model, or the settings' "
+                               "model where the file's cannot be read): the verdict is about the substitute.",
+         bad="model: /checkpoints/my-run   # vLLM config, checked as --model meta-llama/Llama-3.1-8B",
+         good="model: meta-llama/Llama-3.1-8B"),
+    Rule(*OVERRIDDEN, summary="A command-line value (or a per-file override in the settings) contradicts what the "
+                              "file says; the estimate uses the command line's value, as the README promises.",
+         bad="micro_batch_size: 2    # vramlint check recipe.yml --micro-batch 8",
+         good="micro_batch_size: 8    # or drop --micro-batch"),
+)
+
+
+def model_not_resolved(where: Location, name: str | None, why: str) -> Finding:
+    return Finding(*UNRESOLVED, where, f"model {name!r} not resolved: {why}" if name else why,
+                   hint="no memory estimate for this file; give --model, or make its config.json readable here")
+
+
+def substituted_model(fact: Fact, used: object, by: str, reason: str = "") -> Finding:
+    said = f"{reason}; " if reason else ""
+    return Finding(*SUBSTITUTED, fact.location, f"{said}checked as {used} ({by}), not the {fact.value!r} the file names",
+                   hint="drop --model to check the file's own model" if by == "--model" else "")
+
+
+def overridden(where: Location, key: str, written: object, flag: str, used: object) -> Finding:
+    return Finding(*OVERRIDDEN, where, f"{flag} {used} overrides {key}: {written} here: the estimate uses {used}",
+                   hint=f"set {key}: {used} in the file, or drop {flag}")

@@ -1,0 +1,102 @@
+"""Rules about a training recipe and the DeepSpeed file it names: the Trainer's own refusal when
+the two disagree, and what the recipe turns on that the memory model does not price."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from vramlint.findings import ERROR, WARNING, Finding
+from vramlint.plan import Plan
+from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
+from vramlint.readers.recipe import MODELLED_STAGES, Recipe
+from vramlint.rules.base import Rule
+
+MISMATCH = ("VL310", "trainer-deepspeed-mismatch", ERROR)
+NOT_MODELLED = ("VL210", "not-modelled", WARNING)
+RULES = (
+    Rule(*MISMATCH, summary="The recipe and the DeepSpeed file it names set the same value differently: the HF "
+                            "Trainer refuses to start (HfTrainerDeepSpeedConfig's mismatch check, quoted in the "
+                            "finding). Set the DeepSpeed value to \"auto\" and let the recipe fill it.",
+         bad='{"train_micro_batch_size_per_gpu": 4}   # recipe: per_device_train_batch_size: 2',
+         good='{"train_micro_batch_size_per_gpu": "auto"}'),
+    Rule(*NOT_MODELLED, summary="The recipe turns on something the memory model does not price yet (a preference "
+                                "or RL stage's reference model and paired batch, an 8-bit base, ...): the estimate "
+                                "is for the job without it, and says so.",
+         bad="stage: dpo      # LLaMA-Factory: a reference model and chosen + rejected in each batch",
+         good="stage: sft"),
+)
+# The Trainer's words (transformers 5.24.0 integrations/deepspeed.py:258-263, entries as in :132).
+TRAINER_ERROR = ("ValueError: Please correct the following DeepSpeed config values that mismatch TrainingArguments "
+                 "values:\n{}\nThe easiest method is to set these DeepSpeed config values to 'auto'.")
+STAGE_WORDS = {"rm": "reward modelling (chosen and rejected in one batch)",
+               "dpo": "DPO (a reference model unless PEFT disables the adapter; chosen + rejected in one batch)",
+               "orpo": "ORPO (chosen + rejected in one batch)", "simpo": "SimPO (chosen + rejected in one batch)",
+               "cpo": "CPO (chosen + rejected in one batch)", "kto": "KTO (a reference model and KL rows)",
+               "ipo": "IPO (a reference model; chosen + rejected)", "grpo": "GRPO (generations, a reference model "
+               "when beta > 0, vLLM beside the trainer)", "rloo": "RLOO (generations)",
+               "ppo": "PPO (policy, reference, reward and value models; generation)",
+               "kd": "knowledge distillation (a teacher model beside the student)",
+               "qat": "quantization-aware training (fake-quantized weights)"}
+
+
+def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
+    stage = recipe.stage
+    if stage.value not in MODELLED_STAGES:
+        what = STAGE_WORDS.get(stage.value, str(stage.value))
+        yield Finding(*NOT_MODELLED, stage.location or recipe.document.locate("$"),
+                      f"{what} is estimated as supervised fine-tuning of one model: what the stage adds is not "
+                      "counted yet, so the peak is a lower bound", hint="treat a near-fit as not fitting")
+    for fact, what in recipe.features:
+        yield Finding(*NOT_MODELLED, fact.location or recipe.document.locate("$"),
+                      f"{what}: not counted in the estimate", hint="treat the estimate as approximate")
+
+
+def _entry(ds_key: str, ds_value: object, hf_key: str, hf_value: object) -> str:
+    return f"- ds {ds_key}={ds_value} vs hf {hf_key}={hf_value}"
+
+
+def check_trainer_mismatch(recipe: Recipe, ds: DeepSpeedConfig, plan: Plan) -> Iterator[Finding]:
+    """``HfTrainerDeepSpeedConfig.trainer_config_process``: each DeepSpeed value the file states
+    (not "auto") must equal the Trainer's; one finding, at the first differing DeepSpeed line,
+    quoting the whole error the Trainer raises."""
+    if not recipe.hf_trainer:
+        return
+    world = plan.cluster.world_size
+    mb, ga = plan.micro_batch, plan.grad_accum
+    data = ds.document.data if isinstance(ds.document.data, dict) else {}
+    checks: list[tuple[str, Fact, object, str]] = [
+        ("train_micro_batch_size_per_gpu", ds.micro_batch, mb, recipe.key("micro_batch")),
+        ("gradient_accumulation_steps", ds.grad_accum, ga, recipe.key("grad_accum")),
+        ("train_batch_size", ds.train_batch, world * mb * ga, "train_batch_size (calculated)"),
+        ("gradient_clipping", _value(ds, data, "gradient_clipping"), recipe.max_grad_norm.value, "max_grad_norm"),
+    ]
+    for name, hf_name in (("fp16", "fp16|fp16_full_eval"), ("bf16", "bf16|bf16_full_eval")):
+        if name in ds.sections:
+            checks.append((f"{name}.enabled", ds.sections[name], recipe.mixed_precision.value == name, hf_name))
+    wrong = [(key, fact, value, hf) for key, fact, value, hf in checks
+             if fact.from_file and fact.value not in (AUTO, None) and not _same(fact.value, value)]
+    if not wrong:
+        return
+    entries = "\n".join(_entry(key, _shown(fact.value), hf, _shown(value)) for key, fact, value, hf in wrong)
+    first = wrong[0]
+    yield Finding(*MISMATCH, first[1].location, "the HF Trainer refuses to start: "
+                  + TRAINER_ERROR.format(entries).replace("\n", " "),
+                  hint=f"set {', '.join(key for key, *_ in wrong)} to \"auto\" in {ds.document.path}")
+
+
+def _value(ds: DeepSpeedConfig, data: dict, key: str) -> Fact:
+    return Fact(data.get(key), ds.document.locate(f"$.{key}") if ds.document.has(f"$.{key}") else None)
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return bool(a) == bool(b)
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return a == b
+
+
+def _shown(value: object) -> str:
+    """As Python formats the Trainer's values: True/False, 1.0."""
+    return str(value)

@@ -1,0 +1,66 @@
+"""How each kind of file spells the settings a hint may tell a user to change.
+
+A hint is only useful in the user's own words: ``zero_optimization.stage 3`` in a DeepSpeed file,
+``deepspeed_config.zero_stage 3`` in an Accelerate file, ``micro_batch_size: 2`` in an axolotl
+recipe, ``per_device_train_batch_size: 2`` in a TRL or LLaMA-Factory one, ``batch_size: 2`` in
+torchtune's. ``WORDS`` is the one table; a plan carries the vocabulary of each setting's file
+(``Plan.vocabulary``: setting -> source), so a job written across a recipe and its DeepSpeed file
+gets each change spelled where that value lives.
+"""
+
+from __future__ import annotations
+
+# (source, setting) -> template; "{}" is the value. Settings: micro_batch, grad_checkpointing, stage
+# (ZeRO stage), offload_optimizer, offload_param, fsdp_strategy, fsdp_offload, to_fsdp, to_deepspeed.
+WORDS: dict[tuple[str, str], str] = {
+    ("deepspeed", "micro_batch"): "train_micro_batch_size_per_gpu <= {}",
+    ("deepspeed", "stage"): "zero_optimization.stage {}",
+    ("deepspeed", "offload_optimizer"): "offload_optimizer.device cpu",
+    ("deepspeed", "offload_param"): "offload_param.device cpu",
+    ("accelerate", "stage"): "deepspeed_config.zero_stage {}",
+    ("accelerate", "offload_optimizer"): "offload_optimizer_device cpu",
+    ("accelerate", "offload_param"): "offload_param_device cpu",
+    ("accelerate", "fsdp_strategy"): "fsdp_sharding_strategy {}",
+    ("accelerate", "fsdp_offload"): "fsdp_offload_params true",
+    ("accelerate", "to_fsdp"): "distributed_type FSDP (FULL_SHARD)",
+    ("accelerate", "to_deepspeed"): "distributed_type DEEPSPEED with zero_stage {}",
+    ("flags", "micro_batch"): "micro-batch (per_device_train_batch_size) <= {}",
+    ("flags", "grad_checkpointing"): "gradient checkpointing on",
+    ("trl", "micro_batch"): "per_device_train_batch_size: {}",
+    ("trl", "grad_checkpointing"): "gradient_checkpointing: true",
+    ("trl", "to_deepspeed"): "deepspeed: a ZeRO-{} config file",
+    ("trl", "to_fsdp"): "fsdp: full_shard auto_wrap",
+    ("trl", "fsdp_strategy"): "fsdp: {lower} auto_wrap",
+    ("trl", "fsdp_offload"): "fsdp: full_shard offload auto_wrap",
+    ("axolotl", "micro_batch"): "micro_batch_size: {}",
+    ("axolotl", "grad_checkpointing"): "gradient_checkpointing: true",
+    ("axolotl", "to_deepspeed"): "deepspeed: deepspeed_configs/zero{}.json",
+    ("axolotl", "to_fsdp"): "fsdp_version: 2 with fsdp_config (reshard_after_forward: true)",
+    ("axolotl", "fsdp_strategy"): "fsdp_config.reshard_after_forward: {reshard}",
+    ("axolotl", "fsdp_offload"): "fsdp_config.offload_params: true",
+    ("llamafactory", "micro_batch"): "per_device_train_batch_size: {}",
+    ("llamafactory", "grad_checkpointing"): "disable_gradient_checkpointing: false",
+    ("llamafactory", "to_deepspeed"): "deepspeed: examples/deepspeed/ds_z{}_config.json",
+    ("llamafactory", "to_fsdp"): "accelerate launch --config_file examples/accelerate/fsdp_config.yaml",
+    ("torchtune", "micro_batch"): "batch_size: {}",
+    ("torchtune", "grad_checkpointing"): "enable_activation_checkpointing: True",
+    ("torchtune", "to_fsdp"): "the _distributed recipe (tune run --nproc_per_node N ..._distributed)",
+    ("torchtune", "fsdp_offload"): "fsdp_cpu_offload: True",
+    ("torchtune", "fsdp_strategy"): "fsdp_reshard_after_forward: {reshard}",
+}
+FALLBACK = {"micro_batch": "flags", "grad_checkpointing": "flags", "stage": "deepspeed",
+            "offload_optimizer": "deepspeed", "offload_param": "deepspeed", "fsdp_strategy": "accelerate",
+            "fsdp_offload": "accelerate", "to_fsdp": "accelerate", "to_deepspeed": "accelerate"}
+
+
+def say(vocabulary: dict[str, str] | None, default_source: str, setting: str, value: object = None) -> str:
+    """``setting`` = ``value`` in the words of the file that holds it: the plan's vocabulary for
+    that setting, else the plan's own source, else the generic spelling. Templates may write the
+    value as it is, lower-cased (TRL's ``fsdp: full_shard``), or as FSDP2's ``reshard_after_forward``
+    boolean (FULL_SHARD reshards, SHARD_GRAD_OP does not)."""
+    for source in ((vocabulary or {}).get(setting), default_source, FALLBACK.get(setting, "flags")):
+        template = WORDS.get((source, setting)) if source else None
+        if template:
+            return template.format(value, lower=str(value).lower(),
+                                   reshard="true" if value == "FULL_SHARD" else "false")
+    return f"{setting} {value}"
