@@ -118,4 +118,4 @@ def test_kind_overrides_content_detection(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["files"][0]["notes"]
     assert main(["check", str(path), "--gpus", "1xH100", "--model", "gpt2", "--kind", "vllm", "--format", "json"]) == 1
     codes = {f["code"] for f in json.loads(capsys.readouterr().out)["files"][0]["findings"]}
-    assert codes == {"VL101"}                                             # vllm serve refuses max_tokens, temperature
+    assert codes == {"VL101", "VL006"}      # vllm serve refuses max_tokens, temperature; model x is checked as gpt2

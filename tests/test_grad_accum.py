@@ -61,10 +61,9 @@ def test_zero12_read_the_files_accumulation(tmp_path, capsys, stage):
     entry = deepspeed_check(tmp_path, capsys, stage, 8)
     assert entry["plan"]["origins"]["grad_accum"].endswith(":3:2")     # the file's, over --grad-accum
     assert entry["plan"]["grad_accum"] == 8
-    from vramlint.checker import check_file
-    from vramlint.plan import Flags
-    plan = check_file(str(tmp_path / f"z{stage}.json"), read_model(MODEL), parse_gpus("8xH100"),
-                      Flags(seq_len=2048)).plan
+    from vramlint.checker import Context, check_file
+    plan = check_file(str(tmp_path / f"z{stage}.json"), Context(parse_gpus("8xH100"), {"seq_len": 2048},
+                                                                model=read_model(MODEL)))[0].plan
     assert plan.grad_accum == 8
     from vramlint.memory.states import zero12_grad_partition
     carried = 2 * (plan.model.params if stage == 1 else zero12_grad_partition(plan))   # ZeRO-2: its partition

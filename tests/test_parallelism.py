@@ -36,13 +36,12 @@ def components(entry: dict) -> dict[str, int]:
 
 def at_the_loss(path, gpus: str, tp: int | None = None) -> dict[str, int]:
     """The backward-at-the-loss moment of the plan the file gives (whatever moment is the peak)."""
-    from vramlint.checker import check_file
+    from vramlint.checker import Context, check_file
     from vramlint.hardware import parse_gpus
     from vramlint.memory.training import training_peak
-    from vramlint.plan import Flags, workload_from_flags
 
-    flags = Flags(micro_batch=1, seq_len=8192, grad_checkpointing=True, workload=workload_from_flags({"tp": tp}))
-    plan = check_file(str(path), read_model(MODEL), parse_gpus(gpus), flags).plan
+    values = {"micro_batch": 1, "seq_len": 8192, "grad_checkpointing": True, "tp": tp}
+    plan = check_file(str(path), Context(parse_gpus(gpus), values, model=read_model(MODEL)))[0].plan
     _, moments, _ = training_peak(plan)
     return {c.name: c.bytes for c in next(m for m in moments if m.name == "backward at the loss").components}
 

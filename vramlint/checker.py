@@ -177,10 +177,12 @@ def _check(document: Document, result: FileResult, ctx: Context) -> list[FileRes
     return [result]
 
 
-def _needs_model(ctx: Context, kind: str) -> ModelShape:
+def _needs_model(ctx: Context, result: FileResult, document: Document, what: str) -> ModelShape | None:
+    """The model a launcher file is checked with: ``--model`` or the settings'; without one the
+    file gets a finding, not an estimate (a hook set up with only ``gpus`` still passes over it)."""
     if ctx.model is None:
-        raise UsageError(f"--model not given and no model in [tool.vramlint] of pyproject.toml "
-                         f"(a {kind} config does not name its model)")
+        result.findings.append(model_not_resolved(document.locate("$"), None, f"{what} names no model, and no "
+                                                  "--model or [tool.vramlint] model says which to check it with"))
     return ctx.model
 
 
@@ -203,8 +205,9 @@ def _check_deepspeed(document: Document, result: FileResult, ctx: Context) -> li
         return out
     result.findings.extend(hjson_syntax(document))
     result.findings.extend(check_schema(document, "deepspeed"))
-    _plan_deepspeed(result, read_deepspeed(document), _needs_model(ctx, "deepspeed"), ctx.cluster, ctx.flags,
-                    document.path)
+    model = _needs_model(ctx, result, document, "a DeepSpeed config that no recipe of this repository runs")
+    if model is not None:
+        _plan_deepspeed(result, read_deepspeed(document), model, ctx.cluster, ctx.flags, document.path)
     return [result]
 
 
@@ -214,7 +217,9 @@ def _check_accelerate(document: Document, result: FileResult, ctx: Context) -> N
     result.findings.extend(check_refusals(acc, document.path))
     result.findings.extend(check_launch(acc, ctx.cluster, document.path))
     referenced = acc.deepspeed_config_file.value
-    model = _needs_model(ctx, "accelerate")
+    model = _needs_model(ctx, result, document, "an Accelerate config")
+    if model is None:
+        return
     if acc.distributed_type.value not in RUNTIMES:
         result.notes.append(f"distributed_type {acc.distributed_type.value}: no GPU memory model "
                             "(vramlint models NO, MULTI_GPU, DEEPSPEED and FSDP)")
@@ -278,12 +283,13 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
             result.findings.extend(check_schema(document, "deepspeed"))
         result.findings.extend(check_consistency(ds, trainer=True))
         result.findings.extend(check_autotp(ds, model))
-    plan, overrides = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds)
+    job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds)
+    plan = job.plan
     result.findings.extend(overridden(o.fact.location, recipe.key(o.setting), o.fact.value, flag_text(o.setting),
-                                      o.value) for o in overrides)
+                                      o.value) for o in job.overrides)
     result.findings.extend(check_recipe(recipe, plan))
     if ds is not None:
-        result.findings.extend(check_trainer_mismatch(recipe, ds, plan))
+        result.findings.extend(check_trainer_mismatch(recipe, ds, plan, job.trainer_precision))
         result.findings.extend(check_batch(ds, ds.batch_world(ctx.cluster.world_size, plan.tensor_parallel),
                                            ds.document.path))
     result.plan = plan
@@ -341,8 +347,8 @@ def _check_vllm(document: Document, result: FileResult, ctx: Context) -> None:
                                  "config nor in the offline catalog; pass --model (a catalog name or a config.json)") \
                     from None
             result.findings.append(substituted_model(cfg.model, model.name, "--model", reason=str(exc)))
-    if model is None:
-        raise UsageError("--model not given and the vLLM config names no model")
+    if _needs_model(replace(ctx, model=model), result, document, "this vLLM config") is None:
+        return
     serving = serving_from_vllm(cfg, model, ctx.cluster, result.notes)
     result.serving = (serving, serving_estimate(serving))
     fitted = result.serving[1].max_model_len

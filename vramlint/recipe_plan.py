@@ -33,6 +33,17 @@ CLI_NAMES = {"mixed_precision": "--mixed-precision", "lora_targets": "--lora-tar
 
 
 @dataclass(frozen=True)
+class Job:
+    """What a recipe and its DeepSpeed file come to: the plan, the command-line values that
+    overrode the recipe, and the Trainer's own precision flag (what it fills "auto" with and holds
+    a DeepSpeed file's explicit values to)."""
+
+    plan: Plan
+    overrides: list
+    trainer_precision: str       # "bf16", "fp16" or "no"
+
+
+@dataclass(frozen=True)
 class Override:
     """A command-line value that replaced what the recipe says."""
 
@@ -134,8 +145,20 @@ def _seq_len(job: dict, origins: dict, values: dict, notes: list[str]) -> None:
                  f"{job['seq_len']:,} tokens ({origins['seq_len'].text})")
 
 
+def _split(recipe: Recipe, job: dict, values: dict, notes: list[str]) -> dict:
+    """The recipe's own parallelism: context / sequence parallel ranks each keep seq / n tokens'
+    activations and logits (ring attention, Ulysses); a tensor-parallel degree goes to the plan."""
+    split = recipe.sequence_split.value if isinstance(recipe.sequence_split.value, int) else 1
+    if split > 1:
+        notes.append(f"sequences split {split} ways ({recipe.key('sequence_split')} {split}): each GPU keeps the "
+                     f"activations and logits of {job['seq_len'] // split:,} of the {job['seq_len']:,} tokens")
+        job["seq_len"] = max(1, job["seq_len"] // split)
+    tp = recipe.tensor_parallel.value if isinstance(recipe.tensor_parallel.value, int) else 1
+    return {**values, "tp": tp} if tp > 1 and "tp" not in values else values
+
+
 def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values: dict, stated: frozenset[str],
-                     ds: DeepSpeedConfig | None = None) -> tuple[Plan, list[Override]]:
+                     ds: DeepSpeedConfig | None = None) -> Job:
     """The job a recipe describes, with the DeepSpeed file it names (already read) if any."""
     job, origins, overrides = job_values(recipe, values, stated)
     notes = [f"{recipe.title} recipe, stage {recipe.stage.value}"]
@@ -144,6 +167,7 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
         notes.append("a single-device recipe: it runs on one GPU")
     _settle(job, origins, model, cluster, notes)
     _seq_len(job, origins, values, notes)
+    values = _split(recipe, job, values, notes)
     if recipe.packing.value:
         notes.append(f"packing on: every sequence is {job['seq_len']:,} tokens long")
     else:
@@ -155,7 +179,7 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
         plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
     plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
                              origins={**origins, **plan.origins})
-    return plan.with_changes(vocabulary=_vocabulary(recipe, plan)), overrides
+    return Job(plan.with_changes(vocabulary=_vocabulary(recipe, plan)), overrides, job["mixed_precision"])
 
 
 def _plan_without_deepspeed(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster,

@@ -16,7 +16,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, FsdpFacts, Keys, Recipe, positive, targets, truthy)
+from vramlint.readers.recipe import OPTIMIZERS, TRAIN, Feature, FsdpFacts, Keys, Recipe, positive, targets, truthy
 from vramlint.readers.trl import FSDP_WORDS, attention
 
 VERSION = "axolotl 0.19.0"
@@ -26,7 +26,7 @@ NOT_AXOLOTL = ("merge_method", "slices", "models", "model_name_or_path", "per_de
 SPELLING = {"micro_batch": "micro_batch_size", "grad_accum": "gradient_accumulation_steps", "seq_len": "sequence_len",
             "grad_checkpointing": "gradient_checkpointing", "mixed_precision": "bf16", "optimizer": "optimizer",
             "lora_rank": "lora_r", "lora_targets": "lora_target_modules", "attn": "attn_implementation",
-            "load_in_4bit": "load_in_4bit", "model": "base_model"}
+            "load_in_4bit": "load_in_4bit", "model": "base_model", "sequence_split": "context_parallel_size"}
 STAGES = {"dpo": "dpo", "ipo": "ipo", "kto": "kto", "orpo": "orpo", "simpo": "simpo", "grpo": "grpo", "gdpo": "dpo",
           "ebft": "grpo"}
 # axolotl's own optimizer names (CustomSupportedOptimizers) that keep 8-bit states
@@ -130,25 +130,22 @@ def _fsdp(keys: Keys) -> FsdpFacts | None:
                      checkpointing=setting("activation_checkpointing", False), upcast=version.value != 2)
 
 
-def _features(keys: Keys) -> tuple[tuple[Fact, str], ...]:
+def _features(keys: Keys) -> tuple[Feature, ...]:
     found = []
     plugins = " ".join(str(p) for p in keys.raw("plugins") or []) if isinstance(keys.raw("plugins"), list) else ""
     if "cut_cross_entropy" in plugins:
-        found.append((keys.fact("plugins", None), "Cut Cross Entropy never builds the whole logits (the estimate "
-                                                   "counts them: an over-estimate)"))
-    for key, what in (("liger_fused_linear_cross_entropy", "Liger's fused linear cross-entropy (logits counted "
-                                                           "whole: an over-estimate)"),
-                      ("chunked_cross_entropy", "chunked cross-entropy (logits counted whole: an over-estimate)"),
-                      ("activation_offloading", "activation offloading to the host"),
-                      ("peft_use_dora", "DoRA's magnitude vectors and weight norms"),
-                      ("layer_offloading", "layer offloading to the host")):
+        found.append(Feature(keys.fact("plugins", None), "Cut Cross Entropy never builds the whole logits", "high"))
+    for key, what, effect in (
+            ("liger_fused_linear_cross_entropy", "Liger's fused linear cross-entropy never builds the whole logits",
+             "high"),
+            ("chunked_cross_entropy", "chunked cross-entropy builds the logits a chunk at a time", "high"),
+            ("activation_offloading", "activation offloading keeps the saved activations on the host", "high"),
+            ("peft_use_dora", "DoRA adds magnitude vectors and computes each adapted weight's norm", "low"),
+            ("layer_offloading", "layer offloading keeps parameters on the host", "high")):
         if truthy(keys.raw(key)) and keys.has(key):
-            found.append((keys.fact(key, None), what))
+            found.append(Feature(keys.fact(key, None), what, effect))
     if str(keys.raw("gradient_checkpointing")).startswith("offload"):
-        found.append((keys.fact("gradient_checkpointing", None), "checkpoints offloaded to the host"))
-    for key in ("tensor_parallel_size", "context_parallel_size", "sequence_parallel_degree"):
-        if positive(keys.raw(key)) not in (None, 1) and keys.has(key) and isinstance(positive(keys.raw(key)), int):
-            found.append((keys.fact(key, None), f"{key} {keys.raw(key)} (axolotl's parallelism is not split here)"))
+        found.append(Feature(keys.fact("gradient_checkpointing", None), "checkpoints offloaded to the host", "high"))
     return tuple(found)
 
 
@@ -162,7 +159,7 @@ def read_axolotl(document: Document) -> Recipe:
     rank, where, dropout = _lora(keys, adapter)
     features = _features(keys)
     if eight.value and adapter.value == "lora":
-        features += ((eight, "LoRA on an 8-bit (LLM.int8) base: priced as a 16-bit base"),)
+        features += (Feature(eight, "LoRA on an 8-bit (LLM.int8) base is priced as a 16-bit base", "high"),)
     return Recipe(
         document=document, framework="axolotl", title="axolotl", task=TRAIN, stage=_stage(keys),
         model=keys.get("base_model"),
@@ -181,5 +178,7 @@ def read_axolotl(document: Document) -> Recipe:
         deepspeed=keys.get("deepspeed"),
         fsdp=_fsdp(keys),
         max_grad_norm=keys.get("max_grad_norm", default=1.0, why="HF TrainingArguments default"),
+        tensor_parallel=keys.get("tensor_parallel_size", default=1, convert=positive),
+        sequence_split=keys.get("context_parallel_size", "sequence_parallel_degree", default=1, convert=positive),
         keys=SPELLING, features=features,
     )

@@ -176,8 +176,21 @@ def read_deepspeed(doc: Document) -> DeepSpeedConfig:
     )
 
 
+# Top-level keys only DeepSpeed has (DeepSpeedConfig, runtime/config.py); ``bf16``, ``fp16``,
+# ``optimizer``, ``scheduler`` are DeepSpeed's only as sections (recipes write ``bf16: true``),
+# and ``gradient_accumulation_steps`` is every trainer's.
+OWN_KEYS = {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size", "zero_allow_untested_optimizer",
+            "steps_per_print", "wall_clock_breakdown", "zero_force_ds_cpu_optimizer", "gradient_clipping",
+            "flops_profiler", "comms_logger", "aio", "prescale_gradients", "gradient_predivide_factor",
+            "sparse_gradients", "amp", "tensor_parallel", "sequence_parallel_size", "data_efficiency",
+            "curriculum_learning", "compression_training", "elasticity", "autotuning", "checkpoint",
+            "memory_breakdown", "dump_state", "communication_data_type", "bfloat16"}
+SECTIONS = ("fp16", "bf16", "optimizer", "scheduler", "activation_checkpointing")
+
+
 def looks_like_deepspeed(data: Any) -> bool:
-    """Content sniffing: DeepSpeed's own top-level keys, whatever the file is called."""
-    keys = {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size", "fp16", "bf16",
-            "bfloat16", "gradient_accumulation_steps", "optimizer", "zero_allow_untested_optimizer"}
-    return isinstance(data, dict) and bool(keys & data.keys())
+    """Content sniffing: DeepSpeed's own top-level keys, or its sections written as sections,
+    whatever the file is called."""
+    if not isinstance(data, dict):
+        return False
+    return bool(OWN_KEYS & data.keys()) or any(isinstance(data.get(key), dict) for key in SECTIONS)

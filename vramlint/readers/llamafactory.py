@@ -16,7 +16,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, Keys, Recipe, positive, targets, truthy
+from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, positive, targets, truthy
 from vramlint.readers.trl import attention, hf_fsdp, optimizer
 
 VERSION = "LLaMA-Factory 0.9.5"
@@ -90,24 +90,27 @@ def _quantized(keys: Keys) -> tuple[Fact, Fact]:
             Fact(on and bits.value == 8, bits.location, bits.default))
 
 
-def _features(keys: Keys, kind: Fact) -> tuple[tuple[Fact, str], ...]:
+def _features(keys: Keys, kind: Fact) -> tuple[Feature, ...]:
     found = []
     if kind.value == "freeze":
-        found.append((kind, "freeze tuning trains only the last layers: priced as a full fine-tune (an upper bound)"))
+        found.append(Feature(kind, "freeze tuning trains only the last layers: priced as a full fine-tune", "high"))
     if kind.value == "oft":
-        found.append((kind, "OFT adapters: priced as a full fine-tune"))
-    for key, what in (("use_galore", "GaLore's projected optimizer states"), ("use_apollo", "APOLLO's optimizer"),
-                      ("use_badam", "BAdam's block-wise updates"), ("use_dora", "DoRA's magnitude vectors and "
-                                                                               "weight norms"),
-                      ("enable_liger_kernel", "Liger kernels (fused linear cross-entropy for pt/sft)"),
-                      ("use_unsloth", "Unsloth's kernels"), ("use_unsloth_gc", "checkpoints offloaded to the host"),
-                      ("pissa_init", "PiSSA initialisation")):
+        found.append(Feature(kind, "OFT adapters are priced as a full fine-tune", "high"))
+    for key, what, effect in (("use_galore", "GaLore keeps projected optimizer states", "high"),
+                              ("use_apollo", "APOLLO keeps low-rank optimizer states", "high"),
+                              ("use_badam", "BAdam updates one block of layers at a time", "high"),
+                              ("use_dora", "DoRA adds magnitude vectors and computes each adapted weight's norm",
+                               "low"),
+                              ("enable_liger_kernel", "Liger's kernels (a fused linear cross-entropy for pt and "
+                                                      "sft)", "high"),
+                              ("use_unsloth", "Unsloth's kernels", "high"),
+                              ("use_unsloth_gc", "checkpoints offloaded to the host", "high")):
         if truthy(keys.raw(key)) and keys.has(key):
-            found.append((keys.fact(key, None), what))
+            found.append(Feature(keys.fact(key, None), what, effect))
     method = keys.raw("quantization_method")
     if keys.has("quantization_bit") and method not in (None, "bnb"):
-        found.append((keys.fact("quantization_method", None), f"quantization_method {method}: not modelled "
-                                                               "(0.9.5 quantizes only with bnb, hqq and eetq)"))
+        found.append(Feature(keys.fact("quantization_method", None), f"quantization_method {method} is priced as "
+                             "a 16-bit base (0.9.5 quantizes on the fly only with bnb, hqq and eetq)", "high"))
     return tuple(found)
 
 
@@ -119,7 +122,7 @@ def read_llamafactory(document: Document) -> Recipe:
     four, eight = _quantized(keys)
     features = _features(keys, kind)
     if eight.value:
-        features += ((eight, "LoRA on an 8-bit (LLM.int8) base: priced as a 16-bit base"),)
+        features += (Feature(eight, "LoRA on an 8-bit (LLM.int8) base is priced as a 16-bit base", "high"),)
     return Recipe(
         document=document, framework="llamafactory", title="LLaMA-Factory", task=_task(keys), stage=stage,
         model=keys.get("model_name_or_path"),

@@ -26,6 +26,16 @@ MODELLED_STAGES = ("pt", "sft")      # stages the memory model prices as they ru
 
 
 @dataclass(frozen=True)
+class Feature:
+    """Something a recipe turns on that the memory model does not price yet, and which way the
+    estimate is off without it: "low" (the job needs more) or "high" (it needs less)."""
+
+    fact: Fact
+    what: str
+    effect: str = "low"
+
+
+@dataclass(frozen=True)
 class FsdpFacts:
     """FSDP as a recipe turns it on (HF ``fsdp``/``fsdp_config``, axolotl, torchtune's
     distributed recipes): Accelerate's FSDP plugin facts, each located where the recipe says it."""
@@ -67,9 +77,11 @@ class Recipe:
     deepspeed: Fact                # a DeepSpeed file's path, an inline DeepSpeed dict, or None
     fsdp: FsdpFacts | None         # FSDP, when the recipe turns it on
     max_grad_norm: Fact = field(default_factory=lambda: Fact(1.0, None, "HF TrainingArguments default"))
+    tensor_parallel: Fact = field(default_factory=lambda: Fact(1))   # TP degree the recipe sets
+    sequence_split: Fact = field(default_factory=lambda: Fact(1))    # context / sequence parallel degree
     hf_trainer: bool = True        # run by the HF Trainer, which fills and checks a DeepSpeed file's values
     keys: Mapping[str, str] = field(default_factory=dict)
-    features: tuple[tuple[Fact, str], ...] = ()   # what the recipe turns on that the memory model omits
+    features: tuple[Feature, ...] = ()   # what the recipe turns on that the memory model omits
     model_config: dict | None = None   # the architecture, where the recipe states it (torchtune's builders)
     single_device: bool = False        # the recipe runs on one GPU whatever the machine has
     notes: tuple[str, ...] = ()

@@ -26,7 +26,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, FsdpFacts, Keys, Recipe, positive, truthy
+from vramlint.readers.recipe import TRAIN, Feature, FsdpFacts, Keys, Recipe, positive, truthy
 
 VERSION = "torchtune 0.6.1"
 SPELLING = {"micro_batch": "batch_size", "grad_accum": "gradient_accumulation_steps",
@@ -148,19 +148,22 @@ def _fsdp(keys: Keys, recipe: str | None) -> FsdpFacts | None:
                      checkpointing=Fact(False), upcast=False)
 
 
-def _features(keys: Keys) -> tuple[tuple[Fact, str], ...]:
+def _features(keys: Keys) -> tuple[Feature, ...]:
     found = []
     loss = str(keys.raw("loss._component_") or "")
     if loss.endswith(("CEWithChunkedOutputLoss", "LinearCrossEntropyLoss")):
-        found.append((keys.fact("loss._component_", None), f"{loss.rsplit('.', 1)[-1]}: the logits are chunked "
-                                                            "(counted whole: an over-estimate)"))
-    for key, what in (("enable_activation_offloading", "activation offloading to the host"),
-                      ("optimizer_in_bwd", "optimizer_in_bwd frees each gradient after its step"),
-                      ("model.use_dora", "DoRA's magnitude vectors and weight norms")):
+        found.append(Feature(keys.fact("loss._component_", None), f"{loss.rsplit('.', 1)[-1]} builds the logits a "
+                             "chunk at a time", "high"))
+    for key, what, effect in (("enable_activation_offloading", "activation offloading keeps the saved activations "
+                                                                 "on the host", "high"),
+                              ("optimizer_in_bwd", "optimizer_in_bwd frees each gradient after its step", "high"),
+                              ("model.use_dora", "DoRA adds magnitude vectors and computes each adapted weight's norm",
+                               "low")):
         if truthy(keys.raw(key)) and keys.has(key):
-            found.append((keys.fact(key, None), what))
+            found.append(Feature(keys.fact(key, None), what, effect))
     if "Paged" in str(keys.raw("optimizer._component_") or ""):
-        found.append((keys.fact("optimizer._component_", None), "a paged optimizer can spill its states to the host"))
+        found.append(Feature(keys.fact("optimizer._component_", None), "a paged optimizer can spill its states to "
+                             "the host", "high"))
     return tuple(found)
 
 
@@ -174,6 +177,8 @@ def read_torchtune(document: Document) -> Recipe:
     dtype = keys.get("dtype", default="bf16", why=f"{VERSION}: every shipped config says bf16")
     weights = DTYPES.get(dtype.value, "bfloat16")
     seq = keys.get("tokenizer.max_seq_len", default=None, convert=positive, why=f"{VERSION}: max_seq_len null")
+    if seq.value is None and keys.has("tokenizer.max_seq_len"):
+        seq = keys.fact("tokenizer.max_seq_len", None)       # null, written: no cap
     single = recipe is None or "single_device" in recipe or "distributed" not in recipe
     return Recipe(
         document=document, framework="torchtune", title="torchtune", task=_task(keys),

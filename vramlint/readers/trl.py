@@ -26,7 +26,7 @@ from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, FsdpFacts, Keys, Recipe,
                                      truthy)
 
 VERSION = "transformers 5.24.0 / TRL 1.16.0"
-MODEL_KEYS = ("model_name_or_path", "model_id")
+MODEL_KEYS = ("model_name_or_path", "model_id", "model_name")
 # TrainingArguments fields a TRL or HF recipe sets and no other recipe format has at the top level.
 TRAINING_KEYS = {"per_device_train_batch_size", "learning_rate", "num_train_epochs", "output_dir",
                  "gradient_checkpointing", "activation_checkpointing", "max_steps", "lr_scheduler_type",

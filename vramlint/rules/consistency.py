@@ -38,10 +38,14 @@ AUTO_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_acc
              "gradient_clipping")
 
 
-def check_consistency(ds: DeepSpeedConfig) -> Iterator[Finding]:
+def check_consistency(ds: DeepSpeedConfig, trainer: bool = False) -> Iterator[Finding]:
+    """``trainer``: the file is checked with the recipe the HF Trainer runs it with, which fills
+    its "auto" values, so they are no finding."""
     doc, data = ds.document, ds.document.data if isinstance(ds.document.data, dict) else {}
     autos = [key for key in AUTO_KEYS if data.get(key) == AUTO]
-    if "train_batch_size" not in data and "train_micro_batch_size_per_gpu" not in data:
+    if trainer:
+        pass
+    elif "train_batch_size" not in data and "train_micro_batch_size_per_gpu" not in data:
         yield Finding(*UNRESOLVED_AUTO, doc.locate("$"),
                       "no train_batch_size or train_micro_batch_size_per_gpu: the HF Trainer and Accelerate add "
                       "them; the plain deepspeed launcher asserts 'Either train_batch_size or "

@@ -35,9 +35,13 @@ def model_not_resolved(where: Location, name: str | None, why: str) -> Finding:
 
 
 def substituted_model(fact: Fact, used: object, by: str, reason: str = "") -> Finding:
-    said = f"{reason}; " if reason else ""
-    return Finding(*SUBSTITUTED, fact.location, f"{said}checked as {used} ({by}), not the {fact.value!r} the file names",
-                   hint="drop --model to check the file's own model" if by == "--model" else "")
+    """The file names ``fact.value``; the estimate is for ``used``: given instead (``by``), or
+    standing in for a model that cannot be read (``reason``)."""
+    if reason:
+        return Finding(*SUBSTITUTED, fact.location, f"{reason}: the estimate is for {used} ({by}) instead",
+                       hint="make the file's model readable here (a config.json or a Hub id in the cache)")
+    return Finding(*SUBSTITUTED, fact.location, f"the file names {fact.value!r}; the estimate is for {used} ({by})",
+                   hint=f"drop {by} to check the file's own model")
 
 
 def overridden(where: Location, key: str, written: object, flag: str, used: object) -> Finding:

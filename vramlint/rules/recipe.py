@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from vramlint.findings import ERROR, WARNING, Finding
+from vramlint.findings import ERROR, INFO, WARNING, Finding
 from vramlint.plan import Plan
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 from vramlint.readers.recipe import MODELLED_STAGES, Recipe
@@ -13,6 +13,8 @@ from vramlint.rules.base import Rule
 
 MISMATCH = ("VL310", "trainer-deepspeed-mismatch", ERROR)
 NOT_MODELLED = ("VL210", "not-modelled", WARNING)
+SAVING = ("VL211", "saving-not-counted", INFO)
+UNBOUNDED = ("VL212", "sequence-length-unbounded", WARNING)
 RULES = (
     Rule(*MISMATCH, summary="The recipe and the DeepSpeed file it names set the same value differently: the HF "
                             "Trainer refuses to start (HfTrainerDeepSpeedConfig's mismatch check, quoted in the "
@@ -24,6 +26,15 @@ RULES = (
                                 "is for the job without it, and says so.",
          bad="stage: dpo      # LLaMA-Factory: a reference model and chosen + rejected in each batch",
          good="stage: sft"),
+    Rule(*SAVING, summary="The recipe turns on something that saves memory (a chunked or fused loss, activation "
+                          "offloading, optimizer_in_bwd, ...) that the estimate does not count yet: the job needs "
+                          "less than estimated.",
+         bad="loss:\n  _component_: torchtune.modules.loss.CEWithChunkedOutputLoss",
+         good="loss:\n  _component_: torch.nn.CrossEntropyLoss"),
+    Rule(*UNBOUNDED, summary="The recipe caps no sequence length (torchtune's tokenizer.max_seq_len: null): each "
+                             "batch pads to its longest sample, so one long sample can OOM a job that fit. The "
+                             "estimate takes the settings' seq_len, or 2,048 tokens, and says so.",
+         bad="tokenizer:\n  max_seq_len: null", good="tokenizer:\n  max_seq_len: 4096"),
 )
 # The Trainer's words (transformers 5.24.0 integrations/deepspeed.py:258-263, entries as in :132).
 TRAINER_ERROR = ("ValueError: Please correct the following DeepSpeed config values that mismatch TrainingArguments "
@@ -46,19 +57,28 @@ def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
         yield Finding(*NOT_MODELLED, stage.location or recipe.document.locate("$"),
                       f"{what} is estimated as supervised fine-tuning of one model: what the stage adds is not "
                       "counted yet, so the peak is a lower bound", hint="treat a near-fit as not fitting")
-    for fact, what in recipe.features:
-        yield Finding(*NOT_MODELLED, fact.location or recipe.document.locate("$"),
-                      f"{what}: not counted in the estimate", hint="treat the estimate as approximate")
+    for feature in recipe.features:
+        where = feature.fact.location or recipe.document.locate("$")
+        if feature.effect == "low":
+            yield Finding(*NOT_MODELLED, where, f"{feature.what}: not counted, so the job needs more than estimated",
+                          hint="treat a near-fit as not fitting")
+        else:
+            yield Finding(*SAVING, where, f"{feature.what}: not counted, so the job needs less than estimated")
+    if recipe.seq_len.value is None:
+        yield Finding(*UNBOUNDED, recipe.seq_len.location or recipe.document.locate("$"),
+                      f"no sequence-length cap: each batch pads to its longest sample; estimated at {plan.seq_len:,} "
+                      "tokens", hint=f"set {recipe.key('seq_len')} to the longest sequence you train on")
 
 
 def _entry(ds_key: str, ds_value: object, hf_key: str, hf_value: object) -> str:
     return f"- ds {ds_key}={ds_value} vs hf {hf_key}={hf_value}"
 
 
-def check_trainer_mismatch(recipe: Recipe, ds: DeepSpeedConfig, plan: Plan) -> Iterator[Finding]:
+def check_trainer_mismatch(recipe: Recipe, ds: DeepSpeedConfig, plan: Plan, trainer: str) -> Iterator[Finding]:
     """``HfTrainerDeepSpeedConfig.trainer_config_process``: each DeepSpeed value the file states
     (not "auto") must equal the Trainer's; one finding, at the first differing DeepSpeed line,
-    quoting the whole error the Trainer raises."""
+    quoting the whole error the Trainer raises. ``trainer``: the Trainer's precision flag, as the
+    recipe settles it ("bf16", "fp16", "no")."""
     if not recipe.hf_trainer:
         return
     world = plan.cluster.world_size
@@ -72,7 +92,7 @@ def check_trainer_mismatch(recipe: Recipe, ds: DeepSpeedConfig, plan: Plan) -> I
     ]
     for name, hf_name in (("fp16", "fp16|fp16_full_eval"), ("bf16", "bf16|bf16_full_eval")):
         if name in ds.sections:
-            checks.append((f"{name}.enabled", ds.sections[name], recipe.mixed_precision.value == name, hf_name))
+            checks.append((f"{name}.enabled", ds.sections[name], trainer == name, hf_name))
     wrong = [(key, fact, value, hf) for key, fact, value, hf in checks
              if fact.from_file and fact.value not in (AUTO, None) and not _same(fact.value, value)]
     if not wrong:
