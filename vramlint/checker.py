@@ -272,27 +272,70 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
     model = _recipe_model(recipe, result, ctx)
     if model is None:
         return
-    ds = None
+    ds, acc = None, None
     if recipe.deepspeed.value:
         document = deepspeed_document or _recipe_deepspeed(recipe, result)
         if document is None:
             return
-        ds = read_deepspeed(document)
-        if deepspeed_document is None:
-            result.findings.extend(hjson_syntax(document))
-            result.findings.extend(check_schema(document, "deepspeed"))
-        result.findings.extend(check_consistency(ds, trainer=True))
-        result.findings.extend(check_autotp(ds, model))
-    job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds)
+        ds = _trainer_deepspeed(document, deepspeed_document is None, result, model)
+    elif recipe.fsdp is None and ctx.values.get("launch_config"):
+        ds, acc = _launch_config(str(ctx.values["launch_config"]), recipe, result, model)
+        if ds is None and acc is None:
+            return
+    job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc)
     plan = job.plan
     result.findings.extend(overridden(o.fact.location, recipe.key(o.setting), o.fact.value, flag_text(o.setting),
                                       o.value) for o in job.overrides)
     result.findings.extend(check_recipe(recipe, plan))
     if ds is not None:
-        result.findings.extend(check_trainer_mismatch(recipe, ds, plan, job.trainer_precision))
+        result.findings.extend(check_trainer_mismatch(recipe, ds, plan.cluster.world_size, job.trainer))
         result.findings.extend(check_batch(ds, ds.batch_world(ctx.cluster.world_size, plan.tensor_parallel),
                                            ds.document.path))
     result.plan = plan
+
+
+def _trainer_deepspeed(document: Document, own_findings: bool, result: FileResult, model: ModelShape):
+    """A DeepSpeed file a recipe runs: its findings (unless it is the file being checked, which
+    has them already) but none for the "auto" values the Trainer fills."""
+    ds = read_deepspeed(document)
+    if own_findings:
+        result.findings.extend(hjson_syntax(document))
+        result.findings.extend(check_schema(document, "deepspeed"))
+    result.findings.extend(check_consistency(ds, trainer=True))
+    result.findings.extend(check_autotp(ds, model))
+    return ds
+
+
+def _launch_config(path: str, recipe: Recipe, result: FileResult, model: ModelShape):
+    """``launch_config``: the Accelerate config (or DeepSpeed JSON) the recipe is launched with
+    (``accelerate launch --config_file``), for a recipe that names neither DeepSpeed nor FSDP."""
+    target = Path(path)
+    if not target.is_file():
+        raise UsageError(f"launch_config {path!r}: no such file")
+    document = _load(str(target), result)
+    if document is None:
+        return None, None
+    kind = detect(document.data)
+    if kind == "deepspeed":
+        return _trainer_deepspeed(document, True, result, model), None
+    if kind != "accelerate":
+        raise UsageError(f"launch_config {path!r} is neither an Accelerate config nor a DeepSpeed JSON")
+    result.findings.extend(check_schema(document, "accelerate"))
+    acc = read_accelerate(document)
+    result.findings.extend(check_refusals(acc, document.path))
+    referenced = acc.deepspeed_config_file.value
+    if acc.distributed_type.value == "DEEPSPEED" and referenced:
+        found = find_referenced(str(referenced), document.path)
+        if found is None:
+            result.findings.append(missing_reference(acc.deepspeed_config_file.location, str(referenced)))
+            return None, None
+        inner = _load(str(found), result)
+        return (None if inner is None else _trainer_deepspeed(inner, True, result, model)), None
+    if acc.distributed_type.value not in RUNTIMES:
+        result.notes.append(f"launch_config distributed_type {acc.distributed_type.value}: no GPU memory model")
+        return None, None
+    result.notes.append(f"launched with {document.path} (launch_config)")
+    return None, acc
 
 
 def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShape | None:

@@ -89,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="when the file's stage is unusable")
     check.add_argument("--near-threshold", type=_fraction, help="warn above this share of GPU memory (default 0.90)")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too")
+    check.add_argument("--launch-config", metavar="PATH",
+                       help="the Accelerate config (accelerate launch --config_file) or DeepSpeed JSON a training "
+                            "recipe is launched with, when the recipe names neither ([tool.vramlint] launch_config)")
     check.add_argument("--kind", choices=KINDS,
                        help="read every file as this format (default: detected from the content)")
     check.add_argument("--host-ram", help="host RAM per node, e.g. 512GB or 1TB, for offload checks (host-ram-exceeded)")
@@ -115,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--offload-param", choices=["none", "cpu", "nvme"], default="none")
     est.add_argument("--format", choices=["text", "json"], default="text")
 
-    plan = sub.add_parser("plan", help="list the training setups that fit, best first")
+    plan = sub.add_parser("plan", help="list the training setups that fit, best first (for a recipe: the edits to it)")
+    plan.add_argument("recipe", nargs="?", metavar="RECIPE", help="a training recipe: list the edits to it that fit")
     _add_common(plan)
     plan.add_argument("--near-threshold", type=_fraction, help="keep the peak under this share of memory (0.90)")
     plan.add_argument("--format", choices=["text", "json"], default="text")
@@ -215,30 +219,59 @@ def _estimate(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     import json
 
-    from vramlint.memory.fit import training_setups
+    from vramlint.memory.fit import setup_edits, training_setups
     from vramlint.plan import plan_from_flags
     from vramlint.settings import load_settings, merge
     from vramlint.units import GiB
 
-    values = merge(load_settings(args.config).for_file(None), vars(args))
-    model, cluster = _resolve(values)
-    base = plan_from_flags(model, cluster, {**values, "train": True})
+    settings = load_settings(args.config)
+    values = merge(settings.for_file(args.recipe), vars(args))
+    if args.recipe:
+        stated = {k for k, v in vars(args).items() if v is not None and v is not False and k != "recipe"}
+        base, where = _recipe_plan(args.recipe, values, stated | set(settings.override_for(args.recipe))), args.recipe
+    else:
+        model, cluster = _resolve(values)
+        base, where = plan_from_flags(model, cluster, {**values, "train": True}), None
+    cluster = base.cluster
     threshold = values.get("near_threshold") or 0.90
     setups = training_setups(base, int(cluster.gpu.memory_bytes * threshold))
     if args.format == "json":
         json.dump([{"runtime": s.runtime, "strategy": s.strategy, "offload": s.offload,
                     "grad_checkpointing": s.grad_checkpointing, "max_micro_batch": s.micro_batch,
-                    "per_gpu_peak_bytes": s.peak} for s in setups], sys.stdout, indent=2)
+                    "per_gpu_peak_bytes": s.peak, **({"edits": setup_edits(base, s)} if where else {})}
+                   for s in setups], sys.stdout, indent=2)
         print()
         return EXIT_OK
-    print(f"Training {model.name or model.model_type} on {cluster.describe()}, seq {base.seq_len}: "
+    what = f"{where} ({base.model.name or base.model.model_type})" if where else base.model.name or base.model.model_type
+    print(f"Training {what} on {cluster.describe()}, seq {base.seq_len}: "
           f"{len(setups)} setups stay under {threshold:.0%} of GPU memory, best first")
     for s in setups:
+        if where:
+            print(f"  {s.peak / GiB:6.1f} GiB  {'; '.join(setup_edits(base, s)) or 'as written'}")
+            continue
         print(f"  {s.strategy:<22} offload {s.offload:<24} checkpointing {'on ' if s.grad_checkpointing else 'off'}  "
               f"micro-batch <= {s.micro_batch:<3} peak {s.peak / GiB:6.1f} GiB")
     if not setups:
         print("  none: more GPUs, tensor parallelism, LoRA/QLoRA (--lora-rank, --load-in-4bit) or a shorter sequence")
     return EXIT_OK
+
+
+def _recipe_plan(path: str, values: dict, stated: set[str]):
+    """The job a training recipe describes, as ``check`` reads it (its DeepSpeed file included)."""
+    from pathlib import Path
+
+    from vramlint.checker import Context, check_file
+    from vramlint.hardware import parse_gpus
+    if not values.get("gpus"):
+        raise UsageError("--gpus not given and no gpus in [tool.vramlint] of pyproject.toml")
+    model, _ = _resolve({**values, "gpus": values["gpus"]}, model_optional=True)
+    ctx = Context(parse_gpus(values["gpus"]), values, frozenset(stated), model,
+                  run_paths=frozenset({str(Path(path).resolve())}))
+    result = check_file(path, ctx)[0]
+    if result.plan is None or result.kind not in ("trl", "axolotl", "llamafactory", "torchtune"):
+        why = "; ".join([f.message for f in result.findings if f.severity != "info"] + result.notes) or "no estimate"
+        raise UsageError(f"{path}: not a training recipe vramlint can plan ({why})")
+    return result.plan
 
 
 def _model(args: argparse.Namespace) -> int:

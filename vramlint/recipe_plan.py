@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 
 from vramlint.hardware import Cluster
 from vramlint.models.shape import ModelShape
-from vramlint.plan import Flags, Origin, Plan, plan_from_deepspeed, workload_from_flags
+from vramlint.plan import Flags, Origin, Plan, plan_from_accelerate, plan_from_deepspeed, workload_from_flags
+from vramlint.readers.accelerate import AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
 from vramlint.readers.recipe import PEFT_DEFAULT_TARGETS, Recipe
 
@@ -40,7 +41,7 @@ class Job:
 
     plan: Plan
     overrides: list
-    trainer_precision: str       # "bf16", "fp16" or "no"
+    trainer: dict                # the Trainer's own values: micro_batch, grad_accum, mixed_precision
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,8 @@ def _flags(job: dict, origins: dict, values: dict) -> Flags:
 def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
     """Each setting a hint may change, spelled by the file that holds it: the recipe's own, or
     the DeepSpeed file's where that file sets it."""
-    vocab = {setting: recipe.framework for setting in ("micro_batch", "grad_checkpointing", "to_deepspeed",
-                                                        "to_fsdp", "fsdp_strategy", "fsdp_offload")}
+    vocab = {setting: recipe.framework for setting in ("micro_batch", "grad_checkpointing", "no_grad_checkpointing",
+                                                        "to_deepspeed", "to_fsdp", "fsdp_strategy", "fsdp_offload")}
     origin = plan.origins.get("micro_batch")
     if plan.runtime == "deepspeed" and origin is not None and origin.location is not None \
             and origin.location.path != recipe.document.path:
@@ -158,8 +159,9 @@ def _split(recipe: Recipe, job: dict, values: dict, notes: list[str]) -> dict:
 
 
 def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values: dict, stated: frozenset[str],
-                     ds: DeepSpeedConfig | None = None) -> Job:
-    """The job a recipe describes, with the DeepSpeed file it names (already read) if any."""
+                     ds: DeepSpeedConfig | None = None, acc: AccelerateConfig | None = None) -> Job:
+    """The job a recipe describes, with the DeepSpeed file it names (already read) if any, or the
+    Accelerate config it is launched with (``launch_config``)."""
     job, origins, overrides = job_values(recipe, values, stated)
     notes = [f"{recipe.title} recipe, stage {recipe.stage.value}"]
     if recipe.single_device and cluster.world_size > 1:
@@ -175,11 +177,25 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
     flags = _flags(job, origins, values)
     if ds is not None:
         plan = plan_from_deepspeed(ds, model, cluster, flags)
+    elif acc is not None:
+        plan = _plan_from_launcher(acc, job, flags, model, cluster)
     else:
         plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
     plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
                              origins={**origins, **plan.origins})
-    return Job(plan.with_changes(vocabulary=_vocabulary(recipe, plan)), overrides, job["mixed_precision"])
+    trainer = {name: job[name] for name in ("micro_batch", "grad_accum", "mixed_precision")}
+    return Job(plan.with_changes(vocabulary=_vocabulary(recipe, plan)), overrides, trainer)
+
+
+def _plan_from_launcher(acc: AccelerateConfig, job: dict, flags: Flags, model: ModelShape, cluster: Cluster) -> Plan:
+    """The recipe under ``accelerate launch --config_file``: the runtime, ZeRO stage, FSDP
+    strategy and parallelism are the Accelerate file's; the precision is the Trainer's (it sets
+    ``ACCELERATE_MIXED_PRECISION`` from bf16 / fp16, over the file's ``mixed_precision``) and the
+    weights are loaded as the recipe says."""
+    trainer = {"bf16": "bf16", "fp16": "fp16"}.get(job["mixed_precision"], "no")
+    acc = replace(acc, mixed_precision=Fact(trainer, None, "the recipe's bf16 / fp16"))
+    workload = {**flags.workload, "weights_dtype": job["weights_dtype"]}
+    return plan_from_accelerate(acc, model, cluster, replace(flags, workload=workload))
 
 
 def _plan_without_deepspeed(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster,

@@ -64,13 +64,20 @@ def _repository_files(root: Path) -> tuple[Path, ...]:
     return tuple(sorted(_files(root)))
 
 
+def scan_root(path: str | Path) -> Path:
+    """Where to look for the recipes that name ``path``: the working directory when the file lies
+    below it (a hook runs at the repository root), else the repository root above the file."""
+    here, target = Path.cwd().resolve(), Path(path).resolve()
+    return here if here in target.parents else root_of(path)
+
+
 def recipes_using(path: str) -> list:
     """The training recipes of the repository whose DeepSpeed reference is ``path``."""
     from vramlint.checker import _parse, FileResult         # the one way a file is parsed
     from vramlint.readers.registry import RECIPES, detect
     target = Path(path).resolve()
     out = []
-    for candidate in _repository_files(root_of(path)):
+    for candidate in _repository_files(scan_root(path)):
         try:
             if candidate.stat().st_size > SCAN_LIMIT or candidate.resolve() == target:
                 continue

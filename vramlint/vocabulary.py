@@ -26,6 +26,11 @@ WORDS: dict[tuple[str, str], str] = {
     ("accelerate", "to_deepspeed"): "distributed_type DEEPSPEED with zero_stage {}",
     ("flags", "micro_batch"): "micro-batch (per_device_train_batch_size) <= {}",
     ("flags", "grad_checkpointing"): "gradient checkpointing on",
+    ("flags", "no_grad_checkpointing"): "gradient checkpointing off",
+    ("trl", "no_grad_checkpointing"): "gradient_checkpointing: false",
+    ("axolotl", "no_grad_checkpointing"): "gradient_checkpointing: false",
+    ("llamafactory", "no_grad_checkpointing"): "disable_gradient_checkpointing: true",
+    ("torchtune", "no_grad_checkpointing"): "enable_activation_checkpointing: False",
     ("trl", "micro_batch"): "per_device_train_batch_size: {}",
     ("trl", "grad_checkpointing"): "gradient_checkpointing: true",
     ("trl", "to_deepspeed"): "deepspeed: a ZeRO-{} config file",
@@ -35,7 +40,7 @@ WORDS: dict[tuple[str, str], str] = {
     ("axolotl", "micro_batch"): "micro_batch_size: {}",
     ("axolotl", "grad_checkpointing"): "gradient_checkpointing: true",
     ("axolotl", "to_deepspeed"): "deepspeed: deepspeed_configs/zero{}.json",
-    ("axolotl", "to_fsdp"): "fsdp_version: 2 with fsdp_config (reshard_after_forward: true)",
+    ("axolotl", "to_fsdp"): "fsdp_version: 2 with an fsdp_config",
     ("axolotl", "fsdp_strategy"): "fsdp_config.reshard_after_forward: {reshard}",
     ("axolotl", "fsdp_offload"): "fsdp_config.offload_params: true",
     ("llamafactory", "micro_batch"): "per_device_train_batch_size: {}",
@@ -48,7 +53,7 @@ WORDS: dict[tuple[str, str], str] = {
     ("torchtune", "fsdp_offload"): "fsdp_cpu_offload: True",
     ("torchtune", "fsdp_strategy"): "fsdp_reshard_after_forward: {reshard}",
 }
-FALLBACK = {"micro_batch": "flags", "grad_checkpointing": "flags", "stage": "deepspeed",
+FALLBACK = {"micro_batch": "flags", "grad_checkpointing": "flags", "no_grad_checkpointing": "flags", "stage": "deepspeed",
             "offload_optimizer": "deepspeed", "offload_param": "deepspeed", "fsdp_strategy": "accelerate",
             "fsdp_offload": "accelerate", "to_fsdp": "accelerate", "to_deepspeed": "accelerate"}
 

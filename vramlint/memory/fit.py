@@ -220,6 +220,7 @@ class Setup:
     grad_checkpointing: bool
     micro_batch: int
     peak: int
+    plan: Plan | None = None     # the plan it is (at its micro-batch)
 
     @property
     def cost(self) -> tuple:
@@ -248,6 +249,30 @@ def training_setups(plan: Plan, budget: int) -> list[Setup]:
             best = min(largest_micro_batch(base.with_changes(micro_batch=64), budget), 64)
             if best:
                 offload = {"none": "none", "cpu": "optimizer"}[opt] if par == "none" else "optimizer + parameters"
-                out.append(Setup(runtime, base.setup_name, offload, checkpointing, best,
-                                 peak(base.with_changes(micro_batch=best))))
+                fitted = base.with_changes(micro_batch=best)
+                out.append(Setup(runtime, base.setup_name, offload, checkpointing, best, peak(fitted), fitted))
     return sorted(out, key=lambda s: s.cost)
+
+
+def setup_edits(plan: Plan, setup: Setup) -> list[str]:
+    """The edits that turn ``plan``'s files into ``setup``, each in the words of the file that
+    holds the setting (``vocabulary``): a runtime or sharding step, offload, checkpointing, the
+    micro-batch."""
+    to = setup.plan
+    edits = []
+    if to.runtime == "deepspeed" and (plan.runtime != "deepspeed" or to.zero_stage != plan.zero_stage):
+        edits.append(_say(plan, "stage", to.zero_stage))
+    elif to.runtime == "fsdp" and plan.runtime != "fsdp":
+        edits.append(_say(plan, "to_fsdp"))
+        edits += [] if to.fsdp_strategy == "FULL_SHARD" else [_say(plan, "fsdp_strategy", to.fsdp_strategy)]
+    elif to.runtime == "fsdp" and to.fsdp_strategy != plan.fsdp_strategy:
+        edits.append(_say(plan, "fsdp_strategy", to.fsdp_strategy))
+    if to.offload_optimizer != "none" and plan.offload_optimizer == "none" and to.runtime == "deepspeed":
+        edits.append(_say(plan, "offload_optimizer"))
+    if to.offload_param != "none" and plan.offload_param == "none":
+        edits.append(_say(plan, "offload_param" if to.runtime == "deepspeed" else "fsdp_offload"))
+    if to.grad_checkpointing != plan.grad_checkpointing:
+        edits.append(_say(plan, "grad_checkpointing" if to.grad_checkpointing else "no_grad_checkpointing"))
+    if to.micro_batch != plan.micro_batch:
+        edits.append(_say(plan, "micro_batch", to.micro_batch))
+    return edits

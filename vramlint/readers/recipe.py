@@ -107,7 +107,7 @@ class Keys:
         self.data = document.data if isinstance(document.data, dict) else {}
         self.origin = origin          # "axolotl 0.19.0 default": what a default is called
 
-    def raw(self, path: str) -> Any:
+    def _lookup(self, path: str) -> Any:
         node: Any = self.data
         for part in path.split("."):
             if not isinstance(node, dict) or part not in node:
@@ -115,15 +115,20 @@ class Keys:
             node = node[part]
         return node
 
+    def raw(self, path: str) -> Any:
+        """The value at a dotted path as written, None where the file has none."""
+        value = self._lookup(path)
+        return None if value is _MISSING else value
+
     def has(self, *paths: str) -> bool:
-        return any(self.raw(p) is not _MISSING for p in paths)
+        return any(self._lookup(p) is not _MISSING for p in paths)
 
     def get(self, *paths: str, default: Any = None, convert: Callable[[Any], Any] | None = None,
             why: str = "") -> Fact:
         """The first path the file sets (a ``null`` counts as unset, as the frameworks' parsers
         take it), converted; else ``default``, named as the framework's."""
         for path in paths:
-            value = self.raw(path)
+            value = self._lookup(path)
             if value is _MISSING or value is None:
                 continue
             json_path = f"$.{path}"

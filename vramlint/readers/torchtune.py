@@ -125,7 +125,7 @@ def _lora(keys: Keys, defaults: dict, kind: str) -> tuple[Fact, Fact, Fact, Fact
     where = Fact(tuple(names + (list(MLP) if mlp.value else [])), attn.location or mlp.location, attn.default)
     dropout = keys.get("model.lora_dropout", default=defaults.get("lora_dropout", 0.0))
     quant = keys.get("model.quantize_base", default=kind == "qlora", convert=truthy,
-                     why=f"{VERSION}: qlora_ builders quantize the base")
+                     why=f"{VERSION}: {kind}_ builder ({'NF4' if kind == 'qlora' else 'dtype'} base)")
     return rank, where, dropout, quant
 
 

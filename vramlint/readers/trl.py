@@ -39,7 +39,8 @@ STAGE_FIELDS = (
               "generation_batch_size", "steps_per_generation", "scale_rewards", "vllm_device")),
     ("kto", ("desirable_weight", "undesirable_weight")),
     ("rm", ("center_rewards_coefficient",)),
-    ("cpo", ("cpo_alpha", "simpo_gamma", "gamma_beta_ratio")),
+    ("simpo", ("simpo_gamma", "gamma_beta_ratio")),
+    ("cpo", ("cpo_alpha",)),
     ("dpo", ("beta", "max_prompt_length", "precompute_ref_log_probs", "ref_model_init_kwargs", "rpo_alpha",
              "f_divergence_type", "dpo_beta", "dpo_loss_type", "ref_adapter_name", "sync_ref_model")),
     ("sft", ("packing", "dataset_text_field", "completion_only_loss", "assistant_only_loss", "max_seq_length")),
@@ -50,7 +51,9 @@ SPELLING = {"micro_batch": "per_device_train_batch_size", "grad_accum": "gradien
             "lora_targets": "lora_target_modules", "attn": "attn_implementation", "load_in_4bit": "load_in_4bit"}
 # max_length defaults of TRL 1.16's configs (SFTConfig 1024, DPO 1024, KTO 1024, Reward 1024; GRPO's
 # completions 512 after a prompt that TRL 1.16 no longer caps: its old 512 cap is taken)
-MAX_LENGTH = {"grpo": 512 + 512}
+# Fields of open-instruct's FlatArguments no TRL config has (finetune.py, dpo_tune_cache.py)
+OPEN_INSTRUCT = ("use_lora", "use_qlora", "use_flash_attn", "max_train_steps", "with_tracking", "checkpointing_steps",
+                 "use_slow_tokenizer", "dataset_mix_dir", "dataset_mixer_list", "reduce_loss", "dpo_loss_type")
 NON_TRAINING = {"evaluation": ("tasks", "eval_tasks", "benchmark"),
                 "generation": ("num_samples", "temperature", "max_new_tokens", "max_tokens", "judge_model")}
 
@@ -86,7 +89,7 @@ def _seq_len(keys: Keys, stage: str) -> Fact:
         where = completion if completion.from_file else prompt
         return Fact(prompt.value + completion.value, where.location, "" if where.from_file else
                     "TRL GRPO: prompt cap 512 + max_completion_length 512")
-    return keys.get("max_length", "max_seq_length", "model_max_length", default=1024, convert=positive,
+    return keys.get("max_length", "max_seq_length", "model_max_length", "max_seq_len", default=1024, convert=positive,
                     why=f"{VERSION} max_length default")
 
 
@@ -94,7 +97,7 @@ def _lora(keys: Keys) -> tuple[Fact, Fact, Fact]:
     on = keys.get("use_peft", "use_lora", "use_qlora", default=False, convert=truthy)
     if not on.value:
         return Fact(0, on.location, on.default), Fact(("all-linear",)), Fact(0.0)
-    open_instruct = keys.has("use_lora", "use_qlora")
+    open_instruct = keys.has(*OPEN_INSTRUCT)
     rank = keys.get("lora_r", "lora_rank", default=64 if open_instruct else 16, convert=positive,
                     why="open-instruct lora_rank default" if open_instruct else "TRL ModelConfig lora_r default")
     if open_instruct:          # finetune.py adapts every projection of a llama-like model
@@ -181,7 +184,7 @@ def read_trl(document: Document) -> Recipe:
     four = keys.get("load_in_4bit", "use_qlora", default=False, convert=truthy)
     if four.value and not rank.value:
         rank = Fact(16, four.location)      # QLoRA trains adapters: PEFT's r with TRL's default
-    open_instruct = keys.has("use_lora", "use_qlora", "use_flash_attn", "max_train_steps")
+    open_instruct = keys.has(*OPEN_INSTRUCT)
     title = "open-instruct" if open_instruct else "TRL"
     weights = keys.get("dtype", "torch_dtype", "model_init_kwargs.dtype", "model_init_kwargs.torch_dtype",
                        default="bfloat16" if open_instruct else "float32", convert=dtype_name,
@@ -205,7 +208,9 @@ def read_trl(document: Document) -> Recipe:
         lora_rank=rank, lora_targets=lora_targets, lora_dropout=dropout,
         load_in_4bit=four,
         load_in_8bit=keys.get("load_in_8bit", default=False, convert=truthy),
-        attn=attention(keys, "attn_implementation", "use_flash_attn", "use_flash_attention_2"),
+        attn=(attention(keys, "attn_implementation", "use_flash_attn", "use_flash_attention_2")
+              if not open_instruct or keys.has("use_flash_attn") else
+              Fact("flash_attention_2", None, "open-instruct use_flash_attn default")),
         deepspeed=keys.get("deepspeed"),
         fsdp=hf_fsdp(keys),
         max_grad_norm=keys.get("max_grad_norm", default=1.0, why="TrainingArguments max_grad_norm default"),

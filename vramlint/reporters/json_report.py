@@ -2,10 +2,13 @@
 
 ``vramlint check --format json``::
 
-    {"version": "...", "gpus": {...}, "files": [{"path", "findings": [{code, name, severity, path,
-     line, column, message, hint}], "estimate": {"per_gpu_peak_bytes", "host_ram_bytes",
-     "components": [{name, bytes, formula, source, where}], "assumptions": [...]},
-     "plan": {...}}]}
+    {"version": "...", "files": [{"path", "kind", "via", "model", "gpus": {...}, "precision",
+     "findings": [{code, name, severity, path, line, column, message, hint}], "notes": [...],
+     "estimate": {"per_gpu_peak_bytes", "host_ram_bytes", "components": [{name, bytes, formula,
+     source, where}], "assumptions": [...]}, "plan": {...}}]}
+
+Each file carries the model, GPUs and precision it was checked with (``via``: the recipe a
+DeepSpeed file was checked as part of, one entry per such recipe).
 """
 
 from __future__ import annotations
@@ -55,20 +58,33 @@ def estimate_report(plan, est, out: TextIO) -> None:
     out.write("\n")
 
 
+def checked_with(result) -> dict:
+    """What a file was checked as: its format, the recipe it ran under, the model, the GPUs and
+    the precision — each file its own, whatever the other files of the run were."""
+    plan, model, gpus = result.plan, result.model, result.cluster
+    return {"kind": result.kind, "via": result.via,
+            "model": (model.name or model.model_type) if model else None,
+            "gpus": gpus_dict(plan.cluster if plan else gpus) if (plan or gpus) else None,
+            "precision": plan.precision if plan else None}
+
+
+def gpus_dict(cluster) -> dict:
+    return {"name": cluster.gpu.name, "memory_bytes": cluster.gpu.memory_bytes, "per_node": cluster.per_node,
+            "nodes": cluster.nodes, "source": cluster.gpu.source}
+
+
 def report(results, cluster, out: TextIO) -> None:
     files = []
     for result in results:
-        entry = {"path": result.path, "findings": [f.as_dict() for f in result.findings], "notes": result.notes}
+        entry = {"path": result.path, **checked_with(result), "findings": [f.as_dict() for f in result.findings],
+                 "notes": result.notes}
         if result.estimate is not None:
             entry["estimate"] = estimate_dict(result.estimate)
             entry["plan"] = _plan(result.plan)
         if result.serving is not None:
             entry["serving"] = serving_dict(*result.serving)
         files.append(entry)
-    doc = {"version": __version__,
-           "gpus": {"name": cluster.gpu.name, "memory_bytes": cluster.gpu.memory_bytes,
-                    "per_node": cluster.per_node, "nodes": cluster.nodes, "source": cluster.gpu.source},
-           "files": files}
+    doc = {"version": __version__, "files": files}
     json.dump(doc, out, indent=2)
     out.write("\n")
 

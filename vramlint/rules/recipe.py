@@ -74,15 +74,14 @@ def _entry(ds_key: str, ds_value: object, hf_key: str, hf_value: object) -> str:
     return f"- ds {ds_key}={ds_value} vs hf {hf_key}={hf_value}"
 
 
-def check_trainer_mismatch(recipe: Recipe, ds: DeepSpeedConfig, plan: Plan, trainer: str) -> Iterator[Finding]:
+def check_trainer_mismatch(recipe: Recipe, ds: DeepSpeedConfig, world: int, trainer: dict) -> Iterator[Finding]:
     """``HfTrainerDeepSpeedConfig.trainer_config_process``: each DeepSpeed value the file states
     (not "auto") must equal the Trainer's; one finding, at the first differing DeepSpeed line,
-    quoting the whole error the Trainer raises. ``trainer``: the Trainer's precision flag, as the
-    recipe settles it ("bf16", "fp16", "no")."""
+    quoting the whole error the Trainer raises. ``trainer``: the Trainer's values as the recipe
+    settles them (micro_batch, grad_accum, mixed_precision "bf16" / "fp16" / "no")."""
     if not recipe.hf_trainer:
         return
-    world = plan.cluster.world_size
-    mb, ga = plan.micro_batch, plan.grad_accum
+    mb, ga = trainer["micro_batch"], trainer["grad_accum"]
     data = ds.document.data if isinstance(ds.document.data, dict) else {}
     checks: list[tuple[str, Fact, object, str]] = [
         ("train_micro_batch_size_per_gpu", ds.micro_batch, mb, recipe.key("micro_batch")),
@@ -92,7 +91,7 @@ def check_trainer_mismatch(recipe: Recipe, ds: DeepSpeedConfig, plan: Plan, trai
     ]
     for name, hf_name in (("fp16", "fp16|fp16_full_eval"), ("bf16", "bf16|bf16_full_eval")):
         if name in ds.sections:
-            checks.append((f"{name}.enabled", ds.sections[name], trainer == name, hf_name))
+            checks.append((f"{name}.enabled", ds.sections[name], trainer["mixed_precision"] == name, hf_name))
     wrong = [(key, fact, value, hf) for key, fact, value, hf in checks
              if fact.from_file and fact.value not in (AUTO, None) and not _same(fact.value, value)]
     if not wrong:
