@@ -69,3 +69,11 @@ def say(vocabulary: dict[str, str] | None, default_source: str, setting: str, va
             return template.format(value, lower=str(value).lower(),
                                    reshard="true" if value == "FULL_SHARD" else "false")
     return f"{setting} {value}"
+
+
+# What a framework can run a job under; the rest run everything (plain PyTorch, DeepSpeed, FSDP).
+RUNTIMES_OF = {"torchtune": ("torch", "fsdp")}      # torchtune 0.6.1 recipes: single device or FSDP2
+
+
+def runtimes(source: str) -> tuple[str, ...]:
+    return RUNTIMES_OF.get(source, ("torch", "deepspeed", "fsdp"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from vramlint.memory import estimate
 from vramlint.plan import Plan
-from vramlint.vocabulary import say
+from vramlint.vocabulary import runtimes, say
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,18 @@ def _micro_words(plan: Plan, best: int) -> str:
     return _say(plan, "micro_batch", best)
 
 
+def _fsdp_only(plan: Plan) -> bool:
+    """FSDP is the only sharding the job's framework has (torchtune runs no DeepSpeed), or the one
+    it runs already."""
+    return plan.runtime == "fsdp" or "deepspeed" not in runtimes(plan.source)
+
+
+def _sharded(plan: Plan) -> dict:
+    """Full sharding in the job's own runtime: FSDP FULL_SHARD, else ZeRO-3."""
+    return {"runtime": "fsdp", "fsdp_strategy": "FULL_SHARD"} if _fsdp_only(plan) else {"runtime": "deepspeed",
+                                                                                         "zero_stage": 3}
+
+
 def _sharding(plan: Plan) -> list[tuple[dict, str]]:
     """The next sharding steps in the runtime's own vocabulary, least communication first."""
     if plan.runtime == "deepspeed":
@@ -115,8 +127,8 @@ def _sharding(plan: Plan) -> list[tuple[dict, str]]:
         order = ["NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD"]
         start = order.index(plan.fsdp_strategy) + 1 if plan.fsdp_strategy in order else len(order)
         return [({"fsdp_strategy": name}, _say(plan, "fsdp_strategy", name)) for name in order[start:]]
-    return [({"runtime": "fsdp", "fsdp_strategy": "FULL_SHARD"}, _say(plan, "to_fsdp")),
-            ({"runtime": "deepspeed", "zero_stage": 3}, _say(plan, "stage", 3))]
+    steps = [({"runtime": "fsdp", "fsdp_strategy": "FULL_SHARD"}, _say(plan, "to_fsdp"))]
+    return steps if _fsdp_only(plan) else steps + [({"runtime": "deepspeed", "zero_stage": 3}, _say(plan, "stage", 3))]
 
 
 def _gathers(plan: Plan) -> bool:
@@ -161,8 +173,8 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
 def _combined(plan: Plan, budget: int) -> list[Change]:
     """When no single change fits: full sharding with checkpointing, then with CPU offload of the
     optimizer, then of the parameters too; the first that fits, at the largest micro-batch it allows."""
-    fsdp = plan.runtime == "fsdp"
-    full = {"fsdp_strategy": "FULL_SHARD"} if fsdp else {"runtime": "deepspeed", "zero_stage": 3}
+    fsdp = _fsdp_only(plan)
+    full = _sharded(plan)
     opt, par = _say(plan, "offload_optimizer"), _say(plan, "offload_param")
     ladder = [({}, []), ({"offload_param": "cpu"}, [_say(plan, "fsdp_offload")])] if fsdp else [
         ({}, []), ({"offload_optimizer": "cpu"}, [opt]), ({"offload_optimizer": "cpu", "offload_param": "cpu"}, [opt, par])]
@@ -171,7 +183,8 @@ def _combined(plan: Plan, budget: int) -> list[Change]:
         best = largest_micro_batch(strongest, budget)
         if not best:
             continue
-        steps = [] if _is_full(plan) else [_say(plan, "fsdp_strategy", "FULL_SHARD") if fsdp else _say(plan, "stage", 3)]
+        steps = [] if _is_full(plan) else [(_say(plan, "fsdp_strategy", "FULL_SHARD") if plan.runtime == "fsdp" else
+                                            _say(plan, "to_fsdp")) if fsdp else _say(plan, "stage", 3)]
         steps += ([] if plan.grad_checkpointing else [_say(plan, "grad_checkpointing")]) + words
         if best < plan.micro_batch:
             steps.append(_micro_words(strongest, best))
@@ -189,8 +202,7 @@ def _more_gpus(plan: Plan, budget: int, most: int = 64) -> list[Change]:
     and without offload, fits at micro-batch 1 (binary search up to ``most`` nodes)."""
     from dataclasses import replace
     sharded = plan.with_changes(grad_checkpointing=True, micro_batch=1, offload_optimizer="none", offload_param="none",
-                                **({"fsdp_strategy": "FULL_SHARD"} if plan.runtime == "fsdp"
-                                   else {"runtime": "deepspeed", "zero_stage": 3}))
+                                **_sharded(plan))
     on = lambda nodes: sharded.with_changes(cluster=replace(plan.cluster, nodes=nodes))  # noqa: E731
     # fewer nodes need more memory each; the tensors alone bound the answer from below
     tensors = lambda nodes: estimate(on(nodes), replay=False).per_gpu_peak <= budget  # noqa: E731
@@ -241,6 +253,8 @@ def training_setups(plan: Plan, budget: int) -> list[Setup]:
     ``budget`` at micro-batch 1 or more; best first."""
     out = []
     for runtime, strategy, opt, par in CANDIDATES:
+        if runtime not in runtimes(plan.source):
+            continue
         for checkpointing in (False, True):
             base = plan.with_changes(runtime=runtime, offload_optimizer=opt, offload_param=par,
                                      grad_checkpointing=checkpointing, micro_batch=1,

@@ -101,7 +101,8 @@ def report(results, cluster, out: TextIO) -> None:
         if result.serving is not None:
             console.print(_serving_table(result.path, *result.serving))
         if result.estimate is not None:
-            console.print(_estimate_table(result.path, result.estimate, cluster))
+            title = result.path + (f" (run by {result.via})" if result.via else "")
+            console.print(_estimate_table(title, result.estimate, result.plan.cluster))
             console.print(escape(f"  plan: {_plan_line(result.plan)}"))
             for note in result.estimate.assumptions:
                 console.print(escape(f"  assumed: {note}"))

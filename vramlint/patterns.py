@@ -1,0 +1,25 @@
+"""Which files a run looks at: the pre-commit hook's ``files`` / ``exclude`` patterns, which the
+command line also walks directories with.
+
+Every YAML and JSON file may be a training recipe, a DeepSpeed or Accelerate config or a vLLM
+config, and content detection decides which (``readers.registry``): a file of none of these kinds is
+skipped. What the patterns leave out are the files that are certainly something else and may be
+large: a model's own config and tokenizer files, CI and editor settings, package manifests.
+"""
+
+from __future__ import annotations
+
+import re
+
+FILES = r"(?i)\.(ya?ml|json|conf)$"
+EXCLUDE = (r"(?i)((^|/)(\.github|\.gitlab|\.circleci|\.vscode|\.idea|node_modules|\.venv|venv|\.git)/"
+           r"|(^|/)(config|tokenizer|tokenizer_config|generation_config|special_tokens_map|preprocessor_config"
+           r"|adapter_config|hf_quant_config|quantize_config|package|package-lock|tsconfig|renovate|\.pre-commit-config"
+           r"|\.pre-commit-hooks|docker-compose|compose|mkdocs|environment|\.readthedocs|codecov|dependabot|\.yamllint)"
+           r"\.(ya?ml|json)$|\.index\.json$)")
+_FILES, _EXCLUDE = re.compile(FILES), re.compile(EXCLUDE)
+
+
+def wanted(path: str) -> bool:
+    """Whether the hook (and a directory walk) takes this path: posix, relative to the walk."""
+    return bool(_FILES.search(path)) and not _EXCLUDE.search(path)
