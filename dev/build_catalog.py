@@ -317,8 +317,9 @@ def load(shared: Path, source: object) -> tuple[dict, str]:
     if str(source).startswith("measure.py:"):      # a model measure.py measures that no record holds yet
         name = str(source).split(":", 1)[1]
         model_type, kwargs = models("measure.py", shared / "groundtruth")[name]
-        return ({"model_type": model_type, **kwargs},
-                f"shared/groundtruth/measure.py MODELS[{name!r}] (the released checkpoint's dimensions)")
+        return ({"model_type": model_type, **kwargs, "torch_dtype": "bfloat16"},
+                f"shared/groundtruth/measure.py MODELS[{name!r}] (the released checkpoint's dimensions; its "
+                "config.json's torch_dtype bfloat16)")
     return json.loads((shared / str(source)).read_text()), f"shared/{source} (see corpus/SOURCES.md)"
 
 

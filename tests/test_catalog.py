@@ -90,3 +90,55 @@ def test_a_variant_keeps_what_its_release_changed():
     assert (instruct.max_position_embeddings, base.max_position_embeddings) == (32768, 131072)
     assert instruct.params == base.params == 7_615_616_512
     assert lookup("Meta-Llama-3-8B").max_position_embeddings == 8192
+
+
+# What the catalog holds against the published configs -----------------------------------------
+
+from pathlib import Path  # noqa: E402
+
+from conftest import DATA, SHARED  # noqa: E402
+
+MEMORY_FIELDS = ("params", "active_params", "num_layers", "hidden_size", "vocab_size", "dtype", "kv_bytes_per_token",
+                 "max_position_embeddings", "vision_params", "quantization", "layers", "weight_bytes")
+# Where an entry knowingly differs from the copy it was built from, and why.
+KNOWN = {"meta-llama/Llama-4-Scout-17B-16E-Instruct": {"vision_params"},      # the copy leaves out vision_config
+         "meta-llama/Llama-4-Maverick-17B-128E-Instruct": {"vision_params"}}   # (catalog.json _about)
+# Published configs without a dtype: the checkpoints are fp32 (GPT-2's) or quantized (gpt-oss: MXFP4
+# experts, bf16 elsewhere), which is what transformers loads them as.
+NO_DTYPE = {"openai-community/gpt2-medium", "openai-community/gpt2-large", "openai-community/gpt2-xl",
+            "openai/gpt-oss-20b", "openai/gpt-oss-120b"}
+
+
+def published(entry: dict) -> Path | None:
+    """The stored copy of the config.json an entry was built from: the shared corpus, or
+    tests/data/hf_configs (sources in its SOURCES.tsv)."""
+    copy = DATA / "hf_configs" / entry["id"].replace("/", "__") / "config.json"
+    if copy.is_file():
+        return copy
+    match = re.search(r"(corpus/hf_models/\S+\.json)", entry["source"])
+    return SHARED / match.group(1) if match and (SHARED / match.group(1)).is_file() else None
+
+
+WITH_COPY = [e for e in entries() if published(e)]
+
+
+def test_most_entries_are_held_to_a_stored_published_config():
+    assert len(WITH_COPY) >= 40
+
+
+@pytest.mark.parametrize("entry", WITH_COPY, ids=lambda e: e["short"])
+def test_catalog_entry_builds_the_model_its_published_config_builds(entry):
+    from vramlint.models.hfconfig import load_json, shape_from_dict
+    from vramlint.reporters.json_report import model_dict
+    ours, theirs = model_dict(lookup(entry["id"])), model_dict(shape_from_dict(load_json(published(entry))))
+    for field in set(MEMORY_FIELDS) - KNOWN.get(entry["id"], set()):
+        assert ours[field] == theirs[field], field
+
+
+@pytest.mark.parametrize("entry", entries(), ids=lambda e: e["short"])
+def test_catalog_entry_carries_its_checkpoint_dtype(entry):
+    config, text = entry["config"], entry["config"].get("text_config") or {}
+    said = any(key in part for part in (config, text) for key in ("torch_dtype", "dtype"))
+    assert said or entry["id"] in NO_DTYPE
+    if entry["id"] == "Qwen/Qwen3-1.7B":
+        assert lookup(entry["id"]).dtype == "bfloat16"       # was loaded as float32: twice the memory

@@ -97,10 +97,13 @@ def test_model_shows_what_vllm_loads_beside_the_parameters(capsys):
 
 
 def test_lint_path_imports_no_torch():
-    """A pre-commit hook must start fast: the check imports no torch, transformers or deepspeed."""
+    """A pre-commit hook must start fast: checking a hand-modelled type, from a DeepSpeed file or a
+    recipe, imports no torch, transformers, huggingface_hub or deepspeed."""
+    recipe = str(EXAMPLES / "recipes" / "axolotl-qlora-llama3.1-8b.yml")
     code = ("import sys; from vramlint.cli import main; "
             f"main(['check', {FITS!r}, '--gpus', '8xH100', '--model', 'llama-3.1-8b', '--seq-len', '4096']); "
-            "heavy = {'torch', 'transformers', 'deepspeed'} & set(sys.modules); print(sorted(heavy))")
+            f"main(['check', {recipe!r}, '--gpus', '1x24GB']); "
+            "heavy = {'torch', 'transformers', 'huggingface_hub', 'deepspeed'} & set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("[]")
 

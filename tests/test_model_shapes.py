@@ -109,10 +109,18 @@ def test_folder_with_modelopt_side_file_reads_its_quantization(tmp_path):
     assert weight_bytes(shape) == (shape.params - outside - layer_norms - 8192) + 2 * (outside + layer_norms + 8192)
 
 
-def test_unknown_model_type_names_the_supported_ones():
+def test_a_type_no_one_can_build_says_why():
+    """Neither modelled by hand nor known to transformers, and without the sizes of a decoder."""
     with pytest.raises(UsageError) as err:
-        shape_from_dict({"model_type": "mamba", "hidden_size": 768})
-    assert "mamba" in str(err.value) and "llama" in str(err.value) and "deepseek_v3" in str(err.value)
+        shape_from_dict({"model_type": "my_remote_arch", "hidden_size": 768, "auto_map": {}})
+    assert "my_remote_arch" in str(err.value) and "auto_map" in str(err.value) and "has no" in str(err.value)
+
+
+def test_a_type_transformers_does_not_know_is_read_as_a_generic_decoder():
+    shape = shape_from_dict({"model_type": "my_remote_arch", "hidden_size": 1024, "num_hidden_layers": 4,
+                             "num_attention_heads": 8, "intermediate_size": 4096, "vocab_size": 1000})
+    assert shape.shape_by == "generic" and shape.model_type == "my_remote_arch"
+    assert shape.params == 4 * (4 * 1024 * 1024 + 3 * 1024 * 4096 + 2 * 1024) + 2 * 1000 * 1024 + 1024
 
 
 def test_missing_required_key_is_a_usage_error_not_a_traceback():

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from vramlint.documents import Document, ParseError, parse_json, parse_yaml, read_text, sub_document
+from vramlint.documents import Document, Location, ParseError, parse_json, parse_yaml, read_text, sub_document
 from vramlint.errors import UnplannableError, UsageError
 from vramlint.findings import Finding
 from vramlint.hardware import Cluster
@@ -37,7 +37,7 @@ from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
-from vramlint.rules.inputs import model_not_resolved, overridden, substituted_model
+from vramlint.rules.inputs import generic_shape, model_not_resolved, overridden, substituted_model
 from vramlint.rules.recipe import check_recipe, check_trainer_mismatch
 from vramlint.rules.schema import check_schema
 from vramlint.rules.serving import check_serving
@@ -83,6 +83,7 @@ class FileResult:
     notes: list[str] = field(default_factory=list)    # why no memory estimate was made, and what was skipped
     serving: tuple | None = None                      # (Serving, ServingEstimate) of a vLLM config
     cluster: Cluster | None = None
+    model_at: Location | None = None                  # the line that names the model, where a file names it
 
     @property
     def model(self) -> ModelShape | None:
@@ -115,6 +116,9 @@ def check_file(path: str, ctx: Context) -> list[FileResult]:
 def _finish(result: FileResult, ctx: Context) -> None:
     """The estimate and the fit findings of a planned result, then the suppressions."""
     try:
+        if result.model is not None and result.model.shape_by == "generic":
+            result.findings.append(generic_shape(result.model_at or Location(result.path),
+                                                 result.model.name or result.model.model_type))
         if result.plan is not None:
             result.estimate = estimate(result.plan)
             result.findings.extend(check_fit(result.plan, result.estimate, result.path, ctx.near))
@@ -272,6 +276,7 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
     model = _recipe_model(recipe, result, ctx)
     if model is None:
         return
+    result.model_at = recipe.model.location
     ds, acc = None, None
     if recipe.deepspeed.value:
         document = deepspeed_document or _recipe_deepspeed(recipe, result)
@@ -348,7 +353,8 @@ def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShap
         return shape_from_dict(dict(recipe.model_config), name=str(recipe.model.value))
     if recipe.model.value:
         try:
-            return read_model(str(recipe.model.value))
+            revision = recipe.revision.value if isinstance(recipe.revision.value, str) else None
+            return read_model(str(recipe.model.value), revision, bool(ctx.values.get("download")))
         except UsageError as exc:
             result.findings.append(model_not_resolved(recipe.model.location or recipe.document.locate("$"),
                                                       str(recipe.model.value), str(exc)))
@@ -380,10 +386,11 @@ def _check_vllm(document: Document, result: FileResult, ctx: Context) -> None:
     (a finding says so)."""
     result.findings.extend(check_schema(normalised_document(document), "vllm"))
     cfg = read_vllm(document)
+    result.model_at = cfg.model.location
     model = ctx.model
     if cfg.model.value:
         try:
-            model = read_model(str(cfg.model.value))
+            model = read_model(str(cfg.model.value), download=bool(ctx.values.get("download")))
         except UsageError as exc:
             if model is None:
                 raise UsageError(f"{cfg.model.location or document.path}: model {cfg.model.value!r} is neither a local "

@@ -54,6 +54,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     """The workload flags ``check`` and ``estimate`` share; ``check`` takes from its files what they say."""
     p.add_argument("--gpus", help="e.g. 8x80GB, 8xH100, 2x8xA100-80GB, 1x24GB, 2x79.19GiB ([tool.vramlint] gpus)")
     p.add_argument("--model", help="HF id or short name from the catalog, or a config.json path ([tool.vramlint] model)")
+    p.add_argument("--download", action="store_true",
+                   help="fetch a model's config.json (never weights) from the Hugging Face Hub when the local cache "
+                        "lacks it ([tool.vramlint] download)")
     p.add_argument("--config", metavar="PATH", help="settings file (default: [tool.vramlint] of the nearest pyproject.toml)")
     p.add_argument("--seq-len", type=_positive, help="tokens per sequence")
     p.add_argument("--micro-batch", type=_positive, help="training micro-batch per GPU (check: when the file says 'auto')")
@@ -126,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
 
     model = sub.add_parser("model", help="what is in a model: parameters, layers, KV cache bytes per token")
     model.add_argument("model", metavar="NAME|PATH")
+    model.add_argument("--revision", help="a branch, tag or commit of a Hub repository (default main)")
+    model.add_argument("--download", action="store_true", help="fetch its config.json from the Hub if the cache "
+                                                              "lacks it")
     model.add_argument("--format", choices=sorted(REPORTERS), default="text")
 
     sub.add_parser("models", help="list the offline model catalog")
@@ -181,7 +187,7 @@ def _resolve(values: dict, models: dict | None = None, model_optional: bool = Fa
         return None, parse_gpus(values["gpus"])
     models = {} if models is None else models
     if values["model"] not in models:
-        models[values["model"]] = read_model(values["model"])
+        models[values["model"]] = read_model(values["model"], download=bool(values.get("download")))
     return models[values["model"]], parse_gpus(values["gpus"])
 
 
@@ -277,7 +283,7 @@ def _recipe_plan(path: str, values: dict, stated: set[str]):
 def _model(args: argparse.Namespace) -> int:
     from vramlint.models import read_model
     from vramlint.reporters import MODEL_REPORTERS
-    MODEL_REPORTERS[args.format](read_model(args.model), sys.stdout)
+    MODEL_REPORTERS[args.format](read_model(args.model, args.revision, args.download), sys.stdout)
     return EXIT_OK
 
 

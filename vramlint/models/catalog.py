@@ -40,13 +40,25 @@ def _index() -> dict[str, tuple[dict, str]]:
     return index
 
 
-def lookup(name: str) -> ModelShape:
+def find(name: str) -> ModelShape | None:
+    """The catalog's shape for a name, or None."""
     found = _index().get(name.strip().lower())
     if found is None:
-        close = difflib.get_close_matches(name.lower(), list(_index()), n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise UsageError(f"model {name!r} is neither a config.json path, a folder holding one, nor in the "
-                         f"offline catalog (vramlint models lists it){hint}")
+        return None
     from vramlint.models.hfconfig import shape_from_dict
     entry, hf_id = found
     return shape_from_dict(dict(entry["config"]), name=hf_id)
+
+
+def close_names(name: str) -> list[str]:
+    return difflib.get_close_matches(name.lower(), list(_index()), n=3, cutoff=0.6)
+
+
+def lookup(name: str) -> ModelShape:
+    found = find(name)
+    if found is None:
+        close = close_names(name)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UsageError(f"model {name!r} is neither a config.json path, a folder holding one, nor in the "
+                         f"offline catalog (vramlint models lists it){hint}")
+    return found

@@ -52,6 +52,7 @@ ARCHITECTURES = {
     "GPTBigCodeForCausalLM": "gpt_bigcode", "Llama4ForCausalLM": "llama4_text",
 }
 SUPPORTED = sorted(set(FAMILIES) | set(TEXT_TYPES) | set(ALIASES))
+GENERIC = "generic"
 DTYPE_NAMES = {"float32": "float32", "float": "float32", "fp32": "float32", "float16": "float16",
                "half": "float16", "fp16": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 
@@ -89,7 +90,7 @@ def _resolve_type(raw: dict[str, Any]) -> tuple[str, str | None]:
     if model_type in ALIASES:
         return ALIASES[model_type], f"model_type {model_type!r} read as {ALIASES[model_type]}"
     if model_type:
-        raise UsageError(f"unsupported model_type {model_type!r}; vramlint reads: {', '.join(SUPPORTED)}")
+        return GENERIC, f"model_type {model_type!r} is not modelled by hand"
     for arch in raw.get("architectures") or []:
         if arch in ARCHITECTURES:
             return ARCHITECTURES[arch], f"no model_type: read as {ARCHITECTURES[arch]} from architectures [{arch}]"
@@ -97,7 +98,7 @@ def _resolve_type(raw: dict[str, Any]) -> tuple[str, str | None]:
     if family:
         return family, f"no model_type or known architectures: read as {family} from its keys"
     raise UsageError("config has no model_type, no known architectures and no recognisable keys; "
-                     f"vramlint reads: {', '.join(SUPPORTED)}")
+                     f"vramlint models by hand: {', '.join(SUPPORTED)}")
 
 
 def _text_part(raw: dict[str, Any]) -> dict[str, Any]:
@@ -162,8 +163,10 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
     family, read_as = _resolve_type(raw)
     if raw.get("model_type") == "RefinedWeb" and "new_decoder_architecture" not in raw:
         raw = dict(raw, new_decoder_architecture=True)   # falcon-40b/180b layout (transformers' converter)
-    builder, defaults_for = FAMILIES[family]
     notes: list[str] = [read_as] if read_as else []
+    if family == GENERIC:
+        return _unmodelled(raw, outer, name, notes)
+    builder, defaults_for = FAMILIES[family]
     config = HfConfig(raw, defaults_for)
     try:
         shape = builder(config)
@@ -186,17 +189,48 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
                    read_as=family if read_as else None, family=family, name=name, notes=tuple(notes))
 
 
-def read_model(source: str) -> ModelShape:
-    """A path to a config.json, a folder holding one, or a catalog name / HuggingFace id."""
-    path = Path(source)
-    if path.is_dir():
-        config = path / "config.json"
-        if not config.is_file():
-            raise UsageError(f"{path}: no config.json in this folder")
+def from_folder(path: Path) -> ModelShape:
+    """A checkpoint folder: its config.json (with ModelOpt's hf_quant_config.json beside it), or a
+    PEFT adapter folder's adapter_config.json, which names the base."""
+    config, adapter = path / "config.json", path / "adapter_config.json"
+    if config.is_file():
         side = path / "hf_quant_config.json"
-        return shape_from_dict(load_json(config), name=str(path),
-                               side_quant=load_json(side) if side.is_file() else None)
-    if path.is_file():
-        return shape_from_dict(load_json(path), name=str(path))
-    from vramlint.models.catalog import lookup   # catalog only when no file of that name exists
-    return lookup(source)
+        return shape_from_dict(load_json(config), name=str(path), side_quant=load_json(side) if side.is_file() else None)
+    if adapter.is_file():
+        from vramlint.models.resolve import _adapter
+        return _adapter(str(path), load_json(adapter), False, 0, "path")
+    raise UsageError(f"{path}: no config.json (or adapter_config.json) in this folder")
+
+
+def _unmodelled(raw: dict[str, Any], outer: dict[str, Any], name: str | None, notes: list[str]) -> ModelShape:
+    """A model type not modelled by hand: its layers as transformers builds them on the meta device
+    (``models/meta.py``) where transformers is installed and knows the type, else a Llama-like
+    decoder over the standard keys (``models/generic.py``), said as such."""
+    from vramlint.models.generic import generic, standard
+    from vramlint.models.meta import meta_shape
+    model_type = str(raw.get("model_type"))
+    shape, why = meta_shape(outer)
+    if shape is not None:
+        return replace(shape, model_type=model_type, name=name, notes=tuple(notes) + shape.notes,
+                       dtype=_dtype(raw, notes, shape.quantization is not None), shape_by="transformers")
+    config = HfConfig(standard(raw), model_type)
+    try:
+        shape = generic(config)
+    except KeyError as exc:
+        raise UsageError(f"model_type {model_type!r} is not modelled by hand, {why}, and its config has no "
+                         f"{exc.args[0]!r} to read it as a generic decoder") from None
+    except (ValueError, TypeError, ZeroDivisionError, OverflowError) as exc:
+        raise UsageError(f"{model_type} config: {exc}") from None
+    quant = read_quantization(raw.get("quantization_config"))
+    notes.append(f"{why}: read as a generic decoder (Llama-like attention and MLP over its sizes; what the "
+                 "type adds is not counted)")
+    return replace(shape, model_type=model_type, dtype=_dtype(raw, notes, quant is not None), quantization=quant,
+                   architecture=(raw.get("architectures") or [None])[0], family="llama", name=name,
+                   notes=tuple(notes), shape_by="generic")
+
+
+def read_model(source: str, revision: str | None = None, download: bool = False) -> ModelShape:
+    """A path to a config.json, a folder holding one, a catalog name, or a Hugging Face id found in
+    the local cache (or, with ``download``, on the Hub): ``models/resolve.py``."""
+    from vramlint.models.resolve import resolve
+    return resolve(source, revision, download)

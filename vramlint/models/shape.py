@@ -94,6 +94,8 @@ class Layer:
                                    # gemma4's layers without k/v)
     other_linears: tuple[tuple[str, int, int], ...] = ()   # linears outside attention and MLP (gemma4's
                                    # per-layer input gate and projection)
+    linear_table: tuple[tuple[str, int, int, int], ...] = ()   # (short name, d_in, d_out, copies) of every
+                                   # linear, where the module tree says them (``models/meta.py``)
 
     @property
     def parameter_tensors(self) -> tuple[tuple[str, int], ...]:
@@ -124,6 +126,12 @@ class Layer:
         ``attention_linears`` replaces q, k, v, o where the builder lists other ones (MLA,
         Gated DeltaNet, gated q). Checked against get_peft_model for every family's default config
         (tests/data/lora_counts.json)."""
+        if self.linear_table:
+            table: dict[str, tuple[int, int, int]] = {}
+            for name, d_in, d_out, copies in self.linear_table:
+                known = table.get(name)
+                table[name] = (d_in, d_out, copies + (known[2] if known else 0))
+            return table
         att, mlp = self.attention, self.mlp
         q, kv = att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim
         if self.attention_linears:
@@ -262,6 +270,8 @@ class ModelShape:
     model_linears: tuple[tuple[str, int, int], ...] = ()   # model-level linears besides lm_head (gemma4's
                                    # per_layer_model_projection), which "all-linear" adapts too
     family: str = ""               # the builder family it was read as (``models/tp_plans.py`` looks it up)
+    resolved_by: str = ""          # where the config came from: path, catalog, cache, hub
+    shape_by: str = "hand-modelled"   # how the layers were read: hand-modelled, transformers, generic
 
     def tp_local(self, tp: int, split: frozenset[str]) -> ModelShape:
         """The parameters one tensor-parallel rank of the whole model holds: the groups in

@@ -93,6 +93,7 @@ def model_dict(shape: ModelShape) -> dict:
     dtype_bytes = DTYPE_BYTES[shape.dtype]
     out = {
         "name": shape.name, "model_type": shape.model_type, "read_as": shape.read_as,
+        "resolved_by": shape.resolved_by, "shape_by": shape.shape_by,
         "architecture": shape.architecture, "params": shape.params, "active_params": shape.active_params,
         "largest_layer_params": shape.largest_layer_params, "hidden_size": shape.hidden_size,
         "vocab_size": shape.vocab_size, "num_layers": shape.num_layers, "dtype": shape.dtype,

@@ -13,6 +13,10 @@ from vramlint.models.shape import ModelShape
 from vramlint.units import GiB
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+SOURCES = {"path": "from a local file", "catalog": "from the offline catalog", "cache": "from the Hugging Face cache",
+           "hub": "downloaded from the Hugging Face Hub", "": "from the config given"}
+SHAPES = {"hand-modelled": "modelled by hand", "transformers": "built by transformers on the meta device",
+          "generic": "read as a generic decoder (approximate)"}
 BAR = 24
 
 
@@ -130,6 +134,7 @@ def model_report(shape: ModelShape, out: TextIO) -> None:
     table.add_column("key")
     table.add_column("value", overflow="fold")
     table.add_row("model_type", f"{info['model_type']}" + (f" (read as {info['read_as']})" if info["read_as"] else ""))
+    table.add_row("resolved", f"{SOURCES.get(info['resolved_by'], info['resolved_by'])}; layers {SHAPES[info['shape_by']]}")
     table.add_row("parameters", f"{info['params']:,}")
     if info["active_params"] != info["params"]:
         table.add_row("active per token", f"{info['active_params']:,}")

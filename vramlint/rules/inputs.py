@@ -12,6 +12,7 @@ from vramlint.rules.base import Rule
 UNRESOLVED = ("VL005", "model-not-resolved", WARNING)
 SUBSTITUTED = ("VL006", "model-substituted", WARNING)
 OVERRIDDEN = ("VL007", "flag-overrides-file", WARNING)
+GENERIC = ("VL008", "generic-model-shape", WARNING)
 RULES = (
     Rule(*UNRESOLVED, summary="The file names a model vramlint cannot read here (not a local config, not in the "
                               "offline catalog or the Hugging Face cache): no memory estimate is made for it. The "
@@ -26,6 +27,11 @@ RULES = (
                               "file says; the estimate uses the command line's value, as the README promises.",
          bad="micro_batch_size: 2    # vramlint check recipe.yml --micro-batch 8",
          good="micro_batch_size: 8    # or drop --micro-batch"),
+    Rule(*GENERIC, summary="The model's type is not modelled by hand and transformers is not installed to build it: "
+                           "its layers are read as a generic Llama-like decoder over the config's sizes, so what "
+                           "the type adds is not counted. Install the transformers extra for the exact shape.",
+         bad="base_model: ibm-granite/granite-3.1-8b-instruct   # pip install vramlint",
+         good="base_model: ibm-granite/granite-3.1-8b-instruct   # pip install 'vramlint[transformers]'"),
 )
 
 
@@ -47,3 +53,9 @@ def substituted_model(fact: Fact, used: object, by: str, reason: str = "") -> Fi
 def overridden(where: Location, key: str, written: object, flag: str, used: object) -> Finding:
     return Finding(*OVERRIDDEN, where, f"{flag} {used} overrides {key}: {written} here: the estimate uses {used}",
                    hint=f"set {key}: {used} in the file, or drop {flag}")
+
+
+def generic_shape(where: Location, model: str) -> Finding:
+    return Finding(*GENERIC, where, f"{model}: its model type is read as a generic decoder (Llama-like layers over "
+                                    "its config's sizes): the estimate is approximate",
+                   hint="pip install 'vramlint[transformers]' to build its exact layers on the meta device")

@@ -1,0 +1,204 @@
+"""Which model a name means, in the order a user expects: a local path, the offline catalog, the
+Hugging Face cache, and — only when the user allows it — the Hub.
+
+The cache is read with the standard library, as huggingface_hub lays it out (huggingface_hub 2.4.0
+``file_download.py``: ``<cache>/models--{org}--{name}/refs/<revision>`` holds the commit,
+``snapshots/<commit>/config.json`` the file), where huggingface_hub itself looks: ``HF_HUB_CACHE``,
+else ``HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``, else
+``~/.cache/huggingface/hub`` (``constants.py:158-184``). So a model that transformers, vLLM or the
+``hf`` CLI has fetched resolves with no flag and no network, at the revision a recipe pins.
+
+A download (``--download``, or ``download = true`` in the settings) goes through huggingface_hub,
+imported only then: ``config.json`` and the small side files that shape memory, never weights, with
+the user's own token (huggingface_hub reads it as it always does), never while ``HF_HUB_OFFLINE`` is
+set. A LoRA adapter repository (``adapter_config.json``, no ``config.json``) resolves to its base
+model with the adapter's weights counted as loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from vramlint.errors import UsageError
+from vramlint.models.shape import ModelShape
+
+SIDE_FILES = ("hf_quant_config.json", "model.safetensors.index.json", "adapter_config.json")
+COMMIT = re.compile(r"[0-9a-f]{40}")
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?")
+MOST_ADAPTER_HOPS = 4          # an adapter on an adapter on ...: a loop would never end
+
+
+def hub_cache() -> Path:
+    """The cache huggingface_hub reads and writes, from the environment as it reads it."""
+    env = os.environ
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    cache = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
+    return Path(os.path.expandvars(os.path.expanduser(cache)))
+
+
+def offline() -> bool:
+    """``HF_HUB_OFFLINE`` (or transformers' ``TRANSFORMERS_OFFLINE``) set to a true value."""
+    return any(os.environ.get(name, "").strip().lower() in ("1", "on", "yes", "true")
+               for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def looks_like_hub_id(name: str) -> bool:
+    return bool(HUB_ID.fullmatch(name)) and not name.startswith((".", "/", "~"))
+
+
+def cached_file(repo_id: str, filename: str, revision: str | None = None, cache: Path | None = None) -> Path | None:
+    """A file of a Hub repository as the cache holds it at ``revision`` (a branch, a tag or a full
+    commit sha; ``main`` by default), or None."""
+    folder = (cache or hub_cache()) / ("models--" + repo_id.replace("/", "--"))
+    revision = revision or "main"
+    if COMMIT.fullmatch(revision):
+        commit = revision
+    else:
+        ref = folder / "refs" / revision
+        try:
+            commit = ref.read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+    path = folder / "snapshots" / commit / filename
+    return path if path.is_file() else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    from vramlint.models.hfconfig import load_json
+    return load_json(path)
+
+
+def fetch_command(name: str, revision: str | None) -> str:
+    """The command that puts a model's config in the cache (huggingface_hub's CLI)."""
+    pinned = f" --revision {revision}" if revision and revision != "main" else ""
+    return f"hf download {name} config.json{pinned}"
+
+
+def download(repo_id: str, revision: str | None, cache: Path | None = None) -> None:
+    """``config.json`` and the side files through huggingface_hub, into its cache; the side files
+    a repository lacks are skipped. Errors become one-line usage errors that say what to do."""
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub import errors
+    except ImportError:
+        raise UsageError("--download needs huggingface_hub: pip install 'vramlint[hub]'") from None
+    if offline():
+        raise UsageError(f"model {repo_id!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: "
+                         "no download")
+    kwargs = {"revision": revision or "main", "cache_dir": str(cache or hub_cache())}
+    found = False
+    for filename in ("config.json", *SIDE_FILES):
+        try:
+            hf_hub_download(repo_id, filename, **kwargs)
+            found = True
+        except errors.GatedRepoError:
+            raise UsageError(f"model {repo_id!r} is gated: accept its licence on huggingface.co and log in "
+                             "(hf auth login) or set HF_TOKEN") from None
+        except errors.RepositoryNotFoundError:
+            raise UsageError(f"model {repo_id!r}: no such repository on the Hub (or it is private: log in with "
+                             "hf auth login or set HF_TOKEN)") from None
+        except errors.RevisionNotFoundError:
+            raise UsageError(f"model {repo_id!r} has no revision {kwargs['revision']!r}") from None
+        except errors.EntryNotFoundError:
+            continue
+        except (errors.HfHubHTTPError, OSError) as exc:
+            raise UsageError(f"model {repo_id!r}: download failed ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else 'no answer'})") from None
+    if not found:
+        raise UsageError(f"model {repo_id!r} has neither config.json nor adapter_config.json")
+
+
+def resolve(name: str, revision: str | None = None, allow_download: bool = False) -> ModelShape:
+    """A path to a config.json, a folder holding one, a catalog name, or a Hugging Face id."""
+    from vramlint.models.catalog import find
+    from vramlint.models.hfconfig import from_folder, shape_from_dict
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return _with(from_folder(path), "path")
+    if path.is_file():
+        return _with(shape_from_dict(_read_json(path), name=str(path)), "path")
+    pinned = revision not in (None, "main")
+    if not pinned:
+        entry = find(name)
+        if entry is not None:
+            return _with(entry, "catalog")
+    if not looks_like_hub_id(name):
+        raise UsageError(f"model {name!r}: no such file or folder")
+    shape = _from_cache(name, revision, allow_download)
+    if shape is not None:
+        return shape
+    if pinned:
+        entry = find(name)
+        if entry is not None:
+            return _with(entry, "catalog")
+    raise UsageError(_unresolved(name, revision, allow_download))
+
+
+def _from_cache(name: str, revision: str | None, allow_download: bool, hops: int = 0) -> ModelShape | None:
+    how = "cache"
+    config = cached_file(name, "config.json", revision)
+    adapter = cached_file(name, "adapter_config.json", revision)
+    if config is None and adapter is None and allow_download:
+        download(name, revision)
+        how = "hub"
+        config = cached_file(name, "config.json", revision)
+        adapter = cached_file(name, "adapter_config.json", revision)
+    if config is not None:
+        from vramlint.models.hfconfig import shape_from_dict
+        side = cached_file(name, "hf_quant_config.json", revision)
+        shape = shape_from_dict(_read_json(config), name=name, side_quant=_read_json(side) if side else None)
+        return _with(shape, how, _index_note(cached_file(name, "model.safetensors.index.json", revision)))
+    if adapter is not None:
+        return _adapter(name, _read_json(adapter), allow_download, hops, how)
+    return None
+
+
+def _adapter(name: str, adapter: dict, allow_download: bool, hops: int, how: str) -> ModelShape:
+    """A PEFT adapter repository: its base model, with the adapter's LoRA weights loaded beside it."""
+    from vramlint.memory.states import lora_params
+    base = adapter.get("base_model_name_or_path")
+    if not isinstance(base, str) or not base or hops >= MOST_ADAPTER_HOPS:
+        raise UsageError(f"model {name!r} is an adapter without a usable base_model_name_or_path")
+    shape = resolve(base, allow_download=allow_download) if hops == 0 else _from_cache(base, None, allow_download,
+                                                                                      hops + 1)
+    if shape is None:
+        raise UsageError(_unresolved(base, None, allow_download))
+    rank = adapter.get("r") if isinstance(adapter.get("r"), int) else 8
+    raw = adapter.get("target_modules")
+    targets = tuple(raw) if isinstance(raw, list) else (raw,) if isinstance(raw, str) else ("all-linear",)
+    loaded = lora_params(shape, rank, targets)
+    note = (f"{name} is a LoRA adapter (r={rank} on {', '.join(targets)}) on {base}: its {loaded:,} parameters "
+            "are loaded with the base")
+    return replace(shape, name=name, extra_params=shape.extra_params + loaded, resolved_by=how,
+                   notes=shape.notes + (note,))
+
+
+def _index_note(index: Path | None) -> str:
+    """The checkpoint's own size, from its safetensors index: a cross-check of the count."""
+    if index is None:
+        return ""
+    try:
+        total = json.loads(index.read_text(encoding="utf-8")).get("metadata", {}).get("total_size")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return ""
+    return f"the checkpoint's safetensors index says {total:,} bytes of weights" if isinstance(total, int) else ""
+
+
+def _with(shape: ModelShape, how: str, note: str = "") -> ModelShape:
+    return replace(shape, resolved_by=how, notes=shape.notes + ((note,) if note else ()))
+
+
+def _unresolved(name: str, revision: str | None, allow_download: bool) -> str:
+    from vramlint.models.catalog import close_names
+    where = f"not in the offline catalog or the Hugging Face cache ({hub_cache()})"
+    close = close_names(name)
+    near = f" (did you mean {', '.join(close)}?)" if close else ""
+    if offline():
+        return f"model {name!r} is {where}{near}, and HF_HUB_OFFLINE is set"
+    hint = "" if allow_download else " or rerun with --download"
+    return f"model {name!r} is {where}{near}: fetch its config with `{fetch_command(name, revision)}`{hint}"
