@@ -309,3 +309,15 @@ def test_a_recipe_and_model_the_same_as_the_one_it_names(capsys, tmp_path):
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and not out["files"][0]["findings"]          # no override: the same model
     assert out["files"][0]["estimate"]["per_gpu_peak_bytes"] == peak(capsys, "check", recipe, "--gpus", "1xH200")
+
+
+def test_pure_bf16_under_fsdp_keeps_no_second_16_bit_copy(capsys):
+    """FSDP NO_SHARD over bf16 weights without mixed precision: the shards are the bf16 weights; a
+    16-bit copy to gather from exists only where Accelerate upcast them to fp32 (mixed precision)."""
+    args = [*TRAIN, "--gpus", "2xH100", "--runtime", "fsdp", "--fsdp-strategy", "NO_SHARD"]
+    assert main([*args, "--weights-dtype", "bfloat16", "--mixed-precision", "no", "--format", "json"]) == 0
+    pure = {c["name"]: c["bytes"] for c in json.loads(capsys.readouterr().out)["components"]}
+    assert main([*args, "--mixed-precision", "bf16", "--format", "json"]) == 0
+    mixed = {c["name"]: c["bytes"] for c in json.loads(capsys.readouterr().out)["components"]}
+    assert "unsharded parameters" not in pure and mixed["unsharded parameters"] == 2 * 8_030_261_248
+    assert pure["parameter shards"] * 2 == mixed["parameter shards"]       # bf16 shards, not fp32
