@@ -130,7 +130,7 @@ def test_referenced_file_without_zero_section_is_refused(tmp_path, capsys):
 def test_the_text_report_names_the_runtime_estimated(capsys, name, words):
     path = shared_or_skip(CORPUS / ACC / name)
     main(["check", str(path), "--gpus", "8xH100", "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "2048",
-          "--format", "text"])
+          "--format", "text", "--verbose"])
     assert words in capsys.readouterr().out
 
 

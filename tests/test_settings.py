@@ -81,3 +81,18 @@ def test_lora_dropout_is_a_probability(tmp_path):
     write(tmp_path, '[tool.vramlint]\nlora_dropout = 1.5\n')
     with pytest.raises(UsageError, match="lora_dropout"):
         load_settings(start=tmp_path)
+
+
+def test_overrides_match_relative_to_the_settings_folder_from_anywhere(tmp_path, monkeypatch):
+    """Run from a sub-folder, a 70B config is still checked as the 70B override says, not as the
+    repository's 8B default; a pattern with a slash is anchored at the settings' folder and ``*``
+    stays within one folder (gitignore rules)."""
+    write(tmp_path, '[tool.vramlint]\nmodel = "llama-3.1-8b"\n[[tool.vramlint.overrides]]\nfiles = "configs/70b/*.json"\n'
+                    'model = "llama-3.1-70b"\n[[tool.vramlint.overrides]]\nfiles = ["*405b*"]\nmodel = "llama-3.1-405b"\n')
+    (tmp_path / "configs" / "70b" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "configs")
+    settings = load_settings()
+    assert settings.for_file("70b/ds.json")["model"] == "llama-3.1-70b"
+    assert settings.for_file("70b/deep/ds.json")["model"] == "llama-3.1-8b"          # * does not cross /
+    assert settings.for_file("../other/configs/70b/ds.json")["model"] == "llama-3.1-8b"   # anchored
+    assert settings.for_file("some/where/ds_405b.json")["model"] == "llama-3.1-405b"     # no slash: any depth

@@ -37,7 +37,8 @@ from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
-from vramlint.rules.inputs import generic_shape, model_not_resolved, overridden, substituted_model
+from vramlint.rules.inputs import (deepspeed_overridden, generic_shape, model_not_resolved, overridden,
+                                   substituted_model)
 from vramlint.rules.recipe import check_recipe, check_trainer_mismatch
 from vramlint.rules.schema import check_schema
 from vramlint.rules.serving import check_serving
@@ -66,10 +67,13 @@ class Context:
     def flags(self) -> Flags:
         values = self.values
         precision = {"no": "fp32"}.get(values.get("mixed_precision"), values.get("mixed_precision"))
+        names = {"micro_batch": "micro_batch", "grad_accum": "grad_accum", "mixed_precision": "precision",
+                 "zero_stage": "zero_stage"}
         return Flags(micro_batch=values.get("micro_batch"), seq_len=values.get("seq_len"),
                      grad_accum=values.get("grad_accum"), precision=precision, zero_stage=values.get("zero_stage"),
                      grad_checkpointing=bool(values.get("grad_checkpointing")),
-                     workload=workload_from_flags(values))
+                     workload=workload_from_flags(values),
+                     stated=frozenset(field for value, field in names.items() if value in self.stated))
 
 
 @dataclass
@@ -265,6 +269,7 @@ def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster,
     except UnplannableError as exc:
         result.notes.append(str(exc))
         return
+    result.findings.extend(deepspeed_overridden(ds, result.plan, flags))
     result.findings.extend(check_batch(ds, ds.batch_world(cluster.world_size, result.plan.tensor_parallel), path))
 
 

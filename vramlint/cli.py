@@ -1,6 +1,6 @@
 """Command line: ``vramlint check``, ``vramlint model``, ``vramlint models``, ``vramlint gpus``.
 
-Exit codes (DESIGN.md): 0 nothing at or above the failing severity, 1 findings that fail the
+Exit codes (docs/design.md): 0 nothing at or above the failing severity, 1 findings that fail the
 check, 2 usage errors, unreadable input or an internal error — never a traceback (set
 ``VRAMLINT_DEBUG=1`` to see one).
 """
@@ -92,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], help="when the file's stage is unusable")
     check.add_argument("--near-threshold", type=_fraction, help="warn above this share of GPU memory (default 0.90)")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too")
+    loud = check.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", action="store_true", help="each file's breakdown, plan and assumptions")
+    loud.add_argument("-q", "--quiet", action="store_true", help="findings only")
     check.add_argument("--launch-config", metavar="PATH",
                        help="the Accelerate config (accelerate launch --config_file) or DeepSpeed JSON a training "
                             "recipe is launched with, when the recipe names neither ([tool.vramlint] launch_config)")
@@ -168,10 +171,14 @@ def _check(args: argparse.Namespace) -> int:
             results.append(FileResult(path, notes=[f"not checked: {exc}"], cluster=cluster))
             usage = True
     values = merge(settings.for_file(None), cli)
-    REPORTERS[resolve_format(values["format"])](results, cluster, sys.stdout)
+    REPORTERS[resolve_format(values["format"])](results, sys.stdout, _verbosity(values))
     failing = SEVERITY_RANK["warning" if values["strict"] else "error"]
     failed = any(SEVERITY_RANK[f.severity] >= failing for r in results for f in r.findings)
     return EXIT_USAGE if usage else EXIT_FINDINGS if failed else EXIT_OK
+
+
+def _verbosity(values: dict) -> str:
+    return "quiet" if values.get("quiet") else "verbose" if values.get("verbose") else "normal"
 
 
 def _resolve(values: dict, models: dict | None = None, model_optional: bool = False):

@@ -67,9 +67,14 @@ class Flags:
     grad_checkpointing: bool = False
     workload: dict = field(default_factory=dict)    # Plan fields no config file states (optimizer, LoRA...)
     origins: dict = field(default_factory=dict)     # field -> Origin, where not the command line
+    stated: frozenset = frozenset()                 # fields the command line (or a per-file override) states:
+                                                    # they win over the file, the others only fill its "auto"s
 
     def origin(self, name: str) -> Origin:
         return self.origins.get(name) or Origin("flag", text=FLAG_NAMES.get(name, name))
+
+    def wins(self, name: str) -> bool:
+        return name in self.stated and getattr(self, name) is not None
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ class Plan:
 
     @property
     def data_parallel(self) -> int:
-        """ZeRO shards over the data-parallel degree: world / (TP x PP) (REFERENCE.md section 2);
+        """ZeRO shards over the data-parallel degree: world / (TP x PP) (docs/reference.md section 2);
         FSDP's hybrid strategies shard within a node and replicate across nodes; a file that says
         the shard group (Accelerate's dp_shard x cp, ``shard_degree``) is taken at its word."""
         if self.shard_degree:
@@ -175,23 +180,30 @@ def _micro_batch(ds: DeepSpeedConfig, flags: Flags, world: int, origins: dict, n
     """DeepSpeed's own inference of the micro-batch (runtime/config.py ``_set_batch_related_parameters``):
     given explicitly, or train_batch // world // grad_accum with integer division."""
     mb, tb = ds.micro_batch.count, ds.train_batch.count
+    if flags.wins("micro_batch"):
+        origins["micro_batch"] = flags.origin("micro_batch")
+        return flags.micro_batch
     if mb:
         origins["micro_batch"] = Origin("file", ds.micro_batch.location)
         return mb
-    if flags.micro_batch is not None:
-        origins["micro_batch"] = flags.origin("micro_batch")
-        return flags.micro_batch
     if tb:
         accum = ds.grad_accum.count or flags.grad_accum or 1
         origins["micro_batch"] = Origin("file", ds.train_batch.location)
         return max(1, tb // world // accum)
+    if flags.micro_batch is not None:
+        origins["micro_batch"] = flags.origin("micro_batch")
+        return flags.micro_batch
     notes.append("micro-batch not set in the file ('auto' or absent) and no --micro-batch: assumed 1")
     origins["micro_batch"] = Origin("default", text="assumed 1")
     return 1
 
 
 def _grad_accum(fact: Fact, flags: Flags, origins: dict) -> int:
-    """The file's gradient_accumulation_steps, else ``--grad-accum``, else 1."""
+    """``--grad-accum`` stated, else the file's gradient_accumulation_steps, else ``--grad-accum`` /
+    the settings', else 1."""
+    if flags.wins("grad_accum"):
+        origins["grad_accum"] = flags.origin("grad_accum")
+        return flags.grad_accum
     if fact.count and fact.from_file:
         origins["grad_accum"] = Origin("file", fact.location)
         return fact.count
@@ -207,6 +219,9 @@ def _precision(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str
     Trainer's own flag (``fp16.enabled`` <- ``fp16``, ``bf16.enabled`` <- ``bf16``), and a section
     the file lacks stays off — ``fp16: auto`` alone under a bf16 Trainer trains in fp32."""
     value = ds.precision.value
+    if flags.wins("precision"):
+        origins["precision"] = flags.origin("precision")
+        return flags.precision
     if value in PRECISIONS:
         _from_file(ds.precision, "precision", origins)
         return value
@@ -228,6 +243,9 @@ def _precision(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str
 
 def _stage(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str]) -> int:
     value = ds.zero_stage.value
+    if flags.wins("zero_stage"):
+        origins["zero_stage"] = flags.origin("zero_stage")
+        return flags.zero_stage
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3:
         _from_file(ds.zero_stage, "zero_stage", origins)
         return value
@@ -278,7 +296,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
 
 
 # What the HF Trainer / Accelerate integration writes for "auto" (transformers integrations/deepspeed.py,
-# config-formats.md §A): sizes from the model's hidden size
+# docs/config-formats.md §A): sizes from the model's hidden size
 AUTO_BUFFERS = {
     "reduce_bucket_size": ("hidden_size**2", lambda h: h * h),
     "prefetch_bucket_size": ("0.9 * hidden_size**2", lambda h: int(0.9 * h * h)),

@@ -1,21 +1,24 @@
 """Settings: ``[tool.vramlint]`` in pyproject.toml (or ``--config PATH``), so a hook needs no flags.
 
 One merge order, as flake8 does it: built-in defaults ← the settings table (and the first
-``[[tool.vramlint.overrides]]`` entry whose ``files`` glob matches the file being checked) ← the
-command line. The table is validated against ``schemas/settings.schema.json``; an unknown key is
-rejected by name with the closest known key, never silently ignored.
+``[[tool.vramlint.overrides]]`` entry whose ``files`` pattern matches the file being checked) ← the
+command line. ``files`` is a gitignore-style pattern (``pathspec``, as black and other linters
+match), matched against the file's path relative to the folder of the settings file, whatever the
+working directory: ``*70b*`` matches at any depth, ``configs/70b/*.json`` from that folder down, and
+``*`` never crosses a ``/``. The table is validated against ``schemas/settings.schema.json``; an
+unknown key is rejected by name with the closest known key, never silently ignored.
 """
 
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 
 import jsonschema
+import pathspec
 
 from vramlint.errors import UsageError
 from vramlint.schemas import load_schema
@@ -34,6 +37,7 @@ class Settings:
     values: dict[str, Any] = field(default_factory=dict)
     overrides: tuple[dict[str, Any], ...] = ()
     source: str = "defaults"
+    root: Path | None = None       # the settings file's folder: override patterns are relative to it
 
     def for_file(self, path: str | None = None) -> dict[str, Any]:
         """Defaults, then the table, then the first override whose glob matches ``path``."""
@@ -42,13 +46,25 @@ class Settings:
     def override_for(self, path: str | None) -> dict[str, Any]:
         """The first ``[[tool.vramlint.overrides]]`` entry whose glob matches ``path``, without
         its ``files``: values stated for that file, which win over what the file says."""
-        if path is None:
+        if path is None or not self.overrides:
             return {}
-        posix = PurePath(path).as_posix()
+        relative = self.relative(path)
         for override in self.overrides:
-            if fnmatch.fnmatch(posix, override["files"]) or fnmatch.fnmatch(PurePath(path).name, override["files"]):
+            patterns = override["files"] if isinstance(override["files"], list) else [override["files"]]
+            if pathspec.GitIgnoreSpec.from_lines(patterns).match_file(relative):
                 return {k: v for k, v in override.items() if k != "files"}
         return {}
+
+    def relative(self, path: str) -> str:
+        """A file's path as the override patterns see it: relative to the settings' folder (the
+        path as given where the file lies outside it)."""
+        if self.root is None:
+            return PurePath(path).as_posix()
+        resolved = Path(path).resolve()
+        try:
+            return resolved.relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return PurePath(path).as_posix()
 
 
 def _validate(table: dict, where: str) -> None:
@@ -99,7 +115,7 @@ def load_settings(config: str | None = None, start: Path | None = None) -> Setti
             return Settings()
     _validate(table, where)
     values = {k: v for k, v in table.items() if k != "overrides"}
-    return Settings(values, tuple(table.get("overrides", [])), where)
+    return Settings(values, tuple(table.get("overrides", [])), where, path.resolve().parent)
 
 
 def merge(settings: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:

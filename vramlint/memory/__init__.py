@@ -7,7 +7,7 @@ from dataclasses import replace
 from vramlint.memory.components import ALLOCATOR, CONTEXT, Component, Estimate
 from vramlint.memory.fixed import fixed_costs, workspaces
 from vramlint.memory.inference import inference_components
-from vramlint.memory.reserve import headroom
+from vramlint.memory.reserve import headroom, wanted
 from vramlint.memory.states import refused_targets
 from vramlint.models.tp_plans import autotp_refusal, hf_refusal
 from vramlint.memory.training import training_peak
@@ -137,14 +137,16 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     tensors = [c for c in tensors if c.bytes] + [workspaces(plan)]
     context = replace(fixed_costs(plan), kind=CONTEXT)
     allocated = sum(c.bytes for c in tensors)
+    full = 0
     if replay:
         reserve = headroom(plan, allocated, context.bytes)
+        full = wanted(plan) if reserve.bytes < wanted(plan) else 0
     else:
         reserve = Component("allocator reserve", 0, "not replayed", "memory/reserve.py", kind=ALLOCATOR)
     width, reasons = band(plan)
     limits = tuple(text(plan) if callable(text) else text for applies, text in LIMITS if applies(plan))
     return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + text_only + limits
-                    + tuple(reasons), moment, width)
+                    + tuple(reasons), moment, width, reserve_wanted=full)
 
 
 def _text_only(plan: Plan) -> tuple[Plan, tuple[str, ...]]:

@@ -2,7 +2,7 @@
 
 Instead of a one-size constant (Korthikanti et al. 2022, Table 2: 34·s·b·h per GPT layer), each
 block is walked op by op as transformers runs it, counting what PyTorch's autograd keeps — an op
-saves an input only when the gradient of another input needs it (REFERENCE.md section 3):
+saves an input only when the gradient of another input needs it (docs/reference.md section 3):
 
 - HF ``RMSNorm``: ``x.to(fp32)`` (4h, kept by ``pow``), the normalised ``y`` in the input dtype
   (kept by ``weight * y``) and the product, kept by the linears it feeds.

@@ -3,7 +3,7 @@
 What nvidia-smi shows is not the tensors alive at the peak but the segments the caching allocator
 holds: PyTorch never returns a freed block to the driver during a step, so a request that no
 cached block can serve gets a new segment even when enough memory sits free in smaller blocks
-(REFERENCE.md section 4: reserved exceeds the allocated peak by 0.3-45 %). The rules below are
+(docs/reference.md section 4: reserved exceeds the allocated peak by 0.3-45 %). The rules below are
 those of ``c10/cuda/CUDACachingAllocator.cpp`` (default settings):
 
 - sizes round up to 512 bytes; requests up to 1 MiB come from a small pool of 2 MiB segments

@@ -28,6 +28,7 @@ class Estimate:
     assumptions: tuple[str, ...] = ()
     moment: str = ""               # when the peak happens ("optimizer step", ...)
     band: float = 0.05             # relative half-width of the low/high band
+    reserve_wanted: int = 0        # the replayed reserve where it was capped at what is left of the card
 
     @property
     def gpu(self) -> tuple[Component, ...]:
@@ -42,6 +43,13 @@ class Estimate:
     def allocated_peak(self) -> int:
         """What torch.cuda.max_memory_allocated() would report: tensors only."""
         return sum(c.bytes for c in self.gpu if c.kind == "tensor")
+
+    @property
+    def uncapped_peak(self) -> int:
+        """The peak with the allocator's whole replayed reserve: above the card, the step fits only if
+        PyTorch frees its cache in time (``memory/reserve.py``)."""
+        reserve = sum(c.bytes for c in self.gpu if c.kind == "allocator")
+        return self.per_gpu_peak + max(0, self.reserve_wanted - reserve)
 
     @property
     def low(self) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from vramlint.memory.components import Component
 from vramlint.plan import Plan
 
-MEASURED = "H200 measurement: device_used − peak_reserved (shared/groundtruth), REFERENCE.md §4"
+MEASURED = "H200 measurement: device_used − peak_reserved (shared/groundtruth), docs/reference.md §4"
 CONTEXT = {"infer": 730_000_000, "torch": 820_000_000}
 DEEPSPEED_CONTEXT = {0: 1_391_000_000, 1: 1_391_000_000, 2: 1_391_000_000, 3: 1_800_000_000}
 

@@ -2,7 +2,7 @@
 largest working set of one layer.
 
 Under ``torch.no_grad`` nothing is kept for backward: each layer's intermediates die as the
-forward moves on (REFERENCE.md section 3, "the inference peak is KV cache + logits"). The peak is
+forward moves on (docs/reference.md section 3, "the inference peak is KV cache + logits"). The peak is
 weights + the full KV cache + the widest moment inside one layer: the residual stream and its
 normed copy plus, in a gated MLP, act(gate), up and their product (3·I; phi3's fused gate_up
 output stays whole, 4·I), or eager attention's b·heads·s² scores (16-bit and fp32 softmax side
@@ -34,7 +34,7 @@ def kv_cache(plan: Plan) -> Component:
     return Component("KV cache", int(per_token * plan.seq_len * plan.micro_batch),
                      f"{int(per_token):,} B/token x {plan.seq_len:,} tokens x batch {plan.micro_batch} (sliding "
                      "layers too: the prefill's storage stays behind the window view)",
-                     "2 x layers x kv_heads x head_dim x bytes, REFERENCE.md §5; transformers cache_utils.py")
+                     "2 x layers x kv_heads x head_dim x bytes, docs/reference.md §5; transformers cache_utils.py")
 
 
 def working_set(plan: Plan) -> Component:

@@ -20,7 +20,7 @@ from vramlint.memory.zero import simulate_deepspeed
 from vramlint.plan import Plan
 
 SOURCE = ("PyTorch caching-allocator replay (memory/allocator.py; memory/timeline.py, fsdp.py, zero.py, nograd.py), "
-          "REFERENCE.md §4")
+          "docs/reference.md §4")
 
 
 @lru_cache(maxsize=64)
@@ -36,9 +36,15 @@ def replay(plan: Plan) -> Peaks:
     return simulate_training(plan)
 
 
+def wanted(plan: Plan) -> int:
+    """The reserve the replayed step keeps above its allocated peak, uncapped."""
+    peaks = replay(plan)
+    return max(0, peaks.reserved - peaks.allocated)
+
+
 def headroom(plan: Plan, allocated: int, context: int) -> Component:
     peaks = replay(plan)
-    reserve = max(0, peaks.reserved - peaks.allocated)
+    reserve = wanted(plan)
     left = plan.cluster.gpu.memory_bytes - allocated - context
     capped = 0 < left < reserve
     formula = (f"replayed reserved {peaks.reserved / 1e9:.2f} GB − allocated {peaks.allocated / 1e9:.2f} GB"

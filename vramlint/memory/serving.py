@@ -1,4 +1,4 @@
-"""vLLM's KV-cache budget, reproduced before launch (REFERENCE.md section 6; vLLM 0.19
+"""vLLM's KV-cache budget, reproduced before launch (docs/reference.md section 6; vLLM 0.19
 ``gpu_worker.determine_available_memory``, ``kv_cache_utils``).
 
 vLLM takes ``gpu_memory_utilization`` of the GPU's *total* memory for the whole instance and gives
@@ -55,7 +55,7 @@ from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape
 from vramlint.units import GiB
 
-SOURCE = "vLLM 0.19 determine_available_memory / kv_cache_utils, REFERENCE.md §6"
+SOURCE = "vLLM 0.19 determine_available_memory / kv_cache_utils, docs/reference.md §6"
 MEASURED = "vLLM 0.19 start-up logs on H100 (shared/groundtruth/vllm-startup-logs.jsonl)"
 NON_TORCH = {1: int(0.25 * GiB), 2: int(2.1 * GiB)}   # TP 1; TP > 1 adds custom all-reduce + NCCL buffers
 FP32 = 4

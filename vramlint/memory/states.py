@@ -2,7 +2,7 @@
 
 One sharding rule serves DeepSpeed ZeRO and FSDP: stage 1 shards optimizer states, stage 2 also
 gradients, stage 3 also the weights, each over the data-parallel degree N_d, never over TP or PP
-ranks (Rajbhandari et al., "ZeRO", 2020; REFERENCE.md section 2). FSDP SHARD_GRAD_OP is stage 2,
+ranks (Rajbhandari et al., "ZeRO", 2020; docs/reference.md section 2). FSDP SHARD_GRAD_OP is stage 2,
 FULL_SHARD stage 3, NO_SHARD stage 0.
 
 Three runtimes keep different states (bytes per parameter P, trainable parameters T):
@@ -37,9 +37,9 @@ from vramlint.models.vision import LOADED_BY
 from vramlint.models.shape import Layer, ModelShape
 from vramlint.plan import Plan
 
-ZERO_PAPER = "ZeRO (Rajbhandari et al. 2020), REFERENCE.md §1-2"
-DS_ESTIMATOR = "DeepSpeed estimate_zero{2,3}_model_states_mem_needs, REFERENCE.md §2"
-DDP_SOURCE = "torch nn/parallel/distributed.py and distributed/c10d/reducer.cpp (Reducer buckets), REFERENCE.md §7"
+ZERO_PAPER = "ZeRO (Rajbhandari et al. 2020), docs/reference.md §1-2"
+DS_ESTIMATOR = "DeepSpeed estimate_zero{2,3}_model_states_mem_needs, docs/reference.md §2"
+DDP_SOURCE = "torch nn/parallel/distributed.py and distributed/c10d/reducer.cpp (Reducer buckets), docs/reference.md §7"
 DS_SOURCE = "DeepSpeed 0.19 runtime/zero/stage_1_and_2.py (IPG bucket, grads_in_partition, step)"
 DS_STAGE3 = "DeepSpeed 0.19 runtime/zero/stage3.py, partitioned_param_coordinator.py"
 DS_MEASURED = "DeepSpeed 0.19 on H200 (shared/groundtruth/h200-deepspeed-calibration.jsonl)"
@@ -471,7 +471,7 @@ def _host(plan: Plan) -> list[Component]:
 
 
 FSDP_STAGE = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0, "HYBRID_SHARD": 3, "HYBRID_SHARD_ZERO2": 2}
-FSDP_SOURCE = "torch FSDP with Accelerate mixed precision (fp32 sharded params, bf16 compute), REFERENCE.md §7"
+FSDP_SOURCE = "torch FSDP with Accelerate mixed precision (fp32 sharded params, bf16 compute), docs/reference.md §7"
 
 
 def fsdp_stage(plan: Plan) -> int:

@@ -10,7 +10,7 @@ produces them, so the peak sits at one of a few moments (each checked on H200 me
   its gradient, the input gradient) — usually the activation peak;
 - **backward, last layer** (gradient checkpointing): every gradient + one layer re-materialised;
 - **optimizer step**: model states + gradients + the step's temporaries — the peak of large
-  models at small batches (REFERENCE.md section 4).
+  models at small batches (docs/reference.md section 4).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _logits(plan: Plan, per_logit: int, when: str) -> Component:
     count = plan.micro_batch * plan.seq_len * m.vocab_size
     per = per_logit + (2 if m.block.logit_softcap else 0)
     return Component(f"logits + loss ({when})", per * count, f"{per} B x b·s·V = {per} x {count:,}",
-                     "transformers ForCausalLMLoss fp32 upcast, REFERENCE.md §3")
+                     "transformers ForCausalLMLoss fp32 upcast, docs/reference.md §3")
 
 
 def _cast_weights(plan: Plan) -> tuple[tuple[Component, ...], tuple[Component, ...]]:
@@ -80,7 +80,7 @@ def _cast_weights(plan: Plan) -> tuple[tuple[Component, ...], tuple[Component, .
     layers += trainable(plan) if plan.lora_rank else 0
     head = m.vocab_size * m.hidden_size
     what = "adapter weights" if plan.load_in_4bit else "linear weights" + (" and adapters" if plan.lora_rank else "")
-    source = "torch.autocast weight cast cache, REFERENCE.md §4"
+    source = "torch.autocast weight cast cache, docs/reference.md §4"
     return ((Component("autocast weight copies", 2 * layers, f"2 B x {layers:,} {what}", source),),
             (Component("lm_head autocast copy", 2 * head, f"2 B x V·h = 2 x {head:,}", source),))
 

@@ -2,7 +2,7 @@
 
 Quantized groups (see ``models/quantization.py``) take ``bits / 8`` bytes per parameter, scales
 included; embeddings, lm_head, norms, biases and routers keep the checkpoint's dtype (16 bit in
-every quantized checkpoint we know). Worked example (REFERENCE.md section 1): Llama-2-70B in fp16
+every quantized checkpoint we know). Worked example (docs/reference.md section 1): Llama-2-70B in fp16
 is 68,976,648,192 x 2 bytes.
 """
 

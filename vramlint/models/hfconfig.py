@@ -1,7 +1,7 @@
 """Read a HuggingFace ``config.json`` (a file, a folder holding one, or a catalog name) into a
 :class:`ModelShape`.
 
-The reader knows the quirks of real checkpoints (../shared/docs/config-formats.md section D):
+The reader knows the quirks of real checkpoints (docs/config-formats.md section D):
 multimodal configs keep the language model in ``text_config`` (with ``tie_word_embeddings`` or
 ``quantization_config`` sometimes only at the top level; Qwen2.5-VL's at the top level
 altogether; without one, the wrapper's own defaults for it, Mistral 3's Mistral-Small); remote-code model types

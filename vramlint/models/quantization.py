@@ -8,7 +8,7 @@ lm_head, norms and biases in 16 bit. The stored bits per quantized weight, scale
   (bitsandbytes ``quantize_4bit`` blocksize 64, ``compress_statistics``). 8-bit (LLM.int8): 8 bits
   + one fp32 scale per output row (negligible, counted as 8).
 - GPTQ / AWQ with ``bits`` b and ``group_size`` g: b bits + an fp16 scale and a b-bit zero point
-  per group: b + (16 + b) / g (4-bit, g=128: 4.16 bits; REFERENCE.md section 6 quotes ~4.25).
+  per group: b + (16 + b) / g (4-bit, g=128: 4.16 bits; docs/reference.md section 6 quotes ~4.25).
 - FP8 (``fp8``, ``fbgemm_fp8``, ModelOpt FP8, compressed-tensors float 8): 8 bits + one fp32 scale
   per 128x128 block (``weight_block_size``) or per tensor/channel (negligible).
 - MXFP4 (gpt-oss): 4 bits + one 8-bit shared exponent per 32 weights = 4.25 bits, experts only.

@@ -33,7 +33,7 @@ class Attention:
     def kv_elements_per_token(self, engine: str = "vllm") -> int:
         """Elements one token adds to this layer's cache.
 
-        Standard: 2 (K and V) x kv_heads x head_dim (REFERENCE.md section 5). MLA in vLLM caches
+        Standard: 2 (K and V) x kv_heads x head_dim (docs/reference.md section 5). MLA in vLLM caches
         the compressed latent once (kv_lora_rank + qk_rope_head_dim, vLLM ``get_head_size``);
         transformers caches the decompressed K (nope + rope per head) and V per head instead.
         """

@@ -1,4 +1,4 @@
-"""Accelerate config YAML → the facts that shape memory (../shared/docs/config-formats.md §B).
+"""Accelerate config YAML → the facts that shape memory (docs/config-formats.md §B).
 
 Knows Accelerate's quirks: ``num_processes`` is the total over all machines; PyYAML reads an
 unquoted ``NO`` / ``no`` as false (``distributed_type: NO``, ``mixed_precision: no``); the FSDP

@@ -1,4 +1,4 @@
-"""DeepSpeed config JSON → the facts that shape memory (../shared/docs/config-formats.md §A).
+"""DeepSpeed config JSON → the facts that shape memory (docs/config-formats.md §A).
 
 Knows the legacy forms DeepSpeed still accepts: ``"zero_optimization": true`` (stage 1),
 ``cpu_offload`` / ``cpu_offload_param`` inside ``zero_optimization``, the ``bfloat16`` section
@@ -62,7 +62,7 @@ class DeepSpeedConfig:
 
 
 # ZeRO sizes (in elements) that size GPU buffers: Plan field -> the zero_optimization keys DeepSpeed
-# accepts for it (config-formats.md §A: the stage3_ name and the pydantic field name)
+# accepts for it (docs/config-formats.md §A: the stage3_ name and the pydantic field name)
 BUFFER_KEYS = {
     "reduce_bucket_size": ("reduce_bucket_size",),
     "sub_group_size": ("sub_group_size",),

@@ -19,7 +19,7 @@ def _prop(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def report(results, cluster, out: TextIO) -> None:
+def report(results, out: TextIO, verbosity: str = "normal") -> None:
     for result in results:
         for f in result.findings:
             message = f.message + (f"\nhint: {f.hint}" if f.hint else "")

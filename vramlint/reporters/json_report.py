@@ -73,7 +73,7 @@ def gpus_dict(cluster) -> dict:
             "nodes": cluster.nodes, "source": cluster.gpu.source}
 
 
-def report(results, cluster, out: TextIO) -> None:
+def report(results, out: TextIO, verbosity: str = "normal") -> None:
     files = []
     for result in results:
         entry = {"path": result.path, **checked_with(result), "findings": [f.as_dict() for f in result.findings],

@@ -39,6 +39,6 @@ def sarif_document(results) -> dict:
                       "results": out}]}
 
 
-def report(results, cluster, out: TextIO) -> None:
+def report(results, out: TextIO, verbosity: str = "normal") -> None:
     json.dump(sarif_document(results), out, indent=2)
     out.write("\n")

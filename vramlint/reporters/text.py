@@ -7,6 +7,7 @@ not a terminal or ``NO_COLOR`` is set, so pre-commit logs and CI logs stay reada
 from __future__ import annotations
 
 import os
+import re
 from typing import TextIO
 
 from vramlint.models.shape import ModelShape
@@ -21,22 +22,45 @@ BAR = 24
 
 
 def escape(text: str) -> str:
-    """Findings quote config syntax like ``[tool.vramlint]``, which rich would take for markup."""
+    """Findings quote config syntax like ``[tool.vramlint]``, which rich would take for markup;
+    a control character from a config value (an ANSI escape) must not reach the terminal."""
     from rich.markup import escape as rich_escape
-    return rich_escape(text)
+    return rich_escape(CONTROL.sub(lambda m: repr(m.group())[1:-1], text))
+
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+UNICODE = {"full": "█", "empty": "·", "dash": "—"}
+ASCII = {"full": "#", "empty": ".", "dash": "-"}
+
+
+def _glyphs(out: TextIO) -> dict[str, str]:
+    """Block and box characters where the stream can encode them, ASCII where it cannot (a
+    Windows pipe in cp1252)."""
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    try:
+        "█·—┃━│╇".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return ASCII
+    return UNICODE
 
 
 def _console(out: TextIO):
+    """Colour and width as terminals and CI expect: colour on a terminal unless ``NO_COLOR``,
+    forced by ``FORCE_COLOR``; the width of ``COLUMNS`` where set, else the terminal's, else 120."""
     from rich.console import Console
-    plain = bool(os.environ.get("NO_COLOR")) or not getattr(out, "isatty", lambda: False)()
-    if plain:
-        return Console(file=out, no_color=True, force_terminal=False, highlight=False, width=120, soft_wrap=True)
-    return Console(file=out, highlight=False)
+    env = os.environ
+    tty = getattr(out, "isatty", lambda: False)()
+    color = bool(env.get("FORCE_COLOR")) or (tty and not env.get("NO_COLOR"))
+    width = int(env["COLUMNS"]) if env.get("COLUMNS", "").isdigit() and int(env["COLUMNS"]) > 20 else None
+    ascii_only = _glyphs(out) is ASCII
+    return Console(file=out, highlight=False, no_color=not color, force_terminal=color or None,
+                   width=width or (None if tty else 120), soft_wrap=not tty and width is None,
+                   safe_box=ascii_only, legacy_windows=False, emoji=False)
 
 
-def _bar(share: float) -> str:
+def _bar(share: float, glyphs: dict[str, str] = UNICODE) -> str:
     filled = round(share * BAR)
-    return "█" * filled + "·" * (BAR - filled)
+    return glyphs["full"] * filled + glyphs["empty"] * (BAR - filled)
 
 
 def _plan_line(plan) -> str:
@@ -49,7 +73,38 @@ def _plan_line(plan) -> str:
             f"checkpointing {'on' if plan.grad_checkpointing else 'off'}")
 
 
-def _estimate_table(title: str, est, cluster):
+def checked_as(result) -> str:
+    """The model, GPUs and setup a file was checked with, in one phrase."""
+    model = result.model
+    name = (model.name or model.model_type) if model else "?"
+    if result.plan is not None:
+        plan = result.plan
+        return f"{name} on {plan.cluster.describe()}, {plan.setup_name} {plan.precision}"
+    if result.serving is not None:
+        serving = result.serving[0]
+        return f"{name} under vLLM, TP {serving.tp} x PP {serving.pp}"
+    return name
+
+
+def verdict(result, glyphs: dict[str, str] = UNICODE) -> str:
+    """A file's result in one line: what it was checked as and whether it fits."""
+    via = f" (run by {result.via})" if result.via else ""
+    if result.estimate is not None:
+        budget = result.plan.cluster.gpu.memory_bytes
+        peak = result.estimate.per_gpu_peak
+        word = ("does not fit" if peak > budget else "fits only if PyTorch frees its cache in time"
+                if result.estimate.uncapped_peak > budget else "fits")
+        return (f"{result.path}{via}: {word} {glyphs['dash']} {peak / GiB:.1f} of {budget / GiB:.1f} GiB "
+                f"({peak / budget:.0%}) per GPU, {checked_as(result)}")
+    if result.serving is not None:
+        serving, est = result.serving
+        return (f"{result.path}: vLLM KV cache {est.kv_budget / GiB:.2f} GiB, {est.kv_tokens:,} tokens, "
+                f"max_model_len {est.max_model_len:,}, {checked_as(result)}")
+    note = result.notes[0] if result.notes else "no estimate"
+    return f"{result.path}{via}: {note}"
+
+
+def _estimate_table(title: str, est, cluster, glyphs: dict[str, str] = UNICODE):
     from rich.table import Table
     budget = cluster.gpu.memory_bytes
     table = Table(title=f"{title}: per-GPU memory on {cluster.describe()}, peak at {est.moment}",
@@ -59,16 +114,16 @@ def _estimate_table(title: str, est, cluster):
     table.add_column("", no_wrap=True)
     table.add_column("formula", overflow="fold")
     for comp in est.gpu:
-        table.add_row(comp.name, f"{comp.bytes / GiB:.2f}", _bar(comp.bytes / max(est.per_gpu_peak, 1)),
-                      comp.formula)
+        table.add_row(comp.name, f"{comp.bytes / GiB:.2f}", _bar(comp.bytes / max(est.per_gpu_peak, 1), glyphs),
+                      escape(comp.formula))
     share = est.per_gpu_peak / budget
-    verdict = "[bold red]does not fit[/]" if share > 1 else "[green]fits[/]"
-    table.add_row("[bold]peak[/]", f"[bold]{est.per_gpu_peak / GiB:.2f}[/]", _bar(min(share, 1.0)),
-                  f"{share:.0%} of {budget / GiB:.2f} GiB — {verdict} (band {est.low / GiB:.1f}-{est.high / GiB:.1f}; "
-                  f"allocated {est.allocated_peak / GiB:.2f})")
+    verdict_word = "[bold red]does not fit[/]" if share > 1 else "[green]fits[/]"
+    table.add_row("[bold]peak[/]", f"[bold]{est.per_gpu_peak / GiB:.2f}[/]", _bar(min(share, 1.0), glyphs),
+                  f"{share:.0%} of {budget / GiB:.2f} GiB {glyphs['dash']} {verdict_word} (band "
+                  f"{est.low / GiB:.1f}-{est.high / GiB:.1f}; allocated {est.allocated_peak / GiB:.2f})")
     for comp in est.components:
         if comp.where == "host":
-            table.add_row(f"{comp.name}", f"{comp.bytes / GiB:.2f}", "", f"per node: {comp.formula}")
+            table.add_row(f"{comp.name}", f"{comp.bytes / GiB:.2f}", "", f"per node: {escape(comp.formula)}")
     return table
 
 
@@ -89,27 +144,43 @@ def _serving_table(path: str, serving, est):
     return table
 
 
-def report(results, cluster, out: TextIO) -> None:
-    console = _console(out)
+def _findings(console, result) -> None:
+    for finding in result.findings:
+        style = STYLE.get(finding.severity, "")
+        console.print(f"{escape(str(finding.location))}  {finding.code} [{style}]{finding.severity}[/]  "
+                      f"{escape(finding.message)}")
+        if finding.detail:
+            console.print(f"    {escape(finding.detail)}")
+        if finding.hint:
+            console.print(f"    hint: {escape(finding.hint)}")
+
+
+def _details(console, result, glyphs: dict[str, str]) -> None:
+    """``--verbose``: the notes, the breakdown with its formulas, the plan and what was assumed."""
+    for note in result.notes:
+        console.print(escape(f"{result.path}: note: {note}"))
+    if result.serving is not None:
+        console.print(_serving_table(result.path, *result.serving))
+    if result.estimate is not None:
+        title = result.path + (f" (run by {result.via})" if result.via else "")
+        console.print(_estimate_table(escape(title), result.estimate, result.plan.cluster, glyphs))
+        console.print(escape(f"  plan: {_plan_line(result.plan)}"))
+        for note in result.estimate.assumptions:
+            console.print(escape(f"  assumed: {note}"))
+
+
+def report(results, out: TextIO, verbosity: str = "normal") -> None:
+    """Findings in ``path:line:col CODE severity message`` form; then each file's verdict in one
+    line (``--verbose``: its breakdown; ``--quiet``: findings alone), and the count."""
+    console, glyphs = _console(out), _glyphs(out)
     for result in results:
-        for finding in result.findings:
-            style = STYLE.get(finding.severity, "")
-            console.print(f"{escape(str(finding.location))}  {finding.code} [{style}]{finding.severity}[/]  "
-                          f"{escape(finding.message)}")
-            if finding.detail:
-                console.print(f"    {escape(finding.detail)}")
-            if finding.hint:
-                console.print(f"    hint: {escape(finding.hint)}")
-        for note in result.notes:
-            console.print(escape(f"{result.path}: note: {note}"))
-        if result.serving is not None:
-            console.print(_serving_table(result.path, *result.serving))
-        if result.estimate is not None:
-            title = result.path + (f" (run by {result.via})" if result.via else "")
-            console.print(_estimate_table(title, result.estimate, result.plan.cluster))
-            console.print(escape(f"  plan: {_plan_line(result.plan)}"))
-            for note in result.estimate.assumptions:
-                console.print(escape(f"  assumed: {note}"))
+        _findings(console, result)
+        if verbosity == "verbose":
+            _details(console, result, glyphs)
+        elif verbosity != "quiet":
+            console.print(escape(verdict(result, glyphs)))
+    if verbosity == "quiet":
+        return
     errors = sum(1 for r in results for f in r.findings if f.severity == "error")
     warnings = sum(1 for r in results for f in r.findings if f.severity == "warning")
     console.print(f"{len(results)} file(s) checked: {errors} error(s), {warnings} warning(s)")
@@ -118,7 +189,7 @@ def report(results, cluster, out: TextIO) -> None:
 def estimate_report(plan, est, out: TextIO) -> None:
     console = _console(out)
     title = f"{plan.model.name or plan.model.model_type} ({'inference' if plan.mode == 'infer' else 'training'})"
-    console.print(_estimate_table(title, est, plan.cluster))
+    console.print(_estimate_table(escape(title), est, plan.cluster, _glyphs(out)))
     for note in est.assumptions:
         console.print(escape(f"  assumed: {note}"))
 

@@ -15,6 +15,7 @@ from vramlint.units import GiB
 EXCEEDS = ("VL201", "exceeds-gpu-memory", ERROR)
 NEAR = ("VL202", "near-gpu-memory", WARNING)
 HOST_RAM = ("VL203", "host-ram-exceeded", ERROR)
+RESERVE = ("VL204", "fits-only-without-cache", ERROR)
 RULES = (
     Rule(*EXCEEDS, summary="The predicted per-GPU peak is larger than the GPU's memory: the job will OOM.",
          bad='{"zero_optimization": {"stage": 1}, "train_micro_batch_size_per_gpu": 8}   # 70B on 8x80GB',
@@ -27,6 +28,11 @@ RULES = (
                             "--host-ram / host_ram says the machines have.",
          bad='{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}   # 70B, 512 GB host',
          good='{"zero_optimization": {"stage": 3}}   # on enough GPUs, or a 2 TB host'),
+    Rule(*RESERVE, summary="The tensors fit, but the step the allocator replays needs more than the card once its "
+                           "cache is counted: the job runs only if PyTorch frees its cache and retries in time, and "
+                           "runs that sat exactly there ran out of memory at the start of training.",
+         bad='{"train_micro_batch_size_per_gpu": 4}   # 100 % of the card with the reserve capped',
+         good='{"train_micro_batch_size_per_gpu": 2}   # or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True'),
 )
 NEAR_THRESHOLD = 0.90
 
@@ -55,6 +61,14 @@ def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRE
             "nothing fits on up to 64 nodes of these GPUs: tensor parallelism, LoRA/QLoRA or a smaller model"
         yield Finding(*EXCEEDS, where, f"per-GPU peak {peak / GiB:.1f} GiB exceeds {budget / GiB:.1f} GiB on {gpus}",
                       hint=hint, detail=_breakdown(estimate))
+    elif estimate.uncapped_peak > budget:
+        changes = fitting_changes(plan, int(near * budget))
+        ways = "; or ".join(f"{c.text} fits at {c.peak / GiB:.1f} GiB" for c in changes)
+        yield Finding(*RESERVE, where, f"per-GPU peak {peak / GiB:.1f} GiB fits {budget / GiB:.1f} GiB on {gpus} only "
+                      f"because the allocator's cache is capped at what is left: the replayed step keeps "
+                      f"{estimate.uncapped_peak / GiB:.1f} GiB", detail=_breakdown(estimate),
+                      hint="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (less fragmentation), or "
+                           + (ways or "a smaller micro-batch"))
     elif peak > near * budget:
         yield Finding(*NEAR, where, f"per-GPU peak {peak / GiB:.1f} GiB is {peak / budget:.0%} of "
                                     f"{budget / GiB:.1f} GiB on {gpus} (warning above {near:.0%})",

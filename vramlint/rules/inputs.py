@@ -59,3 +59,25 @@ def generic_shape(where: Location, model: str) -> Finding:
     return Finding(*GENERIC, where, f"{model}: its model type is read as a generic decoder (Llama-like layers over "
                                     "its config's sizes): the estimate is approximate",
                    hint="pip install 'vramlint[transformers]' to build its exact layers on the meta device")
+
+
+# Plan field -> the DeepSpeed facts that state it, the key as written, and the flag.
+DEEPSPEED_STATED = (("micro_batch", ("micro_batch", "train_batch"), "--micro-batch"),
+                    ("grad_accum", ("grad_accum",), "--grad-accum"),
+                    ("zero_stage", ("zero_stage",), "--zero-stage"),
+                    ("precision", ("precision",), "--mixed-precision"))
+
+
+def deepspeed_overridden(ds, plan, flags) -> list[Finding]:
+    """A command-line value that replaced what a DeepSpeed file states (the flag wins, said here)."""
+    out = []
+    for field, facts, flag in DEEPSPEED_STATED:
+        if not flags.wins(field):
+            continue
+        for name in facts:
+            fact = getattr(ds, name)
+            if fact.from_file and fact.value not in (None, "auto") and fact.value != getattr(plan, field):
+                key = fact.location.json_path.removeprefix("$.")
+                out.append(overridden(fact.location, key, fact.value, flag, getattr(plan, field)))
+                break
+    return out

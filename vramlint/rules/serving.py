@@ -21,6 +21,8 @@ TP_HEADS = ("VL403", "tp-does-not-divide-heads", ERROR)
 LORA_VOCAB = ("VL404", "lora-vocab-too-large", ERROR)
 OLD_GPU = ("VL405", "gpu-capability-too-low", ERROR)
 BNB_TP = ("VL406", "prequantized-bnb-with-tp", ERROR)
+WHOLE_GPU = ("VL407", "utilization-leaves-no-headroom", ERROR)
+MOST_UTILIZATION = 0.98      # above it, what vLLM does not count (other processes, NCCL, fragmentation) has no room
 # The lowest compute capability (x 10) of each vLLM 0.19 quantization method, from its config class's
 # get_min_capability(), which VllmConfig._get_quantization_config holds the GPU to before loading. Keyed by
 # how vramlint names the method (models/quantization.py). AWQ needs 7.5 whether vLLM runs it as awq or
@@ -55,6 +57,10 @@ RULES = (
                           "pipeline parallelism; in-flight quantization of a 16-bit checkpoint has no such limit.",
          bad="model: ./llama-3.1-8b-bnb-4bit   # quantization_config: bitsandbytes\ntensor-parallel-size: 2",
          good="model: ./llama-3.1-8b-bnb-4bit\npipeline-parallel-size: 2"),
+    Rule(*WHOLE_GPU, summary="gpu_memory_utilization of 0.98 or more hands vLLM the whole card: what its budget does "
+                             "not count (the CUDA context's growth, NCCL buffers, fragmentation, any other process) "
+                             "has no room left, and the server runs out of memory under load or at start-up.",
+         bad="gpu-memory-utilization: 1.0", good="gpu-memory-utilization: 0.92"),
 )
 
 
@@ -101,6 +107,11 @@ def _refusals(serving: Serving, here) -> Iterator[Finding]:
 
 def _budget(serving: Serving, est: ServingEstimate, here) -> Iterator[Finding]:
     """Where the weights, the profile run and one request of max_model_len do not fit the budget."""
+    if serving.utilization >= MOST_UTILIZATION:
+        yield Finding(*WHOLE_GPU, here("gpu_memory_utilization"), f"gpu_memory_utilization {serving.utilization} gives "
+                      "vLLM the whole GPU: what its budget does not count has no room left",
+                      hint="gpu-memory-utilization: 0.92 (or at most 0.95), and max-num-seqs or max-model-len lower "
+                           "if the KV cache then runs short")
     if est.kv_budget <= 0:
         yield Finding(*EXCEEDS, here("gpu_memory_utilization", "tensor_parallel_size", "model"),
                       f"No available memory for the cache blocks: weights and activations need "
