@@ -59,8 +59,11 @@ def deepspeed_check(tmp_path, capsys, stage: int, accumulation) -> dict:
 @pytest.mark.parametrize("stage", [1, 2])
 def test_zero12_read_the_files_accumulation(tmp_path, capsys, stage):
     entry = deepspeed_check(tmp_path, capsys, stage, 8)
-    assert entry["plan"]["origins"]["grad_accum"].endswith(":3:2")     # the file's, over --grad-accum
-    assert entry["plan"]["grad_accum"] == 8
+    assert entry["plan"]["origins"]["grad_accum"] == "--grad-accum"     # the command line wins ...
+    assert entry["plan"]["grad_accum"] == 3
+    said = [f for f in entry["findings"] if f["code"] == "VL007"]       # ... and says so, at the file's line
+    assert len(said) == 1 and said[0]["line"] == 3 and "--grad-accum 3 overrides gradient_accumulation_steps: 8" \
+        in said[0]["message"]
     from vramlint.checker import Context, check_file
     plan = check_file(str(tmp_path / f"z{stage}.json"), Context(parse_gpus("8xH100"), {"seq_len": 2048},
                                                                 model=read_model(MODEL)))[0].plan
