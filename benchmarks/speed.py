@@ -41,12 +41,38 @@ def timed(argv: list[str], runs: int = 5) -> float:
     return statistics.median(times)
 
 
+def monorepo(folder: Path, source: str, count: int) -> None:
+    """``count`` DeepSpeed files as a monorepo keeps them: the same job at several micro-batches,
+    stages and sequence settings (24 distinct plans), each a file of its own."""
+    import json
+    base = json.loads((ROOT / source).read_text())
+    variants = [(mb, stage) for mb in (1, 2, 3, 4, 6, 8, 12, 16) for stage in (0, 1, 2)]
+    for i in range(count):
+        mb, stage = variants[i % len(variants)]
+        config = {**base, "train_micro_batch_size_per_gpu": mb, "steps_per_print": 10 + i,
+                  "zero_optimization": {**base["zero_optimization"], "stage": stage}}
+        (folder / f"ds_{i:03d}.json").write_text(json.dumps(config, indent=2))
+
+
 def main() -> int:
+    import tempfile
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    print(f"{'bare interpreter (python -c pass)':<62} {time.perf_counter() - start:6.3f} s")
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import vramlint.cli"], cwd=ROOT, check=True)
     print(f"{'python -c import vramlint.cli':<62} {time.perf_counter() - start:6.3f} s")
     for name, argv in CASES:
         print(f"{name:<62} {timed(argv):6.3f} s")
+    with tempfile.TemporaryDirectory() as passing, tempfile.TemporaryDirectory() as failing:
+        monorepo(Path(passing), "examples/llama8b-zero3-8xh100.json", 200)
+        monorepo(Path(failing), "examples/llama70b-zero1-8xh100.json", 200)
+        for name, folder, model in (("200 passing files in one call (Llama-3.1-8B, 8 x H100)", passing,
+                                     "meta-llama/Llama-3.1-8B"),
+                                    ("200 failing files in one call (Llama-3.1-70B, 8 x H100, hints)", failing,
+                                     "meta-llama/Llama-3.1-70B")):
+            argv = ["check", folder, "--gpus", "8xH100", "--model", model, "--seq-len", "4096", "--quiet"]
+            print(f"{name:<62} {timed(argv, runs=3):6.3f} s")
     return 0
 
 

@@ -58,10 +58,10 @@ class Context:
     stated: frozenset[str] = frozenset()
     model: ModelShape | None = None
     near: float = NEAR_THRESHOLD
-    ignore: frozenset[str] = frozenset()
     host_ram: int | None = None
     kind: str | None = None
     run_paths: frozenset[str] = frozenset()     # every file of this run, resolved
+    rules: frozenset[str] | None = None         # the rule codes reported (``selection.enabled``); None: all
 
     @property
     def flags(self) -> Flags:
@@ -96,12 +96,13 @@ class FileResult:
         return self.serving[0].model if self.serving else None
 
 
-def check_file(path: str, ctx: Context) -> list[FileResult]:
-    """Check one file: one result, or one per recipe that runs it (a DeepSpeed file). Findings
-    whose code or name is in ``ctx.ignore``, or that an inline ``# vramlint: disable=CODE``
-    comment switches off, are dropped."""
+def check_file(path: str, ctx: Context, text: str | None = None) -> list[FileResult]:
+    """Check one file (``text``: its content, read from standard input): one result, or one per
+    recipe that runs it (a DeepSpeed file). Findings of rules the run does not report, or that an
+    inline ``# vramlint: disable=CODE`` comment (a JSON file's ``"vramlint": {"disable": [...]}``)
+    switches off, are dropped."""
     result = FileResult(path, cluster=ctx.cluster)
-    document = _load(path, result)
+    document = _load(path, result) if text is None else _parse(text, path, result)
     results = [result]
     if document is not None:
         try:
@@ -131,11 +132,11 @@ def _finish(result: FileResult, ctx: Context) -> None:
         if os.environ.get("VRAMLINT_DEBUG"):
             raise
         result.findings.append(internal_error(result.path, exc))
-    result.findings = _unsuppressed(result.findings, ctx.ignore)
+    result.findings = _unsuppressed(result.findings, ctx.rules)
 
 
-def _unsuppressed(findings: list[Finding], ignore: frozenset[str]) -> list[Finding]:
-    """Findings neither ``ignore`` nor an inline comment of their own file switches off."""
+def _unsuppressed(findings: list[Finding], rules: frozenset[str] | None) -> list[Finding]:
+    """Findings of the rules the run reports that no inline directive of their own file switches off."""
     texts: dict[str, Suppressions] = {}
 
     def disabled(finding: Finding) -> bool:
@@ -146,7 +147,7 @@ def _unsuppressed(findings: list[Finding], ignore: frozenset[str]) -> list[Findi
             except (OSError, ParseError):
                 texts[where] = Suppressions()
         return texts[where].covers(finding)
-    return [f for f in findings if f.code not in ignore and f.name not in ignore and not disabled(f)]
+    return [f for f in findings if (rules is None or f.code in rules) and not disabled(f)]
 
 
 def _load(path: str, result: FileResult) -> Document | None:

@@ -84,8 +84,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vramlint {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    check = sub.add_parser("check", help="predict the per-GPU peak of DeepSpeed configs and fail if it will not fit")
-    check.add_argument("files", nargs="+", metavar="FILE")
+    check = sub.add_parser("check", help="predict the per-GPU peak of training recipes, DeepSpeed, Accelerate and "
+                                         "vLLM configs and fail if it will not fit")
+    check.add_argument("files", nargs="+", metavar="FILE",
+                       help="files, folders (walked with the hook's patterns) or - for standard input")
+    check.add_argument("--stdin-filename", metavar="PATH", help="the name a file read from - is reported under")
+    check.add_argument("--select", metavar="RULES", help="report only these rules: codes, names or prefixes (VL2)")
+    check.add_argument("--ignore", metavar="RULES", help="skip these rules (replaces the settings' ignore list)")
+    check.add_argument("--extend-ignore", metavar="RULES", help="skip these rules too (adds to the ignore list)")
     _add_common(check)
     check.add_argument("--grad-accum", type=_positive, help="micro-batches per optimizer step, when the file says "
                                                             "'auto' or does not say (HF Trainer, Accelerate)")
@@ -137,6 +143,9 @@ def _parser() -> argparse.ArgumentParser:
                                                               "lacks it")
     model.add_argument("--format", choices=sorted(REPORTERS), default="text")
 
+    rule = sub.add_parser("rule", help="explain a rule (or list them all)")
+    rule.add_argument("code", nargs="?", metavar="CODE|NAME")
+
     sub.add_parser("models", help="list the offline model catalog")
     sub.add_parser("gpus", help="list the GPU catalog with the memory their drivers report")
     return parser
@@ -148,33 +157,51 @@ def _check(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from vramlint.checker import Context, FileResult, check_file
+    from vramlint.files import STDIN, expand
     from vramlint.reporters import REPORTERS, resolve_format
+    from vramlint.selection import enabled
     from vramlint.settings import load_settings, merge
 
     settings = load_settings(args.config)
     cli = vars(args)
     given = {k for k, v in cli.items() if v is not None and v is not False}
+    files = expand(args.files)
+    stdin = _stdin() if STDIN in files else None
+    rules = enabled(merge(settings.for_file(None), cli))
     results, cluster, models, usage = [], None, {}, False
-    run = frozenset(str(Path(p).resolve()) for p in args.files)
-    for path in args.files:
-        values = merge(settings.for_file(path), cli)
+    run = frozenset(str(Path(p).resolve()) for p in files if p != STDIN)
+    for path in files:
+        shown = (args.stdin_filename or STDIN) if path == STDIN else path
+        values = merge(settings.for_file(shown), cli)
         try:
             model, cluster = _resolve(values, models, model_optional=True)
-            ctx = Context(cluster, values, frozenset(given | set(settings.override_for(path))), model,
-                          values["near_threshold"], frozenset(values["ignore"]), _size(values.get("host_ram")),
-                          values.get("kind"), run)
-            results.extend(check_file(path, ctx))
+            ctx = Context(cluster, values, frozenset(given | set(settings.override_for(shown))), model,
+                          values["near_threshold"], _size(values.get("host_ram")), values.get("kind"), run,
+                          rules=enabled(values) if settings.override_for(shown) else rules)
+            results.extend(check_file(shown, ctx, text=stdin if path == STDIN else None))
         except UsageError as exc:
-            if len(args.files) == 1:
+            if len(files) == 1:
                 raise
             print(f"vramlint: error: {exc}", file=sys.stderr)
-            results.append(FileResult(path, notes=[f"not checked: {exc}"], cluster=cluster))
+            results.append(FileResult(shown, notes=[f"not checked: {exc}"], cluster=cluster))
             usage = True
     values = merge(settings.for_file(None), cli)
     REPORTERS[resolve_format(values["format"])](results, sys.stdout, _verbosity(values))
     failing = SEVERITY_RANK["warning" if values["strict"] else "error"]
     failed = any(SEVERITY_RANK[f.severity] >= failing for r in results for f in r.findings)
     return EXIT_USAGE if usage else EXIT_FINDINGS if failed else EXIT_OK
+
+
+def _stdin() -> str:
+    """Standard input, as much of it as a config may be (``documents.MOST_BYTES``)."""
+    from vramlint.documents import MOST_BYTES
+    data = sys.stdin.buffer.read(MOST_BYTES + 1)
+    if len(data) > MOST_BYTES:
+        raise UsageError(f"standard input is larger than {MOST_BYTES // 2**20} MiB: not a config file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"standard input is not UTF-8 text ({exc.reason})") from None
 
 
 def _verbosity(values: dict) -> str:
@@ -294,6 +321,25 @@ def _model(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _rule(args: argparse.Namespace) -> int:
+    """``vramlint rule VL201``: the rule's documentation, from the registry shipped in the wheel."""
+    from vramlint.rules import RULES
+    from vramlint.selection import rules_named
+    codes = sorted(rules_named([args.code], "rule")) if args.code else list(RULES)
+    for code in codes:
+        rule = RULES[code]
+        if not args.code:
+            print(f"{code}  {rule.name:<34} {rule.severity:<8} {rule.summary.split('.')[0]}")
+            continue
+        print(f"{code} {rule.name} ({rule.severity})\n\n{rule.summary}\n\nBad:\n\n{_indent(rule.bad)}\n\n"
+              f"Good:\n\n{_indent(rule.good)}\n")
+    return EXIT_OK
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
 def _models(_: argparse.Namespace) -> int:
     from vramlint.models.catalog import entries
     for entry in entries():
@@ -313,18 +359,39 @@ def _gpus(_: argparse.Namespace) -> int:
 
 
 COMMANDS = {"check": _check, "estimate": _estimate, "plan": _plan, "model": _model, "models": _models,
-            "gpus": _gpus}
+            "gpus": _gpus, "rule": _rule}
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Options anywhere among the files (``check a.json --format json b.json``), as linters take them."""
+    parser = _parser()
+    args, rest = parser.parse_known_args(argv)
+    unknown = [word for word in rest if word.startswith("-") and word != "-"]
+    if rest and (args.command != "check" or unknown):
+        parser.error(f"unrecognized arguments: {' '.join(unknown or rest)}")
+    if rest:
+        args.files = [*args.files, *rest]
+    return args
+
+
+def _closed_pipe() -> int:
+    """The reader went away (``| head``): what it read was enough; no traceback at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()
+        return code
     except UsageError as exc:
         print(f"vramlint: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
-        return EXIT_OK
+        return _closed_pipe()
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         if os.environ.get("VRAMLINT_DEBUG"):
             raise

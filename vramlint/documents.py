@@ -65,6 +65,7 @@ class _JsonReader:
 
     def __init__(self, text: str) -> None:
         self.text, self.i = text, 0
+        self.depth, self.nodes = 0, 0
         self.positions: dict[str, tuple[int, int]] = {}
         self.lenient: set[str] = set()
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
@@ -106,11 +107,18 @@ class _JsonReader:
         self.skip()
         if self.i >= len(self.text):
             raise self.fail("unexpected end of file")
+        self.nodes += 1
+        if self.nodes > MOST_NODES:
+            raise TooLarge(f"more than {MOST_NODES:,} values: data, not a config", *self.where())
         ch = self.text[self.i]
-        if ch == "{":
-            return self.obj(path)
-        if ch == "[":
-            return self.arr(path)
+        if ch in "{[":
+            self.depth += 1
+            if self.depth > MOST_DEPTH:
+                raise TooLarge(f"nested more than {MOST_DEPTH} deep: not a config", *self.where())
+            try:
+                return self.obj(path) if ch == "{" else self.arr(path)
+            finally:
+                self.depth -= 1
         if ch == '"':
             return self.string()
         match = _NUMBER.match(self.text, self.i)
@@ -211,42 +219,122 @@ def sub_document(document: Document, json_path: str) -> Document:
     return Document(document.path, document.text, node, positions)
 
 
+MOST_BYTES = 4 << 20        # a config is kilobytes; four MiB is data, not a config
+MOST_DEPTH = 64             # sections nested deeper than any framework's config
+MOST_NODES = 200_000        # values in a document, its YAML aliases expanded
+
+
+class TooLarge(ParseError):
+    """A file past the limits a config keeps: too big, too deep, or an alias bomb."""
+
+
 def read_text(path: Path) -> str:
-    """The file's text; OSError and undecodable bytes become a ParseError at line 1."""
+    """A regular file's text, at most ``MOST_BYTES``: a FIFO, a device or a folder is not read
+    (``/dev/zero`` would never end); undecodable bytes and a file past the cap become a
+    ParseError at line 1; OSError propagates."""
+    import stat
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        raise TooLarge("not a regular file (a pipe, device or folder): not read", 1, 1)
+    with path.open("rb") as handle:
+        data = handle.read(MOST_BYTES + 1)
+    if len(data) > MOST_BYTES:
+        raise TooLarge(f"larger than {MOST_BYTES >> 20} MiB: not a config file, not read", 1, 1)
     try:
-        return path.read_text(encoding="utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ParseError(f"not UTF-8 text ({exc.reason})", 1, 1) from None
 
 
 def parse_yaml(text: str, path: str = "<string>") -> Document:
     """YAML as the frameworks read it (PyYAML ``safe_load``, YAML 1.1: unquoted ``NO`` is false,
-    a duplicated key keeps the last value) plus each key's position from the composed node tree."""
+    a duplicated key keeps the last value; libyaml's C parser where it is installed) plus each
+    key's position from the composed node tree, walked once per node however many aliases point
+    at it. A document past the limits (nesting, values with its aliases expanded) is refused
+    before anything walks it."""
     import yaml
 
+    _yaml_shape(text)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = loader.get_single_node()
+        _expanded_size(root)
+        data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ParseError(f"not valid YAML: {problem}", line, column) from None
-    positions: dict[str, tuple[int, int]] = {"$": (1, 1)}
-    _yaml_positions(root, "$", positions)
-    return Document(path, text, data, positions)
+    except RecursionError:
+        raise TooLarge(f"nested more than {MOST_DEPTH} deep: not a config", 1, 1) from None
+    finally:
+        loader.dispose()
+    return Document(path, text, data, _yaml_positions(root))
 
 
-def _yaml_positions(node, path: str, positions: dict[str, tuple[int, int]]) -> None:
+def _yaml_shape(text: str) -> None:
+    """Nesting no config has, refused before the parser recurses into it: flow brackets, ``- -``
+    runs on one line, indentation."""
+    depth = deepest = 0
+    for ch in re.sub(r"'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\"|#[^\n]*", "", text):
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    dashes = max((len(m.group()) // 2 for m in re.finditer(r"(?:- )+", text)), default=0)
+    indent = max((len(m.group()) for m in re.finditer(r"(?m)^[ ]+", text)), default=0)
+    if max(deepest, dashes) > MOST_DEPTH or indent > 8 * MOST_DEPTH:
+        raise TooLarge(f"nested more than {MOST_DEPTH} deep: not a config", 1, 1)
+
+
+def _expanded_size(root) -> int:
+    """The values the document holds with every alias expanded, counted once per node (memoized):
+    a few hundred bytes of aliases can stand for billions of values."""
+    import yaml
+    sizes: dict[int, int] = {}
+    order, stack = [], [root] if root is not None else []
+    while stack:                                     # post-order without recursion
+        node = stack.pop()
+        if id(node) in sizes:
+            continue
+        sizes[id(node)] = -1
+        order.append(node)
+        if isinstance(node, yaml.MappingNode):
+            stack += [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    for node in reversed(order):
+        children = ([part for pair in node.value for part in pair] if isinstance(node, yaml.MappingNode)
+                    else node.value if isinstance(node, yaml.SequenceNode) else [])
+        sizes[id(node)] = min(MOST_NODES + 1, 1 + sum(max(sizes[id(child)], 1) for child in children))
+    total = sizes.get(id(root), 0)
+    if total > MOST_NODES:
+        raise TooLarge(f"more than {MOST_NODES:,} values once its aliases are expanded: not a config", 1, 1)
+    return total
+
+
+def _yaml_positions(root) -> dict[str, tuple[int, int]]:
+    """Each key's and item's line and column, from the node tree; a node an alias reaches again
+    is not walked again (its keys are where the first path to them finds them)."""
     import yaml
 
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            child = f"{path}.{key.value}"
-            positions[child] = (key.start_mark.line + 1, key.start_mark.column + 1)
-            _yaml_positions(value, child, positions)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            child = f"{path}[{index}]"
-            positions[child] = (item.start_mark.line + 1, item.start_mark.column + 1)
-            _yaml_positions(item, child, positions)
+    positions: dict[str, tuple[int, int]] = {"$": (1, 1)}
+    seen: set[int] = set()
+    stack = [(root, "$")] if root is not None else []
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                child = f"{path}.{key.value}"
+                positions[child] = (key.start_mark.line + 1, key.start_mark.column + 1)   # a repeated key: the last
+                stack.append((value, child))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                child = f"{path}[{index}]"
+                positions[child] = (item.start_mark.line + 1, item.start_mark.column + 1)
+                stack.append((item, child))
+    return positions

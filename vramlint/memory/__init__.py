@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from vramlint.memory.components import ALLOCATOR, CONTEXT, Component, Estimate
 from vramlint.memory.fixed import fixed_costs, workspaces
@@ -122,10 +123,12 @@ def band(plan: Plan) -> tuple[float, list[str]]:
     return width, reasons
 
 
+@lru_cache(maxsize=4096)
 def estimate(plan: Plan, replay: bool = True) -> Estimate:
     """Per-GPU peak: the tensors alive at the step's peak moment, the caching allocator's reserve
     above them (replayed; ``replay=False`` skips it for quick searches), and the context every
-    process pays."""
+    process pays. A pure function of the plan, kept per plan: the searches for what would fit ask
+    about the same changed plans again and again, and so do files of one run that describe one job."""
     plan, text_only = _text_only(plan)
     if plan.tensor_parallel > 1:           # the weights (and states) of one TP rank's share
         plan = plan.with_changes(model=plan.model.tp_local(plan.tensor_parallel, plan.tp_split))

@@ -20,8 +20,15 @@ def _prop(text: str) -> str:
 
 
 def report(results, out: TextIO, verbosity: str = "normal") -> None:
+    """One annotation per finding, each naming what its file was checked as; then each file's
+    verdict as a plain log line."""
+    from vramlint.reporters.text import checked_as, verdict
     for result in results:
+        context = f" (checked as {checked_as(result)})" if result.model is not None else ""
         for f in result.findings:
-            message = f.message + (f"\nhint: {f.hint}" if f.hint else "")
+            message = f.message + context + (f"\nhint: {f.hint}" if f.hint else "")
             out.write(f"::{COMMAND[f.severity]} file={_prop(f.location.path)},line={f.location.line},"
                       f"col={f.location.column},title={_prop(f'{f.code} {f.name}')}::{_data(message)}\n")
+    if verbosity != "quiet":
+        for result in results:
+            out.write(verdict(result).replace("\r", " ").replace("\n", " ") + "\n")     # a log line, no command

@@ -100,7 +100,8 @@ def verdict(result, glyphs: dict[str, str] = UNICODE) -> str:
         serving, est = result.serving
         return (f"{result.path}: vLLM KV cache {est.kv_budget / GiB:.2f} GiB, {est.kv_tokens:,} tokens, "
                 f"max_model_len {est.max_model_len:,}, {checked_as(result)}")
-    note = result.notes[0] if result.notes else "no estimate"
+    note = result.notes[0] if result.notes else ("not estimated (see its findings)" if result.findings
+                                                 else "no estimate")
     return f"{result.path}{via}: {note}"
 
 

@@ -9,6 +9,7 @@ from vramlint.rules.base import Rule
 PARSE_ERROR = ("VL001", "parse-error", ERROR)
 HJSON = ("VL002", "hjson-syntax", WARNING)
 INTERNAL = ("VL003", "internal-error", ERROR)
+LIMIT = ("VL004", "input-limit", ERROR)
 RULES = (
     Rule(*PARSE_ERROR, summary="The file is not valid JSON (or YAML); the framework would refuse it.",
          bad='{"train_batch_size": CONFIG_BATCH_SIZE}', good='{"train_batch_size": 64}'),
@@ -19,6 +20,11 @@ RULES = (
                             "file). The other files of the run are still checked, and the run fails, since this "
                             "file's verdict is unknown.",
          bad="(any file that makes vramlint crash)", good="(the same file, once the bug is fixed)"),
+    Rule(*LIMIT, summary="The file is past what any config is: not a regular file (a pipe, a device), larger than "
+                         "4 MiB, nested more than 64 deep, more than 200,000 values with its YAML aliases expanded. "
+                         "It is not read, so nothing else is said about it; a check never hangs on it.",
+         bad="base: &a [1, 1, 1, 1]\nb: &b [*a, *a, *a, *a]\n...   # an alias bomb: billions of values",
+         good="base_model: meta-llama/Llama-3.1-8B"),
 )
 
 
@@ -32,7 +38,10 @@ def hjson_syntax(document) -> list[Finding]:
 
 
 def parse_error(path: str, error: ParseError) -> Finding:
-    return Finding(*PARSE_ERROR, Location(path, "$", error.line, error.column), error.message)
+    """A file that does not parse (VL001), or one past the limits of a config (VL004)."""
+    from vramlint.documents import TooLarge
+    rule = LIMIT if isinstance(error, TooLarge) else PARSE_ERROR
+    return Finding(*rule, Location(path, "$", error.line, error.column), error.message)
 
 
 
