@@ -186,10 +186,15 @@ def _check(args: argparse.Namespace) -> int:
             results.append(FileResult(shown, notes=[f"not checked: {exc}"], cluster=cluster))
             usage = True
     values = merge(settings.for_file(None), cli)
-    REPORTERS[resolve_format(values["format"])](results, sys.stdout, _verbosity(values))
     failing = SEVERITY_RANK["warning" if values["strict"] else "error"]
     failed = any(SEVERITY_RANK[f.severity] >= failing for r in results for f in r.findings)
-    return EXIT_USAGE if usage else EXIT_FINDINGS if failed else EXIT_OK
+    code = EXIT_USAGE if usage else EXIT_FINDINGS if failed else EXIT_OK
+    try:
+        REPORTERS[resolve_format(values["format"])](results, sys.stdout, _verbosity(values))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _closed_pipe()
+    return code
 
 
 def _stdin() -> str:
@@ -375,13 +380,23 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _closed_pipe() -> int:
-    """The reader went away (``| head``): what it read was enough; no traceback at exit."""
+    """The reader went away (``| head``): what it read was enough; no traceback at exit. (``check``
+    still exits with its verdict, known before the report is written.)"""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     return EXIT_OK
 
 
+def _lenient_streams() -> None:
+    """A stream that cannot encode a character (a Windows pipe in cp1252) gets an escape for it,
+    not an exception: config text and a model's name may hold any character."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and (stream.encoding or "").lower().replace("-", "") != "utf8":
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _lenient_streams()
     args = _parse(argv)
     try:
         code = COMMANDS[args.command](args)

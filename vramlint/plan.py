@@ -214,30 +214,35 @@ def _grad_accum(fact: Fact, flags: Flags, origins: dict) -> int:
 
 
 def _precision(ds: DeepSpeedConfig, flags: Flags, origins: dict, notes: list[str]) -> str:
-    """The file's precision; where it says "auto", what the HF Trainer fills in
-    (``HfTrainerDeepSpeedConfig.trainer_config_process``): each section's ``enabled`` from the
-    Trainer's own flag (``fp16.enabled`` <- ``fp16``, ``bf16.enabled`` <- ``bf16``), and a section
-    the file lacks stays off — ``fp16: auto`` alone under a bf16 Trainer trains in fp32."""
+    """The file's precision where it states one (a stated ``--mixed-precision`` replaces it, said
+    as VL007). Where it says "auto" or nothing, what the HF Trainer and Accelerate make of it:
+    ``HfTrainerDeepSpeedConfig.trainer_config_process`` (transformers 5.24.0) fills each section's
+    ``enabled: auto`` from the Trainer's own flag, then ``DeepSpeedPlugin.set_mixed_precision``
+    (accelerate 1.15.0) adds ``{"enabled": true}`` for the Trainer's precision where the file has
+    no such section. So ``fp16: auto`` alone under a bf16 Trainer trains in bf16, and only a
+    section written ``enabled: false`` keeps the Trainer's precision off."""
     value = ds.precision.value
-    if flags.wins("precision"):
-        origins["precision"] = flags.origin("precision")
-        return flags.precision
-    if value in PRECISIONS:
+    if ds.precision.from_file and value != AUTO:
+        if flags.wins("precision"):
+            origins["precision"] = flags.origin("precision")
+            return flags.precision
         _from_file(ds.precision, "precision", origins)
         return value
-    trainer = flags.precision
-    if trainer:
+    if flags.precision:
+        trainer = flags.precision
         origins["precision"] = flags.origin("precision")
-    else:
+    elif value == AUTO:
         trainer = "bf16"
         notes.append("precision is 'auto' in the file and no --mixed-precision: assumed the Trainer runs bf16")
         origins["precision"] = Origin("default", text="assumed bf16")
-    filled = [name for name in ("bf16", "fp16") if name == trainer and ds.sections.get(name, Fact(False)).value == AUTO]
-    if filled:
-        return filled[0]
-    if trainer != "fp32":
-        notes.append(f"the Trainer's {trainer} fills only a {trainer} section, and the file has "
-                     f"{'none' if trainer not in ds.sections else 'its enabled set false'}: DeepSpeed trains in fp32")
+    else:
+        origins["precision"] = Origin("default", text="no fp16/bf16 section: DeepSpeed's fp32")
+        return "fp32"
+    section = ds.sections.get(trainer)
+    if trainer == "fp32" or section is None or section.value in (AUTO, True):
+        return trainer
+    notes.append(f"the Trainer runs {trainer}, but the file's {trainer} section has enabled "
+                 f"{section.value!r}: DeepSpeed trains in fp32")
     return "fp32"
 
 

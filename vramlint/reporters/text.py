@@ -46,14 +46,22 @@ def _glyphs(out: TextIO) -> dict[str, str]:
 
 def _console(out: TextIO):
     """Colour and width as terminals and CI expect: colour on a terminal unless ``NO_COLOR``,
-    forced by ``FORCE_COLOR``; the width of ``COLUMNS`` where set, else the terminal's, else 120."""
+    forced by ``FORCE_COLOR``; the width of ``COLUMNS`` where set, else the terminal's, else 120.
+    A closed pipe is raised as ``BrokenPipeError`` for the command to end quietly with its own
+    verdict (rich's default exits 1 itself)."""
     from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
     env = os.environ
     tty = getattr(out, "isatty", lambda: False)()
     color = bool(env.get("FORCE_COLOR")) or (tty and not env.get("NO_COLOR"))
     width = int(env["COLUMNS"]) if env.get("COLUMNS", "").isdigit() and int(env["COLUMNS"]) > 20 else None
     ascii_only = _glyphs(out) is ASCII
-    return Console(file=out, highlight=False, no_color=not color, force_terminal=color or None,
+    return PipeConsole(file=out, highlight=False, no_color=not color, force_terminal=color or None,
                    width=width or (None if tty else 120), soft_wrap=not tty and width is None,
                    safe_box=ascii_only, legacy_windows=False, emoji=False)
 
