@@ -131,6 +131,43 @@ def test_a_file_without_precision_sections_is_fp32_unless_the_trainer_says(tmp_p
     assert precision_of(tmp_path, capsys, text, "--mixed-precision", "bf16")["precision"] == "bf16"
 
 
+def test_accelerate_mixed_precision_no_fills_auto_with_fp32_and_says_so(tmp_path, capsys):
+    (tmp_path / "ds.json").write_text('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}, '
+                                      '"train_micro_batch_size_per_gpu": 1}')
+    for precision in ("no", "bf16"):
+        (tmp_path / f"acc_{precision}.yaml").write_text(
+            "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\n"
+            f"mixed_precision: '{precision}'\nnum_processes: 8\n")
+    main(["check", str(tmp_path / "acc_no.yaml"), *EIGHT, "--format", "json"])
+    entry = json.loads(capsys.readouterr().out)["files"][0]
+    found = [f for f in entry["findings"] if f["code"] == "VL311"]
+    assert entry["precision"] == "fp32" and len(found) == 1
+    assert found[0]["path"].endswith("ds.json") and "acc_no.yaml:4" in found[0]["message"]
+    main(["check", str(tmp_path / "acc_bf16.yaml"), *EIGHT, "--format", "json"])
+    entry = json.loads(capsys.readouterr().out)["files"][0]
+    assert entry["precision"] == "bf16" and not any(f["code"] == "VL311" for f in entry["findings"])
+
+
+def test_fp32_zero3_keeps_its_buffers_and_no_second_master(tmp_path, capsys):
+    """ZeRO-3 without mixed precision: the fp32 partition is the optimizer's master (stage3.py
+    _create_fp32_partitions), and the IPG bucket, gradient partition and gathered parameters are
+    4 bytes an element; ZeRO-2 still clones its master partition (stage_1_and_2.py)."""
+    rows = {}
+    for stage in (2, 3):
+        path = tmp_path / f"z{stage}.json"
+        path.write_text(f'{{"zero_optimization": {{"stage": {stage}}}, "train_micro_batch_size_per_gpu": 1}}')
+        main(["check", str(path), *EIGHT, "--format", "json"])
+        entry = json.loads(capsys.readouterr().out)["files"][0]
+        assert entry["precision"] == "fp32"
+        rows[stage] = {c["name"]: c for c in entry["estimate"]["components"]}
+    p = 8_030_261_248
+    assert rows[3]["optimizer states"]["bytes"] == -(-8 * p // 8)
+    assert rows[2]["optimizer states"]["bytes"] == -(-12 * p // 8)
+    assert rows[3]["IPG reduce bucket"]["bytes"] == 4 * 500_000_000
+    assert rows[3]["gradient partition (fp32)"]["bytes"] == -(-4 * p // 8)
+    assert rows[3]["gathered parameters at the loss"]["formula"].startswith("4 B x")
+
+
 # Output like a linter ---------------------------------------------------------------------------
 
 def test_colour_follows_no_color_and_force_color():
@@ -153,11 +190,12 @@ def test_a_stream_that_cannot_encode_more_gets_ascii():
     assert "█" not in out and "#" in out
 
 
-def test_a_closed_pipe_ends_the_run_quietly(tmp_path):
-    """More output than a pipe holds, read by head -1: the run stops without a traceback, and the
-    exit code is what it read so far (all passing: 0)."""
+def test_a_closed_pipe_ends_the_run_quietly_with_exit_0(tmp_path):
+    """More output than a pipe holds, read by head -1: the run stops without a traceback and exits
+    0, the reader having taken what it wanted (a failing file among them)."""
     for index in range(400):
         shutil.copy(FITS, tmp_path / f"ds{index:03}.json")
+    shutil.copy(OVER, tmp_path / "ds999.json")
     shell = f"{sys.executable} -m vramlint check {tmp_path} {' '.join(EIGHT)} --format text --verbose | head -1"
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", shell], capture_output=True, text=True, cwd=ROOT,
                           timeout=300)

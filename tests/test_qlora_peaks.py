@@ -202,4 +202,4 @@ def test_a_vision_tower_is_held_by_the_same_rules_as_the_decoder_under_fsdp_and_
     assert vision_tower(lora).formula.startswith(f"(2 B x {v:,} params + 4 B x ")
     qlora_ds = replace(lora, runtime="deepspeed", zero_stage=2, load_in_4bit=True)
     tower = vision_tower(qlora_ds)
-    assert "NF4 weights" in tower.formula and tower.bytes < v      # under a byte a parameter
+    assert f"bits x {v:,} params" in tower.formula and tower.bytes < v      # NF4: under a byte a parameter

@@ -25,7 +25,7 @@ from vramlint.memory.serving import serving_estimate
 from vramlint.models import read_model
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.models.shape import ModelShape
-from vramlint.plan import RUNTIMES, Flags, Plan, plan_from_accelerate, plan_from_deepspeed, workload_from_flags
+from vramlint.plan import RUNTIMES, Flags, Origin, Plan, plan_from_accelerate, plan_from_deepspeed, workload_from_flags
 from vramlint.readers.accelerate import PRECISION, read_accelerate
 from vramlint.readers.deepspeed import read_deepspeed
 from vramlint.readers.recipe import Recipe
@@ -34,7 +34,7 @@ from vramlint.readers.vllm import normalised_document, read_vllm
 from vramlint.recipe_plan import flag_text, plan_from_recipe
 from vramlint.repository import find_referenced, recipes_using
 from vramlint.rules.batch import check_batch
-from vramlint.rules.consistency import check_autotp, check_consistency
+from vramlint.rules.consistency import check_autotp, check_consistency, fp32_by_auto
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
 from vramlint.rules.inputs import (deepspeed_overridden, generic_shape, model_not_resolved, overridden,
@@ -253,6 +253,8 @@ def _check_referenced(path: str, referenced: str, acc, result: FileResult, model
         return
     flags = ctx.flags
     precision = flags.precision or PRECISION.get(acc.mixed_precision.value)
+    if not flags.precision and precision and acc.mixed_precision.from_file:
+        flags = replace(flags, origins={**flags.origins, "precision": Origin("file", acc.mixed_precision.location)})
     result.findings.extend(check_schema(document, "deepspeed"))
     ds = read_deepspeed(document)
     if "zero_optimization" not in (document.data or {}):
@@ -271,6 +273,7 @@ def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster,
         result.notes.append(str(exc))
         return
     result.findings.extend(deepspeed_overridden(ds, result.plan, flags))
+    result.findings.extend(fp32_by_auto(ds, result.plan))
     result.findings.extend(check_batch(ds, ds.batch_world(cluster.world_size, result.plan.tensor_parallel), path))
 
 
@@ -300,6 +303,7 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
     result.findings.extend(check_recipe(recipe, plan))
     if ds is not None:
         result.findings.extend(check_trainer_mismatch(recipe, ds, plan.cluster.world_size, job.trainer))
+        result.findings.extend(fp32_by_auto(ds, plan))
         result.findings.extend(check_batch(ds, ds.batch_world(ctx.cluster.world_size, plan.tensor_parallel),
                                            ds.document.path))
     result.plan = plan

@@ -193,7 +193,7 @@ def _check(args: argparse.Namespace) -> int:
         REPORTERS[resolve_format(values["format"])](results, sys.stdout, _verbosity(values))
         sys.stdout.flush()
     except BrokenPipeError:
-        _closed_pipe()
+        return _closed_pipe()
     return code
 
 
@@ -380,8 +380,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _closed_pipe() -> int:
-    """The reader went away (``| head``): what it read was enough; no traceback at exit. (``check``
-    still exits with its verdict, known before the report is written.)"""
+    """The reader went away (``| head``): what it read was enough, as ripgrep takes it: exit 0
+    and no traceback at exit (rich's own handler would exit 1)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     return EXIT_OK

@@ -312,13 +312,15 @@ def _weights(s: Serving) -> tuple[int, str]:
                                                    s.dtype_bytes)
         layout = f", {layout}"
     size = (weight_bytes(m, s.dtype_bytes) - experts) // (s.tp * s.pp) + local_experts // s.pp + vision
+    each = "" if m.quantized_groups else f"{s.dtype_bytes} B x "      # quantized: bytes per group, named below
     if s.expert_ranks == s.tp:
-        formula = f"{m.params:,} params / (TP {s.tp} x PP {s.pp})"
+        formula = f"{each}{m.params:,} params / (TP {s.tp} x PP {s.pp})"
     else:
         routed = m.layer_params.experts
-        formula = (f"{m.params - routed:,} params / (TP {s.tp} x PP {s.pp}) + {routed:,} routed-expert params / "
-                   f"(TP x DP {s.expert_ranks} x PP {s.pp})")
-    tower = f" + vision tower {m.vision.vllm_params:,}" + (f" / TP {s.tp}" if split > 1 else "") if vision else ""
+        formula = (f"{each}{m.params - routed:,} params / (TP {s.tp} x PP {s.pp}) + {each}{routed:,} routed-expert "
+                   f"params / (TP x DP {s.expert_ranks} x PP {s.pp})")
+    tower = (f" + {each}{m.vision.vllm_params:,} vision tower params" + (f" / (TP {s.tp})" if split > 1 else "")
+             if vision else "")
     stored = f", {m.quantization.method} on {', '.join(m.quantized_groups)}{layout}" if m.quantized_groups else ""
     draft = ""
     if s.draft:

@@ -24,6 +24,9 @@ Three runtimes keep different states (bytes per parameter P, trainable parameter
 - Offload follows DeepSpeed's estimators: optimizer offload moves fp32 states and gradient
   partitions to the host (ZeRO-1/2 keep a staging buffer of the largest parameter); parameter
   offload (ZeRO-3) moves the 16-bit weights, which are fetched per module as the step needs them.
+- ``deepspeed`` without mixed precision: the same ZeRO stages in 4-byte elements (``ds_width``),
+  with no upcasts; ZeRO-1/2 still clone an fp32 master partition (12 B/P/N with Adam's m, v),
+  ZeRO-3's fp32 partition is the weights' own (8 B/P/N), ZeRO-0 is the plain optimizer.
 """
 
 from __future__ import annotations
@@ -182,6 +185,16 @@ def zero12_grad_partition(plan: Plan) -> int:
     return max(held)
 
 
+def ds_width(plan: Plan) -> int:
+    """Bytes of an element DeepSpeed's weights, gradients, buckets and gathers hold: 2 under
+    bf16/fp16, 4 without mixed precision (the engine keeps the module's fp32)."""
+    return 4 if plan.precision == "fp32" else 2
+
+
+def _width_name(plan: Plan) -> str:
+    return "fp32" if ds_width(plan) == 4 else "16-bit"
+
+
 def _shard(plan: Plan, state: str, size: int) -> int:
     return -(-size // plan.data_parallel) if state in SHARDED[plan.zero_stage] else size
 
@@ -251,8 +264,8 @@ def _optimizer_states(plan: Plan, t: int, s_b: int) -> Component:
 
 def _step_temporaries(plan: Plan, t: int, s_b: int, m: ModelShape) -> list[Component]:
     if plan.optimizer == "adamw":
-        return [Component("optimizer step temporaries", t * s_b, f"foreach AdamW: one {s_b}-byte copy of "
-                          f"{t:,} params", TORCH_MEASURED)]
+        return [Component("optimizer step temporaries", t * s_b, f"foreach AdamW: {s_b} B x {t:,} params (one "
+                          "copy)", TORCH_MEASURED)]
     if plan.optimizer == "adafactor":
         largest = m.largest_layer_params if not plan.lora_rank else 0
         return [Component("optimizer step temporaries", 4 * largest, "one fp32 update of the largest tensor",
@@ -277,9 +290,10 @@ def deepspeed_states(plan: Plan) -> States:
     """ZeRO's states of the trainable parameters (T = P, or LoRA's adapters alone: the optimizer
     gets only the parameters that need grads, and frozen ones stay 16-bit, partitioned under
     ZeRO-3 and whole below it)."""
-    if plan.precision == "fp32":
+    if plan.precision == "fp32" and plan.zero_stage == 0:
         return _deepspeed_fp32(plan)
     t, n, stage = trainable(plan), plan.data_parallel, plan.zero_stage
+    w, wide = ds_width(plan), _width_name(plan)
     opt_off = plan.offload_optimizer != "none"
     par_off = plan.offload_param != "none" and stage == 3
     resting: list[Component] = []
@@ -291,37 +305,35 @@ def deepspeed_states(plan: Plan) -> States:
                                  "bitsandbytes QuantState"))
     else:
         held, symbol = _weights_words(plan)
-        held_bytes, name, words = 2 * held, "weights (16-bit)", f"2 B x {symbol}"
+        held_bytes, name, words = w * held, f"weights ({wide})", f"{w} B x {symbol}"
     weights = 0 if par_off else _shard(plan, "weights", held_bytes)
     resting.append(Component(name, weights, "offloaded to host" if par_off else
                              f"{words}{' / N_d' if stage == 3 else ''}", ZERO_PAPER))
     tag = _tag(plan)
-    resting.append(Component("optimizer states", 0 if opt_off else _shard(plan, "optimizer", 12 * t),
-                             f"offloaded to {plan.offload_optimizer}" if opt_off else
-                             f"12 B x {tag}{' / N_d' if stage else ''} (fp32 master + Adam m, v)", ZERO_PAPER))
+    resting.append(_zero_optimizer_states(plan, t, opt_off))
     if stage == 3:
         if not opt_off:
-            resting.append(Component("gradient partition (16-bit)", -(-2 * t // n), f"2 B x {tag} / N_d",
+            resting.append(Component(f"gradient partition ({wide})", -(-w * t // n), f"{w} B x {tag} / N_d",
                                      DS_MEASURED))
-        resting.append(Component("IPG reduce bucket", 2 * plan.reduce_bucket_size,
-                                 f"2 B x reduce_bucket_size ({plan.reduce_bucket_size:,}), allocated at init",
+        resting.append(Component("IPG reduce bucket", w * plan.reduce_bucket_size,
+                                 f"{w} B x reduce_bucket_size ({plan.reduce_bucket_size:,}), allocated at init",
                                  DS_STAGE3))
         if par_off or n > 1:
             small = sum(size for size in plan.model.tensor_sizes if size < plan.param_persistence_threshold)
-            resting.append(Component("persistent parameters", 2 * small, f"2 B x {small:,} in tensors under "
+            resting.append(Component("persistent parameters", w * small, f"{w} B x {small:,} in tensors under "
                                      f"stage3_param_persistence_threshold ({plan.param_persistence_threshold:,})",
                                      DS_STAGE3))
     elif opt_off:
         largest = max(trainable_tensors(plan))
-        resting.append(Component("gradient staging (16-bit)", 2 * largest,
-                                 f"2 B x the largest parameter ({largest:,}): temp_grad_buffer_for_gpu_offload",
+        resting.append(Component(f"gradient staging ({wide})", w * largest,
+                                 f"{w} B x the largest parameter ({largest:,}): temp_grad_buffer_for_gpu_offload",
                                  DS_SOURCE))
     if stage in (1, 2) and not opt_off:
         grads, step, backward = _zero12_step(plan)
         # recorded over one and two ranks: ZeRO-2 reduces at the end of every micro-batch's backward
         # and keeps grads_in_partition; ZeRO-1 keeps every 16-bit gradient and its IPG bucket
-        carried = ([_carried(plan, 2 * t, f"2 B x {tag} (ZeRO-1 reduces at the last micro-batch)")] + backward[:1]
-                   if stage == 1 else [_carried(plan, grads[0].bytes, "the 16-bit gradient partition")])
+        carried = ([_carried(plan, w * t, f"{w} B x {tag} (ZeRO-1 reduces at the last micro-batch)")] + backward[:1]
+                   if stage == 1 else [_carried(plan, grads[0].bytes, f"the {wide} gradient partition")])
         return States(resting, grads, step, _host(plan), backward=backward, carried=carried)
     grads, step = _deepspeed_step(plan, opt_off)
     # recorded: ZeRO-0 carries the 16-bit .grad to the last micro-batch, ZeRO-3 nothing beyond its partition
@@ -332,27 +344,48 @@ def deepspeed_states(plan: Plan) -> States:
     return States(resting, grads, step, _host(plan), carried=carried)
 
 
+def zero_state_bytes(plan: Plan) -> tuple[int, str]:
+    """Bytes the ZeRO optimizer keeps per trainable element, and what they are (see
+    ``_zero_optimizer_states``)."""
+    if ds_width(plan) == 4 and plan.zero_stage == 3:
+        return 8, "Adam m, v; the fp32 master is the weights' partition"
+    return 12, "fp32 master + Adam m, v"
+
+
+def _zero_optimizer_states(plan: Plan, t: int, opt_off: bool) -> Component:
+    """What the ZeRO optimizer keeps per trainable element: an fp32 master partition and Adam's m,
+    v (12 B) — except ZeRO-3 without mixed precision, whose fp32 partition is the weights' own
+    partition (stage3.py ``_create_fp32_partitions``: same dtype and device, no copy), so 8 B.
+    ZeRO-1/2 clone theirs whatever the dtype (stage_1_and_2.py: ``.detach().clone()``)."""
+    tag, stage = _tag(plan), plan.zero_stage
+    if opt_off:
+        return Component("optimizer states", 0, f"offloaded to {plan.offload_optimizer}", ZERO_PAPER)
+    per, what = zero_state_bytes(plan)
+    return Component("optimizer states", _shard(plan, "optimizer", per * t),
+                     f"{per} B x {tag}{' / N_d' if stage else ''} ({what})", ZERO_PAPER)
+
+
 def _zero3_gathered(plan: Plan) -> tuple[list[Component], list[Component]]:
-    """Full 16-bit parameters ZeRO-3 gathers (or fetches from the host): at the turn from forward
-    to backward, the ones kept for reuse; later in backward, one layer in flight."""
-    m = plan.model
+    """Full parameters ZeRO-3 gathers (or fetches from the host), in ``ds_width`` bytes: at the
+    turn from forward to backward, the ones kept for reuse; later in backward, one layer in flight."""
+    m, w = plan.model, ds_width(plan)
     kept = zero3_kept(m, zero3_keep_distance(plan))
     layers = sum(_layer_base(plan, m.layers[i]) for i in kept.layers)
     head = m.head_params or m.embedding_params
     one = max(_layer_base(plan, layer) for layer in m.layers)
     ahead = min(plan.prefetch_bucket_size, plan.max_live_parameters)
     packed = " (4-bit values packed: elements of 2 B)" if plan.load_in_4bit else ""
-    return ([Component("layer gathered in backward + prefetch", 2 * (one + ahead),
-                       f"2 B x ({one:,} + min(stage3_prefetch_bucket_size, stage3_max_live_parameters) {ahead:,})"
+    return ([Component("layer gathered in backward + prefetch", w * (one + ahead),
+                       f"{w} B x ({one:,} + min(stage3_prefetch_bucket_size, stage3_max_live_parameters) {ahead:,})"
                        + packed, DS_STAGE3)],
-            [Component("gathered parameters at the loss", 2 * (layers + head),
-                       f"2 B x (lm_head {head:,} + {layers:,} of {len(kept.layers)} layers reused within "
+            [Component("gathered parameters at the loss", w * (layers + head),
+                       f"{w} B x (lm_head {head:,} + {layers:,} of {len(kept.layers)} layers reused within "
                        "stage3_max_reuse_distance)", DS_STAGE3)])
 
 
 def _layer_base(plan: Plan, layer: Layer) -> int:
-    """A decoder layer's base parameters as ZeRO-3 gathers them, in 2-byte elements."""
-    return sum(base_bytes(plan, group, size) for group, size in layer.parameter_tensors) // 2
+    """A decoder layer's base parameters as ZeRO-3 gathers them, in ``ds_width`` elements."""
+    return sum(base_bytes(plan, group, size) for group, size in layer.parameter_tensors) // ds_width(plan)
 
 
 def zero3_sub_groups(plan: Plan) -> list[int]:
@@ -412,20 +445,25 @@ def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Com
     partition; ``step()`` flattens that once more and upcasts it to an fp32 partition, then AdamW
     steps it with one temporary once both 16-bit copies are freed (8 B/P/N either way)."""
     p, n, tag = trainable(plan), plan.data_parallel, _tag(plan)
-    half, full = -(-2 * p // n), -(-4 * p // n)
+    w, wide = ds_width(plan), _width_name(plan)
+    half, full = -(-w * p // n), -(-4 * p // n)
     held = zero12_grad_partition(plan)
-    grads = [Component("16-bit gradient partition", 2 * held, f"2 B x {held:,}: the whole parameters that overlap "
-                       f"the fullest rank's 1/{n} of {tag} (grads_in_partition)" if n > 1 else
-                       f"2 B x {tag} (grads_in_partition)", DS_SOURCE)]
-    bucket = f"2 B x reduce_bucket_size ({plan.reduce_bucket_size:,})"
-    backward = [Component("IPG reduce buckets", 4 * plan.reduce_bucket_size, f"2 x {bucket}: overlap_comm's "
+    grads = [Component(f"{wide} gradient partition", w * held, f"{w} B x {held:,}: the whole parameters that "
+                       f"overlap the fullest rank's 1/{n} of {tag} (grads_in_partition)" if n > 1 else
+                       f"{w} B x {tag} (grads_in_partition)", DS_SOURCE)]
+    bucket = f"{w} B x reduce_bucket_size ({plan.reduce_bucket_size:,})"
+    backward = [Component("IPG reduce buckets", 2 * w * plan.reduce_bucket_size, f"2 x {bucket}: overlap_comm's "
                           "double buffers (setup_buckets)", DS_SOURCE) if plan.overlap_comm else
-                Component("IPG reduce bucket", 2 * plan.reduce_bucket_size, bucket, DS_SOURCE)]
+                Component("IPG reduce bucket", w * plan.reduce_bucket_size, bucket, DS_SOURCE)]
     if plan.zero_stage == 1 and n > 1:
-        backward.append(Component("gradients (16-bit, before reduce)", 2 * p,
-                                  f"2 B x {tag}: ZeRO-1 reduces after backward", DS_SOURCE))
-    step = [Component("flattened 16-bit partition + fp32 upcast", half + full, f"2 B + 4 B x {tag} / N_d (then "
-                      f"AdamW's temporary, 4 B x {tag} / N_d, once the 16-bit copies are freed)", DS_MEASURED)]
+        backward.append(Component(f"gradients ({wide}, before reduce)", w * p,
+                                  f"{w} B x {tag}: ZeRO-1 reduces after backward", DS_SOURCE))
+    if w == 4:      # .to(fp32) of the flattened fp32 partition is the same tensor
+        step = [Component("flattened fp32 partition", full, f"4 B x {tag} / N_d (then AdamW's temporary, "
+                          f"4 B x {tag} / N_d, once the partition is freed)", DS_SOURCE)]
+    else:
+        step = [Component("flattened 16-bit partition + fp32 upcast", half + full, f"2 B + 4 B x {tag} / N_d (then "
+                          f"AdamW's temporary, 4 B x {tag} / N_d, once the 16-bit copies are freed)", DS_MEASURED)]
     return grads, step, backward
 
 
@@ -441,10 +479,13 @@ def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Co
     return ([Component("fp32 gradients of one sub-group", 4 * group, f"4 B x the largest sub-group (sub_group_size "
                        f"{plan.sub_group_size:,}) = 4 x {group:,}",
                        DS_MEASURED)],
-            [Component("optimizer step temporaries", 4 * group, "foreach AdamW over one sub-group", DS_MEASURED)])
+            [Component("optimizer step temporaries", 4 * group, f"foreach AdamW: 4 B x the largest sub-group ({group:,})",
+                       DS_MEASURED)])
 
 
 def _deepspeed_fp32(plan: Plan) -> States:
+    """ZeRO-0 without mixed precision: the engine hands the client optimizer the module's own
+    fp32 parameters (no BF16/FP16 wrapper, engine.py ``_configure_optimizer``)."""
     p, tag = trainable(plan), _tag(plan)
     held, symbol = _weights_words(plan)
     resting = [Component("weights (fp32)", _shard(plan, "weights", 4 * held), f"4 B x {symbol}", ZERO_PAPER),
@@ -465,9 +506,10 @@ def _host(plan: Plan) -> list[Component]:
     if plan.zero_stage == 3:
         per_param = 18 if plan.offload_param == "cpu" else 16
         return [Component("offloaded states (host)", int(per_param * p / nodes * 1.5),
-                          f"{per_param} B x P / nodes x 1.5", DS_ESTIMATOR, HOST)]
+                          f"{per_param} B x {p:,} / nodes x 1.5 (the parameters the optimizer holds)",
+                          DS_ESTIMATOR, HOST)]
     return [Component("offloaded states (host)", int(p * max(4 * gpus, 16) * 1.5),
-                      "P x max(4 x GPUs, 16) x 1.5", DS_ESTIMATOR, HOST)]
+                      f"{p:,} x max(4 x GPUs, 16) x 1.5 (the parameters the optimizer holds)", DS_ESTIMATOR, HOST)]
 
 
 FSDP_STAGE = {"FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0, "HYBRID_SHARD": 3, "HYBRID_SHARD_ZERO2": 2}
@@ -521,12 +563,12 @@ def fsdp_qlora(plan: Plan) -> bool:
 
 def base_bytes(plan: Plan, group: str, size: int) -> int:
     """Bytes one frozen base tensor takes where DeepSpeed holds it (DeepSpeed casts the model to
-    16 bit): 2 B a value, or under QLoRA a 4-bit linear's values, half a byte each — as loaded for
+    its precision): ``ds_width`` B a value, or under QLoRA a 4-bit linear's values, half a byte each — as loaded for
     ZeRO-0/1/2, packed into ``bnb_4bit_quant_storage`` for ZeRO-3 to partition (same bytes); its
     quant state apart (``quant_states``)."""
     if plan.load_in_4bit and group in nf4().groups:
         return -(-size // 2)
-    return 2 * size
+    return ds_width(plan) * size
 
 
 def fsdp_stored(plan: Plan, group: str, size: int) -> int:
@@ -628,8 +670,9 @@ def _fsdp_shards(plan: Plan, n: int, over: str) -> tuple[int, str]:
     t = trainable(plan)
     if fsdp_qlora(plan):
         c = 4 if plan.precision == "fp32" else 2
-        return (c * -(-_stored_total(plan) // n) + 4 * -(-t // n),
-                f"{c} B x P packed{over} (4-bit linears: 0.5 B a value) + 4 B x T{over}")
+        stored = _stored_total(plan)
+        return (c * -(-stored // n) + 4 * -(-t // n),
+                f"{c} B x {stored:,}{over} (stored elements: 4-bit linears 4 values an element) + 4 B x T{over}")
     if fsdp_lora_units(plan):
         base = fsdp_base_bytes(plan)
         return (base * -(-plan.model.params // n) + 4 * -(-t // n),
@@ -753,16 +796,18 @@ def vision_tower(plan: Plan) -> Component:
     nf4_tower = int(v * nf4().bits / 8)     # QLoRA: bitsandbytes quantizes the tower's linears like the decoder's
     nf4_words = f"{nf4().detail} x {v:,} params (its linears, nearly all of it)"
     if plan.runtime == "deepspeed":
-        w_b, s_b = (4, 8) if plan.precision == "fp32" else (2, 12)       # 16-bit training: + fp32 master
+        w_b = ds_width(plan)
+        s_b = zero_state_bytes(plan)[0]
         par_off = plan.offload_param != "none" and plan.zero_stage == 3
         held = (nf4_tower if plan.load_in_4bit else w_b * v) + w_b * lora
         weights = 0 if par_off else _shard(plan, "weights", held)
         states = 0 if plan.offload_optimizer != "none" else _shard(plan, "optimizer", s_b * trained)
         size = weights + states
-        formula = (f"{v:,} params{adapters}: {'NF4' if plan.load_in_4bit else f'{w_b} B'} weights"
-                   f"{' / N_d' if plan.zero_stage == 3 else ''}"
-                   + (f" + {s_b} B optimizer states{' / N_d' if plan.zero_stage else ''} of {trained:,}"
-                      if states else ""))
+        over = lambda state: " / N_d" if state in SHARDED[plan.zero_stage] else ""    # noqa: E731
+        terms = ([] if par_off else [(f"{nf4_words} + {w_b} B x {lora:,} adapters" if plan.load_in_4bit else
+                                      f"{w_b} B x ({v:,} tower params{adapters})") + over("weights")])
+        terms += [f"{s_b} B x {trained:,}{over('optimizer')} (optimizer states)"] if states else []
+        formula = " + ".join(terms) or "offloaded"
     elif plan.runtime == "fsdp":       # Accelerate upcasts what requires grad: LoRA keeps the frozen base
         w_b = fsdp_base_bytes(plan) if fsdp_lora_units(plan) else 4
         base, words = (nf4_tower, nf4_words) if plan.load_in_4bit else (w_b * v, f"{w_b} B x {v:,} params")

@@ -2,26 +2,27 @@
 
 ``_ZeroStep`` is ZeRO-1/2 (``runtime/zero/stage_1_and_2.py``), ``_Zero3Step`` ZeRO-3
 (``runtime/zero/stage3.py``, ``partitioned_param_coordinator.py``) with its all-gather and
-reduce streams, each a pool of its own in the allocator model; ``_DeepSpeedStep`` ZeRO-0 and
-fp32 runs. Two steps (``timeline.between_steps``), the second's peaks reported: ZeRO-3's
+reduce streams, each a pool of its own in the allocator model; ``_DeepSpeedStep`` ZeRO-0. Without
+mixed precision the ZeRO replays hold 4-byte elements (``states.ds_width``) and skip the fp32
+upcasts, which are the same tensor then (``.to(fp32)`` of an fp32 tensor). Two steps (``timeline.between_steps``), the second's peaks reported: ZeRO-3's
 coordinator has traced the module order by then.
 """
 
 from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import (base_bytes, deepspeed_states, quant_states, trainable, trainable_tensors,
-                                    zero12_grad_partition, zero3_keep_distance, zero3_kept, zero3_sub_groups)
+from vramlint.memory.states import (base_bytes, deepspeed_states, ds_width, quant_states, trainable,
+                                    trainable_tensors, zero12_grad_partition, zero3_keep_distance, zero3_kept, zero3_sub_groups)
 from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
 
 
 class _DeepSpeedStep(Step):
-    """DeepSpeed ZeRO-0 (``BF16_Optimizer``), and any stage in fp32: the states of
-    ``memory/states.py`` allocated at once; per-parameter 16-bit gradients kept until the step,
-    which converts them into a flat fp32 gradient buffer (the local partition above ZeRO-0) and
-    runs the client optimizer on the flat fp32 master copy (one temporary of the same size). The
-    16-bit ZeRO stages have their own replays below (``_ZeroStep``, ``_Zero3Step``).
+    """DeepSpeed ZeRO-0 (``BF16_Optimizer``, or in fp32 the client optimizer itself): the states
+    of ``memory/states.py`` allocated at once; per-parameter gradients kept until the step, which
+    converts them into a flat fp32 gradient buffer and runs the optimizer on the flat fp32 master
+    copy (one temporary of the same size). The ZeRO stages have their own replays below
+    (``_ZeroStep``, ``_Zero3Step``).
     """
 
     def __init__(self, plan: Plan, alloc: CachingAllocator, trained: list[int], micro_batches: int = 1) -> None:
@@ -31,52 +32,44 @@ class _DeepSpeedStep(Step):
     @property
     def width(self) -> int:
         """Bytes of the parameters and their gradients: 16-bit, or fp32 without mixed precision."""
-        return 4 if self.plan.precision == "fp32" else 2
+        return ds_width(self.plan)
 
     def _param_grads(self, modules) -> list[int]:
         """As plain PyTorch's, in the parameters' width (no autocast under DeepSpeed) — except
-        where the gradients are reduce-scattered into the partition or streamed to the host."""
-        if self.plan.zero_stage == 3 or self.plan.offload_optimizer != "none":
+        where the gradients are streamed to the host."""
+        if self.plan.offload_optimizer != "none":
             return []
         return super()._param_grads(modules)
 
-    def _gather(self, index: int) -> list[int]:
-        """ZeRO-3 all-gathers (or fetches from the host) each module's parameters before use and
-        releases them after, when there is anything to gather."""
-        plan = self.plan
-        if plan.zero_stage != 3 or (plan.data_parallel == 1 and plan.offload_param == "none"):
-            return []
-        return [self.a.malloc(_gathered(plan, group, size, self.width)) for group, size in self.m.layers[index].modules
-                if size]
-
     def optimizer(self, grads: list[int], first: bool) -> None:
-        a, plan = self.a, self.plan
-        p, n = trainable(plan), plan.data_parallel
-        if plan.offload_optimizer != "none":
+        """``BF16_Optimizer.step``: the gradients upcast into one flat fp32 buffer, then the
+        optimizer's temporary; in fp32 the client optimizer steps the gradients as they are."""
+        a, p = self.a, trainable(self.plan)
+        if self.plan.offload_optimizer != "none":
             for handle in grads:
                 a.free(handle)
             return
-        group = p if plan.zero_stage == 0 else -(-p // n)
-        if plan.zero_stage == 3:
-            group = max(zero3_sub_groups(plan))
-        fp32_grads = a.malloc(4 * group)
-        if plan.zero_stage:                 # ZeRO-1/2 release the 16-bit gradients once reduced
-            for handle in grads:
+        fp32_grads = a.malloc(4 * p) if self.width == 2 else None
+        temp = a.malloc(4 * p)
+        for handle in [temp, fp32_grads, *grads]:
+            if handle is not None:
                 a.free(handle)
-        temp = a.malloc(4 * group)
-        for handle in [temp, fp32_grads] + (grads if plan.zero_stage == 0 else []):
-            a.free(handle)
 
 
 class _HookedStep(Step):
     """DeepSpeed ZeRO's gradient hooks: each gradient autograd produces is taken (``_take``) by
     the stage's reduction as soon as its accumulation hook fires."""
 
+    @property
+    def width(self) -> int:
+        """Bytes of an element of the parameters, gradients and buckets (``states.ds_width``)."""
+        return ds_width(self.plan)
+
     def _param_grads(self, modules) -> list[int]:
         for group, size in modules:
             if not size:
                 continue
-            grad = self.a.malloc(2 * size)
+            grad = self.a.malloc(self.width * size)
             if not self._held_for_tied(group, grad, size):
                 self._take(grad, size)
         return []
@@ -126,8 +119,8 @@ class _ZeroStep(_HookedStep):
 
     def _take(self, grad: int, size: int) -> None:
         if self.bucket is None:     # setup_buckets: a second buffer with overlap_comm, for the reduction stream
-            self.bucket = self.a.malloc(2 * self.plan.reduce_bucket_size)
-            self.second = self.a.malloc(2 * self.plan.reduce_bucket_size) if self.plan.overlap_comm else None
+            self.bucket = self.a.malloc(self.width * self.plan.reduce_bucket_size)
+            self.second = self.a.malloc(self.width * self.plan.reduce_bucket_size) if self.plan.overlap_comm else None
         if self.plan.zero_stage == 2:
             self._copy(grad, size)
         elif self.accumulating:     # AccumulateGrad added it into the .grad ZeRO-1 keeps
@@ -164,9 +157,10 @@ class _ZeroStep(_HookedStep):
         if self.plan.offload_optimizer != "none":      # each gradient goes to the host's fp32 partition:
             for size in self.sizes:                      # its fp64 norm and its fp32 upcast, one at a time
                 self.a.free(self.a.malloc(8 * size))
-                self.a.free(self.a.malloc(4 * size))
+                if self.width == 2:
+                    self.a.free(self.a.malloc(4 * size))
         elif self.partition is None:      # the whole parameters overlapping the rank's part
-            self.partition = self.a.malloc(2 * zero12_grad_partition(self.plan))
+            self.partition = self.a.malloc(self.width * zero12_grad_partition(self.plan))
         for grad in self.oversized:
             self.a.free(grad)
         self.oversized, self.sizes, self.filled = [], [], 0
@@ -182,9 +176,10 @@ class _ZeroStep(_HookedStep):
         if self.plan.offload_optimizer != "none":      # the CPU optimizer steps on the host
             return
         _norm_upcasts(self.plan, a)
-        flat = a.malloc(2 * self.part)
-        fp32 = a.malloc(4 * self.part)
-        a.free(flat)
+        flat = a.malloc(self.width * self.part)
+        fp32 = a.malloc(4 * self.part) if self.width == 2 else flat
+        if fp32 != flat:
+            a.free(flat)
         a.free(self.partition)
         self.partition = None
         if first:
@@ -209,31 +204,33 @@ def _load_frozen_base(plan: Plan, alloc: CachingAllocator) -> None:
 
 
 def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
-    """``deepspeed.initialize`` for ZeRO-1/2 on a model moved to the GPU: the trainable 16-bit
-    parameters are flattened into one buffer (the originals freed; when the GPU cannot hold both,
-    DeepSpeed moves the originals to the host and empties the cache first), the fp32 master
-    partition is a clone upcast (the clone freed), and ``initialize_optimizer_states`` allocates
-    and drops one fp32 gradient partition."""
+    """``deepspeed.initialize`` for ZeRO-1/2 on a model moved to the GPU: the trainable parameters
+    are flattened into one buffer (the originals freed; when the GPU cannot hold both, DeepSpeed
+    moves the originals to the host and empties the cache first), the fp32 master partition is a
+    clone upcast (the 16-bit clone freed; an fp32 clone is the master itself), and
+    ``initialize_optimizer_states`` allocates and drops one fp32 gradient partition."""
     trained = trainable_tensors(plan)
-    t = sum(trained)
+    t, w = sum(trained), ds_width(plan)
     part = -(-t // plan.data_parallel)
     if plan.offload_optimizer != "none":        # the gradient staging buffer for the copies to the host
-        alloc.malloc(2 * max(trained))
+        alloc.malloc(w * max(trained))
     _load_frozen_base(plan, alloc)
-    originals = [alloc.malloc(2 * size) for size in trained]
-    on_gpu = alloc.reserved + 2 * t <= plan.cluster.gpu.memory_bytes    # flatten_on_accelerator
+    originals = [alloc.malloc(w * size) for size in trained]
+    on_gpu = alloc.reserved + w * t <= plan.cluster.gpu.memory_bytes    # flatten_on_accelerator
     if not on_gpu:
         for handle in originals:
             alloc.free(handle)
         alloc.empty_cache()
-    alloc.malloc(2 * t)
+    alloc.malloc(w * t)
     for handle in originals if on_gpu else []:
         alloc.free(handle)
-    clone = alloc.malloc(2 * part)
+    clone = alloc.malloc(w * part)
     if plan.offload_optimizer == "none":        # the fp32 master and its first gradient stay on the GPU
-        alloc.malloc(4 * part)
+        if w == 2:
+            alloc.malloc(4 * part)
         alloc.free(alloc.malloc(4 * part))
-    alloc.free(clone)
+    if w == 2 or plan.offload_optimizer != "none":
+        alloc.free(clone)
 
 
 GATHER, REDUCE = 1, 2      # DeepSpeed's all-gather and reduce-and-partition CUDA streams
@@ -285,7 +282,7 @@ class _Zero3Step(_HookedStep):
             return self.held.pop(index)
         layer = self.m.layers[index]     # over several GPUs one flat buffer per module; from the host per tensor
         parts = layer.parameter_tensors if self.plan.data_parallel == 1 else layer.modules
-        return [self.a.malloc(_gathered(self.plan, group, size, 2), GATHER) for group, size in parts if size]
+        return [self.a.malloc(_gathered(self.plan, group, size, self.width), GATHER) for group, size in parts if size]
 
     def _release(self, index: int, gathered: list[int], forward: bool) -> None:
         if forward and self.traced and index in self.kept.layers:
@@ -308,7 +305,7 @@ class _Zero3Step(_HookedStep):
         return super().loss(kept)
 
     def _fetch(self, size: int) -> int | None:
-        return self.a.malloc(2 * size, GATHER) if self.fetching and size else None
+        return self.a.malloc(self.width * size, GATHER) if self.fetching and size else None
 
     def _param_grads(self, modules) -> list[int]:
         if any(group == "head" for group, _ in modules) and self.embedding is not None:
@@ -333,9 +330,10 @@ class _Zero3Step(_HookedStep):
             copies = []
             for size in self.bucket:
                 piece = -(-size // n)
-                copies.append(a.malloc(2 * piece, REDUCE))
+                copies.append(a.malloc(self.width * piece, REDUCE))
                 a.free(a.malloc(8 * min(piece, NORM_CHUNK), REDUCE))
-                a.free(a.malloc(4 * piece, REDUCE))
+                if self.width == 2:
+                    a.free(a.malloc(4 * piece, REDUCE))
             for handle in copies:
                 a.free(handle)
         if flat is not None:
@@ -354,7 +352,7 @@ class _Zero3Step(_HookedStep):
         n, sizes = self.plan.data_parallel, self.bucket
         if not sizes or (len(sizes) == 1 and sizes[0] % n == 0):
             return None
-        return self.a.malloc(2 * n * sum(-(-size // n) for size in sizes), REDUCE)
+        return self.a.malloc(self.width * n * sum(-(-size // n) for size in sizes), REDUCE)
 
     def _synchronize(self) -> None:
         """``reduce_and_partition_stream.synchronize()`` at the end of backward: every gradient
@@ -379,9 +377,10 @@ class _Zero3Step(_HookedStep):
             return
         _norm_upcasts(self.plan, a)
         for group in zero3_sub_groups(self.plan):
-            flat = a.malloc(2 * group)
-            fp32 = a.malloc(4 * group)
-            a.free(flat)
+            flat = a.malloc(self.width * group)
+            fp32 = a.malloc(4 * group) if self.width == 2 else flat
+            if fp32 != flat:
+                a.free(flat)
             if first:
                 self.states += [a.malloc(4 * group), a.malloc(4 * group)]
             temp = a.malloc(4 * group)
@@ -393,15 +392,16 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
     """``deepspeed.initialize`` for ZeRO-3: each parameter is partitioned (offloaded partitions go
     to the host); the trainable ones' partitions are defragmented into one flat buffer (through
     the host, with ``empty_cache`` between; LoRA's frozen base keeps its partitions); each
-    sub-group's fp32 master is a clone of its fp32 conversion; ``initialize_optimizer_states``
-    allocates and drops one fp32 gradient buffer; then the IPG bucket and the 16-bit gradient
-    partition are allocated for good, and every trainable parameter is gathered once."""
-    n = plan.data_parallel
+    sub-group's fp32 master is a clone of its fp32 conversion (without mixed precision, the
+    partition itself: stage3.py ``_create_fp32_partitions``); ``initialize_optimizer_states``
+    allocates and drops one fp32 gradient buffer; then the IPG bucket and the gradient partition
+    are allocated for good, and every trainable parameter is gathered once."""
+    n, w = plan.data_parallel, ds_width(plan)
     trained = trainable_tensors(plan)
     part = -(-sum(trained) // n)
     groups = zero3_sub_groups(plan)
     frozen = [base_bytes(plan, group, size) for group, size in plan.model.parameter_tensors] if plan.lora_rank else []
-    sizes = frozen + [2 * size for size in trained]        # bytes
+    sizes = frozen + [w * size for size in trained]        # bytes
     if plan.load_in_4bit:
         alloc.malloc(quant_states(plan))
     # under zero.Init each parameter is partitioned as it is created; a model built on the GPU
@@ -410,28 +410,28 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
     if plan.offload_param == "none":
         partitions = []
         for handle, size in zip(originals, sizes):
-            partitions.append(alloc.malloc(2 * -(-size // (2 * n))))
+            partitions.append(alloc.malloc(w * -(-size // (w * n))))
             if handle is not None:
                 alloc.free(handle)
         for handle in partitions[len(frozen):]:     # zero/utils.py defragment: via the host, then empty_cache
             alloc.free(handle)
         alloc.empty_cache()
-        alloc.malloc(2 * part)
+        alloc.malloc(w * part)
     else:
         for handle in originals:
             if handle is not None:
                 alloc.free(handle)
     if plan.offload_optimizer == "none":
-        for group in groups:                     # _create_fp32_partitions: .to(fp32), then .clone()
+        for group in groups if w == 2 else []:     # _create_fp32_partitions: .to(fp32), then .clone()
             converted = alloc.malloc(4 * group)
             alloc.malloc(4 * group)
             alloc.free(converted)
         alloc.free(alloc.malloc(4 * max(groups)))
-    alloc.malloc(2 * plan.reduce_bucket_size)
+    alloc.malloc(w * plan.reduce_bucket_size)
     if plan.offload_optimizer == "none":
-        alloc.malloc(2 * part)
+        alloc.malloc(w * part)
     for size in trained:     # create_reduce_and_remove_grad_hooks: param.all_gather() of each, released
-        alloc.free(alloc.malloc(2 * size))
+        alloc.free(alloc.malloc(w * size))
 
 
 def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
@@ -443,15 +443,14 @@ def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
 
 def initialize(plan: Plan, alloc: CachingAllocator) -> Step:
     """``deepspeed.initialize`` replayed into ``alloc``; returns the stage's step."""
-    if plan.zero_stage in (1, 2) and plan.precision != "fp32":
+    if plan.zero_stage in (1, 2):
         _zero_init(plan, alloc)
         return _ZeroStep(plan, alloc)
-    if plan.zero_stage == 3 and plan.precision != "fp32":
+    if plan.zero_stage == 3:
         _zero3_init(plan, alloc)
         return _Zero3Step(plan, alloc)
     _deepspeed_persistent(plan, alloc)
-    # ZeRO-0's later micro-batches add into .grad (recorded); fp32 ZeRO-1..3 replay one (not recorded)
-    return _DeepSpeedStep(plan, alloc, [], replayed_micro_batches(plan) if plan.zero_stage == 0 else 1)
+    return _DeepSpeedStep(plan, alloc, [], replayed_micro_batches(plan))     # later micro-batches add into .grad
 
 
 def simulate_deepspeed(plan: Plan) -> Peaks:

@@ -14,6 +14,7 @@ UNRESOLVED_AUTO = ("VL305", "unresolved-auto", INFO)
 CONFLICTING_PRECISION = ("VL306", "conflicting-precision", ERROR)
 OFFLOAD_PARAM = ("VL307", "offload-param-requires-zero3", WARNING)
 AUTOTP_REFUSED = ("VL309", "autotp-refused", ERROR)
+FP32_BY_AUTO = ("VL311", "auto-precision-is-fp32", WARNING)
 RULES = (
     Rule(*UNRESOLVED_AUTO, summary='"auto" is filled in by the HF Trainer or Accelerate; the plain deepspeed '
                                    'launcher keeps the string and fails on it (TypeError comparing "auto" > 0).',
@@ -33,6 +34,13 @@ RULES = (
                                   "a kernel-injection policy for it (gpt2). Its ValueError is quoted in the finding.",
          bad='{"tensor_parallel": {"autotp_size": 2}}   # --model Qwen/Qwen3-30B-A3B',
          good='{"tensor_parallel": {"autotp_size": 2, "partition_config": {"layer_specs": [...]}}}'),
+    Rule(*FP32_BY_AUTO, summary='The file leaves its precision "auto" and what launches it fills that with fp32: '
+                                "Accelerate's mixed_precision: 'no' (what `accelerate config` writes by default), "
+                                "a Trainer without --bf16 / --fp16, or a Trainer precision whose section the file "
+                                "writes enabled: false. DeepSpeed then keeps fp32 weights, gradients and "
+                                "activations; the estimate counts them.",
+         bad="mixed_precision: 'no'   # accelerate.yaml naming a ds.json with bf16: {enabled: auto}",
+         good="mixed_precision: bf16"),
 )
 AUTO_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
              "gradient_clipping")
@@ -73,6 +81,18 @@ def check_consistency(ds: DeepSpeedConfig, trainer: bool = False) -> Iterator[Fi
                       doc.locate("$.zero_optimization.offload_optimizer.ratio"),
                       "DeepSpeed refuses this: 'Partial offloading only supported for ZeRO Stage 3.'",
                       hint="zero_optimization.stage 3, or offload_optimizer.ratio 1.0")
+
+
+def fp32_by_auto(ds: DeepSpeedConfig, plan) -> Iterator[Finding]:
+    """A file that says "auto" for precision, planned in fp32: where the launcher's precision
+    that filled it was read (``plan.origins``)."""
+    if ds.precision.value != AUTO or plan.precision != "fp32":
+        return
+    yield Finding(*FP32_BY_AUTO, ds.precision.location,
+                  f"precision \"auto\" is filled from {plan.origins.get('precision', 'the launcher')}: DeepSpeed trains this job in fp32 (4-byte weights, "
+                  "gradients and activations)",
+                  hint="set bf16 in the launcher (mixed_precision: bf16, or the Trainer's --bf16), or "
+                       "bf16.enabled: true here")
 
 
 def check_autotp(ds: DeepSpeedConfig, model: ModelShape) -> Iterator[Finding]:
