@@ -32,14 +32,14 @@ from vramlint.readers.recipe import Recipe
 from vramlint.readers.registry import RECIPES, detect
 from vramlint.readers.vllm import normalised_document, read_vllm
 from vramlint.recipe_plan import flag_text, plan_from_recipe
-from vramlint.repository import find_referenced, recipes_using
+from vramlint.repository import find_referenced, real, recipes_using
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency, fp32_by_auto
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
 from vramlint.rules.inputs import (deepspeed_overridden, generic_shape, model_not_resolved, overridden,
                                    substituted_model)
-from vramlint.rules.recipe import check_recipe, check_trainer_mismatch
+from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_values
 from vramlint.rules.schema import check_schema
 from vramlint.rules.serving import check_serving
 from vramlint.rules.syntax import hjson_syntax, internal_error, parse_error
@@ -199,7 +199,7 @@ def _check_deepspeed(document: Document, result: FileResult, ctx: Context) -> li
     """A DeepSpeed file: once per recipe of the repository that runs it (unless --model says which
     model to check it with), else with the model and workload the flags and settings give."""
     users = [] if "model" in ctx.stated else recipes_using(document.path)
-    pending = [u for u in users if str(Path(u.document.path).resolve()) not in ctx.run_paths]
+    pending = [u for u in users if str(real(u.document.path)) not in ctx.run_paths]
     if users and not pending:
         result.notes.append(f"checked with the recipes of this run that name it ({', '.join(u.document.path for u in users)})")
         result.findings.extend(hjson_syntax(document))
@@ -281,6 +281,10 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
     """A training recipe, with the DeepSpeed file it names: one job."""
     if not recipe.training:
         result.notes.append(f"{recipe.title} {recipe.task} config, not a training job: skipped")
+        return
+    wrong = list(check_values(recipe))
+    if wrong:
+        result.findings.extend(wrong)
         return
     model = _recipe_model(recipe, result, ctx)
     if model is None:

@@ -158,6 +158,7 @@ def _check(args: argparse.Namespace) -> int:
 
     from vramlint.checker import Context, FileResult, check_file
     from vramlint.files import STDIN, expand
+    from vramlint.repository import real
     from vramlint.reporters import REPORTERS, resolve_format
     from vramlint.selection import enabled
     from vramlint.settings import load_settings, merge
@@ -169,7 +170,7 @@ def _check(args: argparse.Namespace) -> int:
     stdin = _stdin() if STDIN in files else None
     rules = enabled(merge(settings.for_file(None), cli))
     results, cluster, models, usage = [], None, {}, False
-    run = frozenset(str(Path(p).resolve()) for p in files if p != STDIN)
+    run = frozenset(str(real(p)) for p in files if p != STDIN)
     for path in files:
         shown = (args.stdin_filename or STDIN) if path == STDIN else path
         values = merge(settings.for_file(shown), cli)
@@ -307,11 +308,12 @@ def _recipe_plan(path: str, values: dict, stated: set[str]):
 
     from vramlint.checker import Context, check_file
     from vramlint.hardware import parse_gpus
+    from vramlint.repository import real
     if not values.get("gpus"):
         raise UsageError("--gpus not given and no gpus in [tool.vramlint] of pyproject.toml")
     model, _ = _resolve({**values, "gpus": values["gpus"]}, model_optional=True)
     ctx = Context(parse_gpus(values["gpus"]), values, frozenset(stated), model,
-                  run_paths=frozenset({str(Path(path).resolve())}))
+                  run_paths=frozenset({str(real(path))}))
     result = check_file(path, ctx)[0]
     if result.plan is None or result.kind not in ("trl", "axolotl", "llamafactory", "torchtune"):
         why = "; ".join([f.message for f in result.findings if f.severity != "info"] + result.notes) or "no estimate"

@@ -386,16 +386,30 @@ def plan_from_accelerate(acc, model: ModelShape, cluster: Cluster, flags: Flags)
                          flags.seq_len, origins, notes)
     shard = _shard_degree(par, runtime, notes)
     workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"} | parallel | shard
+    deepspeed = runtime == "deepspeed"
     return Plan(model=model, cluster=cluster, precision=precision, runtime=runtime, weights_dtype=weights,
-                zero_stage=int(acc.zero_stage.value) if runtime == "deepspeed" else 0,
-                offload_optimizer=acc.offload_optimizer.value if runtime == "deepspeed" else "none",
-                offload_param=(acc.offload_param.value if runtime == "deepspeed"
+                zero_stage=_accelerate_stage(acc.zero_stage, flags) if deepspeed else 0,
+                offload_optimizer=_device(acc.offload_optimizer, "offload_optimizer", origins, notes) if deepspeed
+                else "none",
+                offload_param=(_device(acc.offload_param, "offload_param", origins, notes) if deepspeed
                                else "cpu" if acc.fsdp_offload.value else "none"),
                 fsdp_strategy=acc.fsdp_strategy.value, fsdp_version=acc.fsdp_version.value, micro_batch=micro,
                 source="accelerate", grad_accum=_grad_accum(acc.grad_accum if runtime == "deepspeed" else
                                                             Fact(None), flags, origins),
                 grad_checkpointing=flags.grad_checkpointing or bool(acc.activation_checkpointing.value),
                 origins=origins, assumptions=tuple(notes), **workload)
+
+
+def _accelerate_stage(fact: Fact, flags: Flags) -> int:
+    """``deepspeed_config.zero_stage`` (an int 0-3 in every config ``accelerate config`` writes);
+    anything else needs ``--zero-stage`` for an estimate."""
+    value = fact.value
+    if flags.wins("zero_stage") or not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3):
+        if flags.zero_stage is None:
+            raise UnplannableError(f"deepspeed_config.zero_stage must be 0, 1, 2 or 3 (got {value!r}): no memory "
+                                   "estimate; pass --zero-stage to make one anyway")
+        return flags.zero_stage
+    return value
 
 
 def _shard_degree(par: dict[str, Fact], runtime: str, notes: list[str]) -> dict:

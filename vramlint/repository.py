@@ -25,14 +25,20 @@ SCAN_LIMIT = 1 << 20          # bytes: recipes are small; larger files are data,
 MARKERS = (".git", "pyproject.toml", ".pre-commit-config.yaml")
 
 
+def real(path: str | Path) -> Path:
+    """The absolute path with symlinks followed, as far as they lead: ``Path.resolve`` raises on a
+    symlink loop (RuntimeError in Python 3.11), ``os.path.realpath`` stops at it."""
+    return Path(os.path.realpath(path))
+
+
 def root_of(path: str | Path) -> Path:
     """The repository root above ``path``: the nearest folder with .git, pyproject.toml or a
     pre-commit config, else the working directory."""
-    folder = Path(path).resolve().parent
+    folder = real(path).parent
     for candidate in (folder, *folder.parents):
         if any((candidate / marker).exists() for marker in MARKERS):
             return candidate
-    return Path.cwd().resolve()
+    return real(Path.cwd())
 
 
 def find_referenced(name: str, from_path: str) -> Path | None:
@@ -41,7 +47,7 @@ def find_referenced(name: str, from_path: str) -> Path | None:
     referenced = Path(name).expanduser()
     if referenced.is_absolute():
         return referenced if referenced.is_file() else None
-    folder = Path(from_path).resolve().parent
+    folder = real(from_path).parent
     root = root_of(from_path)
     candidates = [Path.cwd() / referenced, folder / referenced]
     for parent in folder.parents:
@@ -67,22 +73,23 @@ def _repository_files(root: Path) -> tuple[Path, ...]:
 def scan_root(path: str | Path) -> Path:
     """Where to look for the recipes that name ``path``: the working directory when the file lies
     below it (a hook runs at the repository root), else the repository root above the file."""
-    here, target = Path.cwd().resolve(), Path(path).resolve()
+    here, target = real(Path.cwd()), real(path)
     return here if here in target.parents else root_of(path)
 
 
 def recipes_using(path: str) -> list:
     """The training recipes of the repository whose DeepSpeed reference is ``path``."""
     from vramlint.checker import _parse, FileResult         # the one way a file is parsed
+    from vramlint.documents import ParseError, read_text
     from vramlint.readers.registry import RECIPES, detect
-    target = Path(path).resolve()
+    target = real(path)
     out = []
     for candidate in _repository_files(scan_root(path)):
         try:
-            if candidate.stat().st_size > SCAN_LIMIT or candidate.resolve() == target:
+            if candidate.stat().st_size > SCAN_LIMIT or real(candidate) == target:
                 continue
-            text = candidate.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text = read_text(candidate)          # a regular file only: a FIFO would block the scan
+        except (OSError, ParseError):
             continue
         if target.name not in text:
             continue
@@ -94,7 +101,7 @@ def recipes_using(path: str) -> list:
         named = recipe.deepspeed.value
         if recipe.training and isinstance(named, str):
             found = find_referenced(named, str(candidate))
-            if found is not None and found.resolve() == target:
+            if found is not None and real(found) == target:
                 out.append(recipe)
     return out
 
@@ -102,6 +109,6 @@ def recipes_using(path: str) -> list:
 def _shown(path: Path) -> Path:
     """A path as a finding shows it: relative to the working directory when it lies below it."""
     try:
-        return path.relative_to(Path.cwd().resolve())
+        return path.relative_to(real(Path.cwd()))
     except ValueError:
         return path

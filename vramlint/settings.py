@@ -21,6 +21,7 @@ import jsonschema
 import pathspec
 
 from vramlint.errors import UsageError
+from vramlint.repository import real
 from vramlint.schemas import load_schema
 
 if sys.version_info >= (3, 11):
@@ -60,9 +61,9 @@ class Settings:
         path as given where the file lies outside it)."""
         if self.root is None:
             return PurePath(path).as_posix()
-        resolved = Path(path).resolve()
+        resolved = real(path)
         try:
-            return resolved.relative_to(self.root.resolve()).as_posix()
+            return resolved.relative_to(real(self.root)).as_posix()
         except ValueError:
             return PurePath(path).as_posix()
 
@@ -83,10 +84,15 @@ def _validate(table: dict, where: str) -> None:
 
 
 def _read(path: Path) -> dict:
+    """A settings file, read as configs are (``documents.read_text``: a regular file under the
+    size cap, UTF-8), then parsed as TOML."""
+    from vramlint.documents import ParseError, read_text
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(read_text(path))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except ParseError as exc:
+        raise UsageError(f"{path}: {exc.message}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc})") from None
 
@@ -104,7 +110,7 @@ def load_settings(config: str | None = None, start: Path | None = None) -> Setti
         else:                                   # a vramlint.toml: the whole file
             table, where = data, str(path)
     else:
-        for folder in [start or Path.cwd(), *(start or Path.cwd()).resolve().parents]:
+        for folder in [start or Path.cwd(), *real(start or Path.cwd()).parents]:
             candidate = folder / "pyproject.toml"
             if candidate.is_file():
                 table = _read(candidate).get("tool", {}).get("vramlint")
@@ -115,7 +121,7 @@ def load_settings(config: str | None = None, start: Path | None = None) -> Setti
             return Settings()
     _validate(table, where)
     values = {k: v for k, v in table.items() if k != "overrides"}
-    return Settings(values, tuple(table.get("overrides", [])), where, path.resolve().parent)
+    return Settings(values, tuple(table.get("overrides", [])), where, real(path).parent)
 
 
 def merge(settings: dict[str, Any], cli: dict[str, Any]) -> dict[str, Any]:

@@ -82,7 +82,7 @@ def lora_targets(targets: tuple[str, ...], model: ModelShape | None = None) -> s
     if "all-linear" in targets:
         names = {"q", "k", "v", "o", "gate", "up", "down", "router", "shared_expert_gate", *FUSED, *LATENT, *PER_LAYER}
         if model is not None:      # a shape read from the module tree names its own linears
-            names |= {name for layer in model.layers for name, *_ in layer.linear_table}
+            names |= model.linear_names
     else:
         names = {t.removesuffix("_proj") for t in targets}
         names |= {fused for fused, parts in FUSED.items() if names & parts}

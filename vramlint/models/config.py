@@ -16,10 +16,31 @@ from importlib import resources
 from typing import Any
 
 _MISSING = object()
-# The deepest released decoders have a few hundred layers; the builders make one Layer each, so a
-# typo of 2**40 would hang the check instead of refusing the file.
+# Sizes far past any released model's: the builders make one Layer each and transformers' meta
+# build one module per expert in some types, so a typo of 2**40 would hang the check (or fill the
+# memory) instead of refusing the file. The deepest released decoders have 126-128 layers
+# (Llama-3.1-405B, hrm_text), the widest hidden size is 25,600 (Llama-3.1-405B: 16,384), the most
+# routed experts 512 (Qwen3-Next), the largest vocabulary 262,144 (Gemma 3).
 LAYER_COUNTS = frozenset({"num_hidden_layers", "n_layer", "num_layers"})
-MOST_LAYERS = 10_000
+MOST_LAYERS = 320
+LIMITS = {**dict.fromkeys(LAYER_COUNTS, MOST_LAYERS),
+          **dict.fromkeys(("hidden_size", "n_embd", "d_model"), 1 << 17),
+          **dict.fromkeys(("intermediate_size", "moe_intermediate_size", "ffn_hidden_size", "n_inner"), 1 << 20),
+          **dict.fromkeys(("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), 1 << 14),
+          **dict.fromkeys(("num_attention_heads", "num_key_value_heads", "n_head"), 1 << 12),
+          "vocab_size": 1 << 24}
+
+
+def check_limits(raw: dict[str, Any], where: str = "") -> None:
+    """Refuse a config whose sizes no model has (``LIMITS``), in it and in its sub-configs
+    (``text_config``...), in one line that names the key."""
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            check_limits(value, f"{where}{key}.")
+        elif key in LIMITS and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and not value <= LIMITS[key]:
+            raise ValueError(f"{where}{key} {value!r} is past {LIMITS[key]:,}, beyond any released model: "
+                             "not a config vramlint can check")
 
 
 @lru_cache(maxsize=1)

@@ -19,7 +19,7 @@ from typing import Any
 
 from vramlint.errors import UsageError
 from vramlint.models.architectures import FAMILIES
-from vramlint.models.config import HfConfig, absent_sub_config, model_defaults
+from vramlint.models.config import HfConfig, absent_sub_config, check_limits, model_defaults
 from vramlint.models.quantization import read_quantization
 from vramlint.models.rope import rope_tables
 from vramlint.models.shape import ModelShape
@@ -58,11 +58,16 @@ DTYPE_NAMES = {"float32": "float32", "float": "float32", "fp32": "float32", "flo
 
 
 def load_json(path: Path) -> dict[str, Any]:
+    """A model's config.json, read as configs are (``documents.read_text``: a regular file under
+    the size cap)."""
+    from vramlint.documents import ParseError, read_text
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ParseError as exc:
+        raise UsageError(f"{path}: {exc.message}") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a model config is a JSON object, got {type(data).__name__}")
@@ -157,6 +162,10 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
         raise UsageError("this is a ModelOpt hf_quant_config.json (quantization only, no architecture): "
                          "point vramlint at the config.json beside it, or at the folder holding both")
     _check_names(raw)
+    try:
+        check_limits(raw)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     outer, outer_type = raw, raw.get("model_type")
     raw = _text_part(raw)
     _check_names(raw)

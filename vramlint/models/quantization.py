@@ -23,6 +23,8 @@ name attention, MLP or experts take that group out.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from typing import Any
 
 from vramlint.models.shape import Quantization
@@ -57,6 +59,7 @@ def _excluded_groups(patterns: Any) -> frozenset[str]:
 BNB_LINEARS = frozenset({"attention", "mlp"})
 
 
+@lru_cache(maxsize=1)
 def nf4() -> Quantization:
     """QLoRA's base weights: bitsandbytes NF4 with double quantization, on the linears it replaces."""
     q = _bnb({"load_in_4bit": True, "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_type": "nf4"})

@@ -62,10 +62,10 @@ def cached_file(repo_id: str, filename: str, revision: str | None = None, cache:
         ref = folder / "refs" / revision
         try:
             commit = ref.read_text(encoding="utf-8").strip()
-        except OSError:
+        except (OSError, ValueError):
             return None
     path = folder / "snapshots" / commit / filename
-    return path if path.is_file() else None
+    return path if _is(path, Path.is_file) else None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -113,14 +113,22 @@ def download(repo_id: str, revision: str | None, cache: Path | None = None) -> N
         raise UsageError(f"model {repo_id!r} has neither config.json nor adapter_config.json")
 
 
+def _is(path: Path, test) -> bool:
+    """``path.is_dir()`` / ``is_file()``, False for a name no filesystem takes (too long, a NUL)."""
+    try:
+        return test(path)
+    except (OSError, ValueError):
+        return False
+
+
 def resolve(name: str, revision: str | None = None, allow_download: bool = False) -> ModelShape:
     """A path to a config.json, a folder holding one, a catalog name, or a Hugging Face id."""
     from vramlint.models.catalog import find
     from vramlint.models.hfconfig import from_folder, shape_from_dict
     path = Path(name).expanduser()
-    if path.is_dir():
+    if _is(path, Path.is_dir):
         return _with(from_folder(path), "path")
-    if path.is_file():
+    if _is(path, Path.is_file):
         return _with(shape_from_dict(_read_json(path), name=str(path)), "path")
     pinned = revision not in (None, "main")
     if not pinned:
@@ -182,9 +190,10 @@ def _index_note(index: Path | None) -> str:
     """The checkpoint's own size, from its safetensors index: a cross-check of the count."""
     if index is None:
         return ""
+    from vramlint.documents import ParseError, read_text
     try:
-        total = json.loads(index.read_text(encoding="utf-8")).get("metadata", {}).get("total_size")
-    except (OSError, json.JSONDecodeError, AttributeError):
+        total = json.loads(read_text(index)).get("metadata", {}).get("total_size")
+    except (OSError, ParseError, ValueError, RecursionError, AttributeError):
         return ""
     return f"the checkpoint's safetensors index says {total:,} bytes of weights" if isinstance(total, int) else ""
 

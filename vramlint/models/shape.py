@@ -352,14 +352,20 @@ class ModelShape:
             return []
         return [g for g in sorted(self.quantization.groups) if getattr(self.layer_params, g)]
 
-    @property
+    @cached_property
     def peft_converted(self) -> bool:
-        """PEFT converts this model's LoRA targets onto transformers 5's fused experts."""
+        """PEFT converts this model's LoRA targets onto transformers 5's fused experts. (Cached, like
+        the other per-layer answers below: the step replays ask them once per layer op.)"""
         return any(layer.mlp.peft_converted for layer in self.layers)
 
-    @property
+    @cached_property
     def is_moe(self) -> bool:
         return any(layer.mlp.experts for layer in self.layers)
+
+    @cached_property
+    def linear_names(self) -> frozenset[str]:
+        """Every decoder linear's short name, as ``Layer.linear_table`` gives it."""
+        return frozenset(name for layer in self.layers for name, *_ in layer.linear_table)
 
     def kv_bytes_per_token(self, dtype_bytes: float, engine: str = "vllm") -> float:
         """Bytes one token adds to the KV cache, summed over every attention layer."""

@@ -175,7 +175,7 @@ def read_torchtune(document: Document) -> Recipe:
     kind = "qlora" if name.startswith("qlora_") else "lora" if name.startswith("lora_") else "full"
     rank, where, dropout, quant = _lora(keys, defaults, kind)
     dtype = keys.get("dtype", default="bf16", why=f"{VERSION}: every shipped config says bf16")
-    weights = DTYPES.get(dtype.value, "bfloat16")
+    weights = DTYPES.get(dtype.value, "bfloat16") if dtype.value is None or isinstance(dtype.value, str) else "bfloat16"
     seq = keys.get("tokenizer.max_seq_len", default=None, convert=positive, why=f"{VERSION}: max_seq_len null")
     if seq.value is None and keys.has("tokenizer.max_seq_len"):
         seq = keys.fact("tokenizer.max_seq_len", None)       # null, written: no cap

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from vramlint.repository import real
 from typing import TextIO
 from urllib.parse import quote
 
@@ -21,13 +23,13 @@ DOCS = "https://github.com/vramlint/vramlint/blob/main/docs/rules.md"
 def _root() -> Path:
     """The repository root: the nearest folder with .git at or above the working directory (what
     code scanning resolves URIs against), else the working directory."""
-    here = Path.cwd().resolve()
+    here = real(Path.cwd())
     return next((folder for folder in (here, *here.parents) if (folder / ".git").exists()), here)
 
 
 def _artifact(path: str, root: Path) -> dict:
     """A file's location relative to %SRCROOT%, percent-encoded; an absolute file URI outside it."""
-    resolved = Path(path).resolve()
+    resolved = real(path)
     try:
         return {"uri": quote(resolved.relative_to(root).as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
     except ValueError:

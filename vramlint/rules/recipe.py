@@ -50,10 +50,46 @@ STAGE_WORDS = {"rm": "reward modelling (chosen and rejected in one batch)",
                "qat": "quantization-aware training (fake-quantized weights)"}
 
 
+# Settings a recipe gives as whole numbers: (name, the least the framework takes, None allowed).
+COUNTS = (("micro_batch", 1, False), ("grad_accum", 1, False), ("seq_len", 1, True), ("lora_rank", 0, False),
+          ("tensor_parallel", 1, False), ("sequence_split", 1, False))
+
+
+# Settings a recipe names from a closed set (as the readers normalise them): the dtype the weights
+# are loaded in, and the autocast precision.
+CHOICES = (("weights_dtype", ("float32", "bfloat16", "float16", "auto", "precision")),
+           ("mixed_precision", ("bf16", "fp16", "no", "auto")))
+
+
+def check_values(recipe: Recipe) -> Iterator[Finding]:
+    """A count the recipe writes that is no whole number in range, or a dtype no framework knows:
+    the framework fails on it (its dataclass, its range check, ``torch_dtype``'s lookup), so there
+    is no job to estimate. Schema rule VL102's finding."""
+    from vramlint.rules.schema import WRONG_TYPE
+    for name, allowed in CHOICES:
+        fact = getattr(recipe, name)
+        if fact.from_file and fact.value not in allowed:
+            yield Finding(*WRONG_TYPE, fact.location, f"{recipe.key(name)}: {fact.value!r} is not one of "
+                                                      f"{', '.join(allowed[:-1])}", hint="no memory estimate until it is")
+    dropout = recipe.lora_dropout
+    if dropout.from_file and (isinstance(dropout.value, bool) or not isinstance(dropout.value, (int, float))
+                              or not 0 <= dropout.value < 1):
+        yield Finding(*WRONG_TYPE, dropout.location, f"{recipe.key('lora_dropout')}: {dropout.value!r} is not a "
+                                                     "probability in [0, 1)", hint="no memory estimate until it is")
+    for name, least, nullable in COUNTS:
+        fact = getattr(recipe, name)
+        value = fact.value
+        if not fact.from_file or (value is None and nullable):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            yield Finding(*WRONG_TYPE, fact.location, f"{recipe.key(name)}: {value!r} is not a whole number of "
+                                                      f"{least} or more", hint="no memory estimate until it is")
+
+
 def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
     stage = recipe.stage
     if stage.value not in MODELLED_STAGES:
-        what = STAGE_WORDS.get(stage.value, str(stage.value))
+        what = STAGE_WORDS.get(str(stage.value), str(stage.value))
         yield Finding(*NOT_MODELLED, stage.location or recipe.document.locate("$"),
                       f"{what} is estimated as supervised fine-tuning of one model: what the stage adds is not "
                       "counted yet, so the peak is a lower bound", hint="treat a near-fit as not fitting")

@@ -106,6 +106,7 @@ def _path(parts) -> str:
 def _suggest(key: str, known: list[str]) -> str | None:
     """The known key this one is a typo of: close spelling, or the same words reordered
     (``comm_overlap`` for ``overlap_comm``)."""
+    key = str(key)                 # YAML keys may be booleans or numbers
     words = sorted(key.lower().split("_"))
     for candidate in known:
         if sorted(candidate.split("_")) == words:
