@@ -328,3 +328,49 @@ def test_a_model_past_any_real_one_is_refused_in_one_line(tmp_path, capsys):
     assert main(["model", str(config)]) == 2
     err = capsys.readouterr().err
     assert "num_hidden_layers" in err and err.count("\n") == 1
+
+
+# Found by the fuzz run (tests/fuzzing.py), each once a crash, a hang or gigabytes read ----------
+
+def test_settings_are_read_as_configs_are(tmp_path, capsys):
+    """--config on a 5 GB sparse file read it whole (10 GB of memory); now the 4 MiB cap."""
+    sparse = tmp_path / "settings.toml"
+    with open(sparse, "wb") as handle:
+        handle.truncate(5 << 30)
+    assert main(["check", "--config", str(sparse), FITS, *EIGHT]) == 2
+    err = capsys.readouterr().err
+    assert "larger than 4 MiB" in err and err.count("\n") == 1
+
+
+def test_a_symlink_loop_and_a_fifo_in_the_repository_break_nothing(tmp_path, capsys, monkeypatch):
+    (tmp_path / "loop.json").symlink_to("loop.json")
+    os.mkfifo(tmp_path / "recipe.yaml")          # the scan for recipes that name ds.json must not open it
+    shutil.copy(FITS, tmp_path / "ds.json")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", ".", *EIGHT, "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert "internal error" not in err and [e["path"] for e in json.loads(out)["files"]] == ["./ds.json"]
+
+
+@pytest.mark.parametrize("text, key", [
+    ("per_device_train_batch_size: {a: 1}\n", "per_device_train_batch_size"),
+    ("lora_dropout: {enabled: 0.05}\nuse_peft: true\n", "lora_dropout"),
+    ("torch_dtype: {auto: null}\n", "torch_dtype"),
+    ("num_generations: 8\nuse_vllm: true\nmax_completion_length: [1024]\n", "max_completion_length"),
+])
+def test_a_recipe_value_of_the_wrong_kind_is_a_finding(tmp_path, capsys, text, key):
+    path = tmp_path / "recipe.yaml"
+    path.write_text("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nlearning_rate: 1.0e-5\noutput_dir: out\n"
+                    "gradient_accumulation_steps: 2\n" + text)
+    assert main(["check", str(path), "--gpus", "8xH100", "--format", "json"]) == 1
+    findings = json.loads(capsys.readouterr().out)["files"][0]["findings"]
+    assert [(f["code"], f["message"].split(":")[0]) for f in findings] == [("VL102", key)]
+
+
+def test_an_accelerate_zero_stage_of_the_wrong_kind_is_said(tmp_path, capsys):
+    path = tmp_path / "accelerate.yaml"
+    path.write_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: {a: 3}\nnum_processes: 8\n")
+    main(["check", str(path), *EIGHT, "--format", "json"])
+    entry = json.loads(capsys.readouterr().out)["files"][0]
+    assert not any(f["code"] == "VL003" for f in entry["findings"])
+    assert any("zero_stage must be 0, 1, 2 or 3" in note for note in entry["notes"])

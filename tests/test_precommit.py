@@ -14,15 +14,21 @@ from conftest import EXAMPLES, ROOT
 PRE_COMMIT = [sys.executable, "-m", "pre_commit"]
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
+def _git_repo(tmp_path_factory, name: str):
+    """An empty git repository with a pre-commit home of its own, and the environment to run in it."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    repo = tmp_path_factory.mktemp("training-repo")
+    repo = tmp_path_factory.mktemp(name)
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path_factory.mktemp("pre-commit-home")),
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True, env=env)
+    return repo, env
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    repo, env = _git_repo(tmp_path_factory, "training-repo")
     (repo / "pyproject.toml").write_text('[tool.vramlint]\ngpus = "8xH100"\nseq_len = 4096\n'
                                          '[[tool.vramlint.overrides]]\nfiles = "*70b*"\nmodel = "meta-llama/Llama-3.1-70B"\n'
                                          '[[tool.vramlint.overrides]]\nfiles = "*"\nmodel = "meta-llama/Llama-3.1-8B"\n')
@@ -75,13 +81,7 @@ def test_hook_file_pattern_matches_what_teams_call_deepspeed_configs():
 @pytest.fixture(scope="module")
 def recipe_repo(tmp_path_factory):
     """A training repository of recipes, set up as the README says: only the GPUs in the settings."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    repo = tmp_path_factory.mktemp("recipe-repo")
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path_factory.mktemp("pre-commit-home")),
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    subprocess.run(["git", "init", "-q"], cwd=repo, check=True, env=env)
+    repo, env = _git_repo(tmp_path_factory, "recipe-repo")
     (repo / "pyproject.toml").write_text('[tool.vramlint]\ngpus = "8xH100"\n')
     (repo / "examples" / "recipes").mkdir(parents=True)
     for name in ("trl-sft-llama3.1-8b-ddp.yaml", "trl-sft-llama3.1-8b-zero3.yaml", "ds_zero3.json",

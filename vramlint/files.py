@@ -25,11 +25,13 @@ def expand(paths: list[str]) -> list[str]:
 
 
 def _walk(folder: str) -> list[str]:
+    """The files under ``folder`` the hook would take; what is named on the command line is
+    checked whatever it is (a FIFO gets its VL004), what a walk meets only if it is a regular file."""
     found = []
     for root, dirs, names in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         for name in sorted(names):
             path = os.path.join(root, name)
-            if wanted(Path(os.path.relpath(path, folder)).as_posix()):
-                found.append(path)
+            if wanted(Path(os.path.relpath(path, folder)).as_posix()) and os.path.isfile(path):
+                found.append(path)        # regular files only: a FIFO, a device, a dangling or looping link is no config
     return found

@@ -86,6 +86,9 @@ def _seq_len(keys: Keys, stage: str) -> Fact:
     if stage == "grpo":
         prompt = keys.get("max_prompt_length", default=512, why="TRL 0.x GRPO prompt cap (1.16 keeps none)")
         completion = keys.get("max_completion_length", default=512, why=f"{VERSION} max_completion_length default")
+        for part in (prompt, completion):
+            if isinstance(part.value, bool) or not isinstance(part.value, int):
+                return part            # not a count: rules.recipe.check_values says so
         where = completion if completion.from_file else prompt
         return Fact(prompt.value + completion.value, where.location, "" if where.from_file else
                     "TRL GRPO: prompt cap 512 + max_completion_length 512")

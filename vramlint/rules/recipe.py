@@ -66,15 +66,19 @@ def check_values(recipe: Recipe) -> Iterator[Finding]:
     the framework fails on it (its dataclass, its range check, ``torch_dtype``'s lookup), so there
     is no job to estimate. Schema rule VL102's finding."""
     from vramlint.rules.schema import WRONG_TYPE
+
+    def key(name: str, fact: Fact) -> str:        # the key as the file writes it, where it does
+        return fact.location.json_path.removeprefix("$.") if fact.location else recipe.key(name)
+
     for name, allowed in CHOICES:
         fact = getattr(recipe, name)
         if fact.from_file and fact.value not in allowed:
-            yield Finding(*WRONG_TYPE, fact.location, f"{recipe.key(name)}: {fact.value!r} is not one of "
+            yield Finding(*WRONG_TYPE, fact.location, f"{key(name, fact)}: {fact.value!r} is not one of "
                                                       f"{', '.join(allowed[:-1])}", hint="no memory estimate until it is")
     dropout = recipe.lora_dropout
     if dropout.from_file and (isinstance(dropout.value, bool) or not isinstance(dropout.value, (int, float))
                               or not 0 <= dropout.value < 1):
-        yield Finding(*WRONG_TYPE, dropout.location, f"{recipe.key('lora_dropout')}: {dropout.value!r} is not a "
+        yield Finding(*WRONG_TYPE, dropout.location, f"{key('lora_dropout', dropout)}: {dropout.value!r} is not a "
                                                      "probability in [0, 1)", hint="no memory estimate until it is")
     for name, least, nullable in COUNTS:
         fact = getattr(recipe, name)
@@ -82,7 +86,7 @@ def check_values(recipe: Recipe) -> Iterator[Finding]:
         if not fact.from_file or (value is None and nullable):
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            yield Finding(*WRONG_TYPE, fact.location, f"{recipe.key(name)}: {value!r} is not a whole number of "
+            yield Finding(*WRONG_TYPE, fact.location, f"{key(name, fact)}: {value!r} is not a whole number of "
                                                       f"{least} or more", hint="no memory estimate until it is")
 
 
