@@ -3,6 +3,7 @@ linters take, and no input breaks a run."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -374,3 +375,40 @@ def test_an_accelerate_zero_stage_of_the_wrong_kind_is_said(tmp_path, capsys):
     entry = json.loads(capsys.readouterr().out)["files"][0]
     assert not any(f["code"] == "VL003" for f in entry["findings"])
     assert any("zero_stage must be 0, 1, 2 or 3" in note for note in entry["notes"])
+
+
+def test_a_vllm_configs_model_loses_only_to_a_stated_model_and_says_so(tmp_path, capsys, monkeypatch):
+    """--model named on the command line wins over the file's model with VL006 (it used to lose to it
+    silently); the settings' default model never stands in for a model the file names (VL005)."""
+    path = tmp_path / "vllm.yaml"
+    path.write_text("model: Qwen/Qwen2.5-7B-Instruct\nmax-model-len: 8192\n")
+    main(["check", str(path), "--gpus", "1xH100", "--model", "meta-llama/Llama-3.1-8B", "--format", "json"])
+    entry = json.loads(capsys.readouterr().out)["files"][0]
+    assert entry["model"] == "meta-llama/Llama-3.1-8B" and [f["code"] for f in entry["findings"]] == ["VL006"]
+    path.write_text("model: /checkpoints/not-here\nmax-model-len: 8192\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.vramlint]\ngpus = "1xH100"\nmodel = "meta-llama/Llama-3.1-8B"\n')
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "vllm.yaml", "--format", "json"]) == 0
+    entry = json.loads(capsys.readouterr().out)["files"][0]
+    assert [f["code"] for f in entry["findings"]] == ["VL005"] and "serving" not in entry
+
+
+def test_standard_inputs_own_suppressions_apply(tmp_path, capsys, monkeypatch):
+    """The directives come from the text read on standard input, not from a file of that name."""
+    monkeypatch.chdir(tmp_path)
+    text = json.dumps({"vramlint": {"disable": ["VL201"]}, **json.loads(Path(OVER).read_text())})
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert main(["check", "-", "--stdin-filename", "ds.json", *EIGHT, "--format", "json"]) == 0
+    assert not any(f["code"] == "VL201" for f in json.loads(capsys.readouterr().out)["files"][0]["findings"])
+
+
+def test_the_verdict_names_the_micro_batch_and_says_when_it_was_assumed(tmp_path, capsys):
+    main(["check", FITS, *EIGHT, "--format", "text"])
+    assert "ZeRO-3 bf16, micro-batch 1 x 4,096 tokens" in capsys.readouterr().out
+    path = tmp_path / "ds.json"
+    path.write_text('{"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}, '
+                    '"train_micro_batch_size_per_gpu": "auto"}')
+    main(["check", str(path), *EIGHT, "--format", "text"])
+    out = capsys.readouterr().out
+    assert "micro-batch 1 (assumed) x 4,096 tokens" in out
+    assert "VL305" in out and "bf16.enabled" in out        # the auto precision, said with the other autos

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from vramlint.documents import Document, Location, ParseError, parse_json, parse_yaml, read_text, sub_document
+from vramlint.documents import Document, Location, ParseError, parse, read_text, sub_document
 from vramlint.errors import UnplannableError, UsageError
 from vramlint.findings import Finding
 from vramlint.hardware import Cluster
@@ -25,13 +25,14 @@ from vramlint.memory.serving import serving_estimate
 from vramlint.models import read_model
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.models.shape import ModelShape
-from vramlint.plan import RUNTIMES, Flags, Origin, Plan, plan_from_accelerate, plan_from_deepspeed, workload_from_flags
+from vramlint.plan import (RUNTIMES, Flags, Origin, Plan, flag_text, plan_from_accelerate, plan_from_deepspeed,
+                           workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, read_accelerate
-from vramlint.readers.deepspeed import read_deepspeed
+from vramlint.readers.deepspeed import Fact, read_deepspeed
 from vramlint.readers.recipe import Recipe
 from vramlint.readers.registry import RECIPES, detect
 from vramlint.readers.vllm import normalised_document, read_vllm
-from vramlint.recipe_plan import flag_text, plan_from_recipe
+from vramlint.recipe_plan import plan_from_recipe
 from vramlint.repository import find_referenced, real, recipes_using
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency, fp32_by_auto
@@ -66,7 +67,7 @@ class Context:
     @property
     def flags(self) -> Flags:
         values = self.values
-        precision = {"no": "fp32"}.get(values.get("mixed_precision"), values.get("mixed_precision"))
+        precision = PRECISION.get(values.get("mixed_precision"))
         names = {"micro_batch": "micro_batch", "grad_accum": "grad_accum", "mixed_precision": "precision",
                  "zero_stage": "zero_stage"}
         return Flags(micro_batch=values.get("micro_batch"), seq_len=values.get("seq_len"),
@@ -113,12 +114,13 @@ def check_file(path: str, ctx: Context, text: str | None = None) -> list[FileRes
             if os.environ.get("VRAMLINT_DEBUG"):
                 raise
             result.findings.append(internal_error(path, exc))
+    texts = {path: document.text} if document is not None else {}      # standard input's too, not a file's on disk
     for one in results:
-        _finish(one, ctx)
+        _finish(one, ctx, texts)
     return results
 
 
-def _finish(result: FileResult, ctx: Context) -> None:
+def _finish(result: FileResult, ctx: Context, texts: dict[str, str]) -> None:
     """The estimate and the fit findings of a planned result, then the suppressions."""
     try:
         if result.model is not None and result.model.shape_by == "generic":
@@ -132,21 +134,23 @@ def _finish(result: FileResult, ctx: Context) -> None:
         if os.environ.get("VRAMLINT_DEBUG"):
             raise
         result.findings.append(internal_error(result.path, exc))
-    result.findings = _unsuppressed(result.findings, ctx.rules)
+    result.findings = _unsuppressed(result.findings, ctx.rules, texts)
 
 
-def _unsuppressed(findings: list[Finding], rules: frozenset[str] | None) -> list[Finding]:
-    """Findings of the rules the run reports that no inline directive of their own file switches off."""
-    texts: dict[str, Suppressions] = {}
+def _unsuppressed(findings: list[Finding], rules: frozenset[str] | None,
+                  texts: dict[str, str]) -> list[Finding]:
+    """Findings of the rules the run reports that no inline directive of their own file switches
+    off (``texts``: the checked file's text as read; another file a finding points at, from disk)."""
+    known: dict[str, Suppressions] = {}
 
     def disabled(finding: Finding) -> bool:
         where = finding.location.path
-        if where not in texts:
+        if where not in known:
             try:
-                texts[where] = suppressions(read_text(Path(where)))
+                known[where] = suppressions(texts[where] if where in texts else read_text(Path(where)))
             except (OSError, ParseError):
-                texts[where] = Suppressions()
-        return texts[where].covers(finding)
+                known[where] = Suppressions()
+        return known[where].covers(finding)
     return [f for f in findings if (rules is None or f.code in rules) and not disabled(f)]
 
 
@@ -162,7 +166,6 @@ def _load(path: str, result: FileResult) -> Document | None:
 
 
 def _parse(text: str, path: str, result: FileResult) -> Document | None:
-    parse = parse_json if text.lstrip().startswith(("{", "[")) or path.endswith((".json", ".conf")) else parse_yaml
     try:
         return parse(text, path)
     except ParseError as exc:
@@ -357,22 +360,32 @@ def _launch_config(path: str, recipe: Recipe, result: FileResult, model: ModelSh
     return None, acc
 
 
-def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShape | None:
-    """The recipe's own model, unless the command line names another (a finding says so)."""
+def _named_model(fact: Fact, where: Location, result: FileResult, ctx: Context,
+                 revision: str | None = None) -> ModelShape | None:
+    """The model a file names (a recipe's, a vLLM config's): ``--model`` instead where the command
+    line names another (VL006 says so), else the file's own, resolved; where it cannot be, a VL005
+    finding and no estimate — never a default model standing in for it."""
     if "model" in ctx.stated and ctx.model is not None:
-        if recipe.model.from_file and str(recipe.model.value) != str(ctx.values.get("model")):
-            result.findings.append(substituted_model(recipe.model, ctx.values.get("model"), "--model"))
+        if str(fact.value) != str(ctx.values.get("model")):
+            result.findings.append(substituted_model(fact, ctx.values.get("model"), "--model"))
         return ctx.model
-    if recipe.model_config is not None:
+    try:
+        return read_model(str(fact.value), revision, bool(ctx.values.get("download")))
+    except UsageError as exc:
+        result.findings.append(model_not_resolved(fact.location or where, str(fact.value), str(exc)))
+        return None
+
+
+def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShape | None:
+    """The recipe's own model (a torchtune builder's config, or a name to resolve), unless the
+    command line names another."""
+    if recipe.model_config is not None and "model" not in ctx.stated:
         return shape_from_dict(dict(recipe.model_config), name=str(recipe.model.value))
     if recipe.model.value:
-        try:
-            revision = recipe.revision.value if isinstance(recipe.revision.value, str) else None
-            return read_model(str(recipe.model.value), revision, bool(ctx.values.get("download")))
-        except UsageError as exc:
-            result.findings.append(model_not_resolved(recipe.model.location or recipe.document.locate("$"),
-                                                      str(recipe.model.value), str(exc)))
-            return None
+        revision = recipe.revision.value if isinstance(recipe.revision.value, str) else None
+        return _named_model(recipe.model, recipe.document.locate("$"), result, ctx, revision)
+    if "model" in ctx.stated and ctx.model is not None:
+        return ctx.model
     if ctx.model is not None:
         result.notes.append(f"the recipe names no model: checked with {ctx.model.name} from the settings")
         return ctx.model
@@ -401,17 +414,11 @@ def _check_vllm(document: Document, result: FileResult, ctx: Context) -> None:
     result.findings.extend(check_schema(normalised_document(document), "vllm"))
     cfg = read_vllm(document)
     result.model_at = cfg.model.location
-    model = ctx.model
     if cfg.model.value:
-        try:
-            model = read_model(str(cfg.model.value), download=bool(ctx.values.get("download")))
-        except UsageError as exc:
-            if model is None:
-                raise UsageError(f"{cfg.model.location or document.path}: model {cfg.model.value!r} is neither a local "
-                                 "config nor in the offline catalog; pass --model (a catalog name or a config.json)") \
-                    from None
-            result.findings.append(substituted_model(cfg.model, model.name, "--model", reason=str(exc)))
-    if _needs_model(replace(ctx, model=model), result, document, "this vLLM config") is None:
+        model = _named_model(cfg.model, document.locate("$"), result, ctx)
+    else:
+        model = _needs_model(ctx, result, document, "this vLLM config")
+    if model is None:
         return
     serving = serving_from_vllm(cfg, model, ctx.cluster, result.notes)
     result.serving = (serving, serving_estimate(serving))

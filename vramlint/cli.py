@@ -154,8 +154,6 @@ def _parser() -> argparse.ArgumentParser:
 def _check(args: argparse.Namespace) -> int:
     """Each file on its own: a file that cannot be read or checked is reported on stderr and the
     run goes on with the others; the exit code is the worst of them (2 > 1 > 0)."""
-    from pathlib import Path
-
     from vramlint.checker import Context, FileResult, check_file
     from vramlint.files import STDIN, expand
     from vramlint.repository import real
@@ -189,13 +187,8 @@ def _check(args: argparse.Namespace) -> int:
     values = merge(settings.for_file(None), cli)
     failing = SEVERITY_RANK["warning" if values["strict"] else "error"]
     failed = any(SEVERITY_RANK[f.severity] >= failing for r in results for f in r.findings)
-    code = EXIT_USAGE if usage else EXIT_FINDINGS if failed else EXIT_OK
-    try:
-        REPORTERS[resolve_format(values["format"])](results, sys.stdout, _verbosity(values))
-        sys.stdout.flush()
-    except BrokenPipeError:
-        return _closed_pipe()
-    return code
+    REPORTERS[resolve_format(values["format"])](results, sys.stdout, _verbosity(values))
+    return EXIT_USAGE if usage else EXIT_FINDINGS if failed else EXIT_OK
 
 
 def _stdin() -> str:
@@ -304,10 +297,9 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _recipe_plan(path: str, values: dict, stated: set[str]):
     """The job a training recipe describes, as ``check`` reads it (its DeepSpeed file included)."""
-    from pathlib import Path
-
     from vramlint.checker import Context, check_file
     from vramlint.hardware import parse_gpus
+    from vramlint.readers.registry import RECIPES
     from vramlint.repository import real
     if not values.get("gpus"):
         raise UsageError("--gpus not given and no gpus in [tool.vramlint] of pyproject.toml")
@@ -315,7 +307,7 @@ def _recipe_plan(path: str, values: dict, stated: set[str]):
     ctx = Context(parse_gpus(values["gpus"]), values, frozenset(stated), model,
                   run_paths=frozenset({str(real(path))}))
     result = check_file(path, ctx)[0]
-    if result.plan is None or result.kind not in ("trl", "axolotl", "llamafactory", "torchtune"):
+    if result.plan is None or result.kind not in RECIPES:
         why = "; ".join([f.message for f in result.findings if f.severity != "info"] + result.notes) or "no estimate"
         raise UsageError(f"{path}: not a training recipe vramlint can plan ({why})")
     return result.plan

@@ -206,6 +206,13 @@ def parse_json(text: str, path: str = "<string>") -> Document:
     return Document(path, text, data, positions, sorted(reader.lenient))
 
 
+def parse(text: str, path: str = "<string>") -> Document:
+    """A config file's text as JSON (it opens with ``{`` or ``[``, or is named .json / .conf, as
+    open-instruct names DeepSpeed files) or YAML; ParseError (TooLarge past the limits) if neither."""
+    as_json = text.lstrip().startswith(("{", "[")) or path.endswith((".json", ".conf"))
+    return (parse_json if as_json else parse_yaml)(text, path)
+
+
 def sub_document(document: Document, json_path: str) -> Document:
     """The mapping at ``json_path`` as a document of its own, with the positions it has in the
     file (a recipe's inline ``deepspeed:`` section, read by the DeepSpeed reader)."""

@@ -19,6 +19,7 @@ from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 PURE = {"bfloat16": "bf16", "float16": "fp16"}      # 16-bit weights -> the compute dtype without autocast
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 
 
 def fsdp_weights_dtype(precision: str, load_dtype: str | None, adapters: bool, upcast: bool = True) -> str:
@@ -31,7 +32,6 @@ def fsdp_weights_dtype(precision: str, load_dtype: str | None, adapters: bool, u
     if upcast and precision != "fp32":
         return "float32"
     return load_dtype or "float32"
-OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ class Origin:
         return self.text or self.kind
 
 
-FLAG_NAMES = {"micro_batch": "--micro-batch", "seq_len": "--seq-len", "grad_accum": "--grad-accum",
-              "precision": "--mixed-precision", "zero_stage": "--zero-stage",
-              "grad_checkpointing": "--grad-checkpointing"}
+def flag_text(name: str) -> str:
+    """The command-line flag that states a setting: its name dashed, the precision's ``--mixed-precision``."""
+    return "--mixed-precision" if name in ("precision", "mixed_precision") else "--" + name.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Flags:
                                                     # they win over the file, the others only fill its "auto"s
 
     def origin(self, name: str) -> Origin:
-        return self.origins.get(name) or Origin("flag", text=FLAG_NAMES.get(name, name))
+        return self.origins.get(name) or Origin("flag", text=flag_text(name))
 
     def wins(self, name: str) -> bool:
         return name in self.stated and getattr(self, name) is not None
@@ -95,7 +95,6 @@ class Plan:
     mode: str = "train"            # "train" or "infer"
     runtime: str = "deepspeed"     # "deepspeed", "torch" (single GPU / DDP) or "fsdp"
     weights_dtype: str | None = None   # torch: dtype the parameters live in (float32 + autocast); FSDP: the shards'
-
     optimizer: str = "adamw"       # adamw (foreach), adamw-8bit, sgd, adafactor
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = ("all-linear",)

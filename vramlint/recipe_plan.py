@@ -17,20 +17,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from vramlint.hardware import Cluster
+from vramlint.models.peft import peft_default_targets
 from vramlint.models.shape import ModelShape
-from vramlint.plan import Flags, Origin, Plan, plan_from_accelerate, plan_from_deepspeed, workload_from_flags
-from vramlint.readers.accelerate import AccelerateConfig
+from vramlint.plan import (Flags, Origin, Plan, flag_text, fsdp_weights_dtype, plan_from_accelerate,
+                           plan_from_deepspeed, workload_from_flags)
+from vramlint.readers.accelerate import PRECISION, AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
-from vramlint.readers.recipe import PEFT_DEFAULT_TARGETS, Recipe
+from vramlint.readers.recipe import Recipe
 
-PRECISION = {"bf16": "bf16", "fp16": "fp16", "no": "fp32"}
-# recipe setting -> the command-line value that states it too
-FLAG_OF = {"micro_batch": "micro_batch", "seq_len": "seq_len", "grad_accum": "grad_accum",
-           "mixed_precision": "mixed_precision", "grad_checkpointing": "grad_checkpointing",
-           "optimizer": "optimizer", "lora_rank": "lora_rank", "lora_targets": "lora_targets",
-           "lora_dropout": "lora_dropout", "load_in_4bit": "load_in_4bit", "attn": "attn",
-           "weights_dtype": "weights_dtype"}
-CLI_NAMES = {"mixed_precision": "--mixed-precision", "lora_targets": "--lora-targets"}
+# The recipe settings the command line states too, under the same names (``--micro-batch`` ...).
+SETTINGS = ("micro_batch", "seq_len", "grad_accum", "mixed_precision", "grad_checkpointing", "optimizer", "lora_rank",
+            "lora_targets", "lora_dropout", "load_in_4bit", "attn", "weights_dtype")
 
 
 @dataclass(frozen=True)
@@ -53,13 +50,9 @@ class Override:
     value: object           # the command line's, which the estimate uses
 
 
-def flag_text(name: str) -> str:
-    return CLI_NAMES.get(name, "--" + name.replace("_", "-"))
-
-
 def _cli_value(name: str, values: dict):
     """A command-line value in the recipe's terms (``--lora-targets q,v`` is a tuple of names)."""
-    value = values.get(FLAG_OF[name])
+    value = values.get(name)
     if name == "lora_targets" and isinstance(value, str):
         value = tuple(t.strip() for t in value.split(",") if t.strip())
     return value
@@ -69,9 +62,9 @@ def job_values(recipe: Recipe, values: dict, stated: frozenset[str]) -> tuple[di
     """Each setting's value and origin: a stated command-line value, else the recipe's (its line,
     or the framework's default)."""
     out, origins, overrides = {}, {}, []
-    for name in FLAG_OF:
+    for name in SETTINGS:
         fact: Fact = getattr(recipe, name)
-        if FLAG_OF[name] in stated and values.get(FLAG_OF[name]) is not None:
+        if name in stated and values.get(name) is not None:
             value = _cli_value(name, values)
             out[name] = value
             origins[name] = Origin("flag", text=flag_text(name))
@@ -102,9 +95,9 @@ def _settle(job: dict, origins: dict, model: ModelShape, cluster: Cluster, notes
         job["weights_dtype"] = model.dtype
         notes.append(f"weights loaded in {model.dtype}, the checkpoint's dtype")
     if tuple(job["lora_targets"]) == ("peft-default",):
-        kind = model.model_type or model.family
-        job["lora_targets"] = PEFT_DEFAULT_TARGETS.get(kind) or PEFT_DEFAULT_TARGETS.get(model.family, ("q_proj", "v_proj"))
-        notes.append(f"LoRA targets: PEFT's default for {kind}, {', '.join(job['lora_targets'])}")
+        job["lora_targets"] = peft_default_targets(model)
+        notes.append(f"LoRA targets: PEFT's default for {model.model_type or model.family}, "
+                     f"{', '.join(job['lora_targets'])}")
 
 
 UNBOUNDED_SEQ_LEN = 2048     # tokens assumed where a recipe sets no cap and no --seq-len / seq_len says one
@@ -212,8 +205,8 @@ def _plan_without_deepspeed(recipe: Recipe, job: dict, flags: Flags, model: Mode
                   grad_checkpointing=bool(job["grad_checkpointing"]), **workload)
     if fsdp is None:
         return Plan(runtime="torch", weights_dtype=weights, **common)
-    if fsdp.upcast and precision != "fp32" and not job["load_in_4bit"] and not job["lora_rank"]:
-        weights = "float32"
+    weights = fsdp_weights_dtype(precision, weights, bool(job["lora_rank"] or job["load_in_4bit"]), fsdp.upcast)
+    if weights != job["weights_dtype"]:
         notes.append("FSDP under mixed precision: Accelerate upcasts the trained shards to fp32")
     checkpointing = bool(job["grad_checkpointing"]) or bool(fsdp.checkpointing.value)
     return Plan(runtime="fsdp", fsdp_strategy=fsdp.strategy.value, fsdp_version=fsdp.version.value,

@@ -79,8 +79,7 @@ def scan_root(path: str | Path) -> Path:
 
 def recipes_using(path: str) -> list:
     """The training recipes of the repository whose DeepSpeed reference is ``path``."""
-    from vramlint.checker import _parse, FileResult         # the one way a file is parsed
-    from vramlint.documents import ParseError, read_text
+    from vramlint.documents import ParseError, parse, read_text
     from vramlint.readers.registry import RECIPES, detect
     target = real(path)
     out = []
@@ -89,11 +88,9 @@ def recipes_using(path: str) -> list:
             if candidate.stat().st_size > SCAN_LIMIT or real(candidate) == target:
                 continue
             text = read_text(candidate)          # a regular file only: a FIFO would block the scan
+            document = parse(text, str(_shown(candidate))) if target.name in text else None
         except (OSError, ParseError):
             continue
-        if target.name not in text:
-            continue
-        document = _parse(text, str(_shown(candidate)), FileResult(str(candidate)))
         kind = detect(document.data) if document is not None else None
         if kind not in RECIPES:
             continue

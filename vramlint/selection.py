@@ -44,7 +44,6 @@ def enabled(values: dict) -> frozenset[str]:
     """The rule codes this run reports, from the merged settings and command line."""
     from vramlint.rules import RULES
     chosen = rules_named(split(values.get("select")), "select") if values.get("select") else frozenset(RULES)
-    # the command line's --extend-ignore (a string) or the settings' extend_ignore (a list), and both
-    extra = values.get("extend_ignore")
-    dropped = rules_named(split(values.get("ignore")), "ignore") | rules_named(split(extra), "extend-ignore")
+    dropped = (rules_named(split(values.get("ignore")), "ignore")
+               | rules_named(split(values.get("extend_ignore")), "extend-ignore"))
     return chosen - dropped

@@ -143,7 +143,7 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     full = 0
     if replay:
         reserve = headroom(plan, allocated, context.bytes)
-        full = wanted(plan) if reserve.bytes < wanted(plan) else 0
+        full = wanted(plan) if reserve.bytes < wanted(plan) else 0    # capped: the uncapped reserve, for VL204
     else:
         reserve = Component("allocator reserve", 0, "not replayed", "memory/reserve.py", kind=ALLOCATOR)
     width, reasons = band(plan)

@@ -119,6 +119,14 @@ def _sharded(plan: Plan) -> dict:
                                                                                          "zero_stage": 3}
 
 
+def _full_sharding_words(plan: Plan) -> str:
+    """Full sharding (``_sharded``) in the job's words: FULL_SHARD for an FSDP job, a switch to FSDP
+    where FSDP is the framework's only sharding, else ZeRO-3."""
+    if plan.runtime == "fsdp":
+        return _say(plan, "fsdp_strategy", "FULL_SHARD")
+    return _say(plan, "to_fsdp") if _fsdp_only(plan) else _say(plan, "stage", 3)
+
+
 def _sharding(plan: Plan) -> list[tuple[dict, str]]:
     """The next sharding steps in the runtime's own vocabulary, least communication first."""
     if plan.runtime == "deepspeed":
@@ -183,8 +191,7 @@ def _combined(plan: Plan, budget: int) -> list[Change]:
         best = largest_micro_batch(strongest, budget)
         if not best:
             continue
-        steps = [] if _is_full(plan) else [(_say(plan, "fsdp_strategy", "FULL_SHARD") if plan.runtime == "fsdp" else
-                                            _say(plan, "to_fsdp")) if fsdp else _say(plan, "stage", 3)]
+        steps = [] if _is_full(plan) else [_full_sharding_words(plan)]
         steps += ([] if plan.grad_checkpointing else [_say(plan, "grad_checkpointing")]) + words
         if best < plan.micro_batch:
             steps.append(_micro_words(strongest, best))

@@ -16,19 +16,32 @@ from importlib import resources
 from typing import Any
 
 _MISSING = object()
+# Config keys and the spellings configuration classes give them (their ``attribute_map``): the
+# generic decoder reads the sizes by them, the meta-device path the expert counts, and the limits
+# below hold every spelling.
+SPELLINGS = {
+    "hidden_size": ("n_embd", "d_model", "dim", "model_dim", "hidden_dim"),
+    "num_hidden_layers": ("n_layer", "num_layers", "n_layers", "num_decoder_layers"),
+    "num_attention_heads": ("n_head", "num_heads", "n_heads", "num_attention_head"),
+    "num_key_value_heads": ("num_kv_heads", "n_kv_heads", "multi_query_group_num", "num_key_value_groups"),
+    "intermediate_size": ("ffn_dim", "n_inner", "ffn_hidden_size", "d_ff", "mlp_dim", "ffn_intermediate_size"),
+    "max_position_embeddings": ("n_positions", "max_seq_len", "seq_length", "max_sequence_length"),
+    "vocab_size": ("padded_vocab_size", "n_vocab"),
+}
+EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+TOP_K = ("num_experts_per_tok", "moe_top_k", "top_k", "moe_k", "num_selected_experts")
 # Sizes far past any released model's: the builders make one Layer each and transformers' meta
 # build one module per expert in some types, so a typo of 2**40 would hang the check (or fill the
 # memory) instead of refusing the file. The deepest released decoders have 126-128 layers
-# (Llama-3.1-405B, hrm_text), the widest hidden size is 25,600 (Llama-3.1-405B: 16,384), the most
-# routed experts 512 (Qwen3-Next), the largest vocabulary 262,144 (Gemma 3).
-LAYER_COUNTS = frozenset({"num_hidden_layers", "n_layer", "num_layers"})
+# (Llama-3.1-405B, hrm_text; dev/meta_types.py over transformers 5.24's defaults), Llama-3.1-405B's
+# hidden size is 16,384, Qwen3-Next routes over 512 experts, Gemma 3's vocabulary is 262,144: the
+# limits are 8x to 64x past them, the layers' 2.5x (the step replays grow with the layer count).
+LAYER_COUNTS = frozenset({"num_hidden_layers", *SPELLINGS["num_hidden_layers"]})
 MOST_LAYERS = 320
-LIMITS = {**dict.fromkeys(LAYER_COUNTS, MOST_LAYERS),
-          **dict.fromkeys(("hidden_size", "n_embd", "d_model"), 1 << 17),
-          **dict.fromkeys(("intermediate_size", "moe_intermediate_size", "ffn_hidden_size", "n_inner"), 1 << 20),
-          **dict.fromkeys(("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"), 1 << 14),
-          **dict.fromkeys(("num_attention_heads", "num_key_value_heads", "n_head"), 1 << 12),
-          "vocab_size": 1 << 24}
+_MOST = {"num_hidden_layers": MOST_LAYERS, "hidden_size": 1 << 17, "intermediate_size": 1 << 20,
+         "num_attention_heads": 1 << 12, "num_key_value_heads": 1 << 12, "vocab_size": 1 << 24}
+LIMITS = {**{spelling: most for key, most in _MOST.items() for spelling in (key, *SPELLINGS[key])},
+          "moe_intermediate_size": 1 << 20, **dict.fromkeys(EXPERT_COUNTS, 1 << 14)}
 
 
 def check_limits(raw: dict[str, Any], where: str = "") -> None:

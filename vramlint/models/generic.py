@@ -14,20 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from vramlint.models.architectures import llama_like, routed
-from vramlint.models.config import HfConfig
+from vramlint.models.config import EXPERT_COUNTS, SPELLINGS, TOP_K, HfConfig
 from vramlint.models.shape import ModelShape
-
-# standard key -> the spellings configuration classes use for it (their attribute_map)
-SPELLINGS = {
-    "hidden_size": ("n_embd", "d_model", "dim", "model_dim", "hidden_dim"),
-    "num_hidden_layers": ("n_layer", "num_layers", "n_layers", "num_decoder_layers"),
-    "num_attention_heads": ("n_head", "num_heads", "n_heads", "num_attention_head"),
-    "num_key_value_heads": ("num_kv_heads", "n_kv_heads", "multi_query_group_num", "num_key_value_groups"),
-    "intermediate_size": ("ffn_dim", "n_inner", "ffn_hidden_size", "d_ff", "mlp_dim", "ffn_intermediate_size"),
-    "max_position_embeddings": ("n_positions", "max_seq_len", "seq_length", "max_sequence_length"),
-    "vocab_size": ("padded_vocab_size", "n_vocab"),
-}
-EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 
 
 def standard(raw: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +41,7 @@ def generic(c: HfConfig) -> ModelShape:
     count = next((raw[k] for k in EXPERT_COUNTS if isinstance(raw.get(k), int) and raw[k] > 1), 0)
     moe = None
     if count:
-        top_k = c.opt_int("num_experts_per_tok", "moe_top_k", "top_k", "num_selected_experts") or 2
+        top_k = c.opt_int(*TOP_K) or 2
         width = c.opt_int("moe_intermediate_size", "expert_intermediate_size") or c.int("intermediate_size")
         shared = c.opt_int("shared_expert_intermediate_size") or (c.opt_int("n_shared_experts") or 0) * width
         moe = lambda i, h: routed(h, count, top_k, width, shared=shared)  # noqa: E731

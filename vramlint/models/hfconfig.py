@@ -206,8 +206,8 @@ def from_folder(path: Path) -> ModelShape:
         side = path / "hf_quant_config.json"
         return shape_from_dict(load_json(config), name=str(path), side_quant=load_json(side) if side.is_file() else None)
     if adapter.is_file():
-        from vramlint.models.resolve import _adapter
-        return _adapter(str(path), load_json(adapter), False, 0, "path")
+        from vramlint.models.resolve import adapter_shape
+        return adapter_shape(str(path), load_json(adapter))
     raise UsageError(f"{path}: no config.json (or adapter_config.json) in this folder")
 
 

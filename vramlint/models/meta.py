@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from vramlint.models.config import EXPERT_COUNTS, TOP_K
 from vramlint.models.shape import FULL, LINEAR, MLA, SLIDING, Attention, Block, Layer, Mlp, ModelShape
 
 ATTENTION, MLP, EXPERTS, ROUTER, SMALL = "attention", "mlp", "experts", "router", "small"
@@ -42,8 +43,6 @@ MIXER_CLASS = re.compile(r"Mamba|Mixer|SSM|Ssm(?=[A-Z]|$)|Delta|Linear\w*Attenti
                          r"Recurrent|Retention|LSTM|Lstm")
 ATTENTION_ATTR = re.compile(r"^(self_)?attn$|^(self_)?attention$|self_attn|^attn_|^mixer$", re.I)
 MLP_ATTR = re.compile(r"mlp|feed_forward|ffn|moe|^fc\d|^c_fc|ff$|^ff_|block_sparse_moe", re.I)
-EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
-TOP_K = ("num_experts_per_tok", "moe_top_k", "top_k", "moe_k")
 
 
 class Unbuildable(Exception):

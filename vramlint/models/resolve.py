@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from vramlint.errors import UsageError
+from vramlint.models.peft import PEFT_DEFAULT_RANK, peft_default_targets
 from vramlint.models.shape import ModelShape
 
 SIDE_FILES = ("hf_quant_config.json", "model.safetensors.index.json", "adapter_config.json")
@@ -162,11 +163,12 @@ def _from_cache(name: str, revision: str | None, allow_download: bool, hops: int
         shape = shape_from_dict(_read_json(config), name=name, side_quant=_read_json(side) if side else None)
         return _with(shape, how, _index_note(cached_file(name, "model.safetensors.index.json", revision)))
     if adapter is not None:
-        return _adapter(name, _read_json(adapter), allow_download, hops, how)
+        return adapter_shape(name, _read_json(adapter), allow_download, hops, how)
     return None
 
 
-def _adapter(name: str, adapter: dict, allow_download: bool, hops: int, how: str) -> ModelShape:
+def adapter_shape(name: str, adapter: dict, allow_download: bool = False, hops: int = 0,
+                  how: str = "path") -> ModelShape:
     """A PEFT adapter repository: its base model, with the adapter's LoRA weights loaded beside it."""
     from vramlint.memory.states import lora_params
     base = adapter.get("base_model_name_or_path")
@@ -176,9 +178,9 @@ def _adapter(name: str, adapter: dict, allow_download: bool, hops: int, how: str
                                                                                       hops + 1)
     if shape is None:
         raise UsageError(_unresolved(base, None, allow_download))
-    rank = adapter.get("r") if isinstance(adapter.get("r"), int) else 8
+    rank = adapter.get("r") if isinstance(adapter.get("r"), int) else PEFT_DEFAULT_RANK
     raw = adapter.get("target_modules")
-    targets = tuple(raw) if isinstance(raw, list) else (raw,) if isinstance(raw, str) else ("all-linear",)
+    targets = tuple(raw) if isinstance(raw, list) else (raw,) if isinstance(raw, str) else peft_default_targets(shape)
     loaded = lora_params(shape, rank, targets)
     note = (f"{name} is a LoRA adapter (r={rank} on {', '.join(targets)}) on {base}: its {loaded:,} parameters "
             "are loaded with the base")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from vramlint.documents import Document
+from vramlint.models.peft import PEFT_DEFAULT_RANK
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import OPTIMIZERS, TRAIN, Feature, FsdpFacts, Keys, Recipe, positive, targets, truthy
 from vramlint.readers.trl import FSDP_WORDS, attention
@@ -77,7 +78,8 @@ def _lora(keys: Keys, adapter: Fact) -> tuple[Fact, Fact, Fact]:
     if adapter.value not in ("lora", "qlora"):
         return Fact(0, adapter.location, adapter.default or f"{VERSION}: no adapter, full fine-tune"), \
             Fact(("all-linear",)), Fact(0.0)
-    rank = keys.get("lora_r", default=8, convert=positive, why="PEFT LoraConfig r default (axolotl sets none)")
+    rank = keys.get("lora_r", default=PEFT_DEFAULT_RANK, convert=positive,
+                    why="peft 0.21.2 LoraConfig r default (axolotl sets none)")
     linear = keys.get("lora_target_linear", default=False, convert=truthy)
     named = keys.get("lora_target_modules", default=(), convert=targets)
     if linear.value:

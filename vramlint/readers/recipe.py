@@ -188,14 +188,3 @@ OPTIMIZERS = {
     "paged_adamw_32bit": "adamw", "paged_adamw": "adamw", "paged_adam_32bit": "adamw",
     "sgd": "sgd", "adafactor": "adafactor",
 }
-
-# PEFT's target modules when a LoraConfig names none (peft 0.21.2 utils/constants.py:67-108,
-# TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING), for the decoder types vramlint models;
-# fused projections under vramlint's short names (query_key_value, c_attn: "qkv").
-PEFT_DEFAULT_TARGETS = {
-    "llama": ("q_proj", "v_proj"), "llama4": ("q_proj", "v_proj"), "llama4_text": ("q_proj", "v_proj"),
-    "mistral": ("q_proj", "v_proj"), "mixtral": ("q_proj", "v_proj"), "gemma": ("q_proj", "v_proj"),
-    "gemma2": ("q_proj", "v_proj"), "gemma3_text": ("q_proj", "v_proj"), "gemma3": ("q_proj", "v_proj"),
-    "qwen2": ("q_proj", "v_proj"), "qwen3": ("q_proj", "v_proj"), "gpt2": ("qkv",), "gpt_bigcode": ("qkv",),
-    "gpt_neox": ("qkv",), "falcon": ("qkv",), "phi": ("q_proj", "v_proj", "fc1", "fc2"),
-}

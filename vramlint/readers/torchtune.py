@@ -26,7 +26,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, Feature, FsdpFacts, Keys, Recipe, positive, truthy
+from vramlint.readers.recipe import TRAIN, Feature, FsdpFacts, Keys, Recipe, dtype_name, positive, truthy
 
 VERSION = "torchtune 0.6.1"
 SPELLING = {"micro_batch": "batch_size", "grad_accum": "gradient_accumulation_steps",
@@ -40,7 +40,6 @@ MLP = ("gate_proj", "up_proj", "down_proj")
 OPTIMIZERS = {"AdamW": "adamw", "Adam": "adamw", "PagedAdamW": "adamw", "PagedAdamW32bit": "adamw",
               "AdamW8bit": "adamw-8bit", "PagedAdamW8bit": "adamw-8bit", "Adam8bit": "adamw-8bit", "SGD": "sgd",
               "Adafactor": "adafactor"}
-DTYPES = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16", None: "float32"}
 
 
 @lru_cache(maxsize=1)
@@ -175,7 +174,7 @@ def read_torchtune(document: Document) -> Recipe:
     kind = "qlora" if name.startswith("qlora_") else "lora" if name.startswith("lora_") else "full"
     rank, where, dropout, quant = _lora(keys, defaults, kind)
     dtype = keys.get("dtype", default="bf16", why=f"{VERSION}: every shipped config says bf16")
-    weights = DTYPES.get(dtype.value, "bfloat16") if dtype.value is None or isinstance(dtype.value, str) else "bfloat16"
+    weights = dtype_name(dtype.value)       # training.get_dtype's words; another is VL102 (rules.recipe.check_values)
     seq = keys.get("tokenizer.max_seq_len", default=None, convert=positive, why=f"{VERSION}: max_seq_len null")
     if seq.value is None and keys.has("tokenizer.max_seq_len"):
         seq = keys.fact("tokenizer.max_seq_len", None)       # null, written: no cap

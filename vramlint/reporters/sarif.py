@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-from vramlint.repository import real
 from typing import TextIO
 from urllib.parse import quote
 
 from vramlint import __version__
+from vramlint.repository import real
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}

@@ -47,8 +47,8 @@ def _glyphs(out: TextIO) -> dict[str, str]:
 def _console(out: TextIO):
     """Colour and width as terminals and CI expect: colour on a terminal unless ``NO_COLOR``,
     forced by ``FORCE_COLOR``; the width of ``COLUMNS`` where set, else the terminal's, else 120.
-    A closed pipe is raised as ``BrokenPipeError`` for the command to end quietly with its own
-    verdict (rich's default exits 1 itself)."""
+    A closed pipe is raised as ``BrokenPipeError``, which ``cli.main`` ends quietly with exit 0
+    (rich's own handler exits 1)."""
     from rich.console import Console
 
     class PipeConsole(Console):
@@ -62,8 +62,8 @@ def _console(out: TextIO):
     width = int(env["COLUMNS"]) if env.get("COLUMNS", "").isdigit() and int(env["COLUMNS"]) > 20 else None
     ascii_only = _glyphs(out) is ASCII
     return PipeConsole(file=out, highlight=False, no_color=not color, force_terminal=color or None,
-                   width=width or (None if tty else 120), soft_wrap=not tty and width is None,
-                   safe_box=ascii_only, legacy_windows=False, emoji=False)
+                       width=width or (None if tty else 120), soft_wrap=not tty and width is None,
+                       safe_box=ascii_only, legacy_windows=False, emoji=False)
 
 
 def _bar(share: float, glyphs: dict[str, str] = UNICODE) -> str:
@@ -87,7 +87,10 @@ def checked_as(result) -> str:
     name = (model.name or model.model_type) if model else "?"
     if result.plan is not None:
         plan = result.plan
-        return f"{name} on {plan.cluster.describe()}, {plan.setup_name} {plan.precision}"
+        origin = plan.origins.get("micro_batch")
+        assumed = " (assumed)" if origin is not None and origin.kind == "default" else ""
+        return (f"{name} on {plan.cluster.describe()}, {plan.setup_name} {plan.precision}, "
+                f"micro-batch {plan.micro_batch}{assumed} x {plan.seq_len:,} tokens")
     if result.serving is not None:
         serving = result.serving[0]
         return f"{name} under vLLM, TP {serving.tp} x PP {serving.pp}"

@@ -51,6 +51,8 @@ def check_consistency(ds: DeepSpeedConfig, trainer: bool = False) -> Iterator[Fi
     its "auto" values, so they are no finding."""
     doc, data = ds.document, ds.document.data if isinstance(ds.document.data, dict) else {}
     autos = [key for key in AUTO_KEYS if data.get(key) == AUTO]
+    if ds.precision.value == AUTO and ds.precision.location is not None:
+        autos.append(ds.precision.location.json_path.removeprefix("$."))
     if trainer:
         pass
     elif "train_batch_size" not in data and "train_micro_batch_size_per_gpu" not in data:
@@ -63,7 +65,9 @@ def check_consistency(ds: DeepSpeedConfig, trainer: bool = False) -> Iterator[Fi
         yield Finding(*UNRESOLVED_AUTO, doc.locate(f"$.{autos[0]}"),
                       f"{', '.join(autos)} {'is' if len(autos) == 1 else 'are'} \"auto\": fine under the HF Trainer or "
                       "Accelerate, which fill them in; the plain deepspeed launcher would fail on the string",
-                      hint="vramlint used --micro-batch / [tool.vramlint] micro_batch for the estimate")
+                      hint="the estimate fills them from the command line or [tool.vramlint] (--micro-batch, "
+                           "--grad-accum, --mixed-precision), else as its assumptions say (micro-batch 1, a bf16 "
+                           "Trainer)")
     fp16, bf16 = data.get("fp16") or {}, data.get("bf16") or data.get("bfloat16") or {}
     if isinstance(fp16, dict) and isinstance(bf16, dict) and fp16.get("enabled") is True and bf16.get("enabled") is True:
         yield Finding(*CONFLICTING_PRECISION, doc.locate("$.fp16.enabled"),

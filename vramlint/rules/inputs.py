@@ -19,9 +19,10 @@ RULES = (
                               "finding gives the command that fetches the model's config.json.",
          bad="base_model: my-org/llama-3.1-8b-sft-v3   # never downloaded here",
          good="base_model: my-org/llama-3.1-8b-sft-v3   # after: hf download my-org/llama-3.1-8b-sft-v3 config.json"),
-    Rule(*SUBSTITUTED, summary="The file names one model and the check used another (--model, or the settings' "
-                               "model where the file's cannot be read): the verdict is about the substitute.",
-         bad="model: /checkpoints/my-run   # vLLM config, checked as --model meta-llama/Llama-3.1-8B",
+    Rule(*SUBSTITUTED, summary="The file names one model and the check used another, the one --model names: the "
+                               "verdict is about the substitute. (A file's model that cannot be read is VL005, and "
+                               "no settings' default stands in for it.)",
+         bad="model: /checkpoints/my-run   # vLLM config, checked with --model meta-llama/Llama-3.1-8B",
          good="model: meta-llama/Llama-3.1-8B"),
     Rule(*OVERRIDDEN, summary="A command-line value (or a per-file override in the settings) contradicts what the "
                               "file says; the estimate uses the command line's value, as the README promises.",
@@ -40,12 +41,8 @@ def model_not_resolved(where: Location, name: str | None, why: str) -> Finding:
                    hint="no memory estimate for this file; give --model, or make its config.json readable here")
 
 
-def substituted_model(fact: Fact, used: object, by: str, reason: str = "") -> Finding:
-    """The file names ``fact.value``; the estimate is for ``used``: given instead (``by``), or
-    standing in for a model that cannot be read (``reason``)."""
-    if reason:
-        return Finding(*SUBSTITUTED, fact.location, f"{reason}: the estimate is for {used} ({by}) instead",
-                       hint="make the file's model readable here (a config.json or a Hub id in the cache)")
+def substituted_model(fact: Fact, used: object, by: str) -> Finding:
+    """The file names ``fact.value``; the estimate is for ``used``, given instead (``by``)."""
     return Finding(*SUBSTITUTED, fact.location, f"the file names {fact.value!r}; the estimate is for {used} ({by})",
                    hint=f"drop {by} to check the file's own model")
 

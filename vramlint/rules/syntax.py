@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vramlint.documents import Location, ParseError
+from vramlint.documents import MOST_BYTES, MOST_DEPTH, MOST_NODES, Location, ParseError, TooLarge
 from vramlint.findings import ERROR, WARNING, Finding
 from vramlint.rules.base import Rule
 
@@ -20,9 +20,10 @@ RULES = (
                             "file). The other files of the run are still checked, and the run fails, since this "
                             "file's verdict is unknown.",
          bad="(any file that makes vramlint crash)", good="(the same file, once the bug is fixed)"),
-    Rule(*LIMIT, summary="The file is past what any config is: not a regular file (a pipe, a device), larger than "
-                         "4 MiB, nested more than 64 deep, more than 200,000 values with its YAML aliases expanded. "
-                         "It is not read, so nothing else is said about it; a check never hangs on it.",
+    Rule(*LIMIT, summary=f"The file is past what any config is: not a regular file (a pipe, a device), larger than "
+                         f"{MOST_BYTES >> 20} MiB, nested more than {MOST_DEPTH} deep, more than {MOST_NODES:,} values "
+                         "with its YAML aliases expanded (documents.py). It is not read, so nothing else is said about "
+                         "it; a check never hangs on it.",
          bad="base: &a [1, 1, 1, 1]\nb: &b [*a, *a, *a, *a]\n...   # an alias bomb: billions of values",
          good="base_model: meta-llama/Llama-3.1-8B"),
 )
@@ -39,10 +40,8 @@ def hjson_syntax(document) -> list[Finding]:
 
 def parse_error(path: str, error: ParseError) -> Finding:
     """A file that does not parse (VL001), or one past the limits of a config (VL004)."""
-    from vramlint.documents import TooLarge
     rule = LIMIT if isinstance(error, TooLarge) else PARSE_ERROR
     return Finding(*rule, Location(path, "$", error.line, error.column), error.message)
-
 
 
 def internal_error(path: str, error: BaseException) -> Finding:
