@@ -412,3 +412,12 @@ def test_the_verdict_names_the_micro_batch_and_says_when_it_was_assumed(tmp_path
     out = capsys.readouterr().out
     assert "micro-batch 1 (assumed) x 4,096 tokens" in out
     assert "VL305" in out and "bf16.enabled" in out        # the auto precision, said with the other autos
+
+
+def test_an_optimizer_vramlint_does_not_price_is_said_not_taken_for_adamw(tmp_path, capsys):
+    path = tmp_path / "recipe.yaml"
+    path.write_text("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nlearning_rate: 1.0e-5\noutput_dir: out\n"
+                    "per_device_train_batch_size: 2\noptim: lion_32bit\n")
+    main(["check", str(path), "--gpus", "8xH100", "--format", "json"])
+    finding = json.loads(capsys.readouterr().out)["files"][0]["findings"][0]
+    assert finding["code"] == "VL210" and "'lion_32bit'" in finding["message"] and finding["line"] == 5

@@ -52,6 +52,7 @@ def _fraction(text: str) -> float:
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     """The workload flags ``check`` and ``estimate`` share; ``check`` takes from its files what they say."""
+    from vramlint.plan import OPTIMIZERS
     p.add_argument("--gpus", help="e.g. 8x80GB, 8xH100, 2x8xA100-80GB, 1x24GB, 2x79.19GiB ([tool.vramlint] gpus)")
     p.add_argument("--model", help="HF id or short name from the catalog, or a config.json path ([tool.vramlint] model)")
     p.add_argument("--download", action="store_true",
@@ -64,7 +65,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights-dtype", choices=["float32", "bfloat16", "float16"],
                    help="dtype the weights are loaded in (torch runtime; default bfloat16 for training)")
     p.add_argument("--mixed-precision", choices=["no", "bf16", "fp16"], help="compute precision (default bf16)")
-    p.add_argument("--optimizer", choices=["adamw", "adamw-8bit", "sgd", "adafactor"], help="default adamw")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, help="default adamw")
     p.add_argument("--lora-rank", type=_positive, help="train LoRA adapters of this rank on a frozen base")
     p.add_argument("--lora-targets", help="all-linear (default) or a list such as q,k,v,o")
     p.add_argument("--lora-dropout", type=_probability, help="PEFT's lora_dropout (default 0, PEFT's default)")

@@ -18,6 +18,7 @@ from vramlint.models.tp_plans import autotp_split, hf_split
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
+OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")     # the optimizer states memory/states.py prices
 PURE = {"bfloat16": "bf16", "float16": "fp16"}      # 16-bit weights -> the compute dtype without autocast
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from vramlint.hardware import Cluster
 from vramlint.models.peft import peft_default_targets
 from vramlint.models.shape import ModelShape
-from vramlint.plan import (Flags, Origin, Plan, flag_text, fsdp_weights_dtype, plan_from_accelerate,
+from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, flag_text, fsdp_weights_dtype, plan_from_accelerate,
                            plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
@@ -104,7 +104,8 @@ UNBOUNDED_SEQ_LEN = 2048     # tokens assumed where a recipe sets no cap and no 
 
 
 def _flags(job: dict, origins: dict, values: dict) -> Flags:
-    workload = workload_from_flags({**values, "optimizer": job["optimizer"], "attn": job["attn"],
+    priced = job["optimizer"] if job["optimizer"] in OPTIMIZERS else "adamw"       # the rest: VL210
+    workload = workload_from_flags({**values, "optimizer": priced, "attn": job["attn"],
                                     "lora_rank": job["lora_rank"] or None, "lora_dropout": job["lora_dropout"],
                                     "load_in_4bit": job["load_in_4bit"],
                                     "lora_targets": ",".join(job["lora_targets"])})

@@ -95,7 +95,7 @@ def _lora(keys: Keys, adapter: Fact) -> tuple[Fact, Fact, Fact]:
 def _optimizer(keys: Keys) -> Fact:
     fact = keys.get("optimizer", default="adamw_torch_fused", why=f"{VERSION} optimizer default")
     name = str(fact.value).lower()
-    return Fact(OWN_OPTIMIZERS.get(name) or OPTIMIZERS.get(name, "adamw"), fact.location, fact.default)
+    return Fact(OWN_OPTIMIZERS.get(name) or OPTIMIZERS.get(name, str(fact.value)), fact.location, fact.default)
 
 
 def _attn(keys: Keys) -> Fact:

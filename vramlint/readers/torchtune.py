@@ -131,7 +131,7 @@ def _lora(keys: Keys, defaults: dict, kind: str) -> tuple[Fact, Fact, Fact, Fact
 def _optimizer(keys: Keys) -> Fact:
     fact = keys.get("optimizer._component_", default="torch.optim.AdamW")
     short = str(fact.value).rsplit(".", 1)[-1]
-    return Fact(OPTIMIZERS.get(short, "adamw"), fact.location, fact.default)
+    return Fact(OPTIMIZERS.get(short, short), fact.location, fact.default)
 
 
 def _fsdp(keys: Keys, recipe: str | None) -> FsdpFacts | None:

@@ -128,9 +128,10 @@ def mixed_precision(keys: Keys, default_bf16: bool, why: str) -> Fact:
 
 
 def optimizer(keys: Keys, default: str, why: str, *names: str) -> Fact:
-    """The optimizer a recipe names, as the state vramlint prices (``OPTIMIZERS``)."""
+    """The optimizer a recipe names, as the state vramlint prices (``OPTIMIZERS``); one it does not
+    price stays as written (``rules.recipe`` says how it is estimated)."""
     fact = keys.get(*(names or ("optim",)), default=default, why=why)
-    name = OPTIMIZERS.get(str(fact.value).lower(), "adamw")
+    name = OPTIMIZERS.get(str(fact.value).lower(), str(fact.value))
     return Fact(name, fact.location, fact.default)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from vramlint.findings import ERROR, INFO, WARNING, Finding
-from vramlint.plan import Plan
+from vramlint.plan import OPTIMIZERS, Plan
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 from vramlint.readers.recipe import MODELLED_STAGES, Recipe
 from vramlint.rules.base import Rule
@@ -97,6 +97,11 @@ def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
         yield Finding(*NOT_MODELLED, stage.location or recipe.document.locate("$"),
                       f"{what} is estimated as supervised fine-tuning of one model: what the stage adds is not "
                       "counted yet, so the peak is a lower bound", hint="treat a near-fit as not fitting")
+    if recipe.optimizer.value not in OPTIMIZERS:
+        yield Finding(*NOT_MODELLED, recipe.optimizer.location or recipe.document.locate("$"),
+                      f"optimizer {recipe.optimizer.value!r} is not priced: estimated as AdamW (m and v, 8 B per "
+                      "trainable parameter), which may be more or less than it keeps",
+                      hint="treat a near-fit as uncertain")
     for feature in recipe.features:
         where = feature.fact.location or recipe.document.locate("$")
         if feature.effect == "low":
