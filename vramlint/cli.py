@@ -68,8 +68,18 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizer", choices=OPTIMIZERS, help="default adamw")
     p.add_argument("--lora-rank", type=_positive, help="train LoRA adapters of this rank on a frozen base")
     p.add_argument("--lora-targets", help="all-linear (default) or a list such as q,k,v,o")
+    p.add_argument("--adapter-dtype", choices=["float32", "bfloat16", "float16"],
+                   help="dtype of the LoRA adapters (default float32: PEFT's autocast_adapter_dtype; torchtune and "
+                        "scripts that cast them keep the base's)")
     p.add_argument("--lora-dropout", type=_probability, help="PEFT's lora_dropout (default 0, PEFT's default)")
-    p.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes)")
+    quant = p.add_mutually_exclusive_group()
+    quant.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes); with "
+                                                                   "--infer, the checkpoint loaded in NF4")
+    quant.add_argument("--load-in-8bit", action="store_true", help="LLM.int8 base weights (bitsandbytes) under "
+                                                                   "LoRA; with --infer, the checkpoint loaded in int8")
+    p.add_argument("--sync-each-batch", action="store_true",
+                   help="FSDP with gradient accumulation: gradients reduce-scattered every micro-batch (torchtune; "
+                        "the HF Trainer's accelerator_config.sync_each_batch) instead of kept unsharded under no_sync")
     p.add_argument("--empty-cache-each-step", action="store_true",
                    help="the training loop calls torch.cuda.empty_cache() before each step (default: it keeps "
                         "PyTorch's cache, as HF Trainer, Accelerate and DeepSpeed do)")

@@ -35,6 +35,12 @@ def fsdp_weights_dtype(precision: str, load_dtype: str | None, adapters: bool, u
     return load_dtype or "float32"
 
 
+def fsdp_adapter_dtype(precision: str, adapter_dtype: str, upcast: bool = True) -> str:
+    """LoRA adapters under FSDP: what needs grads Accelerate upcasts to fp32 under mixed precision
+    (as ``fsdp_weights_dtype``), whatever dtype PEFT left them in; torchtune keeps its own."""
+    return "float32" if upcast and precision != "fp32" else adapter_dtype
+
+
 @dataclass(frozen=True)
 class Origin:
     """Where a plan value came from: a file location, a flag, or a default."""
@@ -101,6 +107,8 @@ class Plan:
     lora_targets: tuple[str, ...] = ("all-linear",)
     lora_dropout: float = 0.0      # PEFT's lora_dropout: a kept mask per adapted linear's input when > 0
     load_in_4bit: bool = False
+    adapter_dtype: str = "float32"  # LoRA adapters (and their grads, Adam moments): PEFT upcasts to fp32 by default
+    load_in_8bit: bool = False     # LLM.int8 base (bitsandbytes Linear8bitLt) under LoRA, or for inference
     attn: str = "auto"             # sdpa / flash_attention_2 (no s^2 term) or eager; auto: the type's default
     fsdp_strategy: str = "FULL_SHARD"          # FSDP: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD(_ZERO2)
     fsdp_version: int = 1                      # FSDP1 (flat parameters; Accelerate's default) or FSDP2 (fully_shard)
@@ -115,6 +123,8 @@ class Plan:
     zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
     shard_degree: int = 0          # > 0: the ranks FSDP shards over, as the file says (Accelerate: dp_shard x cp)
     grad_accum: int = 1            # micro-batches per optimizer step: gradients carried from one to the next
+    sync_each_batch: bool = False  # FSDP: reduce-scatter every micro-batch (torchtune; the HF Trainer's
+                                   # accelerator_config.sync_each_batch) instead of no_sync's unsharded grads
     empty_cache_each_step: bool = False   # the loop calls torch.cuda.empty_cache() before each step
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
     vocabulary: dict[str, str] = field(default_factory=dict, compare=False)   # setting -> the source that spells it
@@ -127,8 +137,18 @@ class Plan:
         dtype — pure 16-bit training, not fp32."""
         if self.attn == "auto":
             object.__setattr__(self, "attn", self.model.block.default_attn)
+        if self.load_in_8bit and self.mode == "train" and (self.runtime == "fsdp" or self.zero_stage == 3):
+            raise UnplannableError("an 8-bit (LLM.int8) base under FSDP or ZeRO-3 is not modelled: bitsandbytes' "
+                                   "Int8Params carry their scales outside the tensor a shard would split; no "
+                                   "memory estimate (QLoRA's 4-bit path is the sharded one)")
         if self.runtime in ("torch", "fsdp") and self.precision == "fp32" and self.weights_dtype in PURE:
             object.__setattr__(self, "precision", PURE[self.weights_dtype])
+
+    @property
+    def quantized_base(self) -> bool:
+        """A bitsandbytes base (NF4 or LLM.int8): its linears are not autocast-cast; each matmul
+        dequantizes the weight inside the layer and returns the input's dtype."""
+        return self.load_in_4bit or self.load_in_8bit
 
     @property
     def autocast(self) -> bool:
@@ -270,6 +290,31 @@ def _device(fact: Fact, name: str, origins: dict, notes: list[str]) -> str:
     return device
 
 
+# DeepSpeed's own optimizer types (runtime/engine.py ``_configure_basic_optimizer``, 0.19.8) whose
+# states are Adam's m and v per element: what a file's "optimizer" section builds.
+DS_ADAM_TYPES = ("adam", "adamw", "fusedadam", "cpuadam", "onebitadam", "zerooneadam", "lamb", "onebitlamb",
+                 "fusedlamb")
+
+
+def _ds_optimizer(ds: DeepSpeedConfig, trainer: str, origins: dict, notes: list[str]) -> dict:
+    """A DeepSpeed file with an ``optimizer`` section builds that optimizer, and the HF Trainer's
+    ``optim`` is not used (transformers 5.24 integrations/deepspeed.py ``deepspeed_optim_sched``:
+    a ``DummyOptim`` stands in): Adam's states whatever the recipe or ``--optimizer`` says."""
+    section = ds.document.data.get("optimizer") if isinstance(ds.document.data, dict) else None
+    if not isinstance(section, dict):
+        return {}
+    kind = str(section.get("type", "")).replace("_", "").lower()
+    if kind not in DS_ADAM_TYPES:
+        notes.append(f"the file's optimizer {section.get('type')!r} is not priced: estimated with {trainer}'s states")
+        return {}
+    if trainer != "adamw":
+        notes.append(f"the file's optimizer section ({section.get('type')}) is what DeepSpeed builds: the "
+                     f"Trainer's {trainer} is not used, so Adam's states are counted")
+    origins["optimizer"] = Origin("file", ds.document.locate("$.optimizer.type") if "type" in section
+                                  else ds.document.locate("$.optimizer"))
+    return {"optimizer": "adamw"}
+
+
 def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster, flags: Flags) -> Plan:
     origins: dict[str, Origin] = {}
     notes: list[str] = list(ds.notes)
@@ -282,6 +327,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     parallel = _parallel(ds.tensor_parallel, [("sequence_parallel_size", ds.sequence_parallel)], flags.seq_len,
                          origins, notes)
     workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"} | parallel
+    workload |= _ds_optimizer(ds, workload.get("optimizer", "adamw"), origins, notes)
     batch_world = ds.batch_world(cluster.world_size, workload.get("tensor_parallel", 1))
     return Plan(
         **workload,
@@ -371,6 +417,8 @@ def plan_from_accelerate(acc, model: ModelShape, cluster: Cluster, flags: Flags)
     weights = flags.workload.get("weights_dtype")
     if runtime == "fsdp":
         weights = fsdp_weights_dtype(precision, weights, bool(flags.workload.get("lora_rank")))
+        flags = replace(flags, workload={**flags.workload, "adapter_dtype": fsdp_adapter_dtype(
+            precision, flags.workload.get("adapter_dtype", "float32"))})
     if runtime == "torch" and weights is None:
         weights = "float32"
         notes.append("weights loaded in float32 under autocast (Accelerate's default; --weights-dtype bfloat16 "
@@ -430,9 +478,12 @@ def workload_from_flags(flags: dict) -> dict:
     attn = flags.get("attn") or "auto"
     targets = tuple(t.strip() for t in (flags.get("lora_targets") or "all-linear").split(",") if t.strip())
     return {"optimizer": flags.get("optimizer") or "adamw", "attn": attn,
-            "lora_rank": flags.get("lora_rank") or (16 if flags.get("load_in_4bit") else 0), "lora_targets": targets,
+            "lora_rank": flags.get("lora_rank") or (16 if flags.get("load_in_4bit") or flags.get("load_in_8bit")
+                                                     else 0), "lora_targets": targets,
             "lora_dropout": flags.get("lora_dropout") or 0.0,
-            "load_in_4bit": bool(flags.get("load_in_4bit")), "tensor_parallel": flags.get("tp") or 1,
+            "load_in_4bit": bool(flags.get("load_in_4bit")), "load_in_8bit": bool(flags.get("load_in_8bit")),
+            "adapter_dtype": flags.get("adapter_dtype") or "float32", "sync_each_batch": bool(flags.get("sync_each_batch")),
+            "tensor_parallel": flags.get("tp") or 1,
             "empty_cache_each_step": bool(flags.get("empty_cache_each_step")),
             **({"weights_dtype": flags["weights_dtype"]} if flags.get("weights_dtype") else {})}
 
@@ -456,6 +507,21 @@ def _runtime(flags: dict) -> str:
     return runtime
 
 
+def _loaded_quantized(model: ModelShape, flags: dict, notes: list[str]) -> tuple[ModelShape, list[str]]:
+    """``--infer --load-in-4bit`` / ``--load-in-8bit``: transformers loads the checkpoint through
+    ``BitsAndBytesConfig``, which replaces the decoder's linears (NF4 with double quantization, as
+    QLoRA loads them, or LLM.int8); the rest keeps the load dtype. A checkpoint that is quantized
+    already keeps its own method (transformers refuses a second quantization config)."""
+    from vramlint.models.quantization import int8, nf4
+    if model.quantization is not None:
+        raise UsageError(f"{model.name} is quantized already ({model.quantization.method}): drop --load-in-4bit / "
+                         "--load-in-8bit")
+    quant = nf4() if flags.get("load_in_4bit") else int8()
+    notes = notes + [f"weights loaded through bitsandbytes: {quant.method} on the decoder's linears "
+                     f"({quant.detail}), the rest in the load dtype"]
+    return replace(model, quantization=quant), notes
+
+
 def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
     """``vramlint estimate``: everything from the command line, defaults said out loud."""
     notes: list[str] = []
@@ -466,9 +532,13 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
     weights = flags.get("weights_dtype")
     runtime = _runtime(flags)
     script_dtype = infer or runtime == "torch"    # DeepSpeed and FSDP set the parameters' dtype themselves
-    if weights is None and flags.get("load_in_4bit") and not infer:
+    quantized = flags.get("load_in_4bit") or flags.get("load_in_8bit")
+    if infer and quantized:
+        model, notes = _loaded_quantized(model, flags, notes)
+    if weights is None and quantized and not infer:
         weights = "float32"
-        note = ("QLoRA: the parameters bitsandbytes leaves unquantized (embeddings, norms, lm_head) in float32 "
+        note = (f"{'QLoRA' if flags.get('load_in_4bit') else 'LoRA on LLM.int8'}: the parameters bitsandbytes "
+                "leaves unquantized (embeddings, norms, lm_head) in float32 "
                 "under autocast, as peft's prepare_model_for_kbit_training and TRL's SFTTrainer leave them "
                 "(--weights-dtype bfloat16 if the script keeps them 16-bit)")
     elif weights is None:
@@ -479,8 +549,13 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
     if note and script_dtype:
         notes.append(note)
     if runtime == "fsdp" and not infer:
-        weights = fsdp_weights_dtype(precision, flags.get("weights_dtype"), bool(flags.get("lora_rank")
-                                                                                  or flags.get("load_in_4bit")))
+        loaded = flags.get("weights_dtype")
+        weights = fsdp_weights_dtype(precision, loaded, bool(flags.get("lora_rank") or flags.get("load_in_4bit")))
+        flags = {**flags, "adapter_dtype": fsdp_adapter_dtype(precision, flags.get("adapter_dtype") or "float32")}
+        if weights == "float32" and loaded not in (None, "float32"):
+            notes.append(f"weights loaded in {loaded}: under mixed precision Accelerate upcasts what needs grads to "
+                         "float32 shards before FSDP wraps them (accelerate 1.15 accelerator.py:2024-2038, "
+                         "utils/fsdp_utils.py:816-820); --mixed-precision no for pure 16-bit shards")
     if (flags.get("attn") or "auto") == "auto":
         kernel = model.block.default_attn
         notes.append(f"attention kernel: {kernel}, transformers' default for {model.model_type or 'the model'}"

@@ -19,15 +19,16 @@ from dataclasses import dataclass, replace
 from vramlint.hardware import Cluster
 from vramlint.models.peft import peft_default_targets
 from vramlint.models.shape import ModelShape
-from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, flag_text, fsdp_weights_dtype, plan_from_accelerate,
-                           plan_from_deepspeed, workload_from_flags)
+from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, flag_text, fsdp_adapter_dtype, fsdp_weights_dtype,
+                           plan_from_accelerate, plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
 from vramlint.readers.recipe import Recipe
 
 # The recipe settings the command line states too, under the same names (``--micro-batch`` ...).
 SETTINGS = ("micro_batch", "seq_len", "grad_accum", "mixed_precision", "grad_checkpointing", "optimizer", "lora_rank",
-            "lora_targets", "lora_dropout", "load_in_4bit", "attn", "weights_dtype")
+            "lora_targets", "lora_dropout", "load_in_4bit", "load_in_8bit", "attn", "weights_dtype", "adapter_dtype",
+            "sync_each_batch")
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,10 @@ def _settle(job: dict, origins: dict, model: ModelShape, cluster: Cluster, notes
     elif job["weights_dtype"] in (None, "auto"):
         job["weights_dtype"] = model.dtype
         notes.append(f"weights loaded in {model.dtype}, the checkpoint's dtype")
+    if job["adapter_dtype"] == "weights":
+        job["adapter_dtype"] = job["weights_dtype"]
+        if job["lora_rank"]:
+            notes.append(f"LoRA adapters in {job['adapter_dtype']}, the base's load dtype")
     if tuple(job["lora_targets"]) == ("peft-default",):
         job["lora_targets"] = peft_default_targets(model)
         notes.append(f"LoRA targets: PEFT's default for {model.model_type or model.family}, "
@@ -107,7 +112,8 @@ def _flags(job: dict, origins: dict, values: dict) -> Flags:
     priced = job["optimizer"] if job["optimizer"] in OPTIMIZERS else "adamw"       # the rest: VL210
     workload = workload_from_flags({**values, "optimizer": priced, "attn": job["attn"],
                                     "lora_rank": job["lora_rank"] or None, "lora_dropout": job["lora_dropout"],
-                                    "load_in_4bit": job["load_in_4bit"],
+                                    "load_in_4bit": job["load_in_4bit"], "load_in_8bit": job["load_in_8bit"],
+                                    "adapter_dtype": job["adapter_dtype"], "sync_each_batch": job["sync_each_batch"],
                                     "lora_targets": ",".join(job["lora_targets"])})
     names = {"micro_batch": "micro_batch", "seq_len": "seq_len", "grad_accum": "grad_accum",
              "mixed_precision": "precision", "grad_checkpointing": "grad_checkpointing"}
@@ -210,6 +216,7 @@ def _plan_without_deepspeed(recipe: Recipe, job: dict, flags: Flags, model: Mode
     if weights != job["weights_dtype"]:
         notes.append("FSDP under mixed precision: Accelerate upcasts the trained shards to fp32")
     checkpointing = bool(job["grad_checkpointing"]) or bool(fsdp.checkpointing.value)
+    common["adapter_dtype"] = fsdp_adapter_dtype(precision, common["adapter_dtype"], fsdp.upcast)
     return Plan(runtime="fsdp", fsdp_strategy=fsdp.strategy.value, fsdp_version=fsdp.version.value,
                 offload_param="cpu" if fsdp.offload.value else "none", weights_dtype=weights,
                 **{**common, "grad_checkpointing": checkpointing})

@@ -67,6 +67,12 @@ LIMITS = (
      lambda p: "QLoRA under DeepSpeed: the 4-bit base as bitsandbytes stores it, half a byte a value "
                + ("(bnb_4bit_quant_storage bfloat16, which ZeRO-3 needs to partition it)" if p.zero_stage == 3
                   else "(whole on every GPU)") + ", the adapters cast to 16 bit, the quant states whole on every GPU"),
+    (lambda p: p.runtime == "fsdp" and p.grad_accum > 1 and p.mode == "train",
+     lambda p: ("gradient accumulation under FSDP: every micro-batch reduce-scatters and the gradient shards add up "
+                "(torchtune's loop; the HF Trainer's accelerator_config.sync_each_batch: true)") if p.sync_each_batch
+     else ("gradient accumulation under FSDP as the HF Trainer and Accelerate run it: no_sync keeps each unit's "
+           "unsharded gradients until the last micro-batch (transformers 5.24 trainer.py:1904-1915; "
+           "--sync-each-batch / accelerator_config.sync_each_batch: true reduces every micro-batch)")),
     (lambda p: p.load_in_4bit and p.runtime == "fsdp",
      "QLoRA under FSDP as transformers' Trainer sets it up (bnb_4bit_quant_storage in the load dtype, as "
      "FSDP needs): the base shards hold the 4-bit values packed, each LoRA linear is an FSDP unit of its own, "

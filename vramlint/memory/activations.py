@@ -66,7 +66,7 @@ def widths(plan: Plan) -> Widths:
     if plan.precision == "fp32":
         return Widths(4, 4, 4)
     if plan.autocast:
-        return Widths(2, 4, 4 if plan.load_in_4bit else 2)
+        return Widths(2, 4, 4 if plan.quantized_base else 2)
     return Widths(2, 2, 2)
 
 
@@ -250,7 +250,7 @@ def dequantized(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:
     the input's gradient), per sublayer (attention, MLP): its largest 4-bit linear's — an upper
     bound where a fused projection (phi3's gate_up) is wider than the output projection, whose
     backward runs first (none without 4-bit weights)."""
-    if not plan.load_in_4bit:
+    if not plan.quantized_base:
         return [0, 0]
     parts = [0, 0]
     for name, (d_in, d_out, _) in layer.linears(model.hidden_size, model.block).items():

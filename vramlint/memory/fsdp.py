@@ -29,7 +29,7 @@ from __future__ import annotations
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.states import (fsdp_base_bytes, fsdp_lora_units, fsdp_mixed, fsdp_shard_count, fsdp_stage,
                                     fsdp_states, fsdp_tail_holds_embedding, fsdp_tail_unit, fsdp_trained_bytes,
-                                    fsdp_unit, lora_tensors)
+                                    fsdp_unit, lora_tensors, state_tensors)
 from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
 
@@ -124,7 +124,11 @@ class FsdpStep(Step):
             self.accumulated[unit] = [flat]
             return
         out = a.malloc(self.c_b * shard, REDUCE)
-        if not self.offload:
+        if self.offload:
+            pass
+        elif self.accumulating and self.plan.sync_each_batch:     # added into the unit's gradient shard
+            a.free(a.malloc(self.shard_b * shard, REDUCE))
+        else:
             self.shard_grads.append(a.malloc(self.shard_b * shard, REDUCE))
         a.free(out)
         for handle in kept + ([flat] if flat is not None else []):
@@ -240,9 +244,8 @@ class FsdpStep(Step):
         if self.offload:
             return
         shards = [-(-size // self.n) for size in self._trained_sizes()]     # one DTensor shard per parameter
-        if first and self.plan.optimizer == "adamw":
-            for shard in shards:
-                self.states += [a.malloc(self.shard_b * shard), a.malloc(self.shard_b * shard)]
+        if first:
+            self.states += [a.malloc(size) for size in state_tensors(self.plan, shards, self.shard_b)]
         temps = [a.malloc(self.shard_b * shard) for shard in shards] if self.plan.optimizer == "adamw" else []
         for handle in temps + self.shard_grads:
             a.free(handle)

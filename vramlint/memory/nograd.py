@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import lora_targets
+from vramlint.memory.states import base_quantization, lora_targets
 from vramlint.memory.weights import DTYPE_BYTES, bytes_per_param
-from vramlint.models.quantization import nf4
 from vramlint.plan import Plan
 
 
@@ -23,8 +22,9 @@ def load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> Non
     inference a quantized checkpoint's groups in its bits, as ``weights.weight_bytes`` counts them)."""
     m = plan.model
     for group, size in m.parameter_tensors:
-        if plan.load_in_4bit and group in nf4().groups:     # bitsandbytes' nn.Linear replacements
-            alloc.malloc(size * nf4().bits / 8)
+        quant = base_quantization(plan)
+        if quant is not None and group in quant.groups:     # bitsandbytes' nn.Linear replacements
+            alloc.malloc(size * quant.bits / 8)
         else:
             alloc.malloc(size * (bytes_per_param(m, group, dtype_bytes) if plan.mode == "infer" else dtype_bytes))
 

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field, replace
 
 from vramlint.memory.components import HOST, Component
 from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
-from vramlint.models.quantization import nf4
+from vramlint.models.quantization import int8, nf4
 from vramlint.models.vision import LOADED_BY
-from vramlint.models.shape import Layer, ModelShape
+from vramlint.models.shape import Layer, ModelShape, Quantization
 from vramlint.plan import Plan
 
 ZERO_PAPER = "ZeRO (Rajbhandari et al. 2020), docs/reference.md §1-2"
@@ -148,6 +148,20 @@ def trainable_tensors(plan: Plan) -> list[int]:
 DDP_FIRST_BUCKET, DDP_BUCKET_CAP = 1 << 20, 25 << 20
 
 
+def adapter_bytes(plan: Plan) -> int:
+    """Bytes of a LoRA adapter element, its gradient and each Adam moment: ``Plan.adapter_dtype``.
+    PEFT's ``get_peft_model`` creates the adapters in the base layer's dtype and, by default
+    (``autocast_adapter_dtype=True``), upcasts 16-bit ones to fp32 (peft 0.21.2
+    tuners/tuners_utils.py ``cast_adapter_dtype``): the HF Trainer, TRL, axolotl and LLaMA-Factory
+    keep fp32 adapters; torchtune builds its model, adapters included, in the recipe's dtype."""
+    return DTYPE_BYTES[plan.adapter_dtype]
+
+
+def trained_bytes(plan: Plan) -> int:
+    """Bytes of a trained element under plain PyTorch: the adapters', or the weights' own."""
+    return adapter_bytes(plan) if plan.lora_rank else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
+
+
 def ddp_buckets(plan: Plan) -> list[int]:
     """DDP's gradient buckets, in bytes: flat tensors in the gradients' dtype that the Reducer
     allocates when the model is wrapped and keeps for as long as it lives, so they are there at
@@ -159,7 +173,7 @@ def ddp_buckets(plan: Plan) -> list[int]:
     ``gradient_as_bucket_view``. None on one GPU."""
     if plan.runtime != "torch" or plan.mode != "train" or plan.data_parallel == 1:
         return []
-    width = 4 if plan.lora_rank else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
+    width = trained_bytes(plan)
     buckets, filled, cap = [], 0, DDP_FIRST_BUCKET
     for size in reversed(trainable_tensors(plan)):
         filled += width * size
@@ -202,11 +216,11 @@ def _shard(plan: Plan, state: str, size: int) -> int:
 def torch_states(plan: Plan) -> States:
     m, t = plan.model, trainable(plan)
     w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
-    s_b = 4 if plan.lora_rank else w_b          # PEFT keeps adapters in fp32
+    s_b = trained_bytes(plan)
     resting = [_torch_weights(plan, w_b)]
     if plan.lora_rank:
-        resting.append(Component("LoRA adapters", 4 * t, f"4 B x {t:,} adapter params (fp32)",
-                                 "PEFT LoRA (autocast_adapter_dtype keeps adapters fp32)"))
+        resting.append(Component("LoRA adapters", s_b * t, f"{s_b} B x {t:,} adapter params ({plan.adapter_dtype})",
+                                 "PEFT LoRA (models/peft.py; memory/states.py adapter_bytes)"))
     resting.append(_optimizer_states(plan, t, s_b))
     buckets = ddp_buckets(plan)
     if buckets:
@@ -230,12 +244,18 @@ def _carried(plan: Plan, size: int, formula: str) -> Component:
                      "(tests/test_grad_accum.py)")
 
 
+def base_quantization(plan: Plan) -> Quantization | None:
+    """What bitsandbytes makes of the frozen base's linears in training: NF4 (QLoRA) or LLM.int8."""
+    return nf4() if plan.load_in_4bit else int8() if plan.load_in_8bit else None
+
+
 def _torch_weights(plan: Plan, w_b: int) -> Component:
-    m = plan.model
-    if plan.load_in_4bit:       # bitsandbytes quantizes the decoder's linears; the rest keeps the load dtype
-        size = weight_bytes(replace(m, quantization=nf4()), w_b)
-        return Component("weights (NF4)", size, f"{nf4().detail} on linears, {w_b} B elsewhere",
-                         "bitsandbytes 4-bit, models/quantization.py")
+    m, quant = plan.model, base_quantization(plan)
+    if quant is not None:       # bitsandbytes quantizes the decoder's linears; the rest keeps the load dtype
+        size = weight_bytes(replace(m, quantization=quant), w_b)
+        name = "NF4" if plan.load_in_4bit else "int8"
+        return Component(f"weights ({name})", size, f"{quant.detail} on linears, {w_b} B elsewhere",
+                         f"bitsandbytes {quant.method}, models/quantization.py")
     return Component("weights", m.params * w_b, f"{w_b} B x {m.params:,} params", ZERO_PAPER)
 
 
@@ -246,30 +266,54 @@ def _adam_8bit_bytes(sizes: list[int]) -> int:
     return sum(8 * n if n < BNB_MIN_8BIT else 2 * n + 8 * -(-n // BNB_BLOCK) for n in sizes)
 
 
-def _optimizer_states(plan: Plan, t: int, s_b: int) -> Component:
-    h = plan.model.hidden_size
-    per = {"adamw": (2 * s_b, f"Adam m, v: 2 x {s_b} B"), "sgd": (s_b, f"momentum: {s_b} B")}
+def state_tensors(plan: Plan, sizes: list[int], s_b: int) -> list[int]:
+    """The bytes of each state tensor the optimizer creates at its first step, for parameters
+    (or shards) of ``sizes`` elements, in order: the replays allocate these. AdamW: m and v in
+    the parameters' dtype; bitsandbytes 8-bit: uint8 m and v with an fp32 absmax per 256 each
+    (fp32 under 4096 elements); SGD: the momentum buffer; Adafactor: a row and a column."""
+    out: list[int] = []
+    for n in (size for size in sizes if size):
+        if plan.optimizer == "adamw":
+            out += [s_b * n, s_b * n]
+        elif plan.optimizer == "adamw-8bit":
+            out += [4 * n, 4 * n] if n < BNB_MIN_8BIT else [n + 4 * -(-n // BNB_BLOCK)] * 2
+        elif plan.optimizer == "sgd":
+            out.append(s_b * n)
+        else:
+            out.append(max(4, 4 * 2 * n // plan.model.hidden_size))
+    return out
+
+
+def _optimizer_states(plan: Plan, t: int, s_b: int, shards: int = 1, over: str = "") -> Component:
+    """The optimizer's states of ``t`` trainable elements held in ``s_b`` bytes, split over
+    ``shards`` ranks (FSDP: each parameter's shard is its own tensor to the optimizer, so
+    bitsandbytes' per-tensor blocks and its 4096-element threshold apply to the shards)."""
+    h, part = plan.model.hidden_size, -(-t // shards)
+    tag = f"{t:,} trainable params" if shards == 1 else f"{_tag(plan)}{over}"
     if plan.optimizer == "adamw-8bit":
-        sizes = [size for size in trainable_tensors(plan) if size]
-        return Component("optimizer states", _adam_8bit_bytes(sizes), f"8-bit m, v: 2 x 1 B x {t:,} trainable "
-                         "params + an fp32 absmax per 256 (fp32 m, v for tensors under 4096)",
+        sizes = [-(-size // shards) for size in trainable_tensors(plan) if size]
+        return Component("optimizer states", _adam_8bit_bytes(sizes), f"8-bit m, v: 2 x 1 B x {tag} + an fp32 "
+                         "absmax per 256 (fp32 m, v for tensors under 4096)",
                          "bitsandbytes 8-bit Adam, optim/optimizer.py Optimizer2State")
     if plan.optimizer == "adafactor":
-        size = 4 * 2 * t // h
-        return Component("optimizer states", size, "factored second moment: a row and a column per matrix "
-                         "(~2/h of the params, fp32)", "Adafactor (Shazeer & Stern 2018)")
+        return Component("optimizer states", 4 * 2 * part // h, "factored second moment: a row and a column per "
+                         "matrix (~2/h of the params, fp32)", "Adafactor (Shazeer & Stern 2018)")
+    per = {"adamw": (2 * s_b, f"Adam m, v: 2 x {s_b} B"), "sgd": (s_b, f"momentum: {s_b} B")}
     b, text = per[plan.optimizer]
-    return Component("optimizer states", b * t, f"{text} x {t:,} trainable params", TORCH_MEASURED)
+    return Component("optimizer states", b * part, f"{text} x {tag}", TORCH_MEASURED)
 
 
-def _step_temporaries(plan: Plan, t: int, s_b: int, m: ModelShape) -> list[Component]:
+def _step_temporaries(plan: Plan, t: int, s_b: int, m: ModelShape, shards: int = 1, over: str = "") -> list[Component]:
+    """What ``optimizer.step()`` allocates and frees: foreach AdamW one copy of what it updates."""
+    part = -(-t // shards)
     if plan.optimizer == "adamw":
-        return [Component("optimizer step temporaries", t * s_b, f"foreach AdamW: {s_b} B x {t:,} params (one "
+        tag = f"{t:,} params" if shards == 1 else f"{_tag(plan)}{over}"
+        return [Component("optimizer step temporaries", part * s_b, f"foreach AdamW: {s_b} B x {tag} (one "
                           "copy)", TORCH_MEASURED)]
     if plan.optimizer == "adafactor":
         largest = m.largest_layer_params if not plan.lora_rank else 0
-        return [Component("optimizer step temporaries", 4 * largest, "one fp32 update of the largest tensor",
-                          "Adafactor (per-parameter update)")]
+        return [Component("optimizer step temporaries", 4 * -(-largest // shards),
+                          "one fp32 update of the largest tensor", "Adafactor (per-parameter update)")]
     return []
 
 
@@ -286,6 +330,25 @@ def _weights_words(plan: Plan) -> tuple[int, str]:
     return plan.model.params, "P"
 
 
+def _ds_weights(plan: Plan) -> tuple[int, str, str]:
+    """The weights DeepSpeed holds (before ZeRO-3 partitions them), their name and formula: every
+    element ``ds_width`` bytes, or under QLoRA the base's 4-bit linears half a byte a value and
+    the rest (adapters too) ``ds_width`` bytes, DeepSpeed's cast of the module."""
+    w, wide, t = ds_width(plan), _width_name(plan), trainable(plan)
+    if plan.load_in_4bit or plan.load_in_8bit:
+        held = sum(base_bytes(plan, group, size) for group, size in plan.model.parameter_tensors) + w * t
+        if plan.load_in_8bit:
+            return held, f"weights (int8 + {wide})", f"(P: 1 B an int8 value, {w} B the rest) + {w} B x T"
+        return held, f"weights (NF4 + {wide})", f"(P: 0.5 B a 4-bit value, {w} B the rest) + {w} B x T"
+    held, symbol = _weights_words(plan)
+    return w * held, f"weights ({wide})", f"{w} B x {symbol}"
+
+
+def _ds_quant_states(plan: Plan) -> Component:
+    return Component("4-bit quant states (every rank)", quant_states(plan), "absmax per 64 values (uint8, "
+                     "double-quantized) + fp32 per 256 absmax, not partitioned", "bitsandbytes QuantState")
+
+
 def deepspeed_states(plan: Plan) -> States:
     """ZeRO's states of the trainable parameters (T = P, or LoRA's adapters alone: the optimizer
     gets only the parameters that need grads, and frozen ones stay 16-bit, partitioned under
@@ -297,15 +360,9 @@ def deepspeed_states(plan: Plan) -> States:
     opt_off = plan.offload_optimizer != "none"
     par_off = plan.offload_param != "none" and stage == 3
     resting: list[Component] = []
-    if plan.load_in_4bit:          # QLoRA: the base's 4-bit linears half a byte a value, the adapters 16-bit
-        held_bytes = sum(base_bytes(plan, group, size) for group, size in plan.model.parameter_tensors) + 2 * t
-        name, words = "weights (NF4 + 16-bit)", "(P: 0.5 B a 4-bit value, 2 B the rest) + 2 B x T"
-        resting.append(Component("4-bit quant states (every rank)", quant_states(plan), "absmax per 64 values "
-                                 "(uint8, double-quantized) + fp32 per 256 absmax, not partitioned",
-                                 "bitsandbytes QuantState"))
-    else:
-        held, symbol = _weights_words(plan)
-        held_bytes, name, words = w * held, f"weights ({wide})", f"{w} B x {symbol}"
+    held_bytes, name, words = _ds_weights(plan)
+    if plan.load_in_4bit:
+        resting.append(_ds_quant_states(plan))
     weights = 0 if par_off else _shard(plan, "weights", held_bytes)
     resting.append(Component(name, weights, "offloaded to host" if par_off else
                              f"{words}{' / N_d' if stage == 3 else ''}", ZERO_PAPER))
@@ -346,17 +403,27 @@ def deepspeed_states(plan: Plan) -> States:
 
 def zero_state_bytes(plan: Plan) -> tuple[int, str]:
     """Bytes the ZeRO optimizer keeps per trainable element, and what they are (see
-    ``_zero_optimizer_states``)."""
-    if ds_width(plan) == 4 and plan.zero_stage == 3:
-        return 8, "Adam m, v; the fp32 master is the weights' partition"
-    return 12, "fp32 master + Adam m, v"
+    ``_zero_optimizer_states``): an fp32 master (none in fp32 ZeRO-3) and the wrapped
+    optimizer's states over it — DeepSpeed hands the client optimizer one flat fp32 partition,
+    so bitsandbytes' 8-bit states are 2 B an element there (its absmax per 256 rounds away)."""
+    master = 0 if ds_width(plan) == 4 and plan.zero_stage == 3 else 4
+    states, words = ZERO_CLIENT_STATES[plan.optimizer]
+    what = f"{'fp32 master + ' if master else ''}{words}" + ("" if master else "; the fp32 master is the weights' "
+                                                               "partition")
+    return master + states, what
+
+
+# The wrapped optimizer's states per fp32 element of ZeRO's partition (one flat tensor a group).
+ZERO_CLIENT_STATES = {"adamw": (8, "Adam m, v"), "adamw-8bit": (2, "8-bit Adam m, v"), "sgd": (4, "momentum"),
+                      "adafactor": (0, "Adafactor's factored rows and columns (~0)")}
 
 
 def _zero_optimizer_states(plan: Plan, t: int, opt_off: bool) -> Component:
-    """What the ZeRO optimizer keeps per trainable element: an fp32 master partition and Adam's m,
-    v (12 B) — except ZeRO-3 without mixed precision, whose fp32 partition is the weights' own
-    partition (stage3.py ``_create_fp32_partitions``: same dtype and device, no copy), so 8 B.
-    ZeRO-1/2 clone theirs whatever the dtype (stage_1_and_2.py: ``.detach().clone()``)."""
+    """What the ZeRO optimizer keeps per trainable element: an fp32 master partition and the
+    optimizer's states (Adam's m, v: 12 B) — except ZeRO-3 without mixed precision, whose fp32
+    partition is the weights' own partition (stage3.py ``_create_fp32_partitions``: same dtype
+    and device, no copy). ZeRO-1/2 clone theirs whatever the dtype (stage_1_and_2.py:
+    ``.detach().clone()``)."""
     tag, stage = _tag(plan), plan.zero_stage
     if opt_off:
         return Component("optimizer states", 0, f"offloaded to {plan.offload_optimizer}", ZERO_PAPER)
@@ -485,14 +552,14 @@ def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Co
 
 def _deepspeed_fp32(plan: Plan) -> States:
     """ZeRO-0 without mixed precision: the engine hands the client optimizer the module's own
-    fp32 parameters (no BF16/FP16 wrapper, engine.py ``_configure_optimizer``)."""
+    fp32 parameters (no BF16/FP16 wrapper, engine.py ``_configure_optimizer``), so its states
+    are the optimizer's own over them; a QLoRA base keeps its 4-bit linears."""
     p, tag = trainable(plan), _tag(plan)
-    held, symbol = _weights_words(plan)
-    resting = [Component("weights (fp32)", _shard(plan, "weights", 4 * held), f"4 B x {symbol}", ZERO_PAPER),
-               Component("optimizer states", _shard(plan, "optimizer", 8 * p), f"8 B x {tag} (Adam m, v)", ZERO_PAPER)]
+    held, name, words = _ds_weights(plan)
+    resting = [_ds_quant_states(plan)] if plan.load_in_4bit else []
+    resting += [Component(name, _shard(plan, "weights", held), words, ZERO_PAPER), _optimizer_states(plan, p, 4)]
     grads = [Component("gradients (fp32)", _shard(plan, "gradients", 4 * p), f"4 B x {tag}", ZERO_PAPER)]
-    step = [Component("optimizer step temporaries", _shard(plan, "optimizer", 4 * p), f"4 B x {tag}", TORCH_MEASURED)]
-    return States(resting, grads, step, _host(plan))
+    return States(resting, grads, _step_temporaries(plan, p, 4, plan.model), _host(plan))
 
 
 def _host(plan: Plan) -> list[Component]:
@@ -537,7 +604,7 @@ def fsdp_trained_bytes(plan: Plan) -> int:
     shards' dtype (``Plan.weights_dtype``: fp32 where Accelerate upcasts under mixed precision, the
     load dtype in pure 16-bit training — torchtune, axolotl's FSDP2), and PEFT's fp32 adapters."""
     if plan.lora_rank:
-        return 4
+        return adapter_bytes(plan)
     return DTYPE_BYTES[plan.weights_dtype or "float32"]
 
 
@@ -568,6 +635,8 @@ def base_bytes(plan: Plan, group: str, size: int) -> int:
     quant state apart (``quant_states``)."""
     if plan.load_in_4bit and group in nf4().groups:
         return -(-size // 2)
+    if plan.load_in_8bit and group in int8().groups:
+        return size
     return ds_width(plan) * size
 
 
@@ -637,8 +706,8 @@ def fsdp_states(plan: Plan) -> States:
     shards, words = _fsdp_shards(plan, n if sharded else 1, over)
     resting = [Component("parameter shards", 0 if offload else shards,
                          "offloaded to host" if offload else words, FSDP_SOURCE),
-               Component("optimizer states", 0 if offload else 2 * w * part, f"Adam m, v: 2 x {w} B x {tag}{over}",
-                         FSDP_SOURCE)]
+               (Component("optimizer states", 0, "offloaded to host", FSDP_SOURCE) if offload
+                else _optimizer_states(plan, t, w, n if sharded else 1, over))]
     gathered: list[Component] = []
     if stage == 0 and fsdp_mixed(plan):
         resting.append(Component("unsharded parameters", c_b * held, f"{c_b} B x {symbol} (NO_SHARD: a "
@@ -653,12 +722,13 @@ def fsdp_states(plan: Plan) -> States:
                                  "(uint8, double-quantized) + fp32 per 256 absmax, not sharded", PEFT_FSDP_SOURCE))
     grads = [Component(f"gradient shards ({'fp32' if w == 4 else f'{w}-byte'})", 0 if offload else w * part,
                        f"{w} B x {tag}{over}", FSDP_SOURCE)]
-    step = [] if offload else [Component("optimizer step temporaries", w * part, f"foreach AdamW: {w} B x {tag}{over}",
-                                         TORCH_MEASURED)]
+    step = [] if offload else _step_temporaries(plan, t, w, plan.model, n if sharded else 1, over)
     host = [Component("offloaded shards + states (host)", (shards + 3 * w * part) * plan.cluster.per_node,
                       f"({words} + {3 * w} B x {tag}{over}) x GPUs per node", FSDP_SOURCE, HOST)] if offload else []
     carried = [_carried(plan, c_b * t, f"{c_b} B x {tag}, unsharded: no_sync keeps the full gradients until the "
-                        "last micro-batch reduce-scatters them")]
+                        "last micro-batch reduce-scatters them")] if not plan.sync_each_batch else [
+        _carried(plan, 0 if offload else w * part, f"{w} B x {tag}{over}: every micro-batch reduce-scatters, the "
+                 "shards add up")]
     return States(resting, grads, step, host, backward=gathered + _fsdp_in_flight(plan, stage, c_b),
                   gathered=gathered, carried=carried)
 
@@ -671,12 +741,13 @@ def _fsdp_shards(plan: Plan, n: int, over: str) -> tuple[int, str]:
     if fsdp_qlora(plan):
         c = 4 if plan.precision == "fp32" else 2
         stored = _stored_total(plan)
-        return (c * -(-stored // n) + 4 * -(-t // n),
-                f"{c} B x {stored:,}{over} (stored elements: 4-bit linears 4 values an element) + 4 B x T{over}")
+        a = adapter_bytes(plan)
+        return (c * -(-stored // n) + a * -(-t // n),
+                f"{c} B x {stored:,}{over} (stored elements: 4-bit linears 4 values an element) + {a} B x T{over}")
     if fsdp_lora_units(plan):
-        base = fsdp_base_bytes(plan)
-        return (base * -(-plan.model.params // n) + 4 * -(-t // n),
-                f"{base} B x P{over} (frozen, as loaded) + 4 B x T{over}")
+        base, a = fsdp_base_bytes(plan), adapter_bytes(plan)
+        return (base * -(-plan.model.params // n) + a * -(-t // n),
+                f"{base} B x P{over} (frozen, as loaded) + {a} B x T{over}")
     held, symbol = _weights_words(plan)
     w = fsdp_trained_bytes(plan)
     return w * -(-held // n), f"{w} B x {symbol}{over} ({'fp32' if w == 4 else 'as loaded, no mixed precision'})"
@@ -812,17 +883,18 @@ def vision_tower(plan: Plan) -> Component:
         w_b = fsdp_base_bytes(plan) if fsdp_lora_units(plan) else 4
         base, words = (nf4_tower, nf4_words) if plan.load_in_4bit else (w_b * v, f"{w_b} B x {v:,} params")
         shards = fsdp_shard_count(plan)
-        size, formula = -(-(base + 4 * lora) // shards), f"({words} + 4 B x {lora:,}) / {shards}"
+        a = adapter_bytes(plan)
+        size, formula = -(-(base + a * lora) // shards), f"({words} + {a} B x {lora:,}) / {shards}"
     else:
         if plan.load_in_4bit:
             size, formula = nf4_tower, nf4_words
         else:
             w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
             size, formula = w_b * v, f"{w_b} B x {v:,} params"
-        s_b = 4 if plan.lora_rank else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
+        s_b, a = trained_bytes(plan), adapter_bytes(plan)
         slots = s_b * trained if ddp_buckets(plan) else 0
-        size += 4 * lora + slots
-        formula += (f" + 4 B x {lora:,} LoRA adapter params (fp32)" if lora else "") + (
+        size += a * lora + slots
+        formula += (f" + {a} B x {lora:,} LoRA adapter params ({plan.adapter_dtype})" if lora else "") + (
             f" + {s_b} B x {trained:,} slots in DDP's gradient buckets" if slots else "")
     return Component("vision tower (no gradient)", size, formula, VISION_SOURCE)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.nograd import forward_layer, load_weights
-from vramlint.memory.states import ddp_buckets, lora_tensors, trainable_tensors
+from vramlint.memory.states import ddp_buckets, lora_tensors, state_tensors, trainable_tensors, trained_bytes
 from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.plan import Plan
 
@@ -60,7 +60,7 @@ class Step:
         self.tokens = plan.micro_batch * plan.seq_len
         self.w = act.widths(plan)
         self.trained = trained          # the sizes of the tensors the optimizer holds, in its order
-        self.state_bytes = 4 if plan.lora_rank else DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
+        self.state_bytes = trained_bytes(plan)
         self.states: list[int] = []
         self.micro_batch = 0            # which micro-batch of the step is running
         self.tied: tuple[int, int] | None = None     # a tied lm_head's gradient, waiting for the embedding's
@@ -87,8 +87,9 @@ class Step:
 
     @property
     def syncing(self) -> bool:
-        """The step's last micro-batch (the others run under ``no_sync``)."""
-        return self.micro_batch == self.micro_batches - 1
+        """The step's last micro-batch (the others run under ``no_sync``), or every one where the
+        loop syncs each (``Plan.sync_each_batch``)."""
+        return self.micro_batch == self.micro_batches - 1 or self.plan.sync_each_batch
 
     def _end_of_micro_batch(self) -> None:
         """The end of a micro-batch's backward, before the next micro-batch of the step: plain
@@ -144,7 +145,7 @@ class Step:
     def _casts(self, layer) -> list[list[int]]:
         """autocast's 16-bit copies of the layer's linear weights, by sublayer (none of 4-bit
         linears: bitsandbytes dequantizes inside its matmul)."""
-        if not self.plan.autocast or self.plan.load_in_4bit:
+        if not self.plan.autocast or self.plan.quantized_base:
             return [[], []]
         return [[self.a.malloc(2 * size) for group, size in part if group in CAST_GROUPS]
                 for part in by_sublayer(layer.parameter_tensors)]
@@ -291,9 +292,8 @@ class Step:
     # optimizer -----------------------------------------------------------------------------
     def optimizer(self, grads: list[int], first: bool) -> None:
         a = self.a
-        if first and self.plan.optimizer == "adamw":
-            for size in self.trained:
-                self.states += [a.malloc(self.state_bytes * size), a.malloc(self.state_bytes * size)]
+        if first:
+            self.states += [a.malloc(size) for size in state_tensors(self.plan, self.trained, self.state_bytes)]
         temps = [a.malloc(self.state_bytes * size) for size in self.trained] if self.plan.optimizer == "adamw" else []
         for handle in temps + grads:
             a.free(handle)

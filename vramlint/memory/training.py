@@ -76,10 +76,10 @@ def _cast_weights(plan: Plan) -> tuple[tuple[Component, ...], tuple[Component, .
         return (), ()
     m = plan.model
     g = m.layer_params
-    layers = 0 if plan.load_in_4bit else g.attention + g.mlp + g.router
+    layers = 0 if plan.quantized_base else g.attention + g.mlp + g.router
     layers += trainable(plan) if plan.lora_rank else 0
     head = m.vocab_size * m.hidden_size
-    what = "adapter weights" if plan.load_in_4bit else "linear weights" + (" and adapters" if plan.lora_rank else "")
+    what = "adapter weights" if plan.quantized_base else "linear weights" + (" and adapters" if plan.lora_rank else "")
     source = "torch.autocast weight cast cache, docs/reference.md §4"
     return ((Component("autocast weight copies", 2 * layers, f"2 B x {layers:,} {what}", source),),
             (Component("lm_head autocast copy", 2 * head, f"2 B x V·h = 2 x {head:,}", source),))

@@ -11,8 +11,9 @@ coordinator has traced the module order by then.
 from __future__ import annotations
 
 from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import (base_bytes, deepspeed_states, ds_width, quant_states, trainable,
-                                    trainable_tensors, zero12_grad_partition, zero3_keep_distance, zero3_kept, zero3_sub_groups)
+from vramlint.memory.states import (base_bytes, deepspeed_states, ds_width, quant_states, state_tensors, trainable,
+                                    trainable_tensors, zero12_grad_partition, zero3_keep_distance, zero3_kept,
+                                    zero3_sub_groups)
 from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
 
@@ -183,9 +184,9 @@ class _ZeroStep(_HookedStep):
         a.free(self.partition)
         self.partition = None
         if first:
-            self.states += [a.malloc(4 * self.part), a.malloc(4 * self.part)]
-        temp = a.malloc(4 * self.part)
-        a.free(temp)
+            self.states += [a.malloc(size) for size in state_tensors(self.plan, [self.part], 4)]
+        if self.plan.optimizer == "adamw":
+            a.free(a.malloc(4 * self.part))
         a.free(fp32)
 
 
@@ -382,9 +383,9 @@ class _Zero3Step(_HookedStep):
             if fp32 != flat:
                 a.free(flat)
             if first:
-                self.states += [a.malloc(4 * group), a.malloc(4 * group)]
-            temp = a.malloc(4 * group)
-            a.free(temp)
+                self.states += [a.malloc(size) for size in state_tensors(self.plan, [group], 4)]
+            if self.plan.optimizer == "adamw":
+                a.free(a.malloc(4 * group))
             a.free(fp32)
 
 

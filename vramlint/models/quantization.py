@@ -66,6 +66,13 @@ def nf4() -> Quantization:
     return Quantization(q.method, q.bits, BNB_LINEARS, q.detail)
 
 
+def int8() -> Quantization:
+    """An LLM.int8 base (``load_in_8bit``): bitsandbytes' ``Linear8bitLt`` on the linears it
+    replaces, int8 values and an fp32 scale per output row (``Int8Params``: CB and SCB)."""
+    q = _bnb({"load_in_8bit": True})
+    return Quantization(q.method, q.bits, BNB_LINEARS, q.detail)
+
+
 def _bnb(q: dict) -> Quantization | None:
     if q.get("load_in_4bit") or q.get("_load_in_4bit"):
         double = bool(q.get("bnb_4bit_use_double_quant"))

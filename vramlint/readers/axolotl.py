@@ -160,10 +160,12 @@ def read_axolotl(document: Document) -> Recipe:
     precision = _precision(keys)
     rank, where, dropout = _lora(keys, adapter)
     features = _features(keys)
-    if eight.value and adapter.value == "lora":
-        features += (Feature(eight, "LoRA on an 8-bit (LLM.int8) base is priced as a 16-bit base", "high"),)
+    eight = Fact(bool(eight.value) and adapter.value == "lora", eight.location, eight.default)
     return Recipe(
         document=document, framework="axolotl", title="axolotl", task=TRAIN, stage=_stage(keys),
+        adapter_dtype=(keys.fact("peft_autocast_adapter_dtype", "weights")
+                       if keys.has("peft_autocast_adapter_dtype") and not truthy(keys.raw("peft_autocast_adapter_dtype"))
+                       else Fact("float32", None, f"{VERSION}: PEFT's autocast_adapter_dtype (adapter.py:367-369)")),
         model=keys.get("base_model"),
         revision=keys.get("revision_of_model", "model_revision", default="main"),
         micro_batch=keys.get("micro_batch_size", default=1, convert=positive),

@@ -121,10 +121,10 @@ def read_llamafactory(document: Document) -> Recipe:
     rank, where, dropout = _lora(keys, kind)
     four, eight = _quantized(keys)
     features = _features(keys, kind)
-    if eight.value:
-        features += (Feature(eight, "LoRA on an 8-bit (LLM.int8) base is priced as a 16-bit base", "high"),)
     return Recipe(
         document=document, framework="llamafactory", title="LLaMA-Factory", task=_task(keys), stage=stage,
+        adapter_dtype=(keys.fact("pure_bf16", "weights") if truthy(keys.raw("pure_bf16"))
+                       else Fact("float32", None, f"{VERSION}: cast_trainable_params_to_fp32 (model/adapter.py:313-325)")),
         model=keys.get("model_name_or_path"),
         revision=keys.get("model_revision", default="main"),
         micro_batch=keys.get("per_device_train_batch_size", default=8, convert=positive,

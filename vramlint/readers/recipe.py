@@ -77,6 +77,13 @@ class Recipe:
     deepspeed: Fact                # a DeepSpeed file's path, an inline DeepSpeed dict, or None
     fsdp: FsdpFacts | None         # FSDP, when the recipe turns it on
     max_grad_norm: Fact = field(default_factory=lambda: Fact(1.0, None, "HF TrainingArguments default"))
+    # LoRA adapters' dtype: "float32" (PEFT's autocast_adapter_dtype, the default) or "weights"
+    # (the base's load dtype: torchtune, PEFT with autocast_adapter_dtype off, LLaMA-Factory's pure_bf16)
+    adapter_dtype: Fact = field(default_factory=lambda: Fact("float32", None, "PEFT 0.21.2 autocast_adapter_dtype "
+                                                                               "default (fp32 adapters)"))
+    # FSDP under gradient accumulation: reduce-scatter each micro-batch, or no_sync's unsharded gradients
+    sync_each_batch: Fact = field(default_factory=lambda: Fact(False, None, "HF Trainer: no_sync between micro-batches "
+                                                                            "(accelerator_config.sync_each_batch off)"))
     tensor_parallel: Fact = field(default_factory=lambda: Fact(1))   # TP degree the recipe sets
     sequence_split: Fact = field(default_factory=lambda: Fact(1))    # context / sequence parallel degree
     hf_trainer: bool = True        # run by the HF Trainer, which fills and checks a DeepSpeed file's values

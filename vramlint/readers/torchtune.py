@@ -182,6 +182,10 @@ def read_torchtune(document: Document) -> Recipe:
     return Recipe(
         document=document, framework="torchtune", title="torchtune", task=_task(keys),
         stage=_stage(keys, recipe), model=model, revision=Fact("main"),
+        adapter_dtype=Fact("weights", None, "torchtune builds the model, adapters included, under "
+                                            "set_default_dtype(dtype)"),
+        sync_each_batch=Fact(True, None, f"{VERSION}: its distributed recipes call backward on each micro-batch "
+                                         "without no_sync, so FSDP2 reduce-scatters every one"),
         micro_batch=keys.get("batch_size", default=1, convert=positive),
         grad_accum=keys.get("gradient_accumulation_steps", default=1, convert=positive),
         seq_len=seq,

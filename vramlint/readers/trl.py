@@ -212,6 +212,8 @@ def read_trl(document: Document) -> Recipe:
         lora_rank=rank, lora_targets=lora_targets, lora_dropout=dropout,
         load_in_4bit=four,
         load_in_8bit=keys.get("load_in_8bit", default=False, convert=truthy),
+        sync_each_batch=keys.get("accelerator_config.sync_each_batch", default=False, convert=truthy,
+                                 why="HF Trainer: no_sync between micro-batches (transformers 5.24 trainer.py:1904-1915)"),
         attn=(attention(keys, "attn_implementation", "use_flash_attn", "use_flash_attention_2")
               if not open_instruct or keys.has("use_flash_attn") else
               Fact("flash_attention_2", None, "open-instruct use_flash_attn default")),
