@@ -123,6 +123,9 @@ class Plan:
     zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
     shard_degree: int = 0          # > 0: the ranks FSDP shards over, as the file says (Accelerate: dp_shard x cp)
     grad_accum: int = 1            # micro-batches per optimizer step: gradients carried from one to the next
+    rows_per_example: int = 1      # rows each example puts in the forward: 2 for chosen + rejected (DPO, RM, ...)
+    reference: str = "none"        # "copy": a frozen reference model beside the policy (DPO, KTO, GRPO beta > 0)
+    colocated_share: float = 0.0   # share of each GPU a colocated vLLM engine takes (GRPO vllm_mode colocate)
     sync_each_batch: bool = False  # FSDP: reduce-scatter every micro-batch (torchtune; the HF Trainer's
                                    # accelerator_config.sync_each_batch) instead of no_sync's unsharded grads
     empty_cache_each_step: bool = False   # the loop calls torch.cuda.empty_cache() before each step
@@ -143,6 +146,11 @@ class Plan:
                                    "memory estimate (QLoRA's 4-bit path is the sharded one)")
         if self.runtime in ("torch", "fsdp") and self.precision == "fp32" and self.weights_dtype in PURE:
             object.__setattr__(self, "precision", PURE[self.weights_dtype])
+
+    @property
+    def rows(self) -> int:
+        """Sequences in one forward: the micro-batch, twice for a paired stage's chosen and rejected."""
+        return self.micro_batch * self.rows_per_example
 
     @property
     def quantized_base(self) -> bool:

@@ -23,7 +23,7 @@ from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, flag_text, fsdp_adap
                            plan_from_accelerate, plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
-from vramlint.readers.recipe import Recipe
+from vramlint.readers.recipe import PAIRED_STAGES, REFERENCE_STAGES, Recipe
 
 # The recipe settings the command line states too, under the same names (``--micro-batch`` ...).
 SETTINGS = ("micro_batch", "seq_len", "grad_accum", "mixed_precision", "grad_checkpointing", "optimizer", "lora_rank",
@@ -158,6 +158,31 @@ def _split(recipe: Recipe, job: dict, values: dict, notes: list[str]) -> dict:
     return {**values, "tp": tp} if tp > 1 and "tp" not in values else values
 
 
+def _stage(recipe: Recipe, job: dict, cluster: Cluster, notes: list[str]) -> dict:
+    """What the recipe's stage adds to one model's SFT step (memory/stages.py): chosen and rejected
+    rows in one forward, a frozen reference copy unless PEFT gives it by disabling the adapter,
+    and a colocated vLLM engine's share of the GPU."""
+    stage, out = recipe.stage.value, {}
+    if stage in PAIRED_STAGES:
+        out["rows_per_example"] = 2
+        notes.append(f"stage {stage}: chosen and rejected in one forward, {2 * job['micro_batch']} rows of "
+                     f"{job['seq_len']:,} tokens")
+    said = recipe.reference.value
+    if said is True or (said == "auto" and stage in REFERENCE_STAGES and not job["lora_rank"]):
+        out["reference"] = "copy"
+        notes.append(f"stage {stage}: a frozen reference copy of the model beside it (run under no_grad before "
+                     "the policy's forward: its weights stay)")
+    elif said == "auto" and stage in REFERENCE_STAGES:
+        notes.append(f"stage {stage}: the reference is the same model with its LoRA adapter disabled (no copy)")
+    elif said is False and stage in REFERENCE_STAGES:
+        notes.append(f"stage {stage}: no reference model ({recipe.reference.default or recipe.reference.location})")
+    share = recipe.colocated_share.value
+    if isinstance(share, (int, float)) and not isinstance(share, bool) and 0 < share < 1:
+        out["colocated_share"] = float(share)
+        notes.append(f"vLLM colocated in the training process: {share:.0%} of each GPU for the whole run")
+    return out
+
+
 def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values: dict, stated: frozenset[str],
                      ds: DeepSpeedConfig | None = None, acc: AccelerateConfig | None = None) -> Job:
     """The job a recipe describes, with the DeepSpeed file it names (already read) if any, or the
@@ -181,6 +206,7 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
         plan = _plan_from_launcher(acc, job, flags, model, cluster)
     else:
         plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
+    plan = plan.with_changes(**_stage(recipe, job, cluster, notes))
     plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
                              origins={**origins, **plan.origins})
     trainer = {name: job[name] for name in ("micro_batch", "grad_accum", "mixed_precision")}

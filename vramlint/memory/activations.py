@@ -301,7 +301,7 @@ def attention_masks(plan: Plan, width: int) -> int:
     dtype (``width`` bytes) for each kind of layer (full, sliding, chunked); SDPA gets one only for
     a window or chunk no longer than the sequence — a boolean 1 × s × s view broadcast over the
     batch; FlashAttention none."""
-    s, b = plan.seq_len, plan.micro_batch
+    s, b = plan.seq_len, plan.rows
     kinds = {FULL if layer.attention.kind == MLA else layer.attention.kind: layer.attention.window
              for layer in plan.model.layers if layer.attention.kind != LINEAR}
     if plan.attn == "eager":

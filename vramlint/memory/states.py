@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from vramlint.memory.components import HOST, Component
+from vramlint.memory.stages import stage_components
 from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
 from vramlint.models.quantization import int8, nf4
 from vramlint.models.vision import LOADED_BY
@@ -818,9 +819,8 @@ def model_states(plan: Plan) -> States:
         states = fsdp_states(plan)
     else:
         states = deepspeed_states(plan)
-    if not plan.model.vision_params:
-        return states
-    return replace(states, resting=states.resting + [vision_tower(plan)])
+    extra = stage_components(plan) + ([vision_tower(plan)] if plan.model.vision_params else [])
+    return replace(states, resting=states.resting + extra) if extra else states
 
 
 def _peft_target(target: str) -> str:

@@ -57,7 +57,7 @@ class Step:
         self.plan, self.a = plan, alloc
         self.micro_batches = micro_batches
         self.m = plan.model
-        self.tokens = plan.micro_batch * plan.seq_len
+        self.tokens = plan.rows * plan.seq_len
         self.w = act.widths(plan)
         self.trained = trained          # the sizes of the tensors the optimizer holds, in its order
         self.state_bytes = trained_bytes(plan)

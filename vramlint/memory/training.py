@@ -36,7 +36,7 @@ class Moment:
 
 
 def _kept_activations(plan: Plan) -> Component:
-    m, tokens = plan.model, plan.micro_batch * plan.seq_len
+    m, tokens = plan.model, plan.rows * plan.seq_len
     if plan.grad_checkpointing:
         per = act.checkpointed_bytes_per_token(m, plan)
         return Component("activations (checkpointed inputs)", per * tokens * m.num_layers,
@@ -48,7 +48,7 @@ def _kept_activations(plan: Plan) -> Component:
 
 
 def _head(plan: Plan) -> Component:
-    tokens = plan.micro_batch * plan.seq_len
+    tokens = plan.rows * plan.seq_len
     per = sum(act.head_tensors(plan.model, plan))
     return Component("final norm + lm_head input", per * tokens, f"{per} B/token x {tokens:,}", MEASURED)
 
@@ -58,7 +58,7 @@ def _logits(plan: Plan, per_logit: int, when: str) -> Component:
     output (``colwise_rep``) and DeepSpeed AutoTP all-reduces it (``LmHeadLinearAllreduce``), so the
     loss sees all V on each rank."""
     m = plan.model
-    count = plan.micro_batch * plan.seq_len * m.vocab_size
+    count = plan.rows * plan.seq_len * m.vocab_size
     per = per_logit + (2 if m.block.logit_softcap else 0)
     return Component(f"logits + loss ({when})", per * count, f"{per} B x b·s·V = {per} x {count:,}",
                      "transformers ForCausalLMLoss fp32 upcast, docs/reference.md §3")
@@ -86,7 +86,7 @@ def _cast_weights(plan: Plan) -> tuple[tuple[Component, ...], tuple[Component, .
 
 
 def _one_layer(plan: Plan) -> Component:
-    m, tokens = plan.model, plan.micro_batch * plan.seq_len
+    m, tokens = plan.model, plan.rows * plan.seq_len
     biggest = max(act.layer_bytes_per_token(layer, m, plan) for layer in m.layers)
     return Component("one layer re-materialised", biggest * tokens, f"{biggest:,} B/token x {tokens:,}", MEASURED)
 

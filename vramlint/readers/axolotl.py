@@ -53,6 +53,27 @@ def _stage(keys: Keys) -> Fact:
     return Fact("sft", None, f"{VERSION}: no rl, reward_model or pretraining_dataset")
 
 
+def _reference(keys: Keys, stage: str) -> Fact:
+    """GRPO's ``trl.beta`` (None: TRL's 0.0) 0 loads no reference (train.py:127-165); otherwise
+    the stage's rule: a copy for a full fine-tune, the adapter disabled with LoRA."""
+    if stage != "grpo":
+        return Fact("auto", None, "the stage's rule")
+    beta = keys.get("trl.beta", default=0.0, why=f"{VERSION}: trl.beta None, TRL's 0.0")
+    if isinstance(beta.value, (int, float)) and not isinstance(beta.value, bool) and beta.value == 0:
+        return Fact(False, beta.location, "GRPO beta 0.0: no reference model")
+    return Fact("auto", beta.location)
+
+
+def _colocated(keys: Keys, stage: str) -> Fact:
+    """``trl.use_vllm`` runs vLLM in ``axolotl vllm-serve`` ("server", validation.py:2061-2067)
+    unless ``trl.vllm_mode: colocate``, which shares each GPU at ``vllm.gpu_memory_utilization``
+    (0.9, schemas/vllm.py:25)."""
+    if stage != "grpo" or not truthy(keys.raw("trl.use_vllm")) or str(keys.raw("trl.vllm_mode")) != "colocate":
+        return Fact(0.0)
+    share = keys.get("vllm.gpu_memory_utilization", default=0.9, why=f"{VERSION} vllm.gpu_memory_utilization default")
+    return Fact(share.value, share.location or keys.document.locate("$.trl.vllm_mode"), share.default)
+
+
 def _precision(keys: Keys) -> Fact:
     """``bf16`` (default "auto") and ``fp16``: fp16 wins over an automatic bf16; "auto" stays for
     the plan to settle on the GPU (bf16 where it has it, else fp16)."""
@@ -153,6 +174,7 @@ def _features(keys: Keys) -> tuple[Feature, ...]:
 
 def read_axolotl(document: Document) -> Recipe:
     keys = Keys(document, f"{VERSION} default")
+    stage = _stage(keys)
     adapter = keys.get("adapter")
     eight = keys.get("load_in_8bit", default=False, convert=truthy)
     four = keys.get("load_in_4bit", default=False, convert=truthy)
@@ -162,7 +184,8 @@ def read_axolotl(document: Document) -> Recipe:
     features = _features(keys)
     eight = Fact(bool(eight.value) and adapter.value == "lora", eight.location, eight.default)
     return Recipe(
-        document=document, framework="axolotl", title="axolotl", task=TRAIN, stage=_stage(keys),
+        document=document, framework="axolotl", title="axolotl", task=TRAIN, stage=stage,
+        reference=_reference(keys, stage.value), colocated_share=_colocated(keys, stage.value),
         adapter_dtype=(keys.fact("peft_autocast_adapter_dtype", "weights")
                        if keys.has("peft_autocast_adapter_dtype") and not truthy(keys.raw("peft_autocast_adapter_dtype"))
                        else Fact("float32", None, f"{VERSION}: PEFT's autocast_adapter_dtype (adapter.py:367-369)")),

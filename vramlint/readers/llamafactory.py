@@ -123,6 +123,7 @@ def read_llamafactory(document: Document) -> Recipe:
     features = _features(keys, kind)
     return Recipe(
         document=document, framework="llamafactory", title="LLaMA-Factory", task=_task(keys), stage=stage,
+        reference=(keys.fact("ref_model", True) if keys.raw("ref_model") else Fact("auto", None, "the stage's rule")),
         adapter_dtype=(keys.fact("pure_bf16", "weights") if truthy(keys.raw("pure_bf16"))
                        else Fact("float32", None, f"{VERSION}: cast_trainable_params_to_fp32 (model/adapter.py:313-325)")),
         model=keys.get("model_name_or_path"),

@@ -22,7 +22,13 @@ from vramlint.readers.deepspeed import Fact
 TRAIN = "train"
 # What a recipe's ``stage`` may be, in vramlint's words (each framework maps its own onto these).
 STAGES = ("pt", "sft", "rm", "dpo", "orpo", "kto", "simpo", "cpo", "ipo", "grpo", "rloo", "ppo", "kd", "qat")
-MODELLED_STAGES = ("pt", "sft")      # stages the memory model prices as they run (one model, one batch)
+# Stages whose forward holds chosen and rejected rows of each example together (TRL 1.16
+# concatenated_forward / RewardTrainer, LLaMA-Factory 0.9.5 dpo/trainer.py:237-240, torchtune's DPO).
+PAIRED_STAGES = ("rm", "dpo", "orpo", "simpo", "cpo", "ipo")
+# Stages that keep a reference model unless PEFT gives it (the adapter disabled) or the reader
+# says otherwise (precompute_ref_log_probs; GRPO's beta 0.0, its TRL 1.16 default).
+REFERENCE_STAGES = ("dpo", "ipo", "kto", "grpo", "rloo")
+MODELLED_STAGES = ("pt", "sft", "kto", "grpo", "rloo") + PAIRED_STAGES   # priced as they run (memory/stages.py)
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,10 @@ class Recipe:
     # (the base's load dtype: torchtune, PEFT with autocast_adapter_dtype off, LLaMA-Factory's pure_bf16)
     adapter_dtype: Fact = field(default_factory=lambda: Fact("float32", None, "PEFT 0.21.2 autocast_adapter_dtype "
                                                                                "default (fp32 adapters)"))
+    # The reference model: "auto" (the stage's rule: REFERENCE_STAGES, none with PEFT), True (a
+    # separate one is named), False (precomputed log-probs, GRPO's beta 0)
+    reference: Fact = field(default_factory=lambda: Fact("auto", None, "the stage's rule"))
+    colocated_share: Fact = field(default_factory=lambda: Fact(0.0))   # a colocated vLLM's share of each GPU
     # FSDP under gradient accumulation: reduce-scatter each micro-batch, or no_sync's unsharded gradients
     sync_each_batch: Fact = field(default_factory=lambda: Fact(False, None, "HF Trainer: no_sync between micro-batches "
                                                                             "(accelerator_config.sync_each_batch off)"))

@@ -182,6 +182,8 @@ def read_torchtune(document: Document) -> Recipe:
     return Recipe(
         document=document, framework="torchtune", title="torchtune", task=_task(keys),
         stage=_stage(keys, recipe), model=model, revision=Fact("main"),
+        reference=(keys.fact("ref_checkpointer", True) if keys.has("ref_checkpointer")
+                   else Fact("auto", None, "the stage's rule")),
         adapter_dtype=Fact("weights", None, "torchtune builds the model, adapters included, under "
                                             "set_default_dtype(dtype)"),
         sync_each_batch=Fact(True, None, f"{VERSION}: its distributed recipes call backward on each micro-batch "

@@ -96,6 +96,33 @@ def _seq_len(keys: Keys, stage: str) -> Fact:
                     why=f"{VERSION} max_length default")
 
 
+def _reference(keys: Keys, stage: str) -> Fact:
+    """Whether a reference model is loaded beside the policy (before PEFT's free one): TRL 1.16
+    skips it for precomputed log-probs (dpo_config.py:227) and for GRPO's default beta 0.0."""
+    pre = keys.get("precompute_ref_log_probs", default=False, convert=truthy)
+    if pre.value:
+        return Fact(False, pre.location)
+    if stage == "grpo":
+        beta = keys.get("beta", default=0.0, why=f"{VERSION} GRPOConfig beta default")
+        if not isinstance(beta.value, bool) and isinstance(beta.value, (int, float)) and beta.value == 0:
+            return Fact(False, beta.location, "GRPO beta 0.0: no reference model (TRL 1.16 default)")
+        return Fact("auto", beta.location, beta.default)
+    return Fact("auto", None, "the stage's rule")
+
+
+def _colocated(keys: Keys, stage: str) -> Fact:
+    """GRPO with ``use_vllm`` in ``vllm_mode: colocate`` (TRL 1.16's default mode): vLLM takes
+    ``vllm_gpu_memory_utilization`` (0.3) of every GPU for the run, unless sleep mode frees it."""
+    use = keys.get("use_vllm", default=False, convert=truthy)
+    mode = keys.get("vllm_mode", default="colocate", why=f"{VERSION} vllm_mode default")
+    if stage != "grpo" or not use.value or str(mode.value) != "colocate":
+        return Fact(0.0, use.location, use.default)
+    if truthy(keys.raw("vllm_enable_sleep_mode")):
+        return keys.fact("vllm_enable_sleep_mode", 0.0)
+    share = keys.get("vllm_gpu_memory_utilization", default=0.3, why=f"{VERSION} vllm_gpu_memory_utilization default")
+    return Fact(share.value, share.location or use.location, share.default)
+
+
 def _lora(keys: Keys) -> tuple[Fact, Fact, Fact]:
     on = keys.get("use_peft", "use_lora", "use_qlora", default=False, convert=truthy)
     if not on.value:
@@ -221,5 +248,6 @@ def read_trl(document: Document) -> Recipe:
         fsdp=hf_fsdp(keys),
         max_grad_norm=keys.get("max_grad_norm", default=1.0, why="TrainingArguments max_grad_norm default"),
         hf_trainer=not open_instruct,
+        reference=_reference(keys, stage.value), colocated_share=_colocated(keys, stage.value),
         keys=SPELLING,
     )

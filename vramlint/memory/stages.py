@@ -1,0 +1,59 @@
+"""What a preference or RL training stage keeps beside the trained model (``Plan.reference``,
+``Plan.colocated_share``); the paired rows are ``Plan.rows`` (memory/training.py counts them).
+
+Read from TRL 1.16.0, LLaMA-Factory 0.9.5 and torchtune 0.6.1 (research notes: the readers cite the
+lines):
+- DPO, IPO, KTO, RLOO and GRPO with beta > 0 keep a reference model unless PEFT gives it for free
+  (the same model with its adapter disabled) or ``precompute_ref_log_probs`` computed the
+  reference log-probs before training. The reference is a frozen copy of the policy in its load
+  dtype (TRL ``create_model_from_path`` with the policy's ``model_init_kwargs``), prepared like the
+  policy: partitioned under ZeRO-3 and FSDP, whole on every GPU otherwise (DeepSpeed ZeRO-0/1/2
+  casts it to the engine's 16 bits). It runs under ``no_grad`` before the policy's forward, so
+  only its weights stay alive at the policy's peak.
+- GRPO / RLOO with ``use_vllm`` and ``vllm_mode: colocate`` start a vLLM engine in the training
+  process that takes ``vllm_gpu_memory_utilization`` of every GPU for the whole run (unless
+  ``vllm_enable_sleep_mode`` frees it between generations).
+"""
+
+from __future__ import annotations
+
+from vramlint.memory.components import Component
+from vramlint.memory.weights import DTYPE_BYTES
+from vramlint.plan import Plan
+
+SOURCE = ("TRL 1.16.0 dpo_trainer.py:907-929 / grpo_trainer.py (reference), LLaMA-Factory 0.9.5 "
+          "train/trainer_utils.py:123-146, torchtune 0.6.1 DPO recipes")
+VLLM_SOURCE = "TRL 1.16.0 GRPOConfig.vllm_gpu_memory_utilization, vllm_mode colocate (grpo_trainer.py)"
+
+
+def reference_copy(plan: Plan) -> list[Component]:
+    """The reference model's weights on one GPU: the policy's parameters in the bytes the
+    runtime holds them frozen (DeepSpeed: its width; otherwise the load dtype; QLoRA's base
+    counted 16-bit: TRL loads the reference without the policy's quantization unless told),
+    divided where the runtime partitions them."""
+    if plan.reference != "copy":
+        return []
+    p = plan.model.params
+    if plan.runtime == "deepspeed":
+        b = 4 if plan.precision == "fp32" else 2
+    else:
+        b = DTYPE_BYTES.get(plan.weights_dtype or "bfloat16", 2)
+    sharded = (plan.runtime == "deepspeed" and plan.zero_stage == 3) or (
+        plan.runtime == "fsdp" and plan.fsdp_strategy != "NO_SHARD")
+    n = plan.data_parallel if sharded else 1
+    over = f" / {n}" if n > 1 else ""
+    return [Component("reference model (frozen copy)", b * -(-p // n), f"{b} B x P{over}", SOURCE)]
+
+
+def colocated_vllm(plan: Plan) -> list[Component]:
+    """vLLM's share of the GPU when it generates inside the training process."""
+    if not plan.colocated_share:
+        return []
+    total = plan.cluster.gpu.memory_bytes
+    return [Component("vLLM engine (colocated)", int(total * plan.colocated_share),
+                      f"vllm_gpu_memory_utilization: {plan.colocated_share} x 1 B x {total:,} (the GPU's memory)",
+                      VLLM_SOURCE)]
+
+
+def stage_components(plan: Plan) -> list[Component]:
+    return reference_copy(plan) + colocated_vllm(plan)
