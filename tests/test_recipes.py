@@ -321,3 +321,46 @@ def test_pure_bf16_under_fsdp_keeps_no_second_16_bit_copy(capsys):
     mixed = {c["name"]: c["bytes"] for c in json.loads(capsys.readouterr().out)["components"]}
     assert "unsharded parameters" not in pure and mixed["unsharded parameters"] == 2 * 8_030_261_248
     assert pure["parameter shards"] * 2 == mixed["parameter shards"]       # bf16 shards, not fp32
+
+
+TRL_STAGES = json.loads((DATA / "trl_stages.json").read_text())
+STAGE_CASES = {   # recorded case -> the TRL recipe fields that describe it
+    "dpo_full_ft": "beta: 0.1\n", "dpo_peft": "beta: 0.1\nuse_peft: true\n",
+    "dpo_full_ft_precompute": "beta: 0.1\nprecompute_ref_log_probs: true\n",
+    "grpo_beta0.0": "num_generations: 2\n", "grpo_beta0.04": "num_generations: 2\nbeta: 0.04\n"}
+
+
+@pytest.mark.parametrize("case", sorted(STAGE_CASES))
+def test_a_stage_keeps_what_trl_runs(case, tmp_path, capsys):
+    """dev/trl_stages.py ran TRL 1.16.0's DPOTrainer and GRPOTrainer: the rows of the policy's
+    forward with grad (DPO: chosen + rejected, 2 x per_device_train_batch_size) and whether a
+    second model was created are what the recipe's estimate holds."""
+    record = TRL_STAGES[case]
+    recipe = write(tmp_path / "recipe.yaml", "model_name_or_path: meta-llama/Llama-3.2-1B\n"
+                   "per_device_train_batch_size: 2\nlearning_rate: 1.0e-6\n" + STAGE_CASES[case])
+    code, out = check(capsys, recipe, "--gpus", "1x80GB")
+    entry = out["files"][0]
+    names = [c["name"] for c in entry["estimate"]["components"]]
+    assert ("reference model (frozen copy)" in names) == (record["models_created"] == 2), names
+    if case.startswith("dpo"):
+        trained = [f["shape"][0] for f in record["forwards"] if f["grad"]]
+        assert any(f"{trained[0]} rows" in note for note in entry["estimate"]["assumptions"])
+
+
+def test_grpo_with_colocated_vllm_takes_its_share(capsys, monkeypatch):
+    """open-r1's GRPO demo runs vLLM colocated at vllm_gpu_memory_utilization 0.7 (TRL's mode default)."""
+    monkeypatch.chdir(RECIPE_DATA)
+    code, out = check(capsys, "huggingface__open-r1/recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml",
+                      "--gpus", "8x80GB")
+    vllm = next(c for c in out["files"][0]["estimate"]["components"] if c["name"] == "vLLM engine (colocated)")
+    assert vllm["bytes"] == int(0.7 * out["files"][0]["gpus"]["memory_bytes"])
+
+
+def test_fsdp_accumulation_follows_the_loop(capsys, monkeypatch):
+    """torchtune's distributed recipes reduce-scatter every micro-batch; the HF Trainer keeps
+    no_sync's unsharded gradients: the accumulated gradients differ by the shard count."""
+    monkeypatch.chdir(RECIPE_DATA)
+    code, out = check(capsys, "pytorch__torchtune/recipes/configs/llama3_1/8B_lora.yaml", "--gpus", "8x80GB",
+                      "--grad-accum", "4")
+    carried = next(c for c in out["files"][0]["estimate"]["components"] if c["name"] == "accumulated gradients")
+    assert "every micro-batch reduce-scatters" in carried["formula"]
