@@ -47,3 +47,16 @@ def test_plain_text_when_no_color(capsys, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     main(ARGS)
     assert "\x1b[" not in capsys.readouterr().out
+
+
+def test_a_vllm_files_json_entry_leads_with_vllms_own_numbers(capsys):
+    """Weights per GPU, the KV cache's bytes and tokens and the concurrency at the top of a vLLM
+    file's entry, with the release whose budget they reproduce, equal to the serving section's."""
+    main(["check", str(EXAMPLES / "vllm-llama8b-l4.yaml"), "--gpus", "1xL4", "--format", "json"])
+    entry = json.loads(capsys.readouterr().out)["files"][0]
+    serving = entry["serving"]
+    assert entry["vllm_version"] == "0.19"
+    assert (entry["kv_cache_bytes"], entry["kv_cache_tokens"], entry["max_concurrency"]) == (
+        serving["kv_cache_bytes"], serving["kv_cache_tokens"], serving["max_concurrency"])
+    weights = sum(c["bytes"] for c in serving["components"] if c["name"] == "weights")
+    assert weights <= entry["weights_bytes_per_gpu"] < weights * 1.01

@@ -55,6 +55,7 @@ from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape
 from vramlint.units import GiB
 
+VLLM_VERSION = "0.19"      # the release whose start-up budget this module reproduces
 SOURCE = "vLLM 0.19 determine_available_memory / kv_cache_utils, docs/reference.md §6"
 MEASURED = "vLLM 0.19 start-up logs on H100 (shared/groundtruth/vllm-startup-logs.jsonl)"
 NON_TORCH = {1: int(0.25 * GiB), 2: int(2.1 * GiB)}   # TP 1; TP > 1 adds custom all-reduce + NCCL buffers

@@ -38,6 +38,14 @@ def estimate_dict(est) -> dict:
             "components": [c.as_dict() for c in est.components], "assumptions": list(est.assumptions)}
 
 
+def serving_summary(est) -> dict:
+    """A vLLM file's headline numbers at the top of its entry, as vLLM's own start-up log names
+    them ("Model loading took", "GPU KV cache size", "Maximum concurrency"), per GPU."""
+    from vramlint.memory.serving import VLLM_VERSION
+    return {"vllm_version": VLLM_VERSION, "weights_bytes_per_gpu": est.loaded, "kv_cache_bytes": est.kv_budget,
+            "kv_cache_tokens": est.kv_tokens, "max_concurrency": round(est.max_concurrency, 2)}
+
+
 def serving_dict(serving, est) -> dict:
     """vLLM's budget as vramlint reproduces it, per GPU of the TP x PP group."""
     return {"model": serving.model.name, "tensor_parallel": serving.tp, "pipeline_parallel": serving.pp,
@@ -82,6 +90,7 @@ def report(results, out: TextIO, verbosity: str = "normal") -> None:
             entry["estimate"] = estimate_dict(result.estimate)
             entry["plan"] = _plan(result.plan)
         if result.serving is not None:
+            entry.update(serving_summary(result.serving[1]))
             entry["serving"] = serving_dict(*result.serving)
         files.append(entry)
     doc = {"version": __version__, "files": files}
