@@ -50,6 +50,12 @@ def facts(path: Path) -> dict | None:
         out["fsdp"] = {name: shown(getattr(recipe.fsdp, name)) for name in ("strategy", "version", "offload")}
     if recipe.features:
         out["features"] = [f"{f.what} [{f.effect}]" for f in recipe.features]
+    if recipe.switches:
+        out["switches"] = {name: shown(fact) for name, fact in sorted(recipe.switches.items())}
+    for name in ("reference", "colocated_share", "adapter_dtype", "sync_each_batch"):
+        fact = getattr(recipe, name)
+        if fact.from_file:
+            out[name] = shown(fact)
     return out
 
 

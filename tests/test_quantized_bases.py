@@ -163,3 +163,31 @@ def test_accelerate_upcasts_16_bit_adapters_under_fsdp():
     plan = plan_from_flags(LLAMA_8B, parse_gpus("2xH100"), {"seq_len": 1024, "lora_rank": 8, "runtime": "fsdp",
                                                              "adapter_dtype": "bfloat16"})
     assert plan.adapter_dtype == "float32"
+
+
+STEPS = json.loads((DATA / "optimizer_steps.json").read_text())
+
+
+@pytest.mark.parametrize("impl, dtype", [(i, d) for i in ("foreach", "fused") for d in ("bfloat16", "float32")])
+def test_the_step_temporary_follows_adamws_implementation(impl, dtype):
+    """dev/optimizer_steps.py watched torch 2.13's AdamW step: foreach makes one copy of what it
+    updates, fused (HF's default adamw_torch_fused) none."""
+    from vramlint.memory.states import torch_states
+    plan = Plan(model=LLAMA_8B, cluster=parse_gpus("1xH200"), precision="bf16" if dtype == "bfloat16" else "fp32",
+                runtime="torch", weights_dtype=dtype, optimizer_impl=impl)
+    step = sum(c.bytes for c in torch_states(plan).step)
+    assert step / LLAMA_8B.params == pytest.approx(STEPS[f"{impl}:{dtype}"]["transient_per_element"], abs=0.01)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_paged_32bit_adam_keeps_fp32_states_whatever_the_weights(dtype):
+    """bitsandbytes' PagedAdamW32bit: 8 B of states an element for bf16 and fp32 parameters alike;
+    the paged ones (tensors of 1e5 elements and more) on the host side of unified memory."""
+    from vramlint.memory.states import torch_states
+    plan = Plan(model=LLAMA_8B, cluster=parse_gpus("1xH200"), precision="bf16", runtime="torch",
+                weights_dtype=dtype, paged_optimizer=True)
+    states = torch_states(plan)
+    paged = sum(c.bytes for c in states.host if c.name.startswith("paged"))
+    held = sum(c.bytes for c in states.resting if c.name == "optimizer states")
+    assert (paged + held) / LLAMA_8B.params == pytest.approx(STEPS["paged_32bit_state_per_element"][dtype], abs=0.01)
+    assert held < paged / 1000

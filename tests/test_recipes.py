@@ -299,7 +299,8 @@ def test_a_torchtune_recipe_or_the_same_job_as_flags(capsys, monkeypatch, tmp_pa
     flags = peak(capsys, "estimate", "--train", "--model", MODEL, "--gpus", "1xH100", "--lora-rank", "8",
                  "--lora-targets", "q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", "--micro-batch", "2",
                  "--grad-accum", "8", "--seq-len", "2048", "--weights-dtype", "bfloat16", "--mixed-precision", "no",
-                 "--grad-checkpointing", "--attn", "sdpa", "--adapter-dtype", "bfloat16")
+                 "--grad-checkpointing", "--attn", "sdpa", "--adapter-dtype", "bfloat16", "--loss", "chunked",
+                 "--optimizer-impl", "fused")
     assert recipe == flags
 
 

@@ -77,6 +77,19 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                                                                    "--infer, the checkpoint loaded in NF4")
     quant.add_argument("--load-in-8bit", action="store_true", help="LLM.int8 base weights (bitsandbytes) under "
                                                                    "LoRA; with --infer, the checkpoint loaded in int8")
+    p.add_argument("--loss", choices=["full", "chunked", "chunked-compiled", "liger", "cce", "trl", "none"],
+                   help="how the loss is computed: full (transformers' ForCausalLMLoss, default), chunked (torchtune "
+                        "CEWithChunkedOutputLoss; -compiled under compile), liger (fused linear cross-entropy), cce "
+                        "(Cut Cross-Entropy), trl (TRL's fused LM head), none (a scalar head)")
+    p.add_argument("--optimizer-impl", choices=["foreach", "fused"],
+                   help="torch AdamW's implementation: foreach (default; a temporary copy in the step) or fused "
+                        "(HF's adamw_torch_fused: none)")
+    p.add_argument("--paged-optimizer", action="store_true",
+                   help="bitsandbytes paged states (paged_adamw_8bit / _32bit): unified memory the host takes over")
+    p.add_argument("--optimizer-in-bwd", action="store_true",
+                   help="each parameter stepped and its gradient freed in backward (torchtune optimizer_in_bwd)")
+    p.add_argument("--activation-offload", action="store_true",
+                   help="checkpointed layer inputs copied to pinned host memory (torchtune enable_activation_offloading)")
     p.add_argument("--sync-each-batch", action="store_true",
                    help="FSDP with gradient accumulation: gradients reduce-scattered every micro-batch (torchtune; "
                         "the HF Trainer's accelerator_config.sync_each_batch) instead of kept unsharded under no_sync")

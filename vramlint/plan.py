@@ -123,6 +123,11 @@ class Plan:
     zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
     shard_degree: int = 0          # > 0: the ranks FSDP shards over, as the file says (Accelerate: dp_shard x cp)
     grad_accum: int = 1            # micro-batches per optimizer step: gradients carried from one to the next
+    loss: str = "full"             # the loss head (memory/loss.py): full, chunked(-compiled), liger, cce, trl, none
+    optimizer_impl: str = "foreach"    # torch AdamW: foreach (a temporary copy in the step) or fused (none)
+    optimizer_in_bwd: bool = False     # each parameter stepped as its gradient is made (torchtune optimizer_in_bwd)
+    paged_optimizer: bool = False      # bitsandbytes paged states in unified memory, evicted to the host under pressure
+    activation_offload: bool = False   # checkpointed layer inputs copied to pinned host memory (torchtune)
     rows_per_example: int = 1      # rows each example puts in the forward: 2 for chosen + rejected (DPO, RM, ...)
     reference: str = "none"        # "copy": a frozen reference model beside the policy (DPO, KTO, GRPO beta > 0)
     colocated_share: float = 0.0   # share of each GPU a colocated vLLM engine takes (GRPO vllm_mode colocate)
@@ -491,6 +496,9 @@ def workload_from_flags(flags: dict) -> dict:
             "lora_dropout": flags.get("lora_dropout") or 0.0,
             "load_in_4bit": bool(flags.get("load_in_4bit")), "load_in_8bit": bool(flags.get("load_in_8bit")),
             "adapter_dtype": flags.get("adapter_dtype") or "float32", "sync_each_batch": bool(flags.get("sync_each_batch")),
+            "loss": flags.get("loss") or "full", "optimizer_impl": flags.get("optimizer_impl") or "foreach",
+            "paged_optimizer": bool(flags.get("paged_optimizer")), "optimizer_in_bwd": bool(flags.get("optimizer_in_bwd")),
+            "activation_offload": bool(flags.get("activation_offload")),
             "tensor_parallel": flags.get("tp") or 1,
             "empty_cache_each_step": bool(flags.get("empty_cache_each_step")),
             **({"weights_dtype": flags["weights_dtype"]} if flags.get("weights_dtype") else {})}

@@ -23,7 +23,8 @@ from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, flag_text, fsdp_adap
                            plan_from_accelerate, plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
-from vramlint.readers.recipe import PAIRED_STAGES, REFERENCE_STAGES, Recipe
+from vramlint.memory.loss import WORDS as LOSS_WORDS
+from vramlint.readers.recipe import PAIRED_STAGES, REFERENCE_STAGES, SWITCHES, Recipe
 
 # The recipe settings the command line states too, under the same names (``--micro-batch`` ...).
 SETTINGS = ("micro_batch", "seq_len", "grad_accum", "mixed_precision", "grad_checkpointing", "optimizer", "lora_rank",
@@ -108,6 +109,23 @@ def _settle(job: dict, origins: dict, model: ModelShape, cluster: Cluster, notes
 UNBOUNDED_SEQ_LEN = 2048     # tokens assumed where a recipe sets no cap and no --seq-len / seq_len says one
 
 
+def _switches(recipe: Recipe, values: dict, stated: frozenset[str], origins: dict, notes: list[str]) -> dict:
+    """The memory switches (``readers.recipe.SWITCHES``): a stated flag's, else what the recipe turns on."""
+    out = {}
+    for name in SWITCHES:
+        if name in stated and values.get(name) not in (None, False):
+            out[name] = values[name]
+            origins[name] = Origin("flag", text=flag_text(name))
+        elif name in recipe.switches:
+            fact = recipe.switches[name]
+            out[name] = fact.value
+            origins[name] = (Origin("file", fact.location) if fact.from_file
+                             else Origin("default", text=fact.default or f"{recipe.title} default"))
+    if out.get("loss") not in (None, "full"):
+        notes.append(f"loss computed as {LOSS_WORDS[out['loss']]} ({origins['loss']})")
+    return out
+
+
 def _flags(job: dict, origins: dict, values: dict) -> Flags:
     priced = job["optimizer"] if job["optimizer"] in OPTIMIZERS else "adamw"       # the rest: VL210
     workload = workload_from_flags({**values, "optimizer": priced, "attn": job["attn"],
@@ -188,7 +206,7 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
     """The job a recipe describes, with the DeepSpeed file it names (already read) if any, or the
     Accelerate config it is launched with (``launch_config``)."""
     job, origins, overrides = job_values(recipe, values, stated)
-    notes = [f"{recipe.title} recipe, stage {recipe.stage.value}"]
+    notes = [f"{recipe.title} recipe, stage {recipe.stage.value}", *recipe.notes]
     if recipe.single_device and cluster.world_size > 1:
         cluster = replace(cluster, per_node=1, nodes=1)
         notes.append("a single-device recipe: it runs on one GPU")
@@ -199,7 +217,7 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
         notes.append(f"packing on: every sequence is {job['seq_len']:,} tokens long")
     else:
         notes.append(f"sequence length {job['seq_len']:,} is a cap; the longest batch pads to it")
-    flags = _flags(job, origins, values)
+    flags = _flags(job, origins, {**values, **_switches(recipe, values, stated, origins, notes)})
     if ds is not None:
         plan = plan_from_deepspeed(ds, model, cluster, flags)
     elif acc is not None:

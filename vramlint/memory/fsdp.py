@@ -29,7 +29,7 @@ from __future__ import annotations
 from vramlint.memory.allocator import CachingAllocator, Peaks
 from vramlint.memory.states import (fsdp_base_bytes, fsdp_lora_units, fsdp_mixed, fsdp_shard_count, fsdp_stage,
                                     fsdp_states, fsdp_tail_holds_embedding, fsdp_tail_unit, fsdp_trained_bytes,
-                                    fsdp_unit, lora_tensors, state_tensors)
+                                    foreach, fsdp_unit, lora_tensors, state_tensors)
 from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
 
@@ -246,7 +246,7 @@ class FsdpStep(Step):
         shards = [-(-size // self.n) for size in self._trained_sizes()]     # one DTensor shard per parameter
         if first:
             self.states += [a.malloc(size) for size in state_tensors(self.plan, shards, self.shard_b)]
-        temps = [a.malloc(self.shard_b * shard) for shard in shards] if self.plan.optimizer == "adamw" else []
+        temps = [a.malloc(self.shard_b * shard) for shard in shards] if foreach(self.plan) else []
         for handle in temps + self.shard_grads:
             a.free(handle)
         self.shard_grads = []

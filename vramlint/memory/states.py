@@ -223,6 +223,7 @@ def torch_states(plan: Plan) -> States:
         resting.append(Component("LoRA adapters", s_b * t, f"{s_b} B x {t:,} adapter params ({plan.adapter_dtype})",
                                  "PEFT LoRA (models/peft.py; memory/states.py adapter_bytes)"))
     resting.append(_optimizer_states(plan, t, s_b))
+    host = _paged(plan, s_b)
     buckets = ddp_buckets(plan)
     if buckets:
         resting.append(Component("DDP gradient buckets", sum(buckets), f"{s_b} B x {t:,} trainable params in "
@@ -230,8 +231,35 @@ def torch_states(plan: Plan) -> States:
                                  "off: a second copy of the gradients)", DDP_SOURCE))
     grads = [Component("gradients", t * s_b, f"{s_b} B x {t:,} trainable params", ZERO_PAPER)]
     step = _step_temporaries(plan, t, s_b, m)
+    if plan.optimizer_in_bwd:        # each parameter stepped, and its gradient freed, as backward makes it
+        largest = max(trainable_tensors(plan), default=0)
+        grads = [Component("gradients", s_b * largest, f"{s_b} B x the largest trainable tensor ({largest:,}): "
+                           "stepped and freed in backward", IN_BWD_SOURCE)]
+        step = [Component("optimizer step temporaries", sum(state_tensors(plan, [largest], s_b)) if plan.paged_optimizer
+                          else 0, "the largest tensor's paged states brought back", PAGED_SOURCE)]
+    elif plan.paged_optimizer:
+        largest = max(trainable_tensors(plan), default=0)
+        step.append(Component("paged states in use", sum(state_tensors(plan, [largest], s_b)),
+                              f"the largest tensor's ({largest:,}) states, paged back for its update", PAGED_SOURCE))
     carried = [_carried(plan, t * s_b, f"{s_b} B x {t:,} trainable params in .grad (DDP: no_sync)")]
-    return States(resting, grads, step, carried=carried)
+    return States(resting, grads, step, host, carried=carried)
+
+
+IN_BWD_SOURCE = ("torchtune 0.6.1 optimizer_in_bwd (training/memory.py:219-242): a post-accumulate-grad hook steps "
+                 "each parameter and frees its gradient")
+PAGED_SOURCE = ("bitsandbytes 0.50.2 paged optimizers: states of tensors of 1e5 elements and more in cudaMallocManaged "
+                "memory (optim/optimizer.py get_state_buffer, functional.py get_paged), outside PyTorch's allocator")
+PAGED_MIN = 100_000      # bitsandbytes: smaller tensors' states stay in PyTorch's allocator
+
+
+def _paged(plan: Plan, s_b: int) -> list[Component]:
+    """Paged states live in unified memory: on the GPU while it has room, moved to the host when
+    PyTorch needs the space, so they never cause an OOM; counted apart, on the host."""
+    if not plan.paged_optimizer:
+        return []
+    big = [size for size in trainable_tensors(plan) if size >= PAGED_MIN]
+    return [Component("paged optimizer states (unified memory)", sum(state_tensors(plan, big, s_b)),
+                      f"the paged states of the {len(big)} tensors of 1e5 elements or more", PAGED_SOURCE, HOST)]
 
 
 def _carried(plan: Plan, size: int, formula: str) -> Component:
@@ -275,7 +303,8 @@ def state_tensors(plan: Plan, sizes: list[int], s_b: int) -> list[int]:
     out: list[int] = []
     for n in (size for size in sizes if size):
         if plan.optimizer == "adamw":
-            out += [s_b * n, s_b * n]
+            b = 4 if plan.paged_optimizer else s_b      # bitsandbytes' 32-bit states whatever the parameters' dtype
+            out += [b * n, b * n]
         elif plan.optimizer == "adamw-8bit":
             out += [4 * n, 4 * n] if n < BNB_MIN_8BIT else [n + 4 * -(-n // BNB_BLOCK)] * 2
         elif plan.optimizer == "sgd":
@@ -291,6 +320,10 @@ def _optimizer_states(plan: Plan, t: int, s_b: int, shards: int = 1, over: str =
     bitsandbytes' per-tensor blocks and its 4096-element threshold apply to the shards)."""
     h, part = plan.model.hidden_size, -(-t // shards)
     tag = f"{t:,} trainable params" if shards == 1 else f"{_tag(plan)}{over}"
+    if plan.paged_optimizer and shards == 1:
+        small = [size for size in trainable_tensors(plan) if 0 < size < PAGED_MIN]
+        return Component("optimizer states", sum(state_tensors(plan, small, s_b)), "the states of tensors under 1e5 "
+                         "elements (the rest paged: unified memory)", PAGED_SOURCE)
     if plan.optimizer == "adamw-8bit":
         sizes = [-(-size // shards) for size in trainable_tensors(plan) if size]
         return Component("optimizer states", _adam_8bit_bytes(sizes), f"8-bit m, v: 2 x 1 B x {tag} + an fp32 "
@@ -304,10 +337,16 @@ def _optimizer_states(plan: Plan, t: int, s_b: int, shards: int = 1, over: str =
     return Component("optimizer states", b * part, f"{text} x {tag}", TORCH_MEASURED)
 
 
+def foreach(plan: Plan) -> bool:
+    """torch's foreach AdamW: its step makes one temporary copy of what it updates (measured);
+    the fused kernel (HF's default ``adamw_torch_fused``) and bitsandbytes' steps make none."""
+    return plan.optimizer == "adamw" and plan.optimizer_impl == "foreach" and not plan.paged_optimizer
+
+
 def _step_temporaries(plan: Plan, t: int, s_b: int, m: ModelShape, shards: int = 1, over: str = "") -> list[Component]:
     """What ``optimizer.step()`` allocates and frees: foreach AdamW one copy of what it updates."""
     part = -(-t // shards)
-    if plan.optimizer == "adamw":
+    if foreach(plan):
         tag = f"{t:,} params" if shards == 1 else f"{_tag(plan)}{over}"
         return [Component("optimizer step temporaries", part * s_b, f"foreach AdamW: {s_b} B x {tag} (one "
                           "copy)", TORCH_MEASURED)]

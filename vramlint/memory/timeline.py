@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from vramlint.memory import activations as act
 from vramlint.memory.allocator import CachingAllocator, Peaks
+from vramlint.memory.loss import loss_head
 from vramlint.memory.nograd import forward_layer, load_weights
-from vramlint.memory.states import ddp_buckets, lora_tensors, state_tensors, trainable_tensors, trained_bytes
+from vramlint.memory.states import (PAGED_MIN, ddp_buckets, foreach, lora_tensors, state_tensors, trainable_tensors,
+                                    trained_bytes)
 from vramlint.memory.weights import DTYPE_BYTES
 from vramlint.plan import Plan
 
@@ -165,6 +167,11 @@ class Step:
         logits = tokens * m.vocab_size   # gathered on every TP rank (training._logits)
         head = [a.malloc(t * tokens) for t in act.head_tensors(m, self.plan)]
         lm_cast = a.malloc(2 * m.vocab_size * m.hidden_size) if self.plan.autocast else None
+        if self.plan.loss != "full":        # memory/loss.py: what it keeps, and its forward's moment
+            sizes = loss_head(self.plan)
+            kept_loss = a.malloc(sizes.kept[0])
+            a.free(a.malloc(sizes.forward[0]))
+            return head + ([lm_cast] if lm_cast is not None else []), kept_loss
         bf16 = a.malloc(2 * logits)
         extra = [a.malloc(2 * logits)] if m.block.logit_softcap else []
         upcast = a.malloc(4 * logits)
@@ -186,13 +193,17 @@ class Step:
                 for handle in layer_casts[0] + layer_casts[1]:
                     a.free(handle)
             casts = [[[], []] for _ in casts]
-        logits = tokens * m.vocab_size   # gathered on every TP rank (training._logits)
-        g_out = a.malloc(4 * logits)
-        g_in = a.malloc(4 * logits)
-        a.free(g_out)
-        a.free(lsm)
-        g_16 = a.malloc(2 * logits)
-        a.free(g_in)
+        logits = tokens * m.vocab_size   # gathered on every TP rank (memory/loss.py)
+        if self.plan.loss != "full":
+            g_16 = a.malloc(loss_head(self.plan).backward[0])
+            a.free(lsm)
+        else:
+            g_out = a.malloc(4 * logits)
+            g_in = a.malloc(4 * logits)
+            a.free(g_out)
+            a.free(lsm)
+            g_16 = a.malloc(2 * logits)
+            a.free(g_in)
         grad = a.malloc(w.r * m.hidden_size * tokens)
         # lm_head's gradient, then the final norm's: under DeepSpeed the first gradient hook to fire
         # (a tied lm_head's waits for the embedding's), which sets up the reduce bucket
@@ -285,7 +296,7 @@ class Step:
             if self._held_for_tied(group, grad, size):
                 continue
             grads.append(grad)
-            if self.accumulating:
+            if self.accumulating or self.plan.optimizer_in_bwd:    # added into .grad, or stepped and freed
                 self.a.free(grads.pop())
         return grads
 
@@ -293,8 +304,9 @@ class Step:
     def optimizer(self, grads: list[int], first: bool) -> None:
         a = self.a
         if first:
-            self.states += [a.malloc(size) for size in state_tensors(self.plan, self.trained, self.state_bytes)]
-        temps = [a.malloc(self.state_bytes * size) for size in self.trained] if self.plan.optimizer == "adamw" else []
+            held = [size for size in self.trained if not self.plan.paged_optimizer or size < PAGED_MIN]
+            self.states += [a.malloc(size) for size in state_tensors(self.plan, held, self.state_bytes)]
+        temps = [a.malloc(self.state_bytes * size) for size in self.trained] if foreach(self.plan) else []
         for handle in temps + grads:
             a.free(handle)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from vramlint.memory import activations as act
 from vramlint.memory.components import Component
+from vramlint.memory.loss import loss_component
 from vramlint.memory.states import States, model_states, trainable
 from vramlint.plan import Plan
 
@@ -35,10 +36,20 @@ class Moment:
         return sum(c.bytes for c in self.components)
 
 
+OFFLOAD_STASH = 5     # torchtune 0.6.1 OffloadActivations max_fwd_stash_size (training/_activation_offloading.py:66-72)
+OFFLOAD_SOURCE = ("torchtune 0.6.1 OffloadActivations: saved tensors copied to pinned host memory on a stream, the "
+                  "last 5 kept until their copy is done (_activation_offloading.py:150-193)")
+
+
 def _kept_activations(plan: Plan) -> Component:
     m, tokens = plan.model, plan.rows * plan.seq_len
     if plan.grad_checkpointing:
         per = act.checkpointed_bytes_per_token(m, plan)
+        if plan.activation_offload:      # torchtune OffloadActivations: the last max_fwd_stash_size stay
+            layers = min(OFFLOAD_STASH, m.num_layers)
+            return Component("activations (checkpointed inputs)", per * tokens * layers,
+                             f"{per} B/token x {tokens:,} tokens x {layers} layers (the inputs not yet copied to "
+                             f"the host; {m.num_layers} offloaded in all)", OFFLOAD_SOURCE)
         return Component("activations (checkpointed inputs)", per * tokens * m.num_layers,
                          f"{per} B/token x {tokens:,} tokens x {m.num_layers} layers (layer inputs)", MEASURED)
     per_layer = [act.layer_bytes_per_token(layer, m, plan) for layer in m.layers]
@@ -51,17 +62,6 @@ def _head(plan: Plan) -> Component:
     tokens = plan.rows * plan.seq_len
     per = sum(act.head_tensors(plan.model, plan))
     return Component("final norm + lm_head input", per * tokens, f"{per} B/token x {tokens:,}", MEASURED)
-
-
-def _logits(plan: Plan, per_logit: int, when: str) -> Component:
-    """Every logit on every GPU, tensor parallelism or not: transformers' TP plans gather lm_head's
-    output (``colwise_rep``) and DeepSpeed AutoTP all-reduces it (``LmHeadLinearAllreduce``), so the
-    loss sees all V on each rank."""
-    m = plan.model
-    count = plan.rows * plan.seq_len * m.vocab_size
-    per = per_logit + (2 if m.block.logit_softcap else 0)
-    return Component(f"logits + loss ({when})", per * count, f"{per} B x b·s·V = {per} x {count:,}",
-                     "transformers ForCausalLMLoss fp32 upcast, docs/reference.md §3")
 
 
 def _cast_weights(plan: Plan) -> tuple[tuple[Component, ...], tuple[Component, ...]]:
@@ -117,8 +117,8 @@ def moments(plan: Plan, states: States) -> list[Moment]:
     rest = tuple(states.resting)
     carried = tuple(states.carried) if plan.grad_accum > 1 else ()     # from the earlier micro-batches
     turn = rest + tuple(states.gathered) + carried + _masks(plan)
-    forward = turn + (kept, head, _logits(plan, act.FORWARD_LOGIT_BYTES, "forward")) + layer_casts + head_cast
-    backward = turn + (kept, head, _logits(plan, act.BACKWARD_LOGIT_BYTES, "backward"))
+    forward = turn + (kept, head, loss_component(plan, "forward")) + layer_casts + head_cast
+    backward = turn + (kept, head, loss_component(plan, "backward"))
     backward += (() if plan.grad_checkpointing else layer_casts) + head_cast
     out = [Moment("forward at the loss", forward), Moment("backward at the loss", backward),
            Moment("optimizer step", rest + tuple(states.gradients) + tuple(states.step))]

@@ -17,7 +17,8 @@ from typing import Any
 from vramlint.documents import Document
 from vramlint.models.peft import PEFT_DEFAULT_RANK
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import OPTIMIZERS, TRAIN, Feature, FsdpFacts, Keys, Recipe, positive, targets, truthy
+from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, Feature, FsdpFacts, Keys, Recipe, optim_switches, positive,
+                                     targets, truthy)
 from vramlint.readers.trl import FSDP_WORDS, attention
 
 VERSION = "axolotl 0.19.0"
@@ -153,14 +154,27 @@ def _fsdp(keys: Keys) -> FsdpFacts | None:
                      checkpointing=setting("activation_checkpointing", False), upcast=version.value != 2)
 
 
+def _plugins(keys: Keys) -> str:
+    raw = keys.raw("plugins")
+    return " ".join(str(p) for p in raw) if isinstance(raw, list) else ""
+
+
+def _switches(keys: Keys) -> dict[str, Fact]:
+    """The loss head its plugins give (Cut Cross-Entropy: ``cut_cross_entropy`` defaults on with
+    the plugin, integrations/cut_cross_entropy/args.py:33; Liger's fused cross-entropy with
+    ``liger_fused_linear_cross_entropy``) and the optimizer's flavour (``adamw_torch_fused`` default)."""
+    out = optim_switches(keys.get("optimizer", default="adamw_torch_fused", why=f"{VERSION} optimizer default"))
+    plugins = _plugins(keys)
+    if "cut_cross_entropy" in plugins and (not keys.has("cut_cross_entropy") or truthy(keys.raw("cut_cross_entropy"))):
+        out["loss"] = keys.fact("plugins", "cce")
+    elif "liger" in plugins and truthy(keys.raw("liger_fused_linear_cross_entropy")):
+        out["loss"] = keys.fact("liger_fused_linear_cross_entropy", "liger")
+    return out
+
+
 def _features(keys: Keys) -> tuple[Feature, ...]:
     found = []
-    plugins = " ".join(str(p) for p in keys.raw("plugins") or []) if isinstance(keys.raw("plugins"), list) else ""
-    if "cut_cross_entropy" in plugins:
-        found.append(Feature(keys.fact("plugins", None), "Cut Cross Entropy never builds the whole logits", "high"))
     for key, what, effect in (
-            ("liger_fused_linear_cross_entropy", "Liger's fused linear cross-entropy never builds the whole logits",
-             "high"),
             ("chunked_cross_entropy", "chunked cross-entropy builds the logits a chunk at a time", "high"),
             ("activation_offloading", "activation offloading keeps the saved activations on the host", "high"),
             ("peft_use_dora", "DoRA adds magnitude vectors and computes each adapted weight's norm", "low"),
@@ -186,6 +200,7 @@ def read_axolotl(document: Document) -> Recipe:
     return Recipe(
         document=document, framework="axolotl", title="axolotl", task=TRAIN, stage=stage,
         reference=_reference(keys, stage.value), colocated_share=_colocated(keys, stage.value),
+        switches=_switches(keys),
         adapter_dtype=(keys.fact("peft_autocast_adapter_dtype", "weights")
                        if keys.has("peft_autocast_adapter_dtype") and not truthy(keys.raw("peft_autocast_adapter_dtype"))
                        else Fact("float32", None, f"{VERSION}: PEFT's autocast_adapter_dtype (adapter.py:367-369)")),

@@ -16,7 +16,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, positive, targets, truthy
+from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, optim_switches, positive, targets, truthy
 from vramlint.readers.trl import attention, hf_fsdp, optimizer
 
 VERSION = "LLaMA-Factory 0.9.5"
@@ -90,6 +90,16 @@ def _quantized(keys: Keys) -> tuple[Fact, Fact]:
             Fact(on and bits.value == 8, bits.location, bits.default))
 
 
+def _switches(keys: Keys, stage: Fact) -> dict[str, Fact]:
+    """``optim`` (the HF Trainer's, fused by default) and ``enable_liger_kernel``, whose fused
+    cross-entropy 0.9.5 keeps only for stages that need no logits (pt, sft:
+    model/model_utils/liger_kernel.py:94-95)."""
+    out = optim_switches(keys.get("optim", default="adamw_torch_fused", why="HF TrainingArguments optim default"))
+    if truthy(keys.raw("enable_liger_kernel")) and keys.has("enable_liger_kernel") and stage.value in ("pt", "sft"):
+        out["loss"] = keys.fact("enable_liger_kernel", "liger")
+    return out
+
+
 def _features(keys: Keys, kind: Fact) -> tuple[Feature, ...]:
     found = []
     if kind.value == "freeze":
@@ -101,8 +111,6 @@ def _features(keys: Keys, kind: Fact) -> tuple[Feature, ...]:
                               ("use_badam", "BAdam updates one block of layers at a time", "high"),
                               ("use_dora", "DoRA adds magnitude vectors and computes each adapted weight's norm",
                                "low"),
-                              ("enable_liger_kernel", "Liger's kernels (a fused linear cross-entropy for pt and "
-                                                      "sft)", "high"),
                               ("use_unsloth", "Unsloth's kernels", "high"),
                               ("use_unsloth_gc", "checkpoints offloaded to the host", "high")):
         if truthy(keys.raw(key)) and keys.has(key):
@@ -124,6 +132,7 @@ def read_llamafactory(document: Document) -> Recipe:
     return Recipe(
         document=document, framework="llamafactory", title="LLaMA-Factory", task=_task(keys), stage=stage,
         reference=(keys.fact("ref_model", True) if keys.raw("ref_model") else Fact("auto", None, "the stage's rule")),
+        switches=_switches(keys, stage),
         adapter_dtype=(keys.fact("pure_bf16", "weights") if truthy(keys.raw("pure_bf16"))
                        else Fact("float32", None, f"{VERSION}: cast_trainable_params_to_fp32 (model/adapter.py:313-325)")),
         model=keys.get("model_name_or_path"),

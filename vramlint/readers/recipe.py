@@ -99,6 +99,9 @@ class Recipe:
     hf_trainer: bool = True        # run by the HF Trainer, which fills and checks a DeepSpeed file's values
     keys: Mapping[str, str] = field(default_factory=dict)
     features: tuple[Feature, ...] = ()   # what the recipe turns on that the memory model omits
+    # Plan settings the recipe turns on that no config file states (SWITCHES: the loss head, the
+    # optimizer's implementation, paged states, optimizer_in_bwd, activation offloading)
+    switches: Mapping[str, Fact] = field(default_factory=dict)
     model_config: dict | None = None   # the architecture, where the recipe states it (torchtune's builders)
     single_device: bool = False        # the recipe runs on one GPU whatever the machine has
     notes: tuple[str, ...] = ()
@@ -182,6 +185,21 @@ def targets(value: Any) -> tuple[str, ...]:
     if not names or any(n in ("all-linear", "all", "all_linear") for n in names):
         return ("all-linear",)
     return tuple(names)
+
+
+# The Plan settings a recipe may switch (Recipe.switches), with the command-line flag that says each.
+SWITCHES = ("loss", "optimizer_impl", "paged_optimizer", "optimizer_in_bwd", "activation_offload")
+# HF Trainer ``optim`` values -> how the priced optimizer runs (transformers 5.24 OptimizerNames; the
+# fused AdamW kernel makes no step temporary; bitsandbytes' paged states live in unified memory).
+OPTIM_SWITCHES = {"adamw_torch_fused": {"optimizer_impl": "fused"}, "paged_adamw_8bit": {"paged_optimizer": True},
+                  "paged_adam_8bit": {"paged_optimizer": True}, "paged_adamw_32bit": {"paged_optimizer": True},
+                  "paged_adam_32bit": {"paged_optimizer": True}, "paged_adamw": {"paged_optimizer": True}}
+
+
+def optim_switches(fact: Fact) -> dict[str, Fact]:
+    """The switches an ``optim`` value implies, located where the recipe names it (or defaulted)."""
+    return {name: Fact(value, fact.location, fact.default)
+            for name, value in OPTIM_SWITCHES.get(str(fact.value).lower(), {}).items()}
 
 
 DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",

@@ -148,22 +148,31 @@ def _fsdp(keys: Keys, recipe: str | None) -> FsdpFacts | None:
 
 
 def _features(keys: Keys) -> tuple[Feature, ...]:
-    found = []
+    if truthy(keys.raw("model.use_dora")) and keys.has("model.use_dora"):
+        return (Feature(keys.fact("model.use_dora", None), "DoRA adds magnitude vectors and computes each adapted "
+                        "weight's norm", "low"),)
+    return ()
+
+
+def _switches(keys: Keys) -> dict[str, Fact]:
+    """What the recipe switches on (torchtune 0.6.1): the chunked loss (``CEWithChunkedOutputLoss``,
+    and its successor ``LinearCrossEntropyLoss``), compiled with ``compile``; a paged or fused
+    optimizer; ``optimizer_in_bwd``; ``enable_activation_offloading`` (only with checkpointing,
+    which the recipe requires)."""
+    out: dict[str, Fact] = {}
     loss = str(keys.raw("loss._component_") or "")
     if loss.endswith(("CEWithChunkedOutputLoss", "LinearCrossEntropyLoss")):
-        found.append(Feature(keys.fact("loss._component_", None), f"{loss.rsplit('.', 1)[-1]} builds the logits a "
-                             "chunk at a time", "high"))
-    for key, what, effect in (("enable_activation_offloading", "activation offloading keeps the saved activations "
-                                                                 "on the host", "high"),
-                              ("optimizer_in_bwd", "optimizer_in_bwd frees each gradient after its step", "high"),
-                              ("model.use_dora", "DoRA adds magnitude vectors and computes each adapted weight's norm",
-                               "low")):
+        compiled = truthy(keys.raw("compile")) and keys.has("compile")
+        out["loss"] = keys.fact("loss._component_", "chunked-compiled" if compiled else "chunked")
+    optimizer = str(keys.raw("optimizer._component_") or "")
+    if "Paged" in optimizer:
+        out["paged_optimizer"] = keys.fact("optimizer._component_", True)
+    elif truthy(keys.raw("optimizer.fused")) and keys.has("optimizer.fused"):
+        out["optimizer_impl"] = keys.fact("optimizer.fused", "fused")
+    for key, name in (("optimizer_in_bwd", "optimizer_in_bwd"), ("enable_activation_offloading", "activation_offload")):
         if truthy(keys.raw(key)) and keys.has(key):
-            found.append(Feature(keys.fact(key, None), what, effect))
-    if "Paged" in str(keys.raw("optimizer._component_") or ""):
-        found.append(Feature(keys.fact("optimizer._component_", None), "a paged optimizer can spill its states to "
-                             "the host", "high"))
-    return tuple(found)
+            out[name] = keys.fact(key, True)
+    return out
 
 
 def read_torchtune(document: Document) -> Recipe:
@@ -182,6 +191,7 @@ def read_torchtune(document: Document) -> Recipe:
     return Recipe(
         document=document, framework="torchtune", title="torchtune", task=_task(keys),
         stage=_stage(keys, recipe), model=model, revision=Fact("main"),
+        switches=_switches(keys),
         reference=(keys.fact("ref_checkpointer", True) if keys.has("ref_checkpointer")
                    else Fact("auto", None, "the stage's rule")),
         adapter_dtype=Fact("weights", None, "torchtune builds the model, adapters included, under "

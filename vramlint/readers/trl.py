@@ -22,8 +22,8 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, FsdpFacts, Keys, Recipe, dtype_name, positive, targets,
-                                     truthy)
+from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, FsdpFacts, Keys, Recipe, dtype_name, optim_switches,
+                                     positive, targets, truthy)
 
 VERSION = "transformers 5.24.0 / TRL 1.16.0"
 MODEL_KEYS = ("model_name_or_path", "model_id", "model_name")
@@ -121,6 +121,35 @@ def _colocated(keys: Keys, stage: str) -> Fact:
         return keys.fact("vllm_enable_sleep_mode", 0.0)
     share = keys.get("vllm_gpu_memory_utilization", default=0.3, why=f"{VERSION} vllm_gpu_memory_utilization default")
     return Fact(share.value, share.location or use.location, share.default)
+
+
+# TRL's trainers whose model runs with its fused LM head from TRL 1.15.0 on (sft_trainer.py:1144, 1611
+# in 1.16.0; no ``fused_lm_head`` in 1.14.2 or earlier): dpo, kto, grpo, rloo call it the same way
+FUSED_HEAD_STAGES = ("sft", "dpo", "kto", "grpo", "rloo")
+
+
+def _switches(keys: Keys, stage: Fact, open_instruct: bool) -> dict[str, Fact]:
+    """The loss head and the optimizer's flavour: TRL's reward trainer has a scalar head, a Trainer
+    recipe with ``use_liger_kernel`` Liger's fused cross-entropy (TRL 1.16 refuses it in its own
+    trainers); otherwise the full logits, as every TRL before 1.15 computes them (``_loss_feature``)."""
+    if open_instruct:
+        return {}
+    out = optim_switches(keys.get("optim", default="adamw_torch_fused", why=f"{VERSION} optim default (torch >= 2.8)"))
+    liger = keys.get("use_liger_kernel", default=False, convert=truthy)
+    if stage.value == "rm":
+        out["loss"] = Fact("none", stage.location, "RewardTrainer: a scalar head")
+    elif liger.value and not (stage.from_file and stage.value in FUSED_HEAD_STAGES):
+        out["loss"] = Fact("liger", liger.location)
+    return out
+
+
+def _loss_note(stage: Fact) -> tuple[str, ...]:
+    """A TRL trainer from 1.15 on never builds the full logits (its fused LM head): the estimate
+    keeps them, as earlier releases do, and says so."""
+    if stage.from_file and stage.value in FUSED_HEAD_STAGES:
+        return ("TRL 1.15 and later compute the loss with a fused LM head, without the full logits: estimated with "
+                "them, as earlier TRL does (--loss trl for 1.15+)",)
+    return ()
 
 
 def _lora(keys: Keys) -> tuple[Fact, Fact, Fact]:
@@ -249,5 +278,6 @@ def read_trl(document: Document) -> Recipe:
         max_grad_norm=keys.get("max_grad_norm", default=1.0, why="TrainingArguments max_grad_norm default"),
         hf_trainer=not open_instruct,
         reference=_reference(keys, stage.value), colocated_share=_colocated(keys, stage.value),
+        switches=_switches(keys, stage, open_instruct), notes=_loss_note(stage),
         keys=SPELLING,
     )

@@ -1,0 +1,113 @@
+"""The loss head: what computing the cross-entropy over the vocabulary keeps and adds, by how the
+training loop computes it (``Plan.loss``).
+
+Each kind is three sizes (``LossHead``): what the loss keeps from its forward to its backward, what
+its forward adds on top for a moment, and what its backward adds at its start. The peak "at the
+loss" in forward is kept + forward; at the start of backward kept + backward. N: tokens in the
+micro-batch (rows x seq), V: vocabulary, H: hidden size, a: the compute dtype's bytes.
+
+- ``full``: transformers' ``ForCausalLMLoss`` (5.24): the 16-bit logits, their fp32 upcast and the
+  log-softmax output (kept): 2 + 4 + 4 B a logit in forward, 4 + 4 + 4 at the start of backward.
+- ``chunked``: torchtune's ``CEWithChunkedOutputLoss`` (0.6.1, ``num_output_chunks`` C = 8): the
+  model returns C 16-bit chunks, each upcast and log-softmaxed in turn; every chunk's fp32
+  log-softmax is kept (4 B a logit), one chunk's upcast at a time (ce_chunked_output_loss.py:13-83).
+- ``chunked-compiled``: the same under torchtune's ``compile``: inductor's partitioner keeps the
+  16-bit logits and a max and a log-sum-exp per row instead of the fp32 log-softmax (measured on
+  the partitioner, research features/scripts/compiled_ce_partition.out).
+- ``liger``: Liger's ``LigerFusedLinearCrossEntropyLoss`` (liger-kernel 0.8.5, ops/
+  fused_linear_cross_entropy.py:99-125, 574-578): logits a chunk at a time (chunk = the next power
+  of two of N / ceil(V / H) rows), the gradients computed in forward and kept: grad_input N x H, the
+  lm_head's gradient V x H when it trains.
+- ``cce``: Apple's Cut Cross-Entropy (cut-cross-entropy 25.1.1 cce.py:35-117, cce_backward.py:
+  243-338): no logits at all; an fp32 lse and dot per token and an fp32 average per vocabulary entry
+  kept; backward allocates the hidden states' gradient (and the classifier's when it trains).
+- ``trl``: TRL 1.16's fused LM head (trainer/utils.py:1548-1660, kernels/chunked_logprob.py:31,
+  347-457): a min(N, 4096) x 32768 tile, a copy of the hidden states and an fp32 log_z kept;
+  backward the hidden states' gradient in fp32 (and lm_head's, fp32, when it trains) and the tile.
+- ``none``: a reward model's scalar head: no vocabulary logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramlint.memory.activations import widths
+from vramlint.memory.components import Component
+from vramlint.plan import Plan
+
+CHUNKS = 8                       # torchtune num_output_chunks default
+TRL_TILE = (4096, 32768)         # TRL 1.16 TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE
+LOSSES = ("full", "chunked", "chunked-compiled", "liger", "cce", "trl", "none")
+WORDS = {"full": "transformers ForCausalLMLoss", "chunked": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks",
+         "chunked-compiled": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks, compiled",
+         "liger": "Liger fused linear cross-entropy", "cce": "Cut Cross-Entropy", "trl": "TRL fused LM head",
+         "none": "a scalar head without vocabulary logits"}
+
+
+@dataclass(frozen=True)
+class LossHead:
+    """Bytes the loss keeps from forward to backward, adds in forward, adds at backward's start,
+    each with its formula."""
+
+    kept: tuple[int, str]
+    forward: tuple[int, str]
+    backward: tuple[int, str]
+
+
+def _head_trains(plan: Plan) -> bool:
+    return not plan.lora_rank
+
+
+def loss_head(plan: Plan) -> LossHead:
+    m = plan.model
+    n, v, h = plan.rows * plan.seq_len, m.vocab_size, m.hidden_size
+    count = n * v
+    a, r = widths(plan).a, widths(plan).r
+    soft = 2 if m.block.logit_softcap else 0
+    kind = plan.loss
+    if kind == "full":
+        return LossHead((4 * count, f"4 B x logits ({count:,})"),
+                        ((6 + soft) * count, f"{6 + soft} B x logits ({count:,})"),
+                        ((8 + soft) * count, f"{8 + soft} B x logits ({count:,})"))
+    if kind in ("chunked", "chunked-compiled"):
+        chunk = -(-count // CHUNKS)
+        if kind == "chunked":
+            kept = (4 * count, f"4 B x logits ({count:,})")
+            fwd = (2 * count + 4 * chunk, f"2 B x logits ({count:,}) + 4 B x a chunk ({chunk:,})")
+        else:
+            kept = (2 * count + 8 * n, f"2 B x logits ({count:,}) + 8 B x tokens ({n:,})")
+            fwd = (4 * chunk, f"4 B x a chunk ({chunk:,})")
+        return LossHead(kept, fwd, (8 * chunk, f"8 B x a chunk ({chunk:,})"))
+    if kind == "liger":
+        rows = min(1 << max(0, (-(-n // -(-v // h)) - 1).bit_length()), n)
+        weight = r * v * h if _head_trains(plan) else 0
+        kept = (r * n * h + weight + 4 * n, f"{r} B x grad_input ({n * h:,})" + (
+            f" + {r} B x lm_head's gradient ({v * h:,})" if weight else "") + f" + 4 B x tokens ({n:,})")
+        fwd = (a * rows * (v + h) + n, f"{a} B x a logits chunk and its input ({rows * (v + h):,}) + 1 B x "
+                                       f"tokens ({n:,})")
+        return LossHead(kept, fwd, (0, "nothing: the gradients were made in forward"))
+    if kind == "cce":
+        weight = a * v * h if _head_trains(plan) else 0
+        return LossHead((8 * n + 4 * v, f"8 B x tokens ({n:,}) + 4 B x vocabulary ({v:,})"),
+                        (0, "no logits: tiles in on-chip memory"),
+                        (a * n * h + weight, f"{a} B x the hidden states' gradient ({n * h:,})"
+                         + (f" + {a} B x the classifier's ({v * h:,})" if weight else "")))
+    if kind == "trl":
+        tile = min(n, TRL_TILE[0]) * TRL_TILE[1]
+        weight = 4 * v * h if _head_trains(plan) else 0
+        return LossHead((a * n * h + 4 * n, f"{a} B x a copy of the hidden states ({n * h:,}) + 4 B x tokens ({n:,})"),
+                        (a * tile, f"{a} B x a tile ({tile:,})"),
+                        (4 * n * h + weight + a * tile, f"4 B x the hidden states' gradient ({n * h:,})"
+                         + (f" + 4 B x lm_head's ({v * h:,})" if weight else "") + f" + {a} B x a tile ({tile:,})"))
+    return LossHead((0, "none"), (0, "none"), (0, "none"))
+
+
+SOURCE = "memory/loss.py (transformers 5.24, torchtune 0.6.1, liger-kernel 0.8.5, cut-cross-entropy 25.1.1, TRL 1.16)"
+
+
+def loss_component(plan: Plan, when: str) -> Component:
+    """The loss at its peak in forward ("forward") or at the start of backward ("backward")."""
+    head = loss_head(plan)
+    extra = head.forward if when == "forward" else head.backward
+    formula = head.kept[1] + (f" + {extra[1]}" if extra[0] else "")
+    return Component(f"logits + loss ({when})", head.kept[0] + extra[0], f"{WORDS[plan.loss]}: {formula}", SOURCE)
