@@ -77,6 +77,26 @@ def summarise(label, errs):
             f">10% above: {above:>2}  within 10%: {within:>2}")
 
 
+# A row's features that vramlint has flags for (the rest stay "not modelled"): the flags they add.
+FEATURE_FLAGS = {"liger_flce": ["--loss", "liger"], "cce": ["--loss", "cce"], "chunked_ce": ["--loss", "chunked"],
+                 "paged_optimizer": ["--paged-optimizer"], "optimizer_in_bwd": ["--optimizer-in-bwd"],
+                 "activation_offloading": ["--activation-offload"]}
+
+
+def with_features(args, features):
+    """The row's arguments with its modelled features' flags, and the features left unmodelled."""
+    extra, left = [], []
+    for feature in features:
+        if feature in FEATURE_FLAGS and not any(flag in args for flag in FEATURE_FLAGS[feature][:1]):
+            extra += FEATURE_FLAGS[feature]
+        elif feature not in FEATURE_FLAGS:
+            left.append(feature)
+    if "compile" in features and "chunked_ce" in features:      # torchtune compiles the chunked loss
+        extra = [a if a != "chunked" else "chunked-compiled" for a in extra]
+        left.remove("compile")
+    return list(args) + extra, left
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jsonl", default=os.path.join(os.path.dirname(HERE), "tests", "data", "published", "measurements.jsonl"))
@@ -86,7 +106,8 @@ def main():
     rows = [json.loads(l) for l in open(opts.jsonl) if l.strip()]
     results, failures = [], []
     for r in rows:
-        data, err, rc = estimate(r["args"])
+        args, unmodelled = with_features(r["args"], r.get("features") or [])
+        data, err, rc = estimate(args)
         if data is None:
             failures.append((r["id"], rc, err.strip()[-300:]))
             continue
@@ -99,7 +120,7 @@ def main():
         pred_noctx = (data["per_gpu_peak_bytes"] - context_bytes(data)) / GIB
         meas = float(r["measured_gib"])
         results.append(dict(
-            id=r["id"], setup=r["setup"], features=r.get("features") or [], kind=kind, field=field,
+            id=r["id"], setup=r["setup"], features=unmodelled, kind=kind, field=field,
             meas=meas, pred=pred, err=100.0 * (pred - meas) / meas,
             pred_noctx=pred_noctx, err_noctx=100.0 * (pred_noctx - meas) / meas,
             low=data.get("per_gpu_low_bytes", 0) / GIB, high=data.get("per_gpu_high_bytes", 0) / GIB,
