@@ -55,7 +55,7 @@ def test_a_vllm_files_json_entry_leads_with_vllms_own_numbers(capsys):
     main(["check", str(EXAMPLES / "vllm-llama8b-l4.yaml"), "--gpus", "1xL4", "--format", "json"])
     entry = json.loads(capsys.readouterr().out)["files"][0]
     serving = entry["serving"]
-    assert entry["vllm_version"] == "0.19"
+    assert entry["vllm_version"] == "0.19.0"
     assert (entry["kv_cache_bytes"], entry["kv_cache_tokens"], entry["max_concurrency"]) == (
         serving["kv_cache_bytes"], serving["kv_cache_tokens"], serving["max_concurrency"])
     weights = sum(c["bytes"] for c in serving["components"] if c["name"] == "weights")

@@ -33,18 +33,19 @@ from vramlint.readers.recipe import Recipe
 from vramlint.readers.registry import RECIPES, detect
 from vramlint.readers.vllm import normalised_document, read_vllm
 from vramlint.recipe_plan import plan_from_recipe
-from vramlint.repository import find_referenced, real, recipes_using
+from vramlint.repository import find_referenced, real, recipes_using, root_of
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency, fp32_by_auto
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
 from vramlint.rules.inputs import (deepspeed_overridden, generic_shape, model_not_resolved, overridden,
-                                   substituted_model)
+                                   substituted_model, version_not_modelled)
 from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_values
 from vramlint.rules.schema import check_schema
 from vramlint.rules.serving import check_serving
 from vramlint.rules.syntax import hjson_syntax, internal_error, parse_error
 from vramlint.serving_plan import serving_from_vllm
+from vramlint.stack import Stack, plan_for_stack, resolve_stack, unmodelled
 from vramlint.suppress import Suppressions, suppressions
 
 
@@ -120,6 +121,17 @@ def check_file(path: str, ctx: Context, text: str | None = None) -> list[FileRes
     return results
 
 
+def _stack(path: str, ctx: Context) -> Stack:
+    """The versions the file's job runs on: flags and settings, then its repository's pins."""
+    root = root_of(path) if Path(path).is_file() else None
+    return resolve_stack(ctx.values, root)
+
+
+def _versions(stack: Stack, packages: tuple[str, ...], result: FileResult) -> list[Finding]:
+    return [version_not_modelled(Location(result.path), why) for package in packages
+            if (why := unmodelled(stack, package)) is not None]
+
+
 def _finish(result: FileResult, ctx: Context, texts: dict[str, str]) -> None:
     """The estimate and the fit findings of a planned result, then the suppressions."""
     try:
@@ -127,6 +139,9 @@ def _finish(result: FileResult, ctx: Context, texts: dict[str, str]) -> None:
             result.findings.append(generic_shape(result.model_at or Location(result.path),
                                                  result.model.name or result.model.model_type))
         if result.plan is not None:
+            stack = _stack(result.path, ctx)
+            result.findings.extend(_versions(stack, ("transformers", "bitsandbytes"), result))
+            result.plan = plan_for_stack(result.plan, stack)
             result.estimate = estimate(result.plan)
             result.findings.extend(check_fit(result.plan, result.estimate, result.path, ctx.near))
             result.findings.extend(check_host_ram(result.plan, result.estimate, result.path, ctx.host_ram))
@@ -420,7 +435,9 @@ def _check_vllm(document: Document, result: FileResult, ctx: Context) -> None:
         model = _needs_model(ctx, result, document, "this vLLM config")
     if model is None:
         return
-    serving = serving_from_vllm(cfg, model, ctx.cluster, result.notes)
+    stack = _stack(document.path, ctx)
+    result.findings.extend(_versions(stack, ("vllm",), result))
+    serving = serving_from_vllm(cfg, model, ctx.cluster, result.notes, stack.version("vllm"))
     result.serving = (serving, serving_estimate(serving))
     fitted = result.serving[1].max_model_len
     if serving.auto_max_model_len and 0 < fitted < serving.context_len:

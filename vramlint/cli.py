@@ -90,6 +90,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="each parameter stepped and its gradient freed in backward (torchtune optimizer_in_bwd)")
     p.add_argument("--activation-offload", action="store_true",
                    help="checkpointed layer inputs copied to pinned host memory (torchtune enable_activation_offloading)")
+    p.add_argument("--transformers-version", metavar="X.Y.Z",
+                   help="the transformers the job runs on (default: the repository's pins, else installed, else "
+                        "5.24.0); older releases keep more (the loss's shifted fp32 logits up to 4.48)")
+    p.add_argument("--vllm-version", metavar="X.Y.Z",
+                   help="the vLLM a config is served with (default: the repository's pins, else installed, else "
+                        "0.19.0): its defaults apply (gpu_memory_utilization 0.92 from 0.20)")
     p.add_argument("--sync-each-batch", action="store_true",
                    help="FSDP with gradient accumulation: gradients reduce-scattered every micro-batch (torchtune; "
                         "the HF Trainer's accelerator_config.sync_each_batch) instead of kept unsharded under no_sync")

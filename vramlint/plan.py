@@ -123,6 +123,7 @@ class Plan:
     zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
     shard_degree: int = 0          # > 0: the ranks FSDP shards over, as the file says (Accelerate: dp_shard x cp)
     grad_accum: int = 1            # micro-batches per optimizer step: gradients carried from one to the next
+    prompt_logits: bool = False    # inference: logits for every prompt position, fp32 (transformers <= 4.44)
     loss: str = "full"             # the loss head (memory/loss.py): full, chunked(-compiled), liger, cce, trl, none
     optimizer_impl: str = "foreach"    # torch AdamW: foreach (a temporary copy in the step) or fused (none)
     optimizer_in_bwd: bool = False     # each parameter stepped as its gradient is made (torchtune optimizer_in_bwd)

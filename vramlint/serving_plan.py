@@ -15,16 +15,29 @@ from dataclasses import replace
 from vramlint.errors import UsageError
 from vramlint.hardware import Cluster
 from vramlint.memory.lora_slots import LoraSlots
-from vramlint.memory.serving import Serving
+from vramlint.memory.serving import VLLM_VERSION, Serving
 from vramlint.models import read_model
 from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.vllm import VllmConfig, human_int
+from vramlint.stack import parse_version
 
 
-def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, notes: list[str]) -> Serving:
-    """One GPU's share of what the file asks vLLM to serve; ``notes`` gains what is not counted."""
+def default_utilization(release: tuple[int, ...]) -> float:
+    """vLLM's ``gpu_memory_utilization`` default: 0.9 up to 0.19, 0.92 from 0.20.0 (config/cache.py;
+    research read of each release's wheel)."""
+    return 0.92 if release >= (0, 20) else 0.9
+
+
+def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, notes: list[str],
+                      release: str = VLLM_VERSION) -> Serving:
+    """One GPU's share of what the file asks vLLM to serve; ``notes`` gains what is not counted.
+    ``release``: the vLLM the file runs on (stack.py), whose defaults apply."""
+    numbers = parse_version(release) or parse_version(VLLM_VERSION)
+    utilization = default_utilization(numbers)
+    if not cfg.gpu_memory_utilization.from_file:
+        notes.append(f"gpu_memory_utilization {utilization}: vLLM {release}'s default")
     model = _quantized_online(model, cfg.quantization.value, notes)
     if model.vision and cfg.tower_off(model.vision.modalities):
         model = replace(model, vision=None)              # vLLM builds no vision tower, profiles no images
@@ -32,7 +45,8 @@ def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, note
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
     return Serving(
         model, cluster.gpu.memory_bytes, tp=_count(cfg.tensor_parallel), pp=_count(cfg.pipeline_parallel),
-        utilization=_number(cfg.gpu_memory_utilization, 0.9, 1.0), max_model_len=_count(cfg.max_model_len, None),
+        utilization=_number(cfg.gpu_memory_utilization, utilization, 1.0) if cfg.gpu_memory_utilization.from_file
+        else utilization, max_model_len=_count(cfg.max_model_len, None),
         max_num_seqs=_count(cfg.max_num_seqs, None), max_num_batched_tokens=_count(cfg.max_num_batched_tokens, None),
         kv_cache_dtype=str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes=dtype_bytes,
         dtype=str(cfg.dtype.value or "auto").lower(),
@@ -43,7 +57,7 @@ def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, note
         performance_mode=cfg.performance_mode.value, chunked_prefill=cfg.chunked_prefill.value is not False,
         draft=_draft(cfg.draft_model, notes), draft_tp=cfg.draft_tp,
         lora=LoraSlots(_count(cfg.max_loras), _count(cfg.max_lora_rank, 16), cfg.fully_sharded_loras.value is True)
-        if cfg.enable_lora.value is True else None)
+        if cfg.enable_lora.value is True else None, release=release)
 
 
 def _quantized_online(model: ModelShape, method, notes: list[str]) -> ModelShape:

@@ -93,11 +93,16 @@ def tower_weights(plan: Plan, dtype_bytes: int) -> Component:
     return Component("vision tower", dtype_bytes * params, formula, f"{LOADED_BY} (models/vision.py)")
 
 
+PROMPT_SOURCE = ("transformers 4.44 and earlier: generate's prefill computes the logits of every prompt position and "
+                 "upcasts them (num_logits_to_keep arrived in 4.45.0, PR #31292)")
+
+
 def inference_components(plan: Plan) -> list[Component]:
     m = plan.model
     dtype = plan.weights_dtype or m.dtype
     weights = weight_bytes(m, DTYPE_BYTES[dtype]) // plan.pipeline_parallel     # m: one TP rank's (estimate)
-    logits = plan.micro_batch * m.vocab_size * 6
+    positions = plan.seq_len if plan.prompt_logits else 1
+    logits = plan.micro_batch * positions * m.vocab_size * 6
     masks = attention_masks(plan, DTYPE_BYTES[dtype])
     return [Component("weights", weights, f"{m.params:,} params as stored ({dtype}"
                       f"{', ' + m.quantization.method if m.quantization else ''})", "memory/weights.py"),
@@ -105,4 +110,6 @@ def inference_components(plan: Plan) -> list[Component]:
             kv_cache(plan), working_set(plan),
             Component("attention masks", masks, f"s x s per mask kind ({plan.attn})",
                       "transformers masking_utils.py (memory/activations.py attention_masks)"),
-            Component("logits (last position)", logits, "b x V x (2 + 4) B", SOURCE)]
+            Component("logits (every prompt position)" if plan.prompt_logits else "logits (last position)", logits,
+                      f"6 B x b·s·V ({plan.micro_batch * positions * m.vocab_size:,}): 16-bit and fp32"
+                      if plan.prompt_logits else "b x V x (2 + 4) B", PROMPT_SOURCE if plan.prompt_logits else SOURCE)]

@@ -8,6 +8,8 @@ micro-batch (rows x seq), V: vocabulary, H: hidden size, a: the compute dtype's 
 
 - ``full``: transformers' ``ForCausalLMLoss`` (5.24): the 16-bit logits, their fp32 upcast and the
   log-softmax output (kept): 2 + 4 + 4 B a logit in forward, 4 + 4 + 4 at the start of backward.
+  ``full-4.48``: up to transformers 4.48 the loss also made a shifted fp32 copy (``.contiguous()``,
+  removed in 4.49.0 by PR #35646): 14 B a logit in forward (traced with 4.48.3 on the CPU).
 - ``chunked``: torchtune's ``CEWithChunkedOutputLoss`` (0.6.1, ``num_output_chunks`` C = 8): the
   model returns C 16-bit chunks, each upcast and log-softmaxed in turn; every chunk's fp32
   log-softmax is kept (4 B a logit), one chunk's upcast at a time (ce_chunked_output_loss.py:13-83).
@@ -37,8 +39,8 @@ from vramlint.plan import Plan
 
 CHUNKS = 8                       # torchtune num_output_chunks default
 TRL_TILE = (4096, 32768)         # TRL 1.16 TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE
-LOSSES = ("full", "chunked", "chunked-compiled", "liger", "cce", "trl", "none")
-WORDS = {"full": "transformers ForCausalLMLoss", "chunked": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks",
+LOSSES = ("full", "full-4.48", "chunked", "chunked-compiled", "liger", "cce", "trl", "none")
+WORDS = {"full": "transformers ForCausalLMLoss", "full-4.48": "transformers 4.48 and earlier ForCausalLMLoss", "chunked": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks",
          "chunked-compiled": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks, compiled",
          "liger": "Liger fused linear cross-entropy", "cce": "Cut Cross-Entropy", "trl": "TRL fused LM head",
          "none": "a scalar head without vocabulary logits"}
@@ -65,9 +67,10 @@ def loss_head(plan: Plan) -> LossHead:
     a, r = widths(plan).a, widths(plan).r
     soft = 2 if m.block.logit_softcap else 0
     kind = plan.loss
-    if kind == "full":
+    if kind in ("full", "full-4.48"):
+        shifted = 4 if kind == "full-4.48" else 0     # the shifted fp32 .contiguous() copy, gone in 4.49 (#35646)
         return LossHead((4 * count, f"4 B x logits ({count:,})"),
-                        ((6 + soft) * count, f"{6 + soft} B x logits ({count:,})"),
+                        ((6 + shifted + soft) * count, f"{6 + shifted + soft} B x logits ({count:,})"),
                         ((8 + soft) * count, f"{8 + soft} B x logits ({count:,})"))
     if kind in ("chunked", "chunked-compiled"):
         chunk = -(-count // CHUNKS)

@@ -288,6 +288,6 @@ def simulate_inference(plan: Plan) -> Peaks:
         if hidden != embeddings:
             alloc.free(hidden)
         hidden = output
-    logits = alloc.malloc(6 * plan.micro_batch * m.vocab_size)
+    logits = alloc.malloc(6 * plan.micro_batch * (plan.seq_len if plan.prompt_logits else 1) * m.vocab_size)
     alloc.free(logits)
     return Peaks(alloc.peak_allocated, alloc.peak_reserved)

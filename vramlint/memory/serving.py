@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from vramlint.stack import CURRENT
 from vramlint.hardware import architecture
 from vramlint.memory.mxfp4 import expert_bytes as mxfp4_expert_bytes, kernel_for
 from vramlint.memory.components import Component
@@ -55,7 +56,7 @@ from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape
 from vramlint.units import GiB
 
-VLLM_VERSION = "0.19"      # the release whose start-up budget this module reproduces
+VLLM_VERSION = CURRENT["vllm"]      # the release whose start-up budget this module reproduces
 SOURCE = "vLLM 0.19 determine_available_memory / kv_cache_utils, docs/reference.md §6"
 MEASURED = "vLLM 0.19 start-up logs on H100 (shared/groundtruth/vllm-startup-logs.jsonl)"
 NON_TORCH = {1: int(0.25 * GiB), 2: int(2.1 * GiB)}   # TP 1; TP > 1 adds custom all-reduce + NCCL buffers
@@ -95,6 +96,7 @@ class Serving:
     draft: ModelShape | None = None  # speculative decoding's draft model (speculative_config.model)
     draft_tp: int | None = None      # draft_tensor_parallel_size: the target's TP when unset
     lora: LoraSlots | None = None    # enable_lora: max_loras slots of max_lora_rank (memory/lora_slots.py)
+    release: str = VLLM_VERSION      # the vLLM the file runs on (stack.py); the budget is 0.19's arithmetic
 
     @property
     def sm(self) -> int | None:
@@ -177,6 +179,7 @@ class ServingEstimate:
     needed: int                     # KV bytes one request of max_model_len needs
     max_len_that_fits: int
     max_model_len: int = 0          # what vLLM runs with: the file's or the model's, or under "auto" the fit
+    release: str = VLLM_VERSION     # the vLLM release the file runs on (Serving.release)
 
     @property
     def loaded(self) -> int:
@@ -356,7 +359,8 @@ def serving_estimate(s: Serving) -> ServingEstimate:
                    if not s.kv_cache_memory_bytes else "kv_cache_memory_bytes", SOURCE)
     fits = _max_len(s, max(budget, 0))
     length = min(s.context_len, fits) if s.auto_max_model_len else s.context_len     # _auto_fit_max_model_len
-    return ServingEstimate(parts + (kv,), requested, budget, per_token, tokens, kv_needed(s, length), fits, length)
+    return ServingEstimate(parts + (kv,), requested, budget, per_token, tokens, kv_needed(s, length), fits, length,
+                           s.release)
 
 
 def overcommitted(s: Serving, est: ServingEstimate) -> int:

@@ -167,7 +167,7 @@ class Step:
         logits = tokens * m.vocab_size   # gathered on every TP rank (training._logits)
         head = [a.malloc(t * tokens) for t in act.head_tensors(m, self.plan)]
         lm_cast = a.malloc(2 * m.vocab_size * m.hidden_size) if self.plan.autocast else None
-        if self.plan.loss != "full":        # memory/loss.py: what it keeps, and its forward's moment
+        if self.plan.loss not in ("full", "full-4.48"):   # memory/loss.py: what it keeps, and its forward's moment
             sizes = loss_head(self.plan)
             kept_loss = a.malloc(sizes.kept[0])
             a.free(a.malloc(sizes.forward[0]))
@@ -175,8 +175,11 @@ class Step:
         bf16 = a.malloc(2 * logits)
         extra = [a.malloc(2 * logits)] if m.block.logit_softcap else []
         upcast = a.malloc(4 * logits)
+        shifted = a.malloc(4 * logits) if self.plan.loss == "full-4.48" else None
         lsm = a.malloc(4 * logits)
         a.free(upcast)
+        if shifted is not None:
+            a.free(shifted)
         converted = a.malloc(4 * logits) if self.outputs_to_fp32 else None
         a.free(bf16)
         if converted is not None:           # dies with the outputs, once the loss is taken
@@ -194,7 +197,7 @@ class Step:
                     a.free(handle)
             casts = [[[], []] for _ in casts]
         logits = tokens * m.vocab_size   # gathered on every TP rank (memory/loss.py)
-        if self.plan.loss != "full":
+        if self.plan.loss not in ("full", "full-4.48"):
             g_16 = a.malloc(loss_head(self.plan).backward[0])
             a.free(lsm)
         else:

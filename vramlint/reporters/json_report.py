@@ -41,8 +41,7 @@ def estimate_dict(est) -> dict:
 def serving_summary(est) -> dict:
     """A vLLM file's headline numbers at the top of its entry, as vLLM's own start-up log names
     them ("Model loading took", "GPU KV cache size", "Maximum concurrency"), per GPU."""
-    from vramlint.memory.serving import VLLM_VERSION
-    return {"vllm_version": VLLM_VERSION, "weights_bytes_per_gpu": est.loaded, "kv_cache_bytes": est.kv_budget,
+    return {"vllm_version": est.release, "weights_bytes_per_gpu": est.loaded, "kv_cache_bytes": est.kv_budget,
             "kv_cache_tokens": est.kv_tokens, "max_concurrency": round(est.max_concurrency, 2)}
 
 

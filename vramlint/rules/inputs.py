@@ -13,6 +13,7 @@ UNRESOLVED = ("VL005", "model-not-resolved", WARNING)
 SUBSTITUTED = ("VL006", "model-substituted", WARNING)
 OVERRIDDEN = ("VL007", "flag-overrides-file", WARNING)
 GENERIC = ("VL008", "generic-model-shape", WARNING)
+VERSION = ("VL009", "version-not-modelled", WARNING)
 RULES = (
     Rule(*UNRESOLVED, summary="The file names a model vramlint cannot read here (not a local config, not in the "
                               "offline catalog or the Hugging Face cache): no memory estimate is made for it. The "
@@ -33,6 +34,10 @@ RULES = (
                            "the type adds is not counted. Install the transformers extra for the exact shape.",
          bad="base_model: ibm-granite/granite-3.1-8b-instruct   # pip install vramlint",
          good="base_model: ibm-granite/granite-3.1-8b-instruct   # pip install 'vramlint[transformers]'"),
+    Rule(*VERSION, summary="The job runs on a release vramlint does not model (a flag, the settings, the "
+                           "repository's pins or what is installed say which): it is estimated as the nearest "
+                           "release it models, or the current one for a version it cannot read, and says so.",
+         bad="vllm==0.5.4        # requirements.txt", good="vllm==0.11.0       # requirements.txt"),
 )
 
 
@@ -50,6 +55,10 @@ def substituted_model(fact: Fact, used: object, by: str) -> Finding:
 def overridden(where: Location, key: str, written: object, flag: str, used: object) -> Finding:
     return Finding(*OVERRIDDEN, where, f"{flag} {used} overrides {key}: {written} here: the estimate uses {used}",
                    hint=f"set {key}: {used} in the file, or drop {flag}")
+
+
+def version_not_modelled(where: Location, why: str) -> Finding:
+    return Finding(*VERSION, where, why, hint="the estimate may be off by what that release does differently")
 
 
 def generic_shape(where: Location, model: str) -> Finding:

@@ -1,0 +1,98 @@
+"""The software stack a job runs on (vramlint/stack.py), read from the repository's own pins, and
+what the versions change: vLLM's defaults, transformers' loss and prefill logits, a finding for a
+release vramlint does not model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import DATA, EXAMPLES
+from vramlint.cli import main
+from vramlint.hardware import parse_gpus
+from vramlint.memory import estimate
+from vramlint.memory.loss import loss_head
+from vramlint.models import read_model
+from vramlint.plan import plan_from_flags
+from vramlint.stack import Stack, Pinned, plan_for_stack, repository_pins, requirement, resolve_stack, unmodelled
+
+PINS = DATA / "pins"
+
+
+def test_llamafactorys_requirements_name_the_newest_release_each_range_allows():
+    """hiyouga/LLaMA-Factory requirements.txt (tests/data/pins/SOURCES.tsv): transformers>=4.41.2,<=4.45.2
+    installs 4.45.2, the newest it allows; a range is no exact pin."""
+    pins = repository_pins(PINS / "llamafactory")
+    assert (pins["transformers"].version, pins["transformers"].origin, pins["transformers"].exact) == (
+        "4.45.2", "requirements.txt:1", False)
+    assert pins["peft"].version == "0.12.0" and pins["trl"].version == "0.9.6"
+
+
+def test_open_instructs_pyproject_pins_vllm_torch_and_deepspeed():
+    pins = repository_pins(PINS / "open-instruct")
+    assert {name: (p.version, p.exact) for name, p in pins.items() if name in ("vllm", "torch", "deepspeed")} == {
+        "vllm": ("0.9.1", True), "torch": ("2.7.0", True), "deepspeed": ("0.15.4", True)}
+    assert pins["vllm"].origin == "pyproject.toml:27"
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("transformers==4.46.3", ("transformers", "4.46.3", True)),
+    ("vllm[audio]>=0.8.5 ; sys_platform == 'linux'", ("vllm", "0.8.5", False)),
+    ("torch~=2.5.0", ("torch", "2.5.0", False)), ("peft<0.14", None), ("trl", None)])
+def test_a_requirement_line(line, expected):
+    assert requirement(line) == expected
+
+
+def test_a_flag_wins_over_the_pins_and_a_lock_over_a_range(tmp_path):
+    (tmp_path / ".git").mkdir()
+    shutil.copy(PINS / "llamafactory" / "requirements.txt", tmp_path / "requirements.txt")
+    (tmp_path / "uv.lock").write_text('version = 1\n\n[[package]]\nname = "transformers"\nversion = "4.44.2"\n')
+    (tmp_path / "Dockerfile").write_text("FROM python:3.11\nRUN pip install vllm==0.6.4.post1 torch==2.5.1\n")
+    stack = resolve_stack({}, tmp_path)
+    assert stack.version("transformers") == "4.44.2" and "uv.lock" in stack.origin("transformers")
+    assert stack.versions["vllm"] == Pinned("0.6.4.post1", "Dockerfile:2")
+    assert resolve_stack({"transformers_version": "5.0.0"}, tmp_path).version("transformers") == "5.0.0"
+
+
+def test_older_transformers_keep_the_shifted_logits_and_every_prompt_logit():
+    """transformers up to 4.48 make a shifted fp32 copy of the logits in the loss (14 B a logit in
+    forward, traced with 4.48.3); up to 4.44 a prefill computes every prompt position's logits."""
+    model, cluster = read_model("meta-llama/Llama-3.1-8B"), parse_gpus("1xH100")
+    old = Stack({"transformers": Pinned("4.46.3", "test")})
+    train = plan_from_flags(model, cluster, {"seq_len": 2048, "lora_rank": 16})
+    assert plan_for_stack(train, old).loss == "full-4.48" and plan_for_stack(train, Stack()).loss == "full"
+    logits = 2048 * model.vocab_size
+    for plan, per_logit in ((train, 10), (plan_for_stack(train, old), 14)):
+        head = loss_head(plan)
+        assert (head.kept[0] + head.forward[0]) == per_logit * logits
+    infer = plan_from_flags(model, cluster, {"seq_len": 2048, "infer": True})
+    old_infer = plan_for_stack(infer, Stack({"transformers": Pinned("4.44.2", "test")}))
+    logits = {name: next(c.bytes for c in estimate(p).components if c.name.startswith("logits"))
+              for name, p in (("new", infer), ("old", old_infer))}
+    assert logits["old"] == 2048 * logits["new"]
+
+
+def test_a_release_outside_the_modelled_ones_is_said():
+    assert unmodelled(Stack({"vllm": Pinned("0.5.4", "requirements.txt:3")}), "vllm").endswith("modelled as 0.6")
+    assert unmodelled(Stack({"vllm": Pinned("0.11.0", "x")}), "vllm") is None
+    assert "can read" in unmodelled(Stack({"transformers": Pinned("main", "x")}), "transformers")
+
+
+def test_a_vllm_config_takes_its_releases_defaults_and_names_it(tmp_path, capsys):
+    """gpu_memory_utilization left out: 0.9 up to vLLM 0.19, 0.92 from 0.20 (each release's
+    config/cache.py); the JSON names the release and where it was read."""
+    source = (EXAMPLES / "vllm-llama8b-l4.yaml").read_text()
+    lines = [line for line in source.splitlines() if not line.startswith("gpu_memory_utilization")]
+    config = tmp_path / "serve.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    (tmp_path / ".git").mkdir()
+    budgets = {}
+    for version in ("0.11.0", "0.22.0"):
+        (tmp_path / "requirements.txt").write_text(f"vllm=={version}\n")
+        main(["check", str(config), "--gpus", "1xL4", "--format", "json"])
+        entry = json.loads(capsys.readouterr().out)["files"][0]
+        assert entry["vllm_version"] == version
+        budgets[version] = (entry["serving"]["gpu_memory_utilization"], {f["code"] for f in entry["findings"]})
+    assert budgets["0.11.0"] == (0.9, set()) and budgets["0.22.0"][0] == 0.92 and "VL009" in budgets["0.22.0"][1]
