@@ -1,26 +1,35 @@
-"""vLLM's KV budget against published start-up logs (../shared/groundtruth/vllm-startup-logs.jsonl).
+"""vLLM's KV budget against published start-up logs: vLLM 0.19 on H100 (../shared/groundtruth/
+vllm-startup-logs.jsonl) and other releases and GPUs (tests/data/vllm_logs/releases.jsonl, each
+with its source and the log lines it was read from under excerpts/).
 
 Prints, per log, the measured weights / activation peak / KV cache (GiB) and KV token capacity
 beside vramlint's, and the error of the KV budget. Under pipeline parallelism the log's GiB lines
 are the first stage's while the token capacity is the smallest stage's — the last one, which runs
 the sampler and which vramlint models — so those rows' error is on the tokens (marked t).
 
-    python benchmarks/vllm_accuracy.py [path/to/groundtruth]
+Refused start-ups (``measured.error_text``) count as right when vramlint says vLLM will not start.
+
+    python benchmarks/vllm_accuracy.py [path/to/logs.jsonl ...]
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import statistics
 import sys
 from pathlib import Path
 
 from vramlint.errors import UsageError
-from vramlint.memory.serving import Serving, serving_estimate
+from vramlint.memory.serving import VLLM_VERSION, Serving, serving_estimate, starts
+from vramlint.serving_plan import v0_batch
+from vramlint.stack import parse_version
 from vramlint.models import read_model
 from vramlint.units import GiB
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "groundtruth"
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = (ROOT.parent / "shared" / "groundtruth" / "vllm-startup-logs.jsonl",
+           ROOT / "tests" / "data" / "vllm_logs" / "releases.jsonl")
 
 
 REQUIRED = ("model", "gpu_total_gib", "tp", "pp", "gpu_memory_utilization", "max_model_len", "measured")
@@ -36,36 +45,60 @@ def serving_for(record: dict) -> Serving | None:
     except UsageError:
         return None
     other = record.get("other_args") or {}
-    return Serving(model, int(record["gpu_total_gib"] * GiB), record["tp"], record["pp"],
+    serving = Serving(model, int(record["gpu_total_gib"] * GiB), record["tp"], record["pp"],
                    record["gpu_memory_utilization"], record["max_model_len"], other.get("max_num_seqs"),
                    other.get("max_num_batched_tokens"), record.get("kv_cache_dtype") or "auto",
-                   2 if record.get("dtype", "auto") in ("bfloat16", "float16", "auto") else 4,
-                   gpu_name=record.get("gpu") or "")
+                   2 if str(record.get("dtype") or "auto") in ("bfloat16", "float16", "auto") else 4,
+                   gpu_name=record.get("gpu") or "", release=str(record.get("vllm_version") or VLLM_VERSION))
+    said = frozenset(name for name in ("enable_chunked_prefill", "max_num_batched_tokens", "max_num_seqs") if name in other)
+    release = parse_version(serving.release) or (0, 19)
+    v0 = v0_batch(release, serving.context_len, model, [], said)
+    return replace(serving, **v0) if v0 else serving
 
 
 def main(argv: list[str]) -> int:
-    folder = Path(argv[0]) if argv else DEFAULT
-    errors = []
-    print(f"{'model':<44} {'tp':>2} {'pp':>2} {'weights':>15} {'activation':>15} {'KV GiB':>15} "
+    paths = [Path(a) for a in argv] or [p for p in DEFAULT if p.is_file()]
+    errors, refusals, weights = [], [], []
+    print(f"{'release':<12} {'model':<44} {'tp':>2} {'pp':>2} {'weights':>15} {'activation':>15} {'KV GiB':>15} "
           f"{'KV tokens':>21} {'err':>7}")
-    for line in (folder / "vllm-startup-logs.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        serving, measured = serving_for(record), record.get("measured") or {}
-        if serving is None or not measured.get("kv_cache_gib"):
-            continue
-        est = serving_estimate(serving)
-        parts = {c.name: c.bytes / GiB for c in est.components}
-        tokens = record["pp"] > 1 and measured.get("kv_cache_tokens")
-        error = ((est.kv_tokens - tokens) / tokens if tokens else
-                 (est.kv_budget / GiB - measured["kv_cache_gib"]) / measured["kv_cache_gib"])
-        errors.append(error)
-        print(f"{record['model'][:44]:<44} {record['tp']:>2} {record['pp']:>2} "
-              f"{measured.get('weights_gib', float('nan')):>7.2f}/{est.loaded / GiB:<7.2f}"
-              f"{measured.get('activation_peak_gib', float('nan')):>7.2f}/{parts['activation peak (profile run)']:<7.2f}"
-              f"{measured['kv_cache_gib']:>7.2f}/{est.kv_budget / GiB:<7.2f}"
-              f"{measured.get('kv_cache_tokens', 0):>10}/{est.kv_tokens:<10} {error:+7.1%}{' t' if tokens else ''}")
-    print(f"\n{len(errors)} logs: KV budget median |error| {statistics.median(map(abs, errors)):.1%}, "
-          f"worst {max(map(abs, errors)):.1%}")
+    for path in paths:
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            serving, measured = serving_for(record), record.get("measured") or {}
+            if serving is None:
+                continue
+            release = str(record.get("vllm_version") or VLLM_VERSION)[:12]
+            if measured.get("error_text"):
+                refused = not starts(serving)
+                refusals.append(refused)
+                print(f"{release:<12} {record['model'][:44]:<44} {record['tp']:>2} {record['pp']:>2} refused by vLLM: "
+                      f"{'refusal called' if refused else 'CALLED FITS'}")
+                continue
+            if not measured.get("kv_cache_gib"):
+                continue
+            est = serving_estimate(serving)
+            parts = {c.name: c.bytes / GiB for c in est.components}
+            tokens = record["pp"] > 1 and measured.get("kv_cache_tokens")
+            error = ((est.kv_tokens - tokens) / tokens if tokens else
+                     (est.kv_budget / GiB - measured["kv_cache_gib"]) / measured["kv_cache_gib"])
+            errors.append(error)
+            if measured.get("weights_gib"):
+                weights.append((est.loaded / GiB - measured["weights_gib"]) / measured["weights_gib"])
+            print(f"{release:<12} {record['model'][:44]:<44} {record['tp']:>2} {record['pp']:>2} "
+                  f"{measured.get('weights_gib') or float('nan'):>7.2f}/{est.loaded / GiB:<7.2f}"
+                  f"{measured.get('activation_peak_gib') or float('nan'):>7.2f}/"
+                  f"{parts.get('activation peak (profile run)', float('nan')):<7.2f}"
+                  f"{measured['kv_cache_gib']:>7.2f}/{est.kv_budget / GiB:<7.2f}"
+                  f"{measured.get('kv_cache_tokens') or 0:>10}/{est.kv_tokens:<10} {error:+7.1%}{' t' if tokens else ''}")
+    if errors:
+        within = sum(abs(e) <= 0.05 for e in errors)
+        print(f"\n{len(errors)} logs: KV budget median |error| {statistics.median(map(abs, errors)):.1%}, "
+              f"worst {max(map(abs, errors)):.1%}, within 5 %: {within} ({within / len(errors):.0%})")
+    if weights:
+        print(f"weights: median |error| {statistics.median(map(abs, weights)):.1%}, "
+              f"within 2 %: {sum(abs(w) <= 0.02 for w in weights)} of {len(weights)}")
+    if refusals:
+        print(f"refusals: {sum(refusals)} of {len(refusals)} called refusals")
     return 0
 
 

@@ -96,3 +96,27 @@ def test_a_vllm_config_takes_its_releases_defaults_and_names_it(tmp_path, capsys
         assert entry["vllm_version"] == version
         budgets[version] = (entry["serving"]["gpu_memory_utilization"], {f["code"] for f in entry["findings"]})
     assert budgets["0.11.0"] == (0.9, set()) and budgets["0.22.0"][0] == 0.92 and "VL009" in budgets["0.22.0"][1]
+
+
+LOGS = {json.loads(line)["id"]: json.loads(line)
+        for line in (DATA / "vllm_logs" / "releases.jsonl").read_text().splitlines()}
+
+
+def _serving(record: dict):
+    import sys
+    sys.path.insert(0, str(DATA.parent.parent / "benchmarks"))
+    from vllm_accuracy import serving_for
+    return serving_for(record)
+
+
+def test_vllm_06s_v0_engine_profiles_a_whole_prompt_below_32k():
+    """vllm-project/vllm#10517 (vLLM 0.6.4, RTX 3090, Llama-3.1-8B-Instruct; the log lines under
+    tests/data/vllm_logs/excerpts): chunked prefill is off up to a 32K context, so the profile run
+    is one 20,000-token prompt and the KV cache is what is left (3.81 GiB); at 29,000 tokens the
+    cache cannot hold one request and vLLM refuses — both as the V0 defaults say (0.19's would not)."""
+    from vramlint.memory.serving import serving_estimate, starts
+    fits = LOGS["gh10517-v064-llama31-8b-3090-20k"]
+    est = serving_estimate(_serving(fits))
+    assert est.kv_budget / 2**30 == pytest.approx(fits["measured"]["kv_cache_gib"], rel=0.05)
+    refused = LOGS["gh10517-v064-llama31-8b-3090-29k-refusal"]
+    assert refused["measured"]["error_text"] and not starts(_serving(refused))

@@ -30,6 +30,25 @@ def default_utilization(release: tuple[int, ...]) -> float:
     return 0.92 if release >= (0, 20) else 0.9
 
 
+def v0_batch(release: tuple[int, ...], context: int, model: ModelShape, notes: list[str],
+             said: frozenset[str] = frozenset()) -> dict:
+    """The V0 engine's batch defaults (vLLM 0.6 and 0.7, engine/arg_utils.py ``use_long_context``,
+    config.py SchedulerConfig): chunked prefill only for a context over 32K (not for multimodal
+    or sliding-window models), then 512 batched tokens (2,048 from 0.6.5); without it the profile
+    run takes a whole max(max_model_len, 2048) prompt; max_num_seqs 256. ``said``: the settings the
+    config states (enable_chunked_prefill, max_num_batched_tokens, max_num_seqs), which stand."""
+    if release >= (0, 8) or {"enable_chunked_prefill", "max_num_batched_tokens"} & said:
+        return {}
+    sliding = any(layer.attention.window for layer in model.layers)
+    chunked = context > 32768 and not sliding and model.vision is None
+    tokens = (512 if release < (0, 6, 5) else 2048) if chunked else max(context, 2048)
+    notes.append(f"vLLM {'.'.join(map(str, release))} (V0 engine): chunked prefill "
+                 f"{'on' if chunked else 'off'} for a {context:,}-token context, the profile run over {tokens:,} "
+                 "tokens")
+    return {"chunked_prefill": chunked, "max_num_batched_tokens": tokens,
+            **({} if "max_num_seqs" in said else {"max_num_seqs": 256})}
+
+
 def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, notes: list[str],
                       release: str = VLLM_VERSION) -> Serving:
     """One GPU's share of what the file asks vLLM to serve; ``notes`` gains what is not counted.
@@ -38,12 +57,17 @@ def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, note
     utilization = default_utilization(numbers)
     if not cfg.gpu_memory_utilization.from_file:
         notes.append(f"gpu_memory_utilization {utilization}: vLLM {release}'s default")
+    said = _count(cfg.max_model_len, None)
+    stated = frozenset(name for name, fact in (("enable_chunked_prefill", cfg.chunked_prefill),
+                                               ("max_num_batched_tokens", cfg.max_num_batched_tokens),
+                                               ("max_num_seqs", cfg.max_num_seqs)) if fact.from_file)
+    v0 = v0_batch(numbers, said or model.max_position_embeddings or 2048, model, notes, stated)
     model = _quantized_online(model, cfg.quantization.value, notes)
     if model.vision and cfg.tower_off(model.vision.modalities):
         model = replace(model, vision=None)              # vLLM builds no vision tower, profiles no images
     model = _encoder_mode(model, cfg.mm_encoder_tp_mode.value, notes)
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
-    return Serving(
+    serving = Serving(
         model, cluster.gpu.memory_bytes, tp=_count(cfg.tensor_parallel), pp=_count(cfg.pipeline_parallel),
         utilization=_number(cfg.gpu_memory_utilization, utilization, 1.0) if cfg.gpu_memory_utilization.from_file
         else utilization, max_model_len=_count(cfg.max_model_len, None),
@@ -58,6 +82,7 @@ def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, note
         draft=_draft(cfg.draft_model, notes), draft_tp=cfg.draft_tp,
         lora=LoraSlots(_count(cfg.max_loras), _count(cfg.max_lora_rank, 16), cfg.fully_sharded_loras.value is True)
         if cfg.enable_lora.value is True else None, release=release)
+    return replace(serving, **v0) if v0 else serving
 
 
 def _quantized_online(model: ModelShape, method, notes: list[str]) -> ModelShape:
