@@ -348,13 +348,32 @@ def test_a_stage_keeps_what_trl_runs(case, tmp_path, capsys):
         assert any(f"{trained[0]} rows" in note for note in entry["estimate"]["assumptions"])
 
 
-def test_grpo_with_colocated_vllm_takes_its_share(capsys, monkeypatch):
-    """open-r1's GRPO demo runs vLLM colocated at vllm_gpu_memory_utilization 0.7 (TRL's mode default)."""
+def test_grpo_puts_vllm_where_the_recipe_says(capsys, monkeypatch, tmp_path):
+    """open-r1's GRPO demo (TRL before vllm_mode) gives vLLM a GPU of its own (vllm_device): nothing
+    of it on the training GPUs; TRL 1.16's vllm_mode colocate takes vllm_gpu_memory_utilization of
+    each; without vLLM, model.generate's KV cache for batch x steps_per_generation completions."""
     monkeypatch.chdir(RECIPE_DATA)
-    code, out = check(capsys, "huggingface__open-r1/recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml",
-                      "--gpus", "8x80GB")
-    vllm = next(c for c in out["files"][0]["estimate"]["components"] if c["name"] == "vLLM engine (colocated)")
-    assert vllm["bytes"] == int(0.7 * out["files"][0]["gpus"]["memory_bytes"])
+    demo = "huggingface__open-r1/recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml"
+    code, out = check(capsys, demo, "--gpus", "8x80GB")
+    assert not any(c["name"] == "vLLM engine (colocated)" for c in out["files"][0]["estimate"]["components"])
+    text = (RECIPE_DATA / demo).read_text().replace("vllm_device: auto\n", "vllm_mode: colocate\n")
+    code, out = check(capsys, write(tmp_path / "colocate.yaml", text), "--gpus", "8x80GB")
+    entry = out["files"][0]
+    vllm = next(c for c in entry["estimate"]["components"] if c["name"] == "vLLM engine (colocated)")
+    assert vllm["bytes"] == int(0.7 * entry["gpus"]["memory_bytes"])
+    bare = write(tmp_path / "generate.yaml", "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\n"
+                 "per_device_train_batch_size: 8\ngradient_accumulation_steps: 4\nlearning_rate: 1.0e-6\n"
+                 "num_generations: 8\nmax_completion_length: 1024\n")
+    from vramlint.memory.stages import generation
+    from vramlint.models import read_model
+    from vramlint.plan import Plan
+    from vramlint.hardware import parse_gpus
+    code, out = check(capsys, bare, "--gpus", "1x80GB")
+    assert any("32 completions" in note for note in out["files"][0]["estimate"]["assumptions"])
+    plan = Plan(model=read_model("Qwen/Qwen2.5-1.5B-Instruct"), cluster=parse_gpus("1x80GB"), precision="bf16",
+                seq_len=1536, generation_rows=32)
+    kv = next(c for c in generation(plan) if c.name == "generation KV cache")
+    assert kv.bytes == 32 * 1536 * 28 * 2 * 2 * 128 * 2      # rows x tokens x layers x (k, v) x kv heads x head_dim x 2 B
 
 
 def test_fsdp_accumulation_follows_the_loop(capsys, monkeypatch):

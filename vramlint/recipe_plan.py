@@ -194,6 +194,11 @@ def _stage(recipe: Recipe, job: dict, cluster: Cluster, notes: list[str]) -> dic
         notes.append(f"stage {stage}: the reference is the same model with its LoRA adapter disabled (no copy)")
     elif said is False and stage in REFERENCE_STAGES:
         notes.append(f"stage {stage}: no reference model ({recipe.reference.default or recipe.reference.location})")
+    rows = recipe.generation_rows.value
+    if isinstance(rows, int) and rows > 0:
+        out["generation_rows"] = rows
+        notes.append(f"stage {stage}: model.generate makes {rows} completions of up to {job['seq_len']:,} tokens "
+                     "at once between steps (no vLLM)")
     share = recipe.colocated_share.value
     if isinstance(share, (int, float)) and not isinstance(share, bool) and 0 < share < 1:
         out["colocated_share"] = float(share)

@@ -55,5 +55,34 @@ def colocated_vllm(plan: Plan) -> list[Component]:
                       VLLM_SOURCE)]
 
 
+GENERATE_SOURCE = ("TRL 1.16.0 GRPO / RLOO without vLLM: model.generate over per_device_train_batch_size x "
+                   "steps_per_generation completions after the optimizer step (grpo_trainer.py:1258-1316, 1522-1551); "
+                   "ZeRO-3 gathers the whole policy for it (ds3_gather_for_generation), FSDP summons its full parameters")
+
+
+def generation(plan: Plan) -> list[Component]:
+    """What generating completions with transformers between steps adds to the model states:
+    the KV cache of every row over the prompt and completion, the last position's logits (16-bit
+    and fp32), and the whole weights where ZeRO-3 or FSDP shard them."""
+    if not plan.generation_rows:
+        return []
+    from vramlint.memory.inference import kv_cache
+    compute = {"fp32": "float32", "fp16": "float16"}.get(plan.precision, "bfloat16")
+    cache = kv_cache(plan.with_changes(mode="infer", micro_batch=plan.generation_rows, weights_dtype=compute))
+    rows, v = plan.generation_rows, plan.model.vocab_size
+    tokens = rows * plan.seq_len
+    parts = [Component("generation KV cache", cache.bytes, f"{cache.bytes // tokens:,} B/token x {tokens:,} tokens "
+                       f"({rows} completions of {plan.seq_len:,})", GENERATE_SOURCE),
+             Component("generation logits", 6 * rows * v, f"6 B x rows x V ({rows * v:,}): 16-bit and fp32",
+                       GENERATE_SOURCE)]
+    sharded = (plan.runtime == "deepspeed" and plan.zero_stage == 3) or (
+        plan.runtime == "fsdp" and plan.fsdp_strategy != "NO_SHARD")
+    if sharded and plan.data_parallel > 1:
+        b = 4 if plan.precision == "fp32" else 2
+        parts.append(Component("gathered weights for generation", b * plan.model.params, f"{b} B x P",
+                               GENERATE_SOURCE))
+    return parts
+
+
 def stage_components(plan: Plan) -> list[Component]:
     return reference_copy(plan) + colocated_vllm(plan)

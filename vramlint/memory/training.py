@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from vramlint.memory import activations as act
 from vramlint.memory.components import Component
 from vramlint.memory.loss import loss_component
+from vramlint.memory.stages import generation
 from vramlint.memory.states import States, model_states, trainable
 from vramlint.plan import Plan
 
@@ -122,6 +123,9 @@ def moments(plan: Plan, states: States) -> list[Moment]:
     backward += (() if plan.grad_checkpointing else layer_casts) + head_cast
     out = [Moment("forward at the loss", forward), Moment("backward at the loss", backward),
            Moment("optimizer step", rest + tuple(states.gradients) + tuple(states.step))]
+    made = generation(plan)
+    if made:                      # between steps: the gradients are gone, the states stay
+        out.append(Moment("generation between steps", rest + tuple(made)))
     if plan.grad_checkpointing:
         out.append(Moment("backward, last layer", rest + tuple(states.gradients) + tuple(states.backward)
                           + _masks(plan) + (_one_layer(plan),) + _dequantized(plan)))

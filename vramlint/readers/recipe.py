@@ -91,6 +91,7 @@ class Recipe:
     # separate one is named), False (precomputed log-probs, GRPO's beta 0)
     reference: Fact = field(default_factory=lambda: Fact("auto", None, "the stage's rule"))
     colocated_share: Fact = field(default_factory=lambda: Fact(0.0))   # a colocated vLLM's share of each GPU
+    generation_rows: Fact = field(default_factory=lambda: Fact(0))     # completions generated at once without vLLM
     # FSDP under gradient accumulation: reduce-scatter each micro-batch, or no_sync's unsharded gradients
     sync_each_batch: Fact = field(default_factory=lambda: Fact(False, None, "HF Trainer: no_sync between micro-batches "
                                                                             "(accelerator_config.sync_each_batch off)"))

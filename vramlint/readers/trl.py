@@ -117,6 +117,8 @@ def _colocated(keys: Keys, stage: str) -> Fact:
     mode = keys.get("vllm_mode", default="colocate", why=f"{VERSION} vllm_mode default")
     if stage != "grpo" or not use.value or str(mode.value) != "colocate":
         return Fact(0.0, use.location, use.default)
+    if keys.has("vllm_device") and not keys.has("vllm_mode"):      # TRL before vllm_mode: a GPU of its own
+        return keys.fact("vllm_device", 0.0)
     if truthy(keys.raw("vllm_enable_sleep_mode")):
         return keys.fact("vllm_enable_sleep_mode", 0.0)
     share = keys.get("vllm_gpu_memory_utilization", default=0.3, why=f"{VERSION} vllm_gpu_memory_utilization default")
@@ -150,6 +152,20 @@ def _loss_note(stage: Fact) -> tuple[str, ...]:
         return ("TRL 1.15 and later compute the loss with a fused LM head, without the full logits: estimated with "
                 "them, as earlier TRL does (--loss trl for 1.15+)",)
     return ()
+
+
+def _generation_rows(keys: Keys, stage: str) -> Fact:
+    """GRPO without vLLM generates with ``model.generate`` between optimizer steps:
+    per_device_train_batch_size x steps_per_generation rows at once (steps_per_generation defaults
+    to gradient_accumulation_steps; grpo_config.py:1086-1141)."""
+    if stage != "grpo" or truthy(keys.raw("use_vllm")) or any(str(k).startswith("vllm_") for k in keys.data):
+        return Fact(0)              # vLLM generates (a vllm_* setting says the script turns it on)
+    batch = keys.get("per_device_train_batch_size", default=8, convert=positive)
+    steps = keys.get("steps_per_generation", "gradient_accumulation_steps", default=1, convert=positive)
+    if not all(isinstance(f.value, int) and not isinstance(f.value, bool) for f in (batch, steps)):
+        return Fact(0)
+    where = steps if steps.from_file else batch
+    return Fact(batch.value * steps.value, where.location, "per_device_train_batch_size x steps_per_generation")
 
 
 def _lora(keys: Keys) -> tuple[Fact, Fact, Fact]:
@@ -278,6 +294,7 @@ def read_trl(document: Document) -> Recipe:
         max_grad_norm=keys.get("max_grad_norm", default=1.0, why="TrainingArguments max_grad_norm default"),
         hf_trainer=not open_instruct,
         reference=_reference(keys, stage.value), colocated_share=_colocated(keys, stage.value),
+        generation_rows=_generation_rows(keys, stage.value),
         switches=_switches(keys, stage, open_instruct), notes=_loss_note(stage),
         keys=SPELLING,
     )

@@ -22,7 +22,7 @@ RULES = (
          bad='{"train_micro_batch_size_per_gpu": 4}   # recipe: per_device_train_batch_size: 2',
          good='{"train_micro_batch_size_per_gpu": "auto"}'),
     Rule(*NOT_MODELLED, summary="The recipe turns on something the memory model does not price yet (PPO's four "
-                                "models, a distillation teacher, GRPO's generation between steps, an optimizer "
+                                "models, a distillation teacher, an optimizer "
                                 "it has no states for, ...): the estimate is for the job without it, and says so.",
          bad="stage: ppo      # LLaMA-Factory: policy, reference, reward and value models",
          good="stage: dpo     # priced: chosen + rejected rows, the reference (none with LoRA)"),
@@ -97,11 +97,6 @@ def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
         yield Finding(*NOT_MODELLED, stage.location or recipe.document.locate("$"),
                       f"{what} is estimated as supervised fine-tuning of one model: what the stage adds is not "
                       "counted yet, so the peak is a lower bound", hint="treat a near-fit as not fitting")
-    elif stage.value in ("grpo", "rloo") and not plan.colocated_share:
-        yield Finding(*NOT_MODELLED, stage.location or recipe.document.locate("$"),
-                      f"{stage.value.upper()} generates completions between steps: model.generate's KV cache for "
-                      "per_device_train_batch_size x steps_per_generation completions (or, in vLLM server mode, the "
-                      "vLLM GPUs) is not counted; the training step is", hint="treat a near-fit as not fitting")
     if recipe.optimizer.value not in OPTIMIZERS:
         yield Finding(*NOT_MODELLED, recipe.optimizer.location or recipe.document.locate("$"),
                       f"optimizer {recipe.optimizer.value!r} is not priced: estimated as AdamW (m and v, 8 B per "
