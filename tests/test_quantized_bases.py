@@ -191,3 +191,18 @@ def test_paged_32bit_adam_keeps_fp32_states_whatever_the_weights(dtype):
     held = sum(c.bytes for c in states.resting if c.name == "optimizer states")
     assert (paged + held) / LLAMA_8B.params == pytest.approx(STEPS["paged_32bit_state_per_element"][dtype], abs=0.01)
     assert held < paged / 1000
+
+
+def test_dora_trains_a_magnitude_vector_per_adapted_linear_and_keeps_its_two_results():
+    """PEFT 0.21.2 DoRA (tuners/lora/dora.py): lora_magnitude_vector of d_out per adapted linear;
+    the forward keeps the base's and the adapter's outputs (d_out each, recorded on the CPU:
+    +4 B a d_out element with fp32 adapters under autocast)."""
+    from vramlint.memory.activations import layer_bytes_per_token
+    flags = {"seq_len": 1024, "lora_rank": 16, "weights_dtype": "float32"}
+    lora = plan_from_flags(LLAMA_8B, parse_gpus("1xH100"), flags)
+    dora = plan_from_flags(LLAMA_8B, parse_gpus("1xH100"), {**flags, "dora": True})
+    layer = LLAMA_8B.layers[0]
+    outs = sum(d_out for _, (_, d_out, _) in layer.linears(LLAMA_8B.hidden_size, LLAMA_8B.block).items())
+    assert trainable(dora) - trainable(lora) == outs * LLAMA_8B.num_layers
+    per = layer_bytes_per_token(layer, LLAMA_8B, dora) - layer_bytes_per_token(layer, LLAMA_8B, lora)
+    assert per == 4 * outs

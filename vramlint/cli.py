@@ -71,6 +71,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adapter-dtype", choices=["float32", "bfloat16", "float16"],
                    help="dtype of the LoRA adapters (default float32: PEFT's autocast_adapter_dtype; torchtune and "
                         "scripts that cast them keep the base's)")
+    p.add_argument("--dora", action="store_true", help="PEFT use_dora: a magnitude vector per adapted linear and "
+                                                       "its weight norm in each forward")
     p.add_argument("--lora-dropout", type=_probability, help="PEFT's lora_dropout (default 0, PEFT's default)")
     quant = p.add_mutually_exclusive_group()
     quant.add_argument("--load-in-4bit", action="store_true", help="QLoRA: NF4 base weights (bitsandbytes); with "

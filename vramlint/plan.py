@@ -106,6 +106,7 @@ class Plan:
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = ("all-linear",)
     lora_dropout: float = 0.0      # PEFT's lora_dropout: a kept mask per adapted linear's input when > 0
+    dora: bool = False             # PEFT use_dora: a magnitude vector per adapted linear, its weight norm each forward
     load_in_4bit: bool = False
     adapter_dtype: str = "float32"  # LoRA adapters (and their grads, Adam moments): PEFT upcasts to fp32 by default
     load_in_8bit: bool = False     # LLM.int8 base (bitsandbytes Linear8bitLt) under LoRA, or for inference
@@ -495,7 +496,7 @@ def workload_from_flags(flags: dict) -> dict:
     return {"optimizer": flags.get("optimizer") or "adamw", "attn": attn,
             "lora_rank": flags.get("lora_rank") or (16 if flags.get("load_in_4bit") or flags.get("load_in_8bit")
                                                      else 0), "lora_targets": targets,
-            "lora_dropout": flags.get("lora_dropout") or 0.0,
+            "lora_dropout": flags.get("lora_dropout") or 0.0, "dora": bool(flags.get("dora")),
             "load_in_4bit": bool(flags.get("load_in_4bit")), "load_in_8bit": bool(flags.get("load_in_8bit")),
             "adapter_dtype": flags.get("adapter_dtype") or "float32", "sync_each_batch": bool(flags.get("sync_each_batch")),
             "loss": flags.get("loss") or "full", "optimizer_impl": flags.get("optimizer_impl") or "foreach",

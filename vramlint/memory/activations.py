@@ -192,9 +192,10 @@ SHARED_READS = {"q": "attention", "k": "attention", "v": "attention", "qkv": "at
 
 
 def adapters_16bit(plan: Plan) -> bool:
-    """PEFT keeps LoRA adapters in fp32 (``autocast_adapter_dtype``); DeepSpeed casts every
-    parameter to the 16-bit dtype, and FSDP's mixed precision computes them in it."""
-    return plan.runtime != "torch"
+    """PEFT keeps LoRA adapters in fp32 (``autocast_adapter_dtype``) unless the framework builds
+    them in 16 bit (``Plan.adapter_dtype``: torchtune); DeepSpeed casts every parameter to the
+    16-bit dtype, and FSDP's mixed precision computes them in it."""
+    return plan.runtime != "torch" or plan.adapter_dtype != "float32"
 
 
 def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
@@ -208,8 +209,9 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
     linears = {name: d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
                if name in wanted and copies == 1 and name != "router"}   # PEFT wraps the router's weight
     mask = 1 if plan.lora_dropout else 0
+    dora = _dora_results(layer, h, plan)
     if not adapters_16bit(plan):
-        return [((2 if plan.autocast else 4) + mask) * d_in for d_in in linears.values()]
+        return [((2 if plan.autocast else 4) + mask) * d_in for d_in in linears.values()] + dora
     if mask:
         return [(widths(plan).a + mask) * d_in for d_in in linears.values()]
     reads: dict[str, int] = {}
@@ -217,7 +219,34 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
         tensor = SHARED_READS.get(name, name)
         if tensor:
             reads[tensor] = d_in
-    return [widths(plan).a * d_in for d_in in reads.values()]
+    return [widths(plan).a * d_in for d_in in reads.values()] + dora
+
+
+def _dora_results(layer: Layer, h: int, plan: Plan) -> list[int]:
+    """DoRA keeps, per adapted linear and token, the base output and the LoRA output it scales
+    (peft 0.21.2 dora.py:132-166): 2 + 4 B a d_out element with fp32 adapters outside autocast,
+    2 + 2 otherwise (recorded on the CPU, research features/scripts/peft_dora_lora.out)."""
+    if not plan.dora:
+        return []
+    wanted = lora_targets(plan.lora_targets, plan.model)
+    per = 6 if not adapters_16bit(plan) and not plan.autocast else 4
+    return [per * d_out for name, (_, d_out, copies) in layer.linears(h, plan.model.block).items()
+            if name in wanted and copies == 1 and name != "router"]
+
+
+def dora_transient(plan: Plan) -> tuple[int, int]:
+    """The weight norm DoRA computes in each adapted linear's forward, all alive at once for one
+    layer at a time (an identity of d_in², B·A, the merged weight, its norm): about 7 x d_out·d_in
+    bytes with 16-bit adapters (9 over a quantized base, dequantized), 18 x with fp32 adapters —
+    measured on the CPU (peft_dora_lora.out); the largest adapted linear's: (bytes per weight
+    element, its elements)."""
+    if not plan.dora or not plan.lora_rank:
+        return 0, 0
+    wanted = lora_targets(plan.lora_targets, plan.model)
+    per = 18 if not adapters_16bit(plan) else 9 if plan.quantized_base else 7
+    return per, max((d_in * d_out for layer in plan.model.layers
+                     for name, (d_in, d_out, copies) in layer.linears(plan.model.hidden_size, plan.model.block).items()
+                     if name in wanted and copies == 1), default=0)
 
 
 def tp_divisors(layer: Layer, plan: Plan) -> tuple[int, int]:

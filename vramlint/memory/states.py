@@ -95,30 +95,35 @@ def lora_targets(targets: tuple[str, ...], model: ModelShape | None = None) -> s
     return names - MLP_NAMES - {f"shared_{n}" for n in MLP_NAMES} | experts
 
 
-def lora_params(model: ModelShape, rank: int, targets: tuple[str, ...] = ("all-linear",)) -> int:
-    """Trainable LoRA parameters: r x (d_in + d_out) per adapted matrix (PEFT), lm_head excluded."""
-    return (sum(size for layer in model.layers for _, size in _adapters(layer, model, rank, targets))
+def lora_params(model: ModelShape, rank: int, targets: tuple[str, ...] = ("all-linear",), dora: bool = False) -> int:
+    """Trainable LoRA parameters: r x (d_in + d_out) per adapted matrix (PEFT), lm_head excluded;
+    DoRA adds a magnitude vector of d_out per adapted matrix."""
+    return (sum(size for layer in model.layers for _, size in _adapters(layer, model, rank, targets, dora))
             + sum(size for _, size in _model_adapters(model, rank, targets)))
 
 
 def trainable(plan: Plan) -> int:
-    return lora_params(plan.model, plan.lora_rank, plan.lora_targets) if plan.lora_rank else plan.model.params
+    return (lora_params(plan.model, plan.lora_rank, plan.lora_targets, plan.dora) if plan.lora_rank
+            else plan.model.params)
 
 
 ADAPTER_GROUPS = {"router": "router", "shared_expert_gate": "router", "experts_gate_up": "experts",
                   "experts_down": "experts"}
 
 
-def _adapters(layer: Layer, model: ModelShape, rank: int, targets: tuple[str, ...]) -> list[tuple[str, int]]:
+def _adapters(layer: Layer, model: ModelShape, rank: int, targets: tuple[str, ...],
+              dora: bool = False) -> list[tuple[str, int]]:
     """One layer's adapter tensors in module order, as (parameter group, elements): lora_A
     (r x d_in) and lora_B (d_out x r) of every targeted linear, each copy of a fused expert's
-    folded into one; the group says which sublayer's backward produces the gradient."""
+    folded into one, and under DoRA its magnitude vector (d_out; peft 0.21.2 tuners/lora/dora.py:
+    101-130); the group says which sublayer's backward produces the gradient."""
     wanted = lora_targets(targets, model)
     out = []
     for name, (d_in, d_out, copies) in layer.linears(model.hidden_size, model.block).items():
         if name in wanted:
             group = ADAPTER_GROUPS.get(name, "mlp" if name in MLP_NAMES or name.startswith("shared_") else "attention")
             out += [(group, rank * copies * d_in), (group, rank * copies * d_out)]
+            out += [(group, copies * d_out)] if dora else []
     return out
 
 
@@ -132,7 +137,7 @@ def _model_adapters(model: ModelShape, rank: int, targets: tuple[str, ...]) -> l
 
 def lora_tensors(layer: Layer, plan: Plan) -> list[tuple[str, int]]:
     """The plan's adapter tensors of one layer (``_adapters``)."""
-    return _adapters(layer, plan.model, plan.lora_rank, plan.lora_targets)
+    return _adapters(layer, plan.model, plan.lora_rank, plan.lora_targets, plan.dora)
 
 
 def trainable_tensors(plan: Plan) -> list[int]:

@@ -112,12 +112,22 @@ def _masks(plan: Plan) -> tuple[Component, ...]:
                       "transformers masking_utils.py (memory/activations.py attention_masks)"),)
 
 
+def _dora_norm(plan: Plan) -> tuple[Component, ...]:
+    """DoRA's weight norm in one adapted linear's forward (memory/activations.py dora_transient):
+    before the loss it is over; with checkpointing the recompute makes it again in backward."""
+    per, elements = act.dora_transient(plan)
+    return (Component("DoRA weight norm (one linear)", per * elements, f"{per} B x the largest adapted linear "
+                      f"({elements:,}): an identity, B·A, the merged weight and its norm",
+                      "peft 0.21.2 tuners/lora/dora.py:86-166 (recorded on the CPU)"),) if elements else ()
+
+
 def moments(plan: Plan, states: States) -> list[Moment]:
     kept, head = _kept_activations(plan), _head(plan)
     layer_casts, head_cast = _cast_weights(plan)
     rest = tuple(states.resting)
     carried = tuple(states.carried) if plan.grad_accum > 1 else ()     # from the earlier micro-batches
     turn = rest + tuple(states.gathered) + carried + _masks(plan)
+    norm = _dora_norm(plan)
     forward = turn + (kept, head, loss_component(plan, "forward")) + layer_casts + head_cast
     backward = turn + (kept, head, loss_component(plan, "backward"))
     backward += (() if plan.grad_checkpointing else layer_casts) + head_cast
@@ -128,7 +138,7 @@ def moments(plan: Plan, states: States) -> list[Moment]:
         out.append(Moment("generation between steps", rest + tuple(made)))
     if plan.grad_checkpointing:
         out.append(Moment("backward, last layer", rest + tuple(states.gradients) + tuple(states.backward)
-                          + _masks(plan) + (_one_layer(plan),) + _dequantized(plan)))
+                          + _masks(plan) + (_one_layer(plan),) + _dequantized(plan) + norm))
     return out
 
 

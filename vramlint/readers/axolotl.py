@@ -17,8 +17,8 @@ from typing import Any
 from vramlint.documents import Document
 from vramlint.models.peft import PEFT_DEFAULT_RANK
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, Feature, FsdpFacts, Keys, Recipe, optim_switches, positive,
-                                     targets, truthy)
+from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, Feature, FsdpFacts, Keys, Recipe, dora_switch, optim_switches,
+                                     positive, targets, truthy)
 from vramlint.readers.trl import FSDP_WORDS, attention
 
 VERSION = "axolotl 0.19.0"
@@ -164,6 +164,7 @@ def _switches(keys: Keys) -> dict[str, Fact]:
     the plugin, integrations/cut_cross_entropy/args.py:33; Liger's fused cross-entropy with
     ``liger_fused_linear_cross_entropy``) and the optimizer's flavour (``adamw_torch_fused`` default)."""
     out = optim_switches(keys.get("optimizer", default="adamw_torch_fused", why=f"{VERSION} optimizer default"))
+    out |= dora_switch(keys, "peft_use_dora")
     plugins = _plugins(keys)
     if "cut_cross_entropy" in plugins and (not keys.has("cut_cross_entropy") or truthy(keys.raw("cut_cross_entropy"))):
         out["loss"] = keys.fact("plugins", "cce")
@@ -177,7 +178,6 @@ def _features(keys: Keys) -> tuple[Feature, ...]:
     for key, what, effect in (
             ("chunked_cross_entropy", "chunked cross-entropy builds the logits a chunk at a time", "high"),
             ("activation_offloading", "activation offloading keeps the saved activations on the host", "high"),
-            ("peft_use_dora", "DoRA adds magnitude vectors and computes each adapted weight's norm", "low"),
             ("layer_offloading", "layer offloading keeps parameters on the host", "high")):
         if truthy(keys.raw(key)) and keys.has(key):
             found.append(Feature(keys.fact(key, None), what, effect))

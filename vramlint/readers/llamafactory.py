@@ -16,7 +16,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, optim_switches, positive, targets, truthy
+from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, dora_switch, optim_switches, positive, targets, truthy
 from vramlint.readers.trl import attention, hf_fsdp, optimizer
 
 VERSION = "LLaMA-Factory 0.9.5"
@@ -95,6 +95,7 @@ def _switches(keys: Keys, stage: Fact) -> dict[str, Fact]:
     cross-entropy 0.9.5 keeps only for stages that need no logits (pt, sft:
     model/model_utils/liger_kernel.py:94-95)."""
     out = optim_switches(keys.get("optim", default="adamw_torch_fused", why="HF TrainingArguments optim default"))
+    out |= dora_switch(keys, "use_dora")
     if truthy(keys.raw("enable_liger_kernel")) and keys.has("enable_liger_kernel") and stage.value in ("pt", "sft"):
         out["loss"] = keys.fact("enable_liger_kernel", "liger")
     return out
@@ -109,8 +110,6 @@ def _features(keys: Keys, kind: Fact) -> tuple[Feature, ...]:
     for key, what, effect in (("use_galore", "GaLore keeps projected optimizer states", "high"),
                               ("use_apollo", "APOLLO keeps low-rank optimizer states", "high"),
                               ("use_badam", "BAdam updates one block of layers at a time", "high"),
-                              ("use_dora", "DoRA adds magnitude vectors and computes each adapted weight's norm",
-                               "low"),
                               ("use_unsloth", "Unsloth's kernels", "high"),
                               ("use_unsloth_gc", "checkpoints offloaded to the host", "high")):
         if truthy(keys.raw(key)) and keys.has(key):

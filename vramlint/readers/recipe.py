@@ -189,7 +189,15 @@ def targets(value: Any) -> tuple[str, ...]:
 
 
 # The Plan settings a recipe may switch (Recipe.switches), with the command-line flag that says each.
-SWITCHES = ("loss", "optimizer_impl", "paged_optimizer", "optimizer_in_bwd", "activation_offload")
+SWITCHES = ("loss", "optimizer_impl", "paged_optimizer", "optimizer_in_bwd", "activation_offload", "dora")
+
+
+def dora_switch(keys: Keys, *names: str) -> dict[str, Fact]:
+    """PEFT's ``use_dora`` as the recipe spells it, where it is on."""
+    for name in names:
+        if keys.has(name) and truthy(keys.raw(name)):
+            return {"dora": keys.fact(name, True)}
+    return {}
 # HF Trainer ``optim`` values -> how the priced optimizer runs (transformers 5.24 OptimizerNames; the
 # fused AdamW kernel makes no step temporary; bitsandbytes' paged states live in unified memory).
 OPTIM_SWITCHES = {"adamw_torch_fused": {"optimizer_impl": "fused"}, "paged_adamw_8bit": {"paged_optimizer": True},

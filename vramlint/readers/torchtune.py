@@ -26,7 +26,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, Feature, FsdpFacts, Keys, Recipe, dtype_name, positive, truthy
+from vramlint.readers.recipe import TRAIN, FsdpFacts, Keys, Recipe, dora_switch, dtype_name, positive, truthy
 
 VERSION = "torchtune 0.6.1"
 SPELLING = {"micro_batch": "batch_size", "grad_accum": "gradient_accumulation_steps",
@@ -147,19 +147,12 @@ def _fsdp(keys: Keys, recipe: str | None) -> FsdpFacts | None:
                      checkpointing=Fact(False), upcast=False)
 
 
-def _features(keys: Keys) -> tuple[Feature, ...]:
-    if truthy(keys.raw("model.use_dora")) and keys.has("model.use_dora"):
-        return (Feature(keys.fact("model.use_dora", None), "DoRA adds magnitude vectors and computes each adapted "
-                        "weight's norm", "low"),)
-    return ()
-
-
 def _switches(keys: Keys) -> dict[str, Fact]:
     """What the recipe switches on (torchtune 0.6.1): the chunked loss (``CEWithChunkedOutputLoss``,
     and its successor ``LinearCrossEntropyLoss``), compiled with ``compile``; a paged or fused
     optimizer; ``optimizer_in_bwd``; ``enable_activation_offloading`` (only with checkpointing,
     which the recipe requires)."""
-    out: dict[str, Fact] = {}
+    out: dict[str, Fact] = dora_switch(keys, "model.use_dora")
     loss = str(keys.raw("loss._component_") or "")
     if loss.endswith(("CEWithChunkedOutputLoss", "LinearCrossEntropyLoss")):
         compiled = truthy(keys.raw("compile")) and keys.has("compile")
@@ -210,6 +203,6 @@ def read_torchtune(document: Document) -> Recipe:
         load_in_4bit=quant, load_in_8bit=Fact(False),
         attn=Fact("sdpa", None, f"{VERSION}: F.scaled_dot_product_attention"),
         deepspeed=Fact(None), fsdp=None if single and not keys.has("fsdp_cpu_offload") else _fsdp(keys, recipe),
-        hf_trainer=False, keys=SPELLING, features=_features(keys),
+        hf_trainer=False, keys=SPELLING,
         model_config=config, single_device=single and not keys.has("fsdp_cpu_offload"),
     )

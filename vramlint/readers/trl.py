@@ -22,7 +22,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, FsdpFacts, Keys, Recipe, dtype_name, optim_switches,
+from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, FsdpFacts, Keys, Recipe, dora_switch, dtype_name, optim_switches,
                                      positive, targets, truthy)
 
 VERSION = "transformers 5.24.0 / TRL 1.16.0"
@@ -137,6 +137,7 @@ def _switches(keys: Keys, stage: Fact, open_instruct: bool) -> dict[str, Fact]:
     if open_instruct:
         return {}
     out = optim_switches(keys.get("optim", default="adamw_torch_fused", why=f"{VERSION} optim default (torch >= 2.8)"))
+    out |= dora_switch(keys, "use_dora")
     liger = keys.get("use_liger_kernel", default=False, convert=truthy)
     if stage.value == "rm":
         out["loss"] = Fact("none", stage.location, "RewardTrainer: a scalar head")
