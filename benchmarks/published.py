@@ -80,7 +80,7 @@ def summarise(label, errs):
 # A row's features that vramlint has flags for (the rest stay "not modelled"): the flags they add.
 FEATURE_FLAGS = {"liger_flce": ["--loss", "liger"], "cce": ["--loss", "cce"], "chunked_ce": ["--loss", "chunked"],
                  "paged_optimizer": ["--paged-optimizer"], "optimizer_in_bwd": ["--optimizer-in-bwd"],
-                 "activation_offloading": ["--activation-offload"]}
+                 "activation_offloading": ["--activation-offload"], "dora": ["--dora"]}
 
 
 def with_features(args, features):
