@@ -120,3 +120,27 @@ def test_vllm_06s_v0_engine_profiles_a_whole_prompt_below_32k():
     assert est.kv_budget / 2**30 == pytest.approx(fits["measured"]["kv_cache_gib"], rel=0.05)
     refused = LOGS["gh10517-v064-llama31-8b-3090-29k-refusal"]
     assert refused["measured"]["error_text"] and not starts(_serving(refused))
+
+
+def test_transformers_before_454_hand_sdpa_the_repeated_kv_heads():
+    """Up to transformers 4.53, ``sdpa_attention_forward`` expanded grouped k and v to every head
+    (``repeat_kv``) before SDPA, which keeps its inputs: per layer and token 2 x 2 B x (q − kv)
+    more for a GQA model (traced against 4.57 / 5.24 on the CPU, research tf4vs5)."""
+    from vramlint.memory.activations import layer_bytes_per_token
+    model = read_model("meta-llama/Llama-3.1-8B")
+    plan = plan_from_flags(model, parse_gpus("1xH100"), {"seq_len": 2048, "weights_dtype": "bfloat16",
+                                                           "mixed_precision": "no", "attn": "sdpa"})
+    old = plan_for_stack(plan, Stack({"transformers": Pinned("4.53.3", "test")}))
+    att = model.layers[0].attention
+    extra = layer_bytes_per_token(model.layers[0], model, old) - layer_bytes_per_token(model.layers[0], model, plan)
+    assert old.sdpa_repeat_kv and extra == 2 * 2 * (att.num_heads - att.num_kv_heads) * att.head_dim
+
+
+def test_bitsandbytes_before_0432_keeps_each_4bit_linears_input():
+    from vramlint.memory.activations import layer_bytes_per_token
+    model = read_model("meta-llama/Llama-3.1-8B")
+    plan = plan_from_flags(model, parse_gpus("1xH100"), {"seq_len": 2048, "load_in_4bit": True})
+    for version, keeps in (("0.43.1", True), ("0.43.2", False)):
+        stacked = plan_for_stack(plan, Stack({"bitsandbytes": Pinned(version, "test")}))
+        more = layer_bytes_per_token(model.layers[0], model, stacked) - layer_bytes_per_token(model.layers[0], model, plan)
+        assert stacked.bnb_keeps_input is keeps and (more > 0) is keeps

@@ -215,7 +215,9 @@ def unmodelled(stack: Stack, package: str) -> str | None:
 def plan_for_stack(plan: Plan, stack: Stack) -> Plan:
     """The plan as the stack's releases run it, and an assumption naming them:
     - transformers up to 4.48: the loss also makes a shifted fp32 copy of the logits (memory/loss.py);
-    - transformers up to 4.44: an inference prefill computes every prompt position's logits, fp32."""
+    - transformers up to 4.44: an inference prefill computes every prompt position's logits, fp32;
+    - transformers before 4.54: SDPA is given repeat_kv's full-head k and v (and keeps them);
+    - bitsandbytes up to 0.43.1: MatMul4Bit keeps each 4-bit linear's input."""
     changes: dict = {}
     notes = []
     tf = stack.release("transformers")
@@ -223,6 +225,14 @@ def plan_for_stack(plan: Plan, stack: Stack) -> Plan:
         changes["loss"] = "full-4.48"
         notes.append(f"{stack.words('transformers')}: the loss also makes a shifted fp32 copy of the logits "
                      "(removed in 4.49.0)")
+    if plan.mode == "train" and plan.attn == "sdpa" and tf < (4, 54) and plan.model.block.default_attn != "eager":
+        changes["sdpa_repeat_kv"] = True
+        notes.append(f"{stack.words('transformers')}: SDPA keeps repeat_kv's full-head copies of k and v (grouped "
+                     "heads passed to SDPA expanded until 4.54.0)")
+    if plan.mode == "train" and plan.load_in_4bit and stack.release("bitsandbytes") < (0, 43, 2):
+        changes["bnb_keeps_input"] = True
+        notes.append(f"{stack.words('bitsandbytes')}: MatMul4Bit keeps each 4-bit linear's input for backward "
+                     "(until 0.43.2)")
     if plan.mode == "infer" and tf < (4, 45):
         changes["prompt_logits"] = True
         notes.append(f"{stack.words('transformers')}: the prefill computes the logits of every prompt position "

@@ -111,18 +111,19 @@ def output_copied(block: Block, eager: bool) -> bool:
     return eager or block.rope_cat
 
 
-def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool) -> list[int]:
+def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool, repeats: bool = False) -> list[int]:
     """What the attention keeps. SDPA: q, k, v (new q and k after RoPE; v its own tensor or a view
     of the fused qkv) and its output (+ o_proj's contiguous copy, ``output_copied``). Eager
     (``eager_attention_forward``): the matmuls keep q, k and v — for grouped KV heads the
     ``repeat_kv`` copies, q-sized, instead of k and v — the fp32 softmax (its output) and its
     16-bit cast, b·heads·s² each (every score: the window is a mask), and o_proj the contiguous
-    copy of the output; gpt-oss's sinks softmax stays in 16 bit (+ the max's int64 indices)."""
+    copy of the output; gpt-oss's sinks softmax stays in 16 bit (+ the max's int64 indices).
+    ``repeats``: SDPA given repeat_kv's copies too (transformers before 4.54)."""
     att = layer.attention
     if att.kind == MLA:
         return _latent_attention(layer, w)
     q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
-    repeated = eager and att.num_kv_heads != att.num_heads
+    repeated = (eager or repeats) and att.num_kv_heads != att.num_heads
     # a kept view holds the fused output alive — unless it is fp32 (4-bit under autocast): then
     # attention keeps its own 16-bit casts of q, k and v
     fused = block.fused_qkv and (not block.rope or not repeated) and w.o == w.a
@@ -300,7 +301,7 @@ def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[i
     divisors = tp_divisors(layer, plan)
     frozen = plan.lora_rank > 0
     parts: list[list[int]] = []
-    sublayers = [lambda: _attention(layer, block, w, plan.seq_len, plan.attn == "eager"),
+    sublayers = [lambda: _attention(layer, block, w, plan.seq_len, plan.attn == "eager", plan.sdpa_repeat_kv),
                  lambda: _mlp(layer, block, h, w, frozen)]
     for index, sublayer in enumerate(sublayers):
         tensors: list[int] = []
@@ -316,6 +317,25 @@ def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[i
         parts.append(tensors)
     if frozen:
         parts[-1] += _lora_inputs(layer, h, plan)
+    if plan.bnb_keeps_input and plan.load_in_4bit:
+        for index, inputs in enumerate(_4bit_inputs(layer, h, w, block)):
+            parts[index] += inputs
+    return parts
+
+
+def _4bit_inputs(layer: Layer, h: int, w: Widths, block: Block) -> list[list[int]]:
+    """bitsandbytes up to 0.43.1: ``MatMul4Bit`` saved each 4-bit linear's input for backward
+    (``ctx.tensors = (A, B)``, autograd/_functions.py:516; 0.43.2 saves none, PR #1270): the
+    attention's and the MLP's distinct inputs, the normed stream in its width, the projections'
+    outputs in the compute width."""
+    parts: list[list[int]] = [[], []]
+    seen: set[str] = set()
+    for name, (d_in, _, copies) in layer.linears(h, block).items():
+        tensor = SHARED_READS.get(name, name)
+        if copies != 1 or name.startswith(NOT_4BIT) or tensor in seen or not tensor:
+            continue
+        seen.add(tensor)
+        parts[1 if name in MLP_LINEARS else 0].append((w.r if d_in == h else w.a) * d_in)
     return parts
 
 
