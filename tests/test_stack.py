@@ -144,3 +144,19 @@ def test_bitsandbytes_before_0432_keeps_each_4bit_linears_input():
         stacked = plan_for_stack(plan, Stack({"bitsandbytes": Pinned(version, "test")}))
         more = layer_bytes_per_token(model.layers[0], model, stacked) - layer_bytes_per_token(model.layers[0], model, plan)
         assert stacked.bnb_keeps_input is keeps and (more > 0) is keeps
+
+
+def test_transformers_4_quantizes_each_routed_expert():
+    """Before transformers 5 a MoE's experts are nn.Linear modules, which bitsandbytes replaces
+    (half a byte a value); transformers 5 fuses them into 3-D parameters it leaves in bf16
+    (dev/qlora_moe_storage.py recorded that)."""
+    from vramlint.memory.states import model_states
+    model = read_model("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    plan = plan_from_flags(model, parse_gpus("1xH200"), {"seq_len": 1024, "load_in_4bit": True,
+                                                           "weights_dtype": "bfloat16"})
+    weights = {}
+    for version in ("5.24.0", "4.48.3"):
+        stacked = plan_for_stack(plan, Stack({"transformers": Pinned(version, "test")}))
+        weights[version] = next(c.bytes for c in model_states(stacked).resting if c.name.startswith("weights"))
+    experts = model.layer_params.experts
+    assert weights["5.24.0"] - weights["4.48.3"] == pytest.approx(experts * (2 - 4.127 / 8), rel=0.01)

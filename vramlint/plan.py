@@ -124,6 +124,7 @@ class Plan:
     zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
     shard_degree: int = 0          # > 0: the ranks FSDP shards over, as the file says (Accelerate: dp_shard x cp)
     grad_accum: int = 1            # micro-batches per optimizer step: gradients carried from one to the next
+    quantized_experts: bool = False  # bitsandbytes quantizes the routed experts (nn.Linear each, transformers < 5)
     sdpa_repeat_kv: bool = False   # SDPA keeps repeat_kv's full-head k and v (transformers before 4.54, GQA)
     bnb_keeps_input: bool = False  # bitsandbytes' MatMul4Bit keeps each 4-bit linear's input (up to 0.43.1)
     prompt_logits: bool = False    # inference: logits for every prompt position, fp32 (transformers <= 4.44)

@@ -229,6 +229,10 @@ def plan_for_stack(plan: Plan, stack: Stack) -> Plan:
         changes["sdpa_repeat_kv"] = True
         notes.append(f"{stack.words('transformers')}: SDPA keeps repeat_kv's full-head copies of k and v (grouped "
                      "heads passed to SDPA expanded until 4.54.0)")
+    if plan.quantized_base and plan.model.is_moe and tf < (5,):
+        changes["quantized_experts"] = True
+        notes.append(f"{stack.words('transformers')}: each routed expert is an nn.Linear, which bitsandbytes "
+                     "quantizes (transformers 5 fuses them into 3-D parameters it leaves in the load dtype)")
     if plan.mode == "train" and plan.load_in_4bit and stack.release("bitsandbytes") < (0, 43, 2):
         changes["bnb_keeps_input"] = True
         notes.append(f"{stack.words('bitsandbytes')}: MatMul4Bit keeps each 4-bit linear's input for backward "

@@ -279,8 +279,18 @@ def _carried(plan: Plan, size: int, formula: str) -> Component:
 
 
 def base_quantization(plan: Plan) -> Quantization | None:
-    """What bitsandbytes makes of the frozen base's linears in training: NF4 (QLoRA) or LLM.int8."""
-    return nf4() if plan.load_in_4bit else int8() if plan.load_in_8bit else None
+    """What bitsandbytes makes of the frozen base's linears in training: NF4 (QLoRA) or LLM.int8 —
+    on the routed experts too where transformers keeps them as one nn.Linear each (before 5.0;
+    ``Plan.quantized_experts``), not on 5.x's fused 3-D expert parameters."""
+    quant = nf4() if plan.load_in_4bit else int8() if plan.load_in_8bit else None
+    if quant is not None and plan.quantized_experts:
+        quant = replace(quant, groups=quant.groups | {"experts"})
+    return quant
+
+
+def _nf4_groups(plan: Plan) -> frozenset[str]:
+    quant = base_quantization(plan)
+    return quant.groups if quant is not None and plan.load_in_4bit else frozenset()
 
 
 def _torch_weights(plan: Plan, w_b: int) -> Component:
@@ -678,7 +688,7 @@ def base_bytes(plan: Plan, group: str, size: int) -> int:
     its precision): ``ds_width`` B a value, or under QLoRA a 4-bit linear's values, half a byte each — as loaded for
     ZeRO-0/1/2, packed into ``bnb_4bit_quant_storage`` for ZeRO-3 to partition (same bytes); its
     quant state apart (``quant_states``)."""
-    if plan.load_in_4bit and group in nf4().groups:
+    if plan.load_in_4bit and group in _nf4_groups(plan):
         return -(-size // 2)
     if plan.load_in_8bit and group in int8().groups:
         return size
@@ -689,7 +699,7 @@ def fsdp_stored(plan: Plan, group: str, size: int) -> int:
     """Elements FSDP shards and all-gathers for one parameter tensor: under QLoRA a 4-bit linear's
     weight holds its values two to a byte in the storage dtype (``Params4bit``, quant_storage
     bfloat16: n values are n / 4 elements), every other tensor its own size."""
-    if fsdp_qlora(plan) and group in nf4().groups:
+    if fsdp_qlora(plan) and group in _nf4_groups(plan):
         return -(-base_bytes(plan, group, size) // (4 if plan.precision == "fp32" else 2))
     return size
 
@@ -703,7 +713,7 @@ def quant_states(plan: Plan) -> int:
     """bitsandbytes' ``QuantState`` of every 4-bit linear (absmax per 64 values, double-quantized:
     a byte each and an fp32 per 256 of them): not a parameter, so neither FSDP nor ZeRO-3
     partitions it — whole on every rank."""
-    quantized = sum(getattr(plan.model.layer_params, g) for g in nf4().groups)
+    quantized = sum(getattr(plan.model.layer_params, g) for g in _nf4_groups(plan))
     return int(quantized * (nf4().bits - 4) / 8)
 
 
