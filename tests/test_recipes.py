@@ -384,3 +384,15 @@ def test_fsdp_accumulation_follows_the_loop(capsys, monkeypatch):
                       "--grad-accum", "4")
     carried = next(c for c in out["files"][0]["estimate"]["components"] if c["name"] == "accumulated gradients")
     assert "every micro-batch reduce-scatters" in carried["formula"]
+
+
+def test_a_distillation_recipe_keeps_its_teacher(capsys, monkeypatch):
+    """torchtune's 8B -> 1B KD recipe: the teacher_model builder (llama3_1_8b) is a frozen 8B
+    model beside the 1B student, in the recipe's bf16, with its logits alive through the KD loss."""
+    monkeypatch.chdir(RECIPE_DATA)
+    code, out = check(capsys, "pytorch__torchtune/recipes/configs/llama3_2/8B_to_1B_KD_lora_single_device.yaml",
+                      "--gpus", "1x80GB")
+    entry = out["files"][0]
+    teacher = next(c for c in entry["estimate"]["components"] if c["name"] == "teacher model (frozen)")
+    assert teacher["bytes"] == 2 * 8_030_261_248
+    assert "VL210" not in {f["code"] for f in entry["findings"]}

@@ -136,6 +136,7 @@ class Plan:
     rows_per_example: int = 1      # rows each example puts in the forward: 2 for chosen + rejected (DPO, RM, ...)
     reference: str = "none"        # "copy": a frozen reference model beside the policy (DPO, KTO, GRPO beta > 0)
     colocated_share: float = 0.0   # share of each GPU a colocated vLLM engine takes (GRPO vllm_mode colocate)
+    teacher_params: int = 0        # a frozen distillation teacher beside the student (torchtune KD recipes)
     generation_rows: int = 0       # completions model.generate makes at once between steps (GRPO / RLOO without vLLM)
     sync_each_batch: bool = False  # FSDP: reduce-scatter every micro-batch (torchtune; the HF Trainer's
                                    # accelerator_config.sync_each_batch) instead of no_sync's unsharded grads

@@ -194,6 +194,12 @@ def _stage(recipe: Recipe, job: dict, cluster: Cluster, notes: list[str]) -> dic
         notes.append(f"stage {stage}: the reference is the same model with its LoRA adapter disabled (no copy)")
     elif said is False and stage in REFERENCE_STAGES:
         notes.append(f"stage {stage}: no reference model ({recipe.reference.default or recipe.reference.location})")
+    if stage == "kd" and recipe.teacher_config is not None:
+        from vramlint.models.hfconfig import shape_from_dict
+        teacher = shape_from_dict(dict(recipe.teacher_config))
+        out["teacher_params"] = teacher.params
+        notes.append(f"stage kd: a frozen {teacher.params / 1e9:.1f}B teacher beside the student, its logits "
+                     "alive through the KD loss")
     rows = recipe.generation_rows.value
     if isinstance(rows, int) and rows > 0:
         out["generation_rows"] = rows

@@ -84,5 +84,24 @@ def generation(plan: Plan) -> list[Component]:
     return parts
 
 
+TEACHER_SOURCE = ("torchtune 0.6.1 knowledge_distillation recipes: the teacher built in the recipe dtype, frozen, "
+                  "its forward under no_grad; its logit chunks alive through the student's KD loss "
+                  "(ForwardKLWithChunkedOutputLoss)")
+
+
+def teacher(plan: Plan) -> list[Component]:
+    """A distillation teacher: its weights in the compute dtype (FSDP shards it like the student),
+    and its 16-bit logits over the micro-batch, which the KD loss reads with the student's."""
+    if not plan.teacher_params:
+        return []
+    b = 4 if plan.precision == "fp32" else 2
+    n = plan.data_parallel if plan.runtime == "fsdp" and plan.fsdp_strategy != "NO_SHARD" else 1
+    over = f" / {n}" if n > 1 else ""
+    logits = plan.rows * plan.seq_len * plan.model.vocab_size
+    return [Component("teacher model (frozen)", b * -(-plan.teacher_params // n),
+                      f"{b} B x {plan.teacher_params:,}{over}", TEACHER_SOURCE),
+            Component("teacher logits", 2 * logits, f"2 B x logits ({logits:,})", TEACHER_SOURCE)]
+
+
 def stage_components(plan: Plan) -> list[Component]:
-    return reference_copy(plan) + colocated_vllm(plan)
+    return reference_copy(plan) + colocated_vllm(plan) + teacher(plan)

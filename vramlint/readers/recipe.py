@@ -29,6 +29,7 @@ PAIRED_STAGES = ("rm", "dpo", "orpo", "simpo", "cpo", "ipo")
 # says otherwise (precompute_ref_log_probs; GRPO's beta 0.0, its TRL 1.16 default).
 REFERENCE_STAGES = ("dpo", "ipo", "kto", "grpo", "rloo")
 MODELLED_STAGES = ("pt", "sft", "kto", "grpo", "rloo") + PAIRED_STAGES   # priced as they run (memory/stages.py)
+# (``kd`` too where the recipe states its teacher's architecture: rules.recipe says when it does not)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class Recipe:
     # optimizer's implementation, paged states, optimizer_in_bwd, activation offloading)
     switches: Mapping[str, Fact] = field(default_factory=dict)
     model_config: dict | None = None   # the architecture, where the recipe states it (torchtune's builders)
+    teacher_config: dict | None = None  # a distillation teacher's architecture (torchtune's teacher_model)
     single_device: bool = False        # the recipe runs on one GPU whatever the machine has
     notes: tuple[str, ...] = ()
 

@@ -85,9 +85,11 @@ def _stage(keys: Keys, recipe: str | None) -> Fact:
     return Fact("sft", None, f"{VERSION}: recipe {recipe or 'unnamed'}")
 
 
-def _model(keys: Keys) -> tuple[Fact, dict | None, dict]:
-    """The builder's HF name, its architecture as a config.json dict, and its LoRA defaults."""
-    key = "policy_model._component_" if keys.has("policy_model") and not keys.has("model") else "model._component_"
+def _model(keys: Keys, key: str | None = None) -> tuple[Fact, dict | None, dict]:
+    """The builder's HF name, its architecture as a config.json dict, and its LoRA defaults
+    (``key``: another builder's, the distillation teacher's)."""
+    key = key or ("policy_model._component_" if keys.has("policy_model") and not keys.has("model")
+                  else "model._component_")
     component = keys.get(key)
     name = str(component.value or "")
     entry = builders().get(name)
@@ -185,6 +187,7 @@ def read_torchtune(document: Document) -> Recipe:
         document=document, framework="torchtune", title="torchtune", task=_task(keys),
         stage=_stage(keys, recipe), model=model, revision=Fact("main"),
         switches=_switches(keys),
+        teacher_config=_model(keys, "teacher_model._component_")[1] if keys.has("teacher_model") else None,
         reference=(keys.fact("ref_checkpointer", True) if keys.has("ref_checkpointer")
                    else Fact("auto", None, "the stage's rule")),
         adapter_dtype=Fact("weights", None, "torchtune builds the model, adapters included, under "

@@ -92,7 +92,7 @@ def check_values(recipe: Recipe) -> Iterator[Finding]:
 
 def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
     stage = recipe.stage
-    if stage.value not in MODELLED_STAGES:
+    if stage.value not in MODELLED_STAGES and not (stage.value == "kd" and plan.teacher_params):
         what = STAGE_WORDS.get(str(stage.value), str(stage.value))
         yield Finding(*NOT_MODELLED, stage.location or recipe.document.locate("$"),
                       f"{what} is estimated as supervised fine-tuning of one model: what the stage adds is not "
