@@ -114,3 +114,31 @@ def test_the_analytic_peak_is_the_real_one(name):
     trace = load(name)
     peak, _, _ = training_peak(fsdp_plan(trace))
     assert peak.bytes == pytest.approx(replay(trace).peak_allocated, rel=0.01)
+
+
+def test_fsdp1_lora_as_the_trainer_wraps_it_keeps_fp32_adapter_inputs():
+    """dev/trace_lora.py (--mode fsdp1-trainer --config tiny2 --seq 1024 --bwd-pre, no checkpointing):
+    PEFT's wrap policy on FSDP1 with use_orig_params (the HF Trainer's default), two gloo ranks,
+    LoRA r16 on all linears, no checkpointing. PEFT sees the fp32 adapter weight Accelerate made,
+    casts each adapted linear's input to fp32, and autocast keeps a 16-bit copy of it per adapter:
+    the analytic peak with that rule is the recorded one."""
+    trace = load("lora_trace_fsdp1_trainer_nogc_s1024_world2.json")
+    a = trace["args"]
+    size = {"torch.bfloat16": 2, "torch.float32": 4, "torch.uint8": 1}
+    resting = sum(-(-u[1] // trace["world"]) * size[u[2]] for u in trace["units"])
+    alloc = CachingAllocator()
+    alloc.malloc(resting)
+    handles = {}
+    for window in trace["steps"]:
+        alloc.reset_peaks()
+        for event in window:
+            if event[0] == "alloc":
+                handles[event[1]] = alloc.malloc(event[2])
+            elif event[1] in handles:
+                alloc.free(handles.pop(event[1]))
+    plan = Plan(model=shape_from_dict(dict(trace["config"]), name="tiny"), cluster=parse_gpus("2xH200"),
+                precision="bf16", runtime="fsdp", fsdp_version=1, fsdp_strategy=a["strategy"], micro_batch=a["mb"],
+                seq_len=a["seq"], grad_checkpointing=False, attn="sdpa", lora_rank=a["rank"],
+                weights_dtype="bfloat16")
+    peak, _, _ = training_peak(plan)
+    assert peak.bytes == pytest.approx(alloc.peak_allocated, rel=0.01)

@@ -196,6 +196,8 @@ def adapters_16bit(plan: Plan) -> bool:
     """PEFT keeps LoRA adapters in fp32 (``autocast_adapter_dtype``) unless the framework builds
     them in 16 bit (``Plan.adapter_dtype``: torchtune); DeepSpeed casts every parameter to the
     16-bit dtype, and FSDP's mixed precision computes them in it."""
+    if plan.runtime == "fsdp" and plan.fsdp_version == 1 and plan.precision != "fp32":
+        return False        # use_orig_params shows PEFT the fp32 adapter: it casts the input up (traced)
     return plan.runtime != "torch" or plan.adapter_dtype != "float32"
 
 
@@ -212,7 +214,8 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
     mask = 1 if plan.lora_dropout else 0
     dora = _dora_results(layer, h, plan)
     if not adapters_16bit(plan):
-        return [((2 if plan.autocast else 4) + mask) * d_in for d_in in linears.values()] + dora
+        cast = plan.autocast or plan.runtime == "fsdp"       # FSDP1's mixed precision runs under autocast too
+        return [((2 if cast else 4) + mask) * d_in for d_in in linears.values()] + dora
     if mask:
         return [(widths(plan).a + mask) * d_in for d_in in linears.values()]
     reads: dict[str, int] = {}
