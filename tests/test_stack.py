@@ -160,3 +160,30 @@ def test_transformers_4_quantizes_each_routed_expert():
         weights[version] = next(c.bytes for c in model_states(stacked).resting if c.name.startswith("weights"))
     experts = model.layer_params.experts
     assert weights["5.24.0"] - weights["4.48.3"] == pytest.approx(experts * (2 - 4.127 / 8), rel=0.01)
+
+
+def test_estimate_takes_a_stage_as_a_recipe_does(capsys):
+    """``estimate --stage dpo``: chosen + rejected rows and a reference copy (none with LoRA), the
+    same rule a recipe's stage goes through (plan.stage_settings)."""
+    base = ["estimate", "--train", "--model", "meta-llama/Llama-3.1-8B", "--gpus", "1x80GB", "--seq-len", "1024",
+            "--format", "json"]
+    for extra, copy in (([], True), (["--lora-rank", "16"], False)):
+        main(base + ["--stage", "dpo"] + extra)
+        out = json.loads(capsys.readouterr().out)
+        names = {c["name"] for c in out["components"]}
+        assert ("reference model (frozen copy)" in names) is copy
+        assert any("2 rows of 1,024 tokens" in note for note in out["assumptions"])
+
+
+def test_the_reference_forward_runs_while_the_policys_logits_are_alive():
+    """TRL's DPOTrainer runs the policy, then the reference under no_grad (dpo_trainer.py:1299-1347
+    in 1.16): at that moment the policy's log-softmax and logits and the reference's logits and
+    log-softmax are alive together; with precomputed log-probs there is no such moment."""
+    from vramlint.memory.training import training_peak
+    model = read_model("Qwen/Qwen2.5-0.5B-Instruct")
+    flags = {"seq_len": 1024, "micro_batch": 8, "weights_dtype": "float32", "mixed_precision": "no", "stage": "dpo"}
+    plan = plan_from_flags(model, parse_gpus("1xA100-80GB"), flags)
+    _, moments, _ = training_peak(plan)
+    ref = next(m for m in moments if m.name == "reference forward")
+    logits = next(c for c in ref.components if c.name == "logits + loss (reference forward)")
+    assert plan.rows == 16 and logits.bytes == 16 * 16 * 1024 * model.vocab_size

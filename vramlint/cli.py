@@ -148,6 +148,9 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--train", action="store_true", help="a training step (forward, backward, optimizer)")
     mode.add_argument("--infer", action="store_true", help="inference with transformers: prefill with KV cache")
     est.add_argument("--batch", type=_positive, help="inference batch (sequences at once)")
+    est.add_argument("--stage", choices=["sft", "pt", "rm", "dpo", "ipo", "orpo", "simpo", "cpo", "kto"],
+                     help="training stage (default sft): paired stages put chosen and rejected in one forward; "
+                          "dpo, ipo and kto keep a reference copy unless LoRA disables the adapter instead")
     est.add_argument("--grad-accum", type=_positive, help="micro-batches per optimizer step (training; default 1)")
     est.add_argument("--runtime", choices=["torch", "deepspeed", "fsdp"],
                      help="plain PyTorch / Accelerate / DDP (default), DeepSpeed (implied by --zero-stage) or FSDP "

@@ -135,6 +135,7 @@ class Plan:
     activation_offload: bool = False   # checkpointed layer inputs copied to pinned host memory (torchtune)
     rows_per_example: int = 1      # rows each example puts in the forward: 2 for chosen + rejected (DPO, RM, ...)
     reference: str = "none"        # "copy": a frozen reference model beside the policy (DPO, KTO, GRPO beta > 0)
+    reference_forward: bool = False    # the reference's no_grad forward runs while the policy's graph is alive
     colocated_share: float = 0.0   # share of each GPU a colocated vLLM engine takes (GRPO vllm_mode colocate)
     teacher_params: int = 0        # a frozen distillation teacher beside the student (torchtune KD recipes)
     generation_rows: int = 0       # completions model.generate makes at once between steps (GRPO / RLOO without vLLM)
@@ -493,6 +494,31 @@ def _shard_degree(par: dict[str, Fact], runtime: str, notes: list[str]) -> dict:
     return {"shard_degree": degree}
 
 
+def stage_settings(stage: str, micro_batch: int, seq_len: int, lora: bool, reference: object, notes: list[str],
+                   why: str = "") -> dict:
+    """What a training stage adds to one model's SFT step (memory/stages.py), for a recipe's stage
+    or ``--stage``: chosen and rejected rows in one forward (``PAIRED_STAGES``), a frozen
+    reference copy (``REFERENCE_STAGES``) unless PEFT gives it by disabling the adapter.
+    ``reference``: "auto" (the stage's rule), True (a separate one is named), False (none)."""
+    from vramlint.readers.recipe import PAIRED_STAGES, REFERENCE_STAGES
+    out: dict = {}
+    if stage in PAIRED_STAGES:
+        out["rows_per_example"] = 2
+        notes.append(f"stage {stage}: chosen and rejected in one forward, {2 * micro_batch} rows of {seq_len:,} tokens")
+    if reference is True or (reference == "auto" and stage in REFERENCE_STAGES and not lora):
+        out["reference"] = "copy"
+        notes.append(f"stage {stage}: a frozen reference copy of the model beside it")
+    elif reference == "auto" and stage in REFERENCE_STAGES:
+        notes.append(f"stage {stage}: the reference is the same model with its LoRA adapter disabled (no copy)")
+    elif reference is False and stage in REFERENCE_STAGES:
+        notes.append(f"stage {stage}: no reference model ({why})")
+    if reference is not False and stage in REFERENCE_STAGES and stage not in ("grpo", "rloo"):
+        out["reference_forward"] = True
+        notes.append(f"stage {stage}: the reference's no_grad forward runs after the policy's, while its graph and "
+                     "logits are alive")
+    return out
+
+
 def workload_from_flags(flags: dict) -> dict:
     """Plan fields that only the command line gives (no DeepSpeed file states them)."""
     attn = flags.get("attn") or "auto"
@@ -588,6 +614,9 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
         notes.append("the training loop keeps PyTorch's cache between steps, as HF Trainer and Accelerate do "
                      "(--empty-cache-each-step if it calls torch.cuda.empty_cache() before each step)")
     batch = flags.get("batch") if infer and flags.get("batch") else flags.get("micro_batch") or 1
+    stage = {} if infer or not flags.get("stage") else stage_settings(
+        flags["stage"], batch, flags["seq_len"], bool(flags.get("lora_rank") or flags.get("load_in_4bit")
+                                                      or flags.get("load_in_8bit")), "auto", notes)
     return Plan(model=model, cluster=cluster, precision=precision, mode="infer" if infer else "train",
                 runtime=runtime, weights_dtype=weights,
                 zero_stage=flags.get("zero_stage") or 0, offload_optimizer=flags.get("offload_optimizer") or "none",
@@ -595,7 +624,7 @@ def plan_from_flags(model: ModelShape, cluster: Cluster, flags: dict) -> Plan:
                 grad_checkpointing=bool(flags.get("grad_checkpointing")), assumptions=tuple(notes),
                 grad_accum=1 if infer else flags.get("grad_accum") or 1,
                 fsdp_strategy=flags.get("fsdp_strategy") or "FULL_SHARD", fsdp_version=flags.get("fsdp_version") or 1,
-                **{k: v for k, v in workload_from_flags(flags).items() if k != "weights_dtype"})
+                **{k: v for k, v in workload_from_flags(flags).items() if k != "weights_dtype"}, **stage)
 
 
 __all__ = ["Flags", "Origin", "Plan", "plan_from_accelerate", "plan_from_deepspeed", "plan_from_flags"]

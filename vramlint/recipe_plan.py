@@ -20,11 +20,12 @@ from vramlint.hardware import Cluster
 from vramlint.models.peft import peft_default_targets
 from vramlint.models.shape import ModelShape
 from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, flag_text, fsdp_adapter_dtype, fsdp_weights_dtype,
+                           stage_settings,
                            plan_from_accelerate, plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
 from vramlint.memory.loss import WORDS as LOSS_WORDS
-from vramlint.readers.recipe import PAIRED_STAGES, REFERENCE_STAGES, SWITCHES, Recipe
+from vramlint.readers.recipe import SWITCHES, Recipe
 
 # The recipe settings the command line states too, under the same names (``--micro-batch`` ...).
 SETTINGS = ("micro_batch", "seq_len", "grad_accum", "mixed_precision", "grad_checkpointing", "optimizer", "lora_rank",
@@ -180,20 +181,9 @@ def _stage(recipe: Recipe, job: dict, cluster: Cluster, notes: list[str]) -> dic
     """What the recipe's stage adds to one model's SFT step (memory/stages.py): chosen and rejected
     rows in one forward, a frozen reference copy unless PEFT gives it by disabling the adapter,
     and a colocated vLLM engine's share of the GPU."""
-    stage, out = recipe.stage.value, {}
-    if stage in PAIRED_STAGES:
-        out["rows_per_example"] = 2
-        notes.append(f"stage {stage}: chosen and rejected in one forward, {2 * job['micro_batch']} rows of "
-                     f"{job['seq_len']:,} tokens")
-    said = recipe.reference.value
-    if said is True or (said == "auto" and stage in REFERENCE_STAGES and not job["lora_rank"]):
-        out["reference"] = "copy"
-        notes.append(f"stage {stage}: a frozen reference copy of the model beside it (run under no_grad before "
-                     "the policy's forward: its weights stay)")
-    elif said == "auto" and stage in REFERENCE_STAGES:
-        notes.append(f"stage {stage}: the reference is the same model with its LoRA adapter disabled (no copy)")
-    elif said is False and stage in REFERENCE_STAGES:
-        notes.append(f"stage {stage}: no reference model ({recipe.reference.default or recipe.reference.location})")
+    stage = recipe.stage.value
+    out = stage_settings(stage, job["micro_batch"], job["seq_len"], bool(job["lora_rank"]), recipe.reference.value,
+                         notes, recipe.reference.default or str(recipe.reference.location))
     if stage == "kd" and recipe.teacher_config is not None:
         from vramlint.models.hfconfig import shape_from_dict
         teacher = shape_from_dict(dict(recipe.teacher_config))

@@ -8,8 +8,9 @@ lines):
   reference log-probs before training. The reference is a frozen copy of the policy in its load
   dtype (TRL ``create_model_from_path`` with the policy's ``model_init_kwargs``), prepared like the
   policy: partitioned under ZeRO-3 and FSDP, whole on every GPU otherwise (DeepSpeed ZeRO-0/1/2
-  casts it to the engine's 16 bits). It runs under ``no_grad`` before the policy's forward, so
-  only its weights stay alive at the policy's peak.
+  casts it to the engine's 16 bits). It runs under ``no_grad`` after the policy's forward (TRL
+  1.16 dpo_trainer.py:1299-1347), while the policy's graph and logits are alive
+  (``reference_forward``).
 - GRPO / RLOO with ``use_vllm`` and ``vllm_mode: colocate`` start a vLLM engine in the training
   process that takes ``vllm_gpu_memory_utilization`` of every GPU for the whole run (unless
   ``vllm_enable_sleep_mode`` frees it between generations).
@@ -101,6 +102,24 @@ def teacher(plan: Plan) -> list[Component]:
     return [Component("teacher model (frozen)", b * -(-plan.teacher_params // n),
                       f"{b} B x {plan.teacher_params:,}{over}", TEACHER_SOURCE),
             Component("teacher logits", 2 * logits, f"2 B x logits ({logits:,})", TEACHER_SOURCE)]
+
+
+REF_FORWARD_SOURCE = ("TRL 1.16.0 dpo_trainer.py:1299-1347 (the policy's forward, then the reference's under "
+                      "no_grad; KTO alike), LLaMA-Factory 0.9.5 dpo/trainer.py:230-270: the policy's logits are kept "
+                      "for the metrics while the reference makes its own and their log-softmax")
+
+
+def reference_forward(plan: Plan) -> list[Component]:
+    """The moment the reference forward makes its logits: the policy's loss keeps its fp32
+    log-softmax (4 B a logit) and the trainer its logits (the compute width), while the reference
+    makes logits (the compute width) and an fp32 log-softmax of them."""
+    if not plan.reference_forward:
+        return []
+    width = 4 if plan.precision == "fp32" else 2
+    count = plan.rows * plan.seq_len * plan.model.vocab_size
+    per = 4 + width + width + 4
+    return [Component("logits + loss (reference forward)", per * count, f"{per} B x logits ({count:,}): the policy's "
+                      "log-softmax and logits, the reference's logits and log-softmax", REF_FORWARD_SOURCE)]
 
 
 def stage_components(plan: Plan) -> list[Component]:

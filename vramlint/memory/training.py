@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from vramlint.memory import activations as act
 from vramlint.memory.components import Component
 from vramlint.memory.loss import loss_component
-from vramlint.memory.stages import generation
+from vramlint.memory.stages import generation, reference_forward
 from vramlint.memory.states import States, model_states, trainable
 from vramlint.plan import Plan
 
@@ -133,6 +133,9 @@ def moments(plan: Plan, states: States) -> list[Moment]:
     backward += (() if plan.grad_checkpointing else layer_casts) + head_cast
     out = [Moment("forward at the loss", forward), Moment("backward at the loss", backward),
            Moment("optimizer step", rest + tuple(states.gradients) + tuple(states.step))]
+    referenced = reference_forward(plan)
+    if referenced:                # the policy's graph alive, the reference's logits made
+        out.append(Moment("reference forward", turn + (kept, head) + tuple(referenced) + layer_casts + head_cast))
     made = generation(plan)
     if made:                      # between steps: the gradients are gone, the states stay
         out.append(Moment("generation between steps", rest + tuple(made)))
