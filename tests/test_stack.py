@@ -187,3 +187,16 @@ def test_the_reference_forward_runs_while_the_policys_logits_are_alive():
     ref = next(m for m in moments if m.name == "reference forward")
     logits = next(c for c in ref.components if c.name == "logits + loss (reference forward)")
     assert plan.rows == 16 and logits.bytes == 16 * 16 * 1024 * model.vocab_size
+
+
+def test_a_refusal_speaks_its_releases_words(tmp_path, capsys):
+    """vllm-project/vllm#10517's refusal (0.6.4, V0): 'The model's max seq len (29000) is larger
+    than the maximum number of tokens that can be stored in KV cache (...)' — V0 counts tokens."""
+    record = LOGS["gh10517-v064-llama31-8b-3090-29k-refusal"]
+    config = tmp_path / "serve.yaml"
+    config.write_text(f"model: {record['model']}\nmax-model-len: {record['max_model_len']}\n"
+                      f"gpu-memory-utilization: {record['gpu_memory_utilization']}\n")
+    main(["check", str(config), "--gpus", "1xRTX3090", "--vllm-version", "0.6.4", "--format", "json"])
+    finding = next(f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL402")
+    said = record["measured"]["error_text"]
+    assert finding["message"].split("(")[0] == said.split("(")[0].split(": ")[-1]

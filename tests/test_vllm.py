@@ -121,7 +121,8 @@ def test_max_model_len_beyond_the_kv_cache_is_refused_with_vllms_words(capsys, t
                                         "max-model-len: 131072\ngpu-memory-utilization: 0.9\n")
     finding = next(f for f in out["findings"] if f["code"] == "VL402")
     assert code == 1 and finding["line"] == 3
-    assert finding["message"].startswith("To serve at least one request with the model's max seq len (131072)")
+    assert finding["message"].startswith("To serve at least one request with the models's max seq len (131072)")
+    assert finding["message"].endswith("docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
     fits = out["serving"]["max_model_len_that_fits"]
     assert 0 < fits < 131072
     code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-70B\ntensor-parallel-size: 2\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from vramlint.stack import parse_version
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
 from vramlint.hardware import architecture
@@ -129,13 +130,34 @@ def _budget(serving: Serving, est: ServingEstimate, here) -> Iterator[Finding]:
                       "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. "
                       "Try increasing `gpu_memory_utilization`.", hint=_what_fits(serving))
     if est.kv_budget > 0 and est.needed > est.kv_budget:
-        yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"),
-                      f"To serve at least one request with the model's max seq len ({serving.context_len}), "
-                      f"({est.needed / GiB:.2f} GiB KV cache is needed, which is larger than the available KV cache "
-                      f"memory ({est.kv_budget / GiB:.2f} GiB). Based on the available memory, the estimated maximum "
-                      f"model length is {est.max_len_that_fits}.",
+        yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"), _too_long(serving, est),
                       hint=_what_fits(serving, f"max-model-len: {est.max_len_that_fits}" if est.max_len_that_fits
                                       else None))
+
+
+def _too_long(serving: Serving, est: ServingEstimate) -> str:
+    """vLLM's refusal of a max_model_len the KV cache cannot hold, in the words of the release the
+    file runs on (each wheel's kv_cache_utils.py / worker.py; docs/vllm-releases.md): V0 (0.6,
+    0.7) counts tokens; V1 GiB — 0.8 drops its estimate (a bug), 0.9-0.18 print two decimals,
+    0.19 on round(x, 2) and a docs link; "models's" until 0.33."""
+    release = parse_version(serving.release) or (0, 19)
+    try_more = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+    if release < (0, 8):
+        return (f"The model's max seq len ({serving.context_len}) is larger than the maximum number of tokens that "
+                f"can be stored in KV cache ({est.kv_tokens}). {try_more}")
+    model = "model's" if release >= (0, 33) else "models's"
+    estimated = (f"Based on the available memory, the estimated maximum model length is {est.max_len_that_fits}. "
+                 if est.max_len_that_fits > 0 else "")
+    if release < (0, 19):
+        needed, available = f"{est.needed / GiB:.2f}", f"{est.kv_budget / GiB:.2f}"
+        estimated = " " if release < (0, 9) else f"{estimated} " if estimated else " "
+        tail = try_more
+    else:
+        needed, available = str(round(est.needed / GiB, 2)), str(round(est.kv_budget / GiB, 2))
+        tail = f"{try_more} See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+    return (f"To serve at least one request with the {model} max seq len ({serving.context_len}), ({needed} GiB KV "
+            f"cache is needed, which is larger than the available KV cache memory ({available} GiB).{' ' if release >= (0, 19) else ''}"
+            f"{estimated}{tail}")
 
 
 def _capability_refusal(serving: Serving) -> tuple[str, str] | None:
