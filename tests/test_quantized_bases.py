@@ -91,15 +91,17 @@ def test_a_deepspeed_files_optimizer_section_wins_over_the_trainers(tmp_path, ca
     bare.write_text(json.dumps(source))
     with_section = tmp_path / "with.json"
     with_section.write_text(json.dumps({**source, "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}}))
-    found = {}
+    found, codes = {}, {}
     for path in (bare, with_section):
         main(["check", str(path), "--model", "meta-llama/Llama-3.1-8B", "--gpus", "8x80GB", "--seq-len", "2048",
               "--optimizer", "adamw-8bit", "--format", "json"])
         result = json.loads(capsys.readouterr().out)
         components = result["files"][0]["estimate"]["components"]
         found[path.name] = next(c for c in components if c["name"] == "optimizer states")
+        codes[path.name] = {f["code"] for f in result["files"][0]["findings"]}
     assert "8-bit" in found["bare.json"]["formula"] and "6 B" in found["bare.json"]["formula"]
     assert found["with.json"]["formula"].startswith("12 B")
+    assert "VL010" in codes["with.json"] and "VL010" not in codes["bare.json"]     # the flag lost: said
 
 
 @pytest.mark.parametrize("flag, ratio", [("load_in_4bit", 0.4), ("load_in_8bit", 0.6)])

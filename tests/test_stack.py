@@ -200,3 +200,17 @@ def test_a_refusal_speaks_its_releases_words(tmp_path, capsys):
     finding = next(f for f in json.loads(capsys.readouterr().out)["files"][0]["findings"] if f["code"] == "VL402")
     said = record["measured"]["error_text"]
     assert finding["message"].split("(")[0] == said.split("(")[0].split(": ")[-1]
+
+
+def test_estimate_applies_the_stated_transformers_version(capsys):
+    """``estimate --transformers-version`` runs the plan through the same stack ``check`` does (it
+    used to be read and ignored): 4.46's loss keeps the shifted fp32 logits."""
+    base = ["estimate", "--train", "--model", "meta-llama/Llama-3.1-8B", "--gpus", "1x80GB", "--seq-len", "1024",
+            "--lora-rank", "16", "--format", "json"]
+    peaks = {}
+    for version in ("5.24.0", "4.46.3"):
+        main(base + ["--transformers-version", version])
+        out = json.loads(capsys.readouterr().out)
+        peaks[version] = out["per_gpu_peak_bytes"]
+        assert any(f"transformers {version}" in note for note in out["assumptions"])
+    assert peaks["4.46.3"] > peaks["5.24.0"]

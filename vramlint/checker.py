@@ -25,27 +25,27 @@ from vramlint.memory.serving import serving_estimate
 from vramlint.models import read_model
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.models.shape import ModelShape
-from vramlint.plan import (RUNTIMES, Flags, Origin, Plan, flag_text, plan_from_accelerate, plan_from_deepspeed,
-                           workload_from_flags)
+from vramlint.plan import (OPTIMIZERS, RUNTIMES, Flags, Origin, Plan, flag_text, plan_from_accelerate,
+                           plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, read_accelerate
 from vramlint.readers.deepspeed import Fact, read_deepspeed
 from vramlint.readers.recipe import Recipe
 from vramlint.readers.registry import RECIPES, detect
 from vramlint.readers.vllm import normalised_document, read_vllm
 from vramlint.recipe_plan import plan_from_recipe
-from vramlint.repository import find_referenced, real, recipes_using, root_of
+from vramlint.repository import find_referenced, real, recipes_using
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency, fp32_by_auto
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
 from vramlint.rules.inputs import (deepspeed_overridden, generic_shape, model_not_resolved, overridden,
-                                   substituted_model, version_not_modelled)
+                                   optimizer_unused, substituted_model, version_not_modelled)
 from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_values
 from vramlint.rules.schema import check_schema
 from vramlint.rules.serving import check_serving
 from vramlint.rules.syntax import hjson_syntax, internal_error, parse_error
 from vramlint.serving_plan import serving_from_vllm
-from vramlint.stack import Stack, plan_for_stack, resolve_stack, unmodelled
+from vramlint.stack import Stack, plan_for_stack, stack_for, unmodelled
 from vramlint.suppress import Suppressions, suppressions
 
 
@@ -121,12 +121,6 @@ def check_file(path: str, ctx: Context, text: str | None = None) -> list[FileRes
     return results
 
 
-def _stack(path: str, ctx: Context) -> Stack:
-    """The versions the file's job runs on: flags and settings, then its repository's pins."""
-    root = root_of(path) if Path(path).is_file() else None
-    return resolve_stack(ctx.values, root)
-
-
 def _versions(stack: Stack, packages: tuple[str, ...], result: FileResult) -> list[Finding]:
     return [version_not_modelled(Location(result.path), why) for package in packages
             if (why := unmodelled(stack, package)) is not None]
@@ -139,7 +133,7 @@ def _finish(result: FileResult, ctx: Context, texts: dict[str, str]) -> None:
             result.findings.append(generic_shape(result.model_at or Location(result.path),
                                                  result.model.name or result.model.model_type))
         if result.plan is not None:
-            stack = _stack(result.path, ctx)
+            stack = stack_for(ctx.values, result.path)
             result.findings.extend(_versions(stack, ("transformers", "bitsandbytes"), result))
             result.plan = plan_for_stack(result.plan, stack)
             result.estimate = estimate(result.plan)
@@ -291,6 +285,7 @@ def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster,
         result.notes.append(str(exc))
         return
     result.findings.extend(deepspeed_overridden(ds, result.plan, flags))
+    result.findings.extend(optimizer_unused(ds, result.plan, flags.workload.get("optimizer"), "--optimizer"))
     result.findings.extend(fp32_by_auto(ds, result.plan))
     result.findings.extend(check_batch(ds, ds.batch_world(cluster.world_size, result.plan.tensor_parallel), path))
 
@@ -325,6 +320,8 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
     result.findings.extend(check_recipe(recipe, plan))
     if ds is not None:
         result.findings.extend(check_trainer_mismatch(recipe, ds, plan.cluster.world_size, job.trainer))
+        asked = recipe.optimizer.value if recipe.optimizer.value in OPTIMIZERS else None
+        result.findings.extend(optimizer_unused(ds, plan, asked, recipe.key("optimizer")))
         result.findings.extend(fp32_by_auto(ds, plan))
         result.findings.extend(check_batch(ds, ds.batch_world(ctx.cluster.world_size, plan.tensor_parallel),
                                            ds.document.path))
@@ -435,7 +432,7 @@ def _check_vllm(document: Document, result: FileResult, ctx: Context) -> None:
         model = _needs_model(ctx, result, document, "this vLLM config")
     if model is None:
         return
-    stack = _stack(document.path, ctx)
+    stack = stack_for(ctx.values, document.path)
     result.findings.extend(_versions(stack, ("vllm",), result))
     serving = serving_from_vllm(cfg, model, ctx.cluster, result.notes, stack.version("vllm"))
     result.serving = (serving, serving_estimate(serving))

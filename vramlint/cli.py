@@ -285,7 +285,7 @@ def _estimate(args: argparse.Namespace) -> int:
 
     values = merge(load_settings(args.config).for_file(None), vars(args))
     model, cluster = _resolve(values)
-    plan = plan_from_flags(model, cluster, values)
+    plan = _stacked(plan_from_flags(model, cluster, values), values)
     ESTIMATE_REPORTERS[args.format](plan, estimate(plan), sys.stdout)
     return EXIT_OK
 
@@ -305,7 +305,7 @@ def _plan(args: argparse.Namespace) -> int:
         base, where = _recipe_plan(args.recipe, values, stated | set(settings.override_for(args.recipe))), args.recipe
     else:
         model, cluster = _resolve(values)
-        base, where = plan_from_flags(model, cluster, {**values, "train": True}), None
+        base, where = _stacked(plan_from_flags(model, cluster, {**values, "train": True}), values), None
     cluster = base.cluster
     threshold = values.get("near_threshold") or 0.90
     setups = training_setups(base, int(cluster.gpu.memory_bytes * threshold))
@@ -328,6 +328,16 @@ def _plan(args: argparse.Namespace) -> int:
     if not setups:
         print("  none: more GPUs, tensor parallelism, LoRA/QLoRA (--lora-rank, --load-in-4bit) or a shorter sequence")
     return EXIT_OK
+
+
+def _stacked(plan, values: dict):
+    """A plan from flags as the stack of the repository it runs in would run it (``check`` does
+    this per file), what the stack does not model said beside it."""
+    from vramlint.stack import plan_for_stack, stack_for, unmodelled
+    stack = stack_for(values)
+    plan = plan_for_stack(plan, stack)
+    said = tuple(why for package in ("transformers", "bitsandbytes") if (why := unmodelled(stack, package)))
+    return plan.with_changes(assumptions=plan.assumptions + said)
 
 
 def _recipe_plan(path: str, values: dict, stated: set[str]):

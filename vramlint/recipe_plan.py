@@ -19,12 +19,11 @@ from dataclasses import dataclass, replace
 from vramlint.hardware import Cluster
 from vramlint.models.peft import peft_default_targets
 from vramlint.models.shape import ModelShape
+from vramlint.memory.loss import WORDS as LOSS_WORDS
 from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, flag_text, fsdp_adapter_dtype, fsdp_weights_dtype,
-                           stage_settings,
-                           plan_from_accelerate, plan_from_deepspeed, workload_from_flags)
+                           plan_from_accelerate, plan_from_deepspeed, stage_settings, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
-from vramlint.memory.loss import WORDS as LOSS_WORDS
 from vramlint.readers.recipe import SWITCHES, Recipe
 
 # The recipe settings the command line states too, under the same names (``--micro-batch`` ...).
@@ -177,7 +176,7 @@ def _split(recipe: Recipe, job: dict, values: dict, notes: list[str]) -> dict:
     return {**values, "tp": tp} if tp > 1 and "tp" not in values else values
 
 
-def _stage(recipe: Recipe, job: dict, cluster: Cluster, notes: list[str]) -> dict:
+def _stage(recipe: Recipe, job: dict, notes: list[str]) -> dict:
     """What the recipe's stage adds to one model's SFT step (memory/stages.py): chosen and rejected
     rows in one forward, a frozen reference copy unless PEFT gives it by disabling the adapter,
     and a colocated vLLM engine's share of the GPU."""
@@ -225,7 +224,7 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
         plan = _plan_from_launcher(acc, job, flags, model, cluster)
     else:
         plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
-    plan = plan.with_changes(**_stage(recipe, job, cluster, notes))
+    plan = plan.with_changes(**_stage(recipe, job, notes))
     plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
                              origins={**origins, **plan.origins})
     trainer = {name: job[name] for name in ("micro_batch", "grad_accum", "mixed_precision")}

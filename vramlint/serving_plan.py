@@ -55,13 +55,15 @@ def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, note
     ``release``: the vLLM the file runs on (stack.py), whose defaults apply."""
     numbers = parse_version(release) or parse_version(VLLM_VERSION)
     utilization = default_utilization(numbers)
-    if not cfg.gpu_memory_utilization.from_file:
+    if cfg.gpu_memory_utilization.from_file:       # the reader's own default is 0.19's: the release's wins
+        utilization = _number(cfg.gpu_memory_utilization, utilization, 1.0)
+    else:
         notes.append(f"gpu_memory_utilization {utilization}: vLLM {release}'s default")
-    said = _count(cfg.max_model_len, None)
+    context = _count(cfg.max_model_len, None) or model.max_position_embeddings or 2048
     stated = frozenset(name for name, fact in (("enable_chunked_prefill", cfg.chunked_prefill),
                                                ("max_num_batched_tokens", cfg.max_num_batched_tokens),
                                                ("max_num_seqs", cfg.max_num_seqs)) if fact.from_file)
-    v0 = v0_batch(numbers, said or model.max_position_embeddings or 2048, model, notes, stated)
+    v0 = v0_batch(numbers, context, model, notes, stated)
     model = _quantized_online(model, cfg.quantization.value, notes)
     if model.vision and cfg.tower_off(model.vision.modalities):
         model = replace(model, vision=None)              # vLLM builds no vision tower, profiles no images
@@ -69,8 +71,7 @@ def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, note
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
     serving = Serving(
         model, cluster.gpu.memory_bytes, tp=_count(cfg.tensor_parallel), pp=_count(cfg.pipeline_parallel),
-        utilization=_number(cfg.gpu_memory_utilization, utilization, 1.0) if cfg.gpu_memory_utilization.from_file
-        else utilization, max_model_len=_count(cfg.max_model_len, None),
+        utilization=utilization, max_model_len=_count(cfg.max_model_len, None),
         max_num_seqs=_count(cfg.max_num_seqs, None), max_num_batched_tokens=_count(cfg.max_num_batched_tokens, None),
         kv_cache_dtype=str(cfg.kv_cache_dtype.value or "auto"), dtype_bytes=dtype_bytes,
         dtype=str(cfg.dtype.value or "auto").lower(),

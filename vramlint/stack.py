@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -24,7 +25,6 @@ from vramlint.plan import Plan
 CURRENT = {"vllm": "0.19.0", "transformers": "5.24.0", "torch": "2.13.0", "deepspeed": "0.19.8", "peft": "0.21.2",
            "bitsandbytes": "0.50.2", "trl": "1.16.0"}
 PACKAGES = tuple(CURRENT)
-PIN_FILES = ("requirements*.txt", "requirements/*.txt", "pyproject.toml", "uv.lock", "poetry.lock", "Dockerfile*")
 _VERSION = re.compile(r"^\d+(\.\d+){0,3}")
 _NAME = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(.*)$")
 _SPEC = re.compile(r"(===|==|~=|>=|<=|!=|<|>)\s*v?([0-9][0-9A-Za-z.\-+*]*)")
@@ -149,24 +149,39 @@ def _reader(path: Path):
     return _requirements
 
 
+PIN_ORDER = ("uv.lock", "poetry.lock", "requirements*.txt", "requirements/*.txt", "pyproject.toml", "Dockerfile*")
+
+
 def repository_pins(root: Path) -> dict[str, Pinned]:
-    """The pins the repository's own files state, lock files first (exact), then the rest."""
-    found: dict[str, Pinned] = {}
-    order = ("uv.lock", "poetry.lock", "requirements*.txt", "requirements/*.txt", "pyproject.toml", "Dockerfile*")
-    for pattern in order:
+    """The pins the repository's own files state, lock files first (exact), then the rest; read
+    once per set of pin files as they stand (every file of a check asks for its repository's)."""
+    files = []
+    for pattern in PIN_ORDER:
         for path in sorted(root.glob(pattern)):
             try:
-                if not path.is_file() or path.stat().st_size > MOST_BYTES:
-                    continue
-                text = path.read_text(encoding="utf-8", errors="replace")
+                stat = path.stat()
             except OSError:
                 continue
-            for name, pinned in _reader(path)(text, str(path.relative_to(root))).items():
-                if name not in found or (pinned.exact and not found[name].exact):
-                    found[name] = pinned
+            if path.is_file() and stat.st_size <= MOST_BYTES:
+                files.append((path, stat.st_mtime_ns, stat.st_size))
+    return _pins(root, tuple(files))
+
+
+@lru_cache(maxsize=32)
+def _pins(root: Path, files: tuple[tuple[Path, int, int], ...]) -> dict[str, Pinned]:
+    found: dict[str, Pinned] = {}
+    for path, _, _ in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for name, pinned in _reader(path)(text, str(path.relative_to(root))).items():
+            if name not in found or (pinned.exact and not found[name].exact):
+                found[name] = pinned
     return found
 
 
+@lru_cache(maxsize=1)
 def installed() -> dict[str, Pinned]:
     found = {}
     for name in PACKAGES:
@@ -175,6 +190,14 @@ def installed() -> dict[str, Pinned]:
         except metadata.PackageNotFoundError:
             continue
     return found
+
+
+def stack_for(values: dict, path: str | None = None) -> Stack:
+    """The stack of the job a file describes (its repository's pins), or with no file, of the
+    repository the command runs in."""
+    from vramlint.repository import root_of
+    target = Path(path) if path and Path(path).is_file() else Path.cwd() / "-"
+    return resolve_stack(values, root_of(target))
 
 
 def resolve_stack(values: dict, root: Path | None) -> Stack:

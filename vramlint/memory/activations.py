@@ -47,8 +47,6 @@ from vramlint.models.shape import FULL, LINEAR, MLA, Block, Layer, ModelShape
 from vramlint.memory.states import lora_targets
 from vramlint.plan import Plan
 
-FORWARD_LOGIT_BYTES = 2 + 4 + 4    # 16-bit logits + fp32 upcast + log_softmax output
-BACKWARD_LOGIT_BYTES = 4 + 4 + 4   # kept log_softmax output + its gradient + the input gradient
 
 
 @dataclass(frozen=True)

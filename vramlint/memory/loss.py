@@ -4,7 +4,9 @@ training loop computes it (``Plan.loss``).
 Each kind is three sizes (``LossHead``): what the loss keeps from its forward to its backward, what
 its forward adds on top for a moment, and what its backward adds at its start. The peak "at the
 loss" in forward is kept + forward; at the start of backward kept + backward. N: tokens in the
-micro-batch (rows x seq), V: vocabulary, H: hidden size, a: the compute dtype's bytes.
+micro-batch (rows x seq), V: vocabulary, H: hidden size, a: the compute dtype's bytes. Every
+logit is on every GPU, tensor parallelism or not: transformers' TP plans gather lm_head's output
+(``colwise_rep``) and DeepSpeed AutoTP all-reduces it (``LmHeadLinearAllreduce``).
 
 - ``full``: transformers' ``ForCausalLMLoss`` (5.24): the 16-bit logits, their fp32 upcast and the
   log-softmax output (kept): 2 + 4 + 4 B a logit in forward, 4 + 4 + 4 at the start of backward.

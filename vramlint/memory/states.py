@@ -303,13 +303,6 @@ def _torch_weights(plan: Plan, w_b: int) -> Component:
     return Component("weights", m.params * w_b, f"{w_b} B x {m.params:,} params", ZERO_PAPER)
 
 
-def _adam_8bit_bytes(sizes: list[int]) -> int:
-    """bitsandbytes' 8-bit Adam (``Optimizer2State.init_state``): m and v as uint8 plus an fp32
-    absmax per 256-element block for each; a tensor under ``min_8bit_size`` (4096 elements) keeps
-    fp32 m and v."""
-    return sum(8 * n if n < BNB_MIN_8BIT else 2 * n + 8 * -(-n // BNB_BLOCK) for n in sizes)
-
-
 def state_tensors(plan: Plan, sizes: list[int], s_b: int) -> list[int]:
     """The bytes of each state tensor the optimizer creates at its first step, for parameters
     (or shards) of ``sizes`` elements, in order: the replays allocate these. AdamW: m and v in
@@ -341,7 +334,7 @@ def _optimizer_states(plan: Plan, t: int, s_b: int, shards: int = 1, over: str =
                          "elements (the rest paged: unified memory)", PAGED_SOURCE)
     if plan.optimizer == "adamw-8bit":
         sizes = [-(-size // shards) for size in trainable_tensors(plan) if size]
-        return Component("optimizer states", _adam_8bit_bytes(sizes), f"8-bit m, v: 2 x 1 B x {tag} + an fp32 "
+        return Component("optimizer states", sum(state_tensors(plan, sizes, s_b)), f"8-bit m, v: 2 x 1 B x {tag} + an fp32 "
                          "absmax per 256 (fp32 m, v for tensors under 4096)",
                          "bitsandbytes 8-bit Adam, optim/optimizer.py Optimizer2State")
     if plan.optimizer == "adafactor":
@@ -688,10 +681,9 @@ def base_bytes(plan: Plan, group: str, size: int) -> int:
     its precision): ``ds_width`` B a value, or under QLoRA a 4-bit linear's values, half a byte each — as loaded for
     ZeRO-0/1/2, packed into ``bnb_4bit_quant_storage`` for ZeRO-3 to partition (same bytes); its
     quant state apart (``quant_states``)."""
-    if plan.load_in_4bit and group in _nf4_groups(plan):
-        return -(-size // 2)
-    if plan.load_in_8bit and group in int8().groups:
-        return size
+    quant = base_quantization(plan)
+    if quant is not None and group in quant.groups:       # half a byte a 4-bit value, a byte an int8 one
+        return -(-size * (4 if plan.load_in_4bit else 8) // 8)
     return ds_width(plan) * size
 
 

@@ -14,6 +14,7 @@ SUBSTITUTED = ("VL006", "model-substituted", WARNING)
 OVERRIDDEN = ("VL007", "flag-overrides-file", WARNING)
 GENERIC = ("VL008", "generic-model-shape", WARNING)
 VERSION = ("VL009", "version-not-modelled", WARNING)
+UNUSED = ("VL010", "optimizer-unused", WARNING)
 RULES = (
     Rule(*UNRESOLVED, summary="The file names a model vramlint cannot read here (not a local config, not in the "
                               "offline catalog or the Hugging Face cache): no memory estimate is made for it. The "
@@ -38,6 +39,11 @@ RULES = (
                            "repository's pins or what is installed say which): it is estimated as the nearest "
                            "release it models, or the current one for a version it cannot read, and says so.",
          bad="vllm==0.5.4        # requirements.txt", good="vllm==0.11.0       # requirements.txt"),
+    Rule(*UNUSED, summary="The recipe's optim (or --optimizer) names one optimizer, but the DeepSpeed file has an "
+                          "optimizer section, and that is what DeepSpeed builds: the HF Trainer hands it a "
+                          "DummyOptim. The estimate counts the file's optimizer, not the one asked for.",
+         bad='{"optimizer": {"type": "AdamW"}}   # recipe: optim: paged_adamw_8bit',
+         good='{"zero_optimization": {"stage": 2}}   # no optimizer section: the recipe\'s optim is built'),
 )
 
 
@@ -72,6 +78,18 @@ DEEPSPEED_STATED = (("micro_batch", ("micro_batch", "train_batch"), "--micro-bat
                     ("grad_accum", ("grad_accum",), "--grad-accum"),
                     ("zero_stage", ("zero_stage",), "--zero-stage"),
                     ("precision", ("precision",), "--mixed-precision"))
+
+
+def optimizer_unused(ds, plan, asked: str | None, by: str) -> list[Finding]:
+    """``asked`` (the recipe's optim or --optimizer, as vramlint prices it) lost to the DeepSpeed
+    file's optimizer section (plan._ds_optimizer): said where the section names its type."""
+    origin = plan.origins.get("optimizer")
+    if asked in (None, plan.optimizer) or origin is None or origin.kind != "file" or origin.location is None \
+            or origin.location.path != ds.document.path:
+        return []
+    return [Finding(*UNUSED, origin.location, f"{by} {asked} is not used: this optimizer section is what DeepSpeed "
+                    f"builds (the HF Trainer passes a DummyOptim), so the estimate counts its {plan.optimizer} states",
+                    hint=f"drop the optimizer section to train with {asked}, or drop {by}")]
 
 
 def deepspeed_overridden(ds, plan, flags) -> list[Finding]:
