@@ -18,8 +18,6 @@ Run from the vramlint repository so its package imports:
     python benchmarks/reports.py [--sensitivity] [--jsonl PATH]   (data: tests/data/published/report_cases.jsonl)
 """
 import argparse
-import contextlib
-import io
 import json
 import os
 import sys
@@ -28,7 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GIB = 2 ** 30
 
 sys.path.insert(0, os.path.dirname(HERE))
-from vramlint.cli import main as vramlint_main  # noqa: E402
+sys.path.insert(0, HERE)
+from published import estimate  # noqa: E402  (one in-process runner for both benchmarks)
 
 # Best guess, per case, of why vramlint's verdict differs from the report (only printed for
 # cases that come out wrong; a wrong case without an entry is flagged as unexplained).
@@ -62,15 +61,6 @@ WHY = {
         "(LoRAQKVLinear's zero-padded fused-qkv LoRA output, bf16 chunked head and CE) grow a little faster "
         "than vramlint's transformers model, enough to keep micro-batch 4 just under the card."),
 }
-
-
-def estimate(args):
-    """Run `vramlint estimate ARGS --format json` in-process; return (json or None, stderr, rc)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = vramlint_main(["estimate", *args, "--format", "json"])
-    text = out.getvalue().strip()
-    return (json.loads(text) if text.startswith("{") else None), err.getvalue(), rc
 
 
 def verdict(data):

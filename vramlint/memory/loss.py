@@ -84,7 +84,8 @@ def loss_head(plan: Plan) -> LossHead:
             fwd = (4 * chunk, f"4 B x a chunk ({chunk:,})")
         return LossHead(kept, fwd, (8 * chunk, f"8 B x a chunk ({chunk:,})"))
     if kind == "liger":
-        rows = min(1 << max(0, (-(-n // -(-v // h)) - 1).bit_length()), n)
+        per_chunk = -(-n // -(-v // h))                 # ceil(N / inc_factor), inc_factor = ceil(V / H)
+        rows = min(1 << (per_chunk - 1).bit_length(), n)      # liger's next_power_of_2, at most N
         weight = r * v * h if _head_trains(plan) else 0
         kept = (r * n * h + weight + 4 * n, f"{r} B x grad_input ({n * h:,})" + (
             f" + {r} B x lm_head's gradient ({v * h:,})" if weight else "") + f" + 4 B x tokens ({n:,})")

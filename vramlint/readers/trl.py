@@ -146,6 +146,19 @@ def _switches(keys: Keys, stage: Fact, open_instruct: bool) -> dict[str, Fact]:
     return out
 
 
+def _vllm_setting(keys: Keys) -> str | None:
+    """A vllm_* setting in a recipe without use_vllm: the script turns vLLM on itself."""
+    return next((str(k) for k in keys.data if str(k).startswith("vllm_")), None)
+
+
+def _generation_note(keys: Keys, stage: Fact) -> tuple[str, ...]:
+    said = _vllm_setting(keys)
+    if stage.value != "grpo" or keys.has("use_vllm") or said is None:
+        return ()
+    return (f"use_vllm is not set, but {said} is: vLLM is assumed to generate (in server mode, on GPUs of its "
+            "own), so model.generate's KV cache is not counted",)
+
+
 def _loss_note(stage: Fact) -> tuple[str, ...]:
     """A TRL trainer from 1.15 on never builds the full logits (its fused LM head): the estimate
     keeps them, as earlier releases do, and says so."""
@@ -159,8 +172,8 @@ def _generation_rows(keys: Keys, stage: str) -> Fact:
     """GRPO without vLLM generates with ``model.generate`` between optimizer steps:
     per_device_train_batch_size x steps_per_generation rows at once (steps_per_generation defaults
     to gradient_accumulation_steps; grpo_config.py:1086-1141)."""
-    if stage != "grpo" or truthy(keys.raw("use_vllm")) or any(str(k).startswith("vllm_") for k in keys.data):
-        return Fact(0)              # vLLM generates (a vllm_* setting says the script turns it on)
+    if stage != "grpo" or truthy(keys.raw("use_vllm")) or _vllm_setting(keys):
+        return Fact(0)              # vLLM generates
     batch = keys.get("per_device_train_batch_size", default=8, convert=positive)
     steps = keys.get("steps_per_generation", "gradient_accumulation_steps", default=1, convert=positive)
     if not all(isinstance(f.value, int) and not isinstance(f.value, bool) for f in (batch, steps)):
@@ -296,6 +309,6 @@ def read_trl(document: Document) -> Recipe:
         hf_trainer=not open_instruct,
         reference=_reference(keys, stage.value), colocated_share=_colocated(keys, stage.value),
         generation_rows=_generation_rows(keys, stage.value),
-        switches=_switches(keys, stage, open_instruct), notes=_loss_note(stage),
+        switches=_switches(keys, stage, open_instruct), notes=_loss_note(stage) + _generation_note(keys, stage),
         keys=SPELLING,
     )
