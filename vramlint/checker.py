@@ -40,7 +40,7 @@ from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
 from vramlint.rules.inputs import (deepspeed_overridden, generic_shape, model_not_resolved, overridden,
                                    optimizer_unused, substituted_model, version_not_modelled)
-from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_values
+from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_values, not_plannable
 from vramlint.rules.schema import check_schema
 from vramlint.rules.serving import check_serving
 from vramlint.rules.syntax import hjson_syntax, internal_error, parse_error
@@ -313,7 +313,11 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
         ds, acc = _launch_config(str(ctx.values["launch_config"]), recipe, result, model)
         if ds is None and acc is None:
             return
-    job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc)
+    try:
+        job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc)
+    except UnplannableError as exc:
+        result.findings.append(not_plannable(recipe, str(exc)))
+        return
     plan = job.plan
     result.findings.extend(overridden(o.fact.location, recipe.key(o.setting), o.fact.value, flag_text(o.setting),
                                       o.value) for o in job.overrides)

@@ -115,6 +115,14 @@ def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
                       "tokens", hint=f"set {recipe.key('seq_len')} to the longest sequence you train on")
 
 
+def not_plannable(recipe: Recipe, why: str) -> Finding:
+    """A job the recipe describes that the memory model refuses (an 8-bit base under FSDP): no
+    estimate, said as a warning so the file does not pass unexamined."""
+    where = recipe.load_in_8bit.location if recipe.load_in_8bit.value else None
+    return Finding(*NOT_MODELLED, where or recipe.document.locate("$"), why,
+                   hint="no memory estimate for this file; check the job another way")
+
+
 def _entry(ds_key: str, ds_value: object, hf_key: str, hf_value: object) -> str:
     return f"- ds {ds_key}={ds_value} vs hf {hf_key}={hf_value}"
 
