@@ -52,13 +52,13 @@ def serving_for(record: dict) -> Serving | None:
                    gpu_name=record.get("gpu") or "", release=str(record.get("vllm_version") or VLLM_VERSION))
     said = frozenset(name for name in ("enable_chunked_prefill", "max_num_batched_tokens", "max_num_seqs") if name in other)
     release = parse_version(serving.release) or (0, 19)
-    v0 = v0_batch(release, serving.context_len, model, [], said)
+    v0 = v0_batch(release, serving.context_len, model, [], said, serving.sm, serving.dtype_bytes)
     return replace(serving, **v0) if v0 else serving
 
 
 def main(argv: list[str]) -> int:
     paths = [Path(a) for a in argv] or [p for p in DEFAULT if p.is_file()]
-    errors, refusals, weights = [], [], []
+    errors, refusals, weights, rows = [], [], [], []
     print(f"{'release':<12} {'model':<44} {'tp':>2} {'pp':>2} {'weights':>15} {'activation':>15} {'KV GiB':>15} "
           f"{'KV tokens':>21} {'err':>7}")
     for path in paths:
@@ -74,21 +74,23 @@ def main(argv: list[str]) -> int:
                 print(f"{release:<12} {record['model'][:44]:<44} {record['tp']:>2} {record['pp']:>2} refused by vLLM: "
                       f"{'refusal called' if refused else 'CALLED FITS'}")
                 continue
-            if not measured.get("kv_cache_gib"):
+            if not (measured.get("kv_cache_gib") or measured.get("kv_cache_tokens")):
                 continue
             est = serving_estimate(serving)
             parts = {c.name: c.bytes / GiB for c in est.components}
-            tokens = record["pp"] > 1 and measured.get("kv_cache_tokens")
+            # the tokens where the log prints no GiB, or under PP (the GiB are the first stage's)
+            tokens = (record["pp"] > 1 or not measured.get("kv_cache_gib")) and measured.get("kv_cache_tokens")
             error = ((est.kv_tokens - tokens) / tokens if tokens else
                      (est.kv_budget / GiB - measured["kv_cache_gib"]) / measured["kv_cache_gib"])
             errors.append(error)
+            rows.append((parse_version(release) or (0, 19), str(record.get("gpu") or "")[:24], error))
             if measured.get("weights_gib"):
                 weights.append((est.loaded / GiB - measured["weights_gib"]) / measured["weights_gib"])
             print(f"{release:<12} {record['model'][:44]:<44} {record['tp']:>2} {record['pp']:>2} "
                   f"{measured.get('weights_gib') or float('nan'):>7.2f}/{est.loaded / GiB:<7.2f}"
                   f"{measured.get('activation_peak_gib') or float('nan'):>7.2f}/"
                   f"{parts.get('activation peak (profile run)', float('nan')):<7.2f}"
-                  f"{measured['kv_cache_gib']:>7.2f}/{est.kv_budget / GiB:<7.2f}"
+                  f"{measured.get('kv_cache_gib') or float('nan'):>7.2f}/{est.kv_budget / GiB:<7.2f}"
                   f"{measured.get('kv_cache_tokens') or 0:>10}/{est.kv_tokens:<10} {error:+7.1%}{' t' if tokens else ''}")
     if errors:
         within = sum(abs(e) <= 0.05 for e in errors)
@@ -99,6 +101,12 @@ def main(argv: list[str]) -> int:
               f"within 2 %: {sum(abs(w) <= 0.02 for w in weights)} of {len(weights)}")
     if refusals:
         print(f"refusals: {sum(refusals)} of {len(refusals)} called refusals")
+    if rows:
+        families = sorted({row[0][:2] for row in rows})
+        print("by release family: " + ", ".join(
+            f"{'.'.join(map(str, f))} {sum(abs(e) <= 0.05 for r, _, e in rows if r[:2] == f)}/"
+            f"{sum(r[:2] == f for r, _, _ in rows)}" for f in families))
+        print(f"GPU types: {len({gpu for _, gpu, _ in rows})}")
     return 0
 
 

@@ -28,14 +28,14 @@ DROPOUT = ("attn_pdrop", "resid_pdrop", "embd_pdrop", "attention_dropout", "hidd
 
 class StorageWatch(TorchDispatchMode):
     """Calls ``on_new(ptr, nbytes, op)`` for each storage an aten op creates and ``on_free(ptr)``
-    when the storage itself dies. The finalizer hangs on the storage (PyTorch keeps one Python
+    when the storage itself dies (``detail(tensor)``, where given, is passed to ``on_new`` too). The finalizer hangs on the storage (PyTorch keeps one Python
     object per storage), not on the tensors: a ``param.data = ...`` swap — DeepSpeed's way of
     partitioning — frees the old storage while the tensor object lives on."""
 
-    def __init__(self, exclude: set[int], on_new: Callable[[int, int, str], None],
-                 on_free: Callable[[int], None]) -> None:
+    def __init__(self, exclude: set[int], on_new: Callable[..., None],
+                 on_free: Callable[[int], None], detail: Callable[[torch.Tensor], list] | None = None) -> None:
         super().__init__()
-        self.exclude, self.on_new, self.on_free = exclude, on_new, on_free
+        self.exclude, self.on_new, self.on_free, self.detail = exclude, on_new, on_free, detail
         self.alive: set[int] = set()
 
     def _release(self, ptr: int) -> None:
@@ -55,7 +55,7 @@ class StorageWatch(TorchDispatchMode):
             if not ptr or ptr in self.exclude or ptr in self.alive:
                 continue
             self.alive.add(ptr)
-            self.on_new(ptr, storage.nbytes(), str(func))
+            self.on_new(ptr, storage.nbytes(), str(func), *([self.detail(tensor)] if self.detail else []))
             weakref.finalize(storage, self._release, ptr)
         return out
 

@@ -21,7 +21,7 @@ from vramlint.models import read_model
 
 # Formulas that state no arithmetic: measured constants, and descriptions of what depends on the
 # other rows or on a per-block layout (bitsandbytes' absmax, NF4 bits).
-DESCRIPTIVE = (r"^measured\b", r"measured: ", r"^32 MiB cuBLAS", r"absmax", r"scale per row", r"paged", r"^\(P: 0\.5 B", r"^NCCL, cuBLAS",
+DESCRIPTIVE = (r"^measured\b", r"measured: ", r"^32 MiB cuBLAS", r"absmax", r"scale per row", r"paged", r"^\(P: 0\.5 B",
                r"− the above$", r"\(\d+\.\d\d GiB\)", r"^offloaded( to \w+)?$", r"^not replayed$",
                r"^\d+ x rank \d+ buffers")
 RECIPES = sorted(p for p in (DATA / "recipes").rglob("*") if p.suffix in (".yaml", ".yml", ".json")

@@ -214,3 +214,21 @@ def test_estimate_applies_the_stated_transformers_version(capsys):
         peaks[version] = out["per_gpu_peak_bytes"]
         assert any(f"transformers {version}" in note for note in out["assumptions"])
     assert peaks["4.46.3"] > peaks["5.24.0"]
+
+
+def test_a_loop_without_attention_mask_pays_4_57s_built_mask(capsys):
+    """``--no-attention-mask`` on transformers 4.57: every layer keeps a b × s × s mask and full-head
+    k and v (tests/test_transformers_versions.py traces it); the same flag on 5.24 changes nothing."""
+    base = ["estimate", "--train", "--model", "meta-llama/Llama-3.2-1B", "--gpus", "1x80GB", "--seq-len", "2048",
+            "--micro-batch", "2", "--format", "json"]
+    peaks = {}
+    for version in ("4.57.6", "5.24.0"):
+        for flag in ([], ["--no-attention-mask"]):
+            main(base + ["--transformers-version", version] + flag)
+            out = json.loads(capsys.readouterr().out)
+            peaks[version, bool(flag)] = out["per_gpu_peak_bytes"]
+            assert any("causal mask" in note for note in out["assumptions"]) is (version == "4.57.6" and bool(flag))
+    layers, b, s, d, heads, kv = 16, 2, 2048, 64, 32, 8
+    mask_and_repeats = layers * (2 * b * s * s + 4 * b * s * d * (heads - kv))
+    assert peaks["4.57.6", True] - peaks["4.57.6", False] == pytest.approx(mask_and_repeats, rel=0.05)
+    assert peaks["5.24.0", True] == peaks["5.24.0", False] == peaks["4.57.6", False]

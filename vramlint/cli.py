@@ -98,6 +98,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vllm-version", metavar="X.Y.Z",
                    help="the vLLM a config is served with (default: the repository's pins, else installed, else "
                         "0.19.0): its defaults apply (gpu_memory_utilization 0.92 from 0.20)")
+    p.add_argument("--no-attention-mask", action="store_true",
+                   help="the training step calls the model with input_ids and labels only, no attention_mask and no "
+                        "cache (model(ids, labels=ids, use_cache=False)): transformers 4.53.1-4.57 then give SDPA a "
+                        "causal mask they build")
     p.add_argument("--sync-each-batch", action="store_true",
                    help="FSDP with gradient accumulation: gradients reduce-scattered every micro-batch (torchtune; "
                         "the HF Trainer's accelerator_config.sync_each_batch) instead of kept unsharded under no_sync")

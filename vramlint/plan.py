@@ -126,6 +126,8 @@ class Plan:
     grad_accum: int = 1            # micro-batches per optimizer step: gradients carried from one to the next
     quantized_experts: bool = False  # bitsandbytes quantizes the routed experts (nn.Linear each, transformers < 5)
     sdpa_repeat_kv: bool = False   # SDPA keeps repeat_kv's full-head k and v (transformers before 4.54, GQA)
+    attention_mask: bool = True    # the step passes an attention_mask (every collator gives one) or keeps a cache
+    sdpa_causal_mask: bool = False  # SDPA given a built b x s x s causal mask (transformers 4.53.1-4.57, no mask passed)
     bnb_keeps_input: bool = False  # bitsandbytes' MatMul4Bit keeps each 4-bit linear's input (up to 0.43.1)
     prompt_logits: bool = False    # inference: logits for every prompt position, fp32 (transformers <= 4.44)
     loss: str = "full"             # the loss head (memory/loss.py): full, chunked(-compiled), liger, cce, trl, none
@@ -532,6 +534,7 @@ def workload_from_flags(flags: dict) -> dict:
             "loss": flags.get("loss") or "full", "optimizer_impl": flags.get("optimizer_impl") or "foreach",
             "paged_optimizer": bool(flags.get("paged_optimizer")), "optimizer_in_bwd": bool(flags.get("optimizer_in_bwd")),
             "activation_offload": bool(flags.get("activation_offload")),
+            "attention_mask": not flags.get("no_attention_mask"),
             "tensor_parallel": flags.get("tp") or 1,
             "empty_cache_each_step": bool(flags.get("empty_cache_each_step")),
             **({"weights_dtype": flags["weights_dtype"]} if flags.get("weights_dtype") else {})}

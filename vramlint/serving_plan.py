@@ -15,7 +15,7 @@ from dataclasses import replace
 from vramlint.errors import UsageError
 from vramlint.hardware import Cluster
 from vramlint.memory.lora_slots import LoraSlots
-from vramlint.memory.serving import VLLM_VERSION, Serving
+from vramlint.memory.serving import VLLM_VERSION, Serving, v0_engine
 from vramlint.models import read_model
 from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape
@@ -31,18 +31,19 @@ def default_utilization(release: tuple[int, ...]) -> float:
 
 
 def v0_batch(release: tuple[int, ...], context: int, model: ModelShape, notes: list[str],
-             said: frozenset[str] = frozenset()) -> dict:
-    """The V0 engine's batch defaults (vLLM 0.6 and 0.7, engine/arg_utils.py ``use_long_context``,
+             said: frozenset[str] = frozenset(), sm: int | None = None, dtype_bytes: int = 2) -> dict:
+    """The V0 engine's batch defaults (``v0_engine``; engine/arg_utils.py ``use_long_context``,
     config.py SchedulerConfig): chunked prefill only for a context over 32K (not for multimodal
     or sliding-window models), then 512 batched tokens (2,048 from 0.6.5); without it the profile
     run takes a whole max(max_model_len, 2048) prompt; max_num_seqs 256. ``said``: the settings the
     config states (enable_chunked_prefill, max_num_batched_tokens, max_num_seqs), which stand."""
-    if release >= (0, 8) or {"enable_chunked_prefill", "max_num_batched_tokens"} & said:
+    why = v0_engine(release, sm, dtype_bytes)
+    if why is None or {"enable_chunked_prefill", "max_num_batched_tokens"} & said:
         return {}
     sliding = any(layer.attention.window for layer in model.layers)
     chunked = context > 32768 and not sliding and model.vision is None
     tokens = (512 if release < (0, 6, 5) else 2048) if chunked else max(context, 2048)
-    notes.append(f"vLLM {'.'.join(map(str, release))} (V0 engine): chunked prefill "
+    notes.append(f"vLLM {'.'.join(map(str, release))} runs the V0 engine ({why}): chunked prefill "
                  f"{'on' if chunked else 'off'} for a {context:,}-token context, the profile run over {tokens:,} "
                  "tokens")
     return {"chunked_prefill": chunked, "max_num_batched_tokens": tokens,
@@ -63,12 +64,12 @@ def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, note
     stated = frozenset(name for name, fact in (("enable_chunked_prefill", cfg.chunked_prefill),
                                                ("max_num_batched_tokens", cfg.max_num_batched_tokens),
                                                ("max_num_seqs", cfg.max_num_seqs)) if fact.from_file)
-    v0 = v0_batch(numbers, context, model, notes, stated)
+    dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
+    v0 = v0_batch(numbers, context, model, notes, stated, cluster.gpu.sm, dtype_bytes)
     model = _quantized_online(model, cfg.quantization.value, notes)
     if model.vision and cfg.tower_off(model.vision.modalities):
         model = replace(model, vision=None)              # vLLM builds no vision tower, profiles no images
     model = _encoder_mode(model, cfg.mm_encoder_tp_mode.value, notes)
-    dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
     serving = Serving(
         model, cluster.gpu.memory_bytes, tp=_count(cfg.tensor_parallel), pp=_count(cfg.pipeline_parallel),
         utilization=utilization, max_model_len=_count(cfg.max_model_len, None),

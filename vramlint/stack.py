@@ -240,6 +240,10 @@ def plan_for_stack(plan: Plan, stack: Stack) -> Plan:
     - transformers up to 4.48: the loss also makes a shifted fp32 copy of the logits (memory/loss.py);
     - transformers up to 4.44: an inference prefill computes every prompt position's logits, fp32;
     - transformers before 4.54: SDPA is given repeat_kv's full-head k and v (and keeps them);
+    - transformers 4.53.1 to 4.57, a step without attention_mask or cache: SDPA is given a causal
+      mask built in ``masking_utils`` (``find_packed_sequence_indices`` never returns None, so the
+      is_causal skip is off: 4.57.6 masking_utils.py:637-661, 820-822; fixed by 5.0.0's skip for
+      non-packed sequences), kept per layer, and 4.54's enable_gqa falls back to repeat_kv;
     - bitsandbytes up to 0.43.1: MatMul4Bit keeps each 4-bit linear's input."""
     changes: dict = {}
     notes = []
@@ -252,6 +256,12 @@ def plan_for_stack(plan: Plan, stack: Stack) -> Plan:
         changes["sdpa_repeat_kv"] = True
         notes.append(f"{stack.words('transformers')}: SDPA keeps repeat_kv's full-head copies of k and v (grouped "
                      "heads passed to SDPA expanded until 4.54.0)")
+    if plan.mode == "train" and plan.attn == "sdpa" and not plan.attention_mask and (4, 53, 1) <= tf < (5,) \
+            and stack.release("torch") >= (2, 6) and plan.model.block.default_attn != "eager":
+        changes.update(sdpa_causal_mask=True, sdpa_repeat_kv=True)
+        notes.append(f"{stack.words('transformers')}: with no attention_mask and no cache, transformers builds SDPA a "
+                     "b x s x s causal mask (its packed-sequence check never returns None: 4.53.1 until 5.0), which "
+                     "each layer keeps in the compute dtype, with repeat_kv's full-head k and v")
     if plan.quantized_base and plan.model.is_moe and tf < (5,):
         changes["quantized_experts"] = True
         notes.append(f"{stack.words('transformers')}: each routed expert is an nn.Linear, which bitsandbytes "

@@ -109,14 +109,18 @@ def output_copied(block: Block, eager: bool) -> bool:
     return eager or block.rope_cat
 
 
-def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool, repeats: bool = False) -> list[int]:
+def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool, repeats: bool = False,
+               causal_mask: bool = False) -> list[int]:
     """What the attention keeps. SDPA: q, k, v (new q and k after RoPE; v its own tensor or a view
     of the fused qkv) and its output (+ o_proj's contiguous copy, ``output_copied``). Eager
     (``eager_attention_forward``): the matmuls keep q, k and v — for grouped KV heads the
     ``repeat_kv`` copies, q-sized, instead of k and v — the fp32 softmax (its output) and its
     16-bit cast, b·heads·s² each (every score: the window is a mask), and o_proj the contiguous
     copy of the output; gpt-oss's sinks softmax stays in 16 bit (+ the max's int64 indices).
-    ``repeats``: SDPA given repeat_kv's copies too (transformers before 4.54)."""
+    ``repeats``: SDPA given repeat_kv's copies too (transformers before 4.54). ``causal_mask``: SDPA
+    given transformers 4.53.1-4.57's built boolean mask, which it converts to an additive b × s × s
+    one in the compute dtype (ATen ``convert_boolean_attn_mask``) and keeps for backward: s per
+    token (traced on the CPU, 4.57.6 against 5.24.0: tests/data/tf457_*.json)."""
     att = layer.attention
     if att.kind == MLA:
         return _latent_attention(layer, w)
@@ -136,7 +140,8 @@ def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool, rep
     elif not fused:
         tensors.append(w.a * kv)                         # v
     if not eager:
-        return tensors + [w.a * q] * (2 if output_copied(block, eager) else 1)   # output (+ o_proj's copy)
+        mask = [w.a * seq] if causal_mask else []
+        return tensors + mask + [w.a * q] * (2 if output_copied(block, eager) else 1)   # output (+ o_proj's copy)
     scores = att.num_heads * seq
     if block.attention_sinks:
         tensors += [w.a * att.num_heads * (seq + 1), 8 * att.num_heads]
@@ -302,7 +307,8 @@ def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[i
     divisors = tp_divisors(layer, plan)
     frozen = plan.lora_rank > 0
     parts: list[list[int]] = []
-    sublayers = [lambda: _attention(layer, block, w, plan.seq_len, plan.attn == "eager", plan.sdpa_repeat_kv),
+    sublayers = [lambda: _attention(layer, block, w, plan.seq_len, plan.attn == "eager", plan.sdpa_repeat_kv,
+                                    plan.sdpa_causal_mask),
                  lambda: _mlp(layer, block, h, w, frozen)]
     for index, sublayer in enumerate(sublayers):
         tensors: list[int] = []
@@ -350,14 +356,18 @@ def attention_masks(plan: Plan, width: int) -> int:
     alive for the whole pass: eager attention gets an additive b × s × s mask in the embeddings'
     dtype (``width`` bytes) for each kind of layer (full, sliding, chunked); SDPA gets one only for
     a window or chunk no longer than the sequence — a boolean 1 × s × s view broadcast over the
-    batch; FlashAttention none."""
+    batch — or where transformers 4.53.1-4.57 build the causal one (``Plan.sdpa_causal_mask``: a
+    boolean b × s × s, which checkpointing keeps as every layer's input until backward is done;
+    without it the mask dies with the forward, each layer having kept its own converted copy);
+    FlashAttention none."""
     s, b = plan.seq_len, plan.rows
     kinds = {FULL if layer.attention.kind == MLA else layer.attention.kind: layer.attention.window
              for layer in plan.model.layers if layer.attention.kind != LINEAR}
     if plan.attn == "eager":
         return len(kinds) * b * s * s * width
     if plan.attn == "sdpa":
-        return sum(s * s for kind, window in kinds.items() if kind != FULL and window and s >= window)
+        built = b * s * s if plan.sdpa_causal_mask and plan.grad_checkpointing else 0    # a checkpoint input
+        return built + sum(s * s for kind, window in kinds.items() if kind != FULL and window and s >= window)
     return 0
 
 

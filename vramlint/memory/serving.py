@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vramlint.stack import CURRENT
+from vramlint.stack import CURRENT, parse_version
 from vramlint.hardware import architecture
 from vramlint.memory.mxfp4 import expert_bytes as mxfp4_expert_bytes, kernel_for
 from vramlint.memory.components import Component
@@ -58,8 +58,17 @@ from vramlint.units import GiB
 
 VLLM_VERSION = CURRENT["vllm"]      # the release whose start-up budget this module reproduces
 SOURCE = "vLLM 0.19 determine_available_memory / kv_cache_utils, docs/reference.md §6"
-MEASURED = "vLLM 0.19 start-up logs on H100 (shared/groundtruth/vllm-startup-logs.jsonl)"
-NON_TORCH = {1: int(0.25 * GiB), 2: int(2.1 * GiB)}   # TP 1; TP > 1 adds custom all-reduce + NCCL buffers
+MEASURED = ("vLLM 0.19 start-up logs on H100 (shared/groundtruth/vllm-startup-logs.jsonl); V0 and PCIe NCCL: "
+            "tests/data/vllm_logs/releases.jsonl")
+# memory outside PyTorch that the budget counts (_non_torch): V1 at TP 1 (H100, vLLM 0.19 logs), V0 at TP 1
+# (its snapshot since init_device: 0.03-0.09 GiB in 15 logs of 0.6.5-0.9, tests/data/vllm_logs), TP > 1 with
+# NCCL's plain rings (two L40S, 0.7.1: 0.30 GiB) and with NVLink SHARP (H100, 0.19: 2.1 GiB)
+NON_TORCH = {"v1": int(0.25 * GiB), "v0": int(0.05 * GiB), "rings": int(0.30 * GiB), "nvls": int(2.1 * GiB)}
+NON_TORCH_WORDS = {"v1": "cuBLAS and kernels loaded since the V1 worker's snapshot",
+                   "v0": "what the V0 worker adds outside PyTorch since init_device",
+                   "rings": "NCCL ring buffers (no NVLink SHARP on this GPU)",
+                   "nvls": "NCCL with NVLink SHARP buffers, custom all-reduce"}
+NVLS_SM = (90, 100)             # Hopper and Blackwell data-center parts: NCCL's NVLink SHARP buffers
 FP32 = 4
 SAMPLER_FP32_COPIES = 3         # Sampler.forward's logits.to(float32), softmax's probs, random_sample's q
 STREAMING_MULTIPROCESSORS = 132  # H100 / H200: rows of apply_top_k_top_p_triton's cached buffer
@@ -97,6 +106,11 @@ class Serving:
     draft_tp: int | None = None      # draft_tensor_parallel_size: the target's TP when unset
     lora: LoraSlots | None = None    # enable_lora: max_loras slots of max_lora_rank (memory/lora_slots.py)
     release: str = VLLM_VERSION      # the vLLM the file runs on (stack.py); the budget is 0.19's arithmetic
+
+    @property
+    def numbers(self) -> tuple[int, ...]:
+        """The release as numbers (0.19 where it cannot be read)."""
+        return parse_version(self.release) or parse_version(VLLM_VERSION)
 
     @property
     def sm(self) -> int | None:
@@ -343,15 +357,45 @@ def _lora_slots(s: Serving) -> tuple[Component, ...]:
                       LORA_SOURCE),)
 
 
+def v0_engine(release: tuple[int, ...], sm: int | None = None, dtype_bytes: int = 2) -> str | None:
+    """Why the release runs the V0 engine, or None where it runs V1: V0 is all 0.6 and 0.7 have;
+    0.8 and 0.9 fall back to it for a GPU below compute capability 8.0 (T4, V100, RTX 20xx) or an
+    fp32 model (0.8.5 / 0.9.2 engine/arg_utils.py ``_is_v1_supported_oracle``); 0.10 dropped it."""
+    if release < (0, 8):
+        return "its only engine"
+    if release < (0, 10) and sm is not None and sm < 80:
+        return f"V1 needs compute capability 8.0, this GPU has {sm / 10:.1f}"
+    if release < (0, 10) and dtype_bytes == 4:
+        return "V1 runs only fp16 and bf16"
+    return None
+
+
+def _nvls(s: Serving) -> bool:
+    """Whether a TP group's collectives take NCCL's NVLink SHARP buffers, the bulk of the 2.1 GiB
+    measured outside PyTorch at TP > 1 on H100 (vLLM 0.19 logs): NCCL enables NVLS on NVSwitch
+    systems of compute capability 9.0 and 10.0 (``NCCL_NVLS_ENABLE``). Other GPUs keep plain NCCL
+    rings — 0.30 GiB measured on two L40S (vLLM 0.7.1, vllm#15815), TP 1's term. A bare size
+    (no name) is taken as such a system, the larger, safer sum."""
+    return s.sm is None or s.sm in NVLS_SM
+
+
+def _non_torch_kind(s: Serving) -> str:
+    """Which memory outside PyTorch the budget counts: NCCL's buffers where the GPUs of a group talk
+    (MoE layers gather across DP; PP talks point to point only), else V0's or V1's own."""
+    if s.tp > 1 or (s.dp > 1 and s.model.is_moe):
+        return "nvls" if _nvls(s) else "rings"
+    return "v0" if v0_engine(s.numbers, s.sm, s.dtype_bytes) else "v1"
+
+
 def serving_estimate(s: Serving) -> ServingEstimate:
     requested = int(s.gpu_bytes * s.utilization)
     weights, formula = _weights(s)
     act = _activation(s)
-    collective = s.tp > 1 or (s.dp > 1 and s.model.is_moe)     # MoE layers gather across DP; PP talks p2p only
-    non_torch = NON_TORCH[2 if collective else 1]
+    non_torch = NON_TORCH[_non_torch_kind(s)]
     parts = (Component("weights", weights, formula, SOURCE),
              _rope_tables(s), *_lora_slots(s), act,
-             Component("non-torch memory", non_torch, "NCCL, cuBLAS, custom all-reduce", MEASURED))
+             Component("non-torch memory", non_torch,
+                       f"measured: {NON_TORCH_WORDS[_non_torch_kind(s)]}", MEASURED))
     budget = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - sum(c.bytes for c in parts)
     per_token = sum(per for per, _ in _per_layer(s))
     tokens = max(0, int(budget // per_token)) if per_token else 0
