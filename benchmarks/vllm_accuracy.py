@@ -52,7 +52,8 @@ def serving_for(record: dict) -> Serving | None:
                    gpu_name=record.get("gpu") or "", release=str(record.get("vllm_version") or VLLM_VERSION))
     said = frozenset(name for name in ("enable_chunked_prefill", "max_num_batched_tokens", "max_num_seqs") if name in other)
     release = parse_version(serving.release) or (0, 19)
-    v0 = v0_batch(release, serving.context_len, model, [], said, serving.sm, serving.dtype_bytes)
+    v0 = v0_batch(release, serving.context_len, model, [], said, serving.sm, serving.dtype_bytes,
+                  serving.kv_cache_dtype)
     return replace(serving, **v0) if v0 else serving
 
 

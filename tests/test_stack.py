@@ -4,6 +4,7 @@ release vramlint does not model."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -120,6 +121,35 @@ def test_vllm_06s_v0_engine_profiles_a_whole_prompt_below_32k():
     assert est.kv_budget / 2**30 == pytest.approx(fits["measured"]["kv_cache_gib"], rel=0.05)
     refused = LOGS["gh10517-v064-llama31-8b-3090-29k-refusal"]
     assert refused["measured"]["error_text"] and not starts(_serving(refused))
+
+
+def test_vllm_08_falls_back_to_v0_below_compute_capability_8():
+    """vLLM 0.8.4 on an RTX 2060 (compute capability 7.5; Q07K/langgraph-mcp-example): V1 needs
+    8.0, so the V0 engine runs, with V0's defaults (a whole 10,000-token prompt in the profile run)
+    and V0's count outside PyTorch (0.04 GiB printed). With V1's assumptions the KV cache was
+    13 % too large; now it is within 2 % of the 3.06 GiB printed."""
+    from vramlint.memory.serving import serving_estimate, v0_engine
+    record = LOGS["v0-q07k-v084-qwen3-4b-fp16-rtx2060-12g"]
+    serving = _serving(record)
+    assert v0_engine((0, 8, 4), serving.sm) and not v0_engine((0, 8, 4), 80) and not v0_engine((0, 10, 2), 75)
+    est = serving_estimate(serving)
+    assert est.kv_budget / 2**30 == pytest.approx(record["measured"]["kv_cache_gib"], rel=0.02)
+    activation = next(c for c in est.components if c.name.startswith("activation"))
+    assert activation.bytes / 2**30 == pytest.approx(record["measured"]["activation_peak_gib"], rel=0.1)
+
+
+def test_nccl_without_nvlink_sharp_takes_a_fraction_of_what_it_takes_on_h100():
+    """Two L40S (PCIe, no NVLink SHARP) at TP 2, vLLM 0.7.1 (vllm#15815): 0.30 GiB outside PyTorch
+    printed, where H100's NVLS buffers take 2.1 GiB at TP 2 in 0.19. With H100's term the KV cache
+    was 20 % short of the 7.71 GiB printed; now within 5 %."""
+    from vramlint.memory.serving import serving_estimate
+    record = LOGS["v0-gh15815-v071-qwen25-32b-tp2-l40s"]
+    est = serving_estimate(_serving(record))
+    non_torch = next(c for c in est.components if c.name == "non-torch memory")
+    assert non_torch.bytes / 2**30 == pytest.approx(record["measured"]["non_torch_gib"], abs=0.01)
+    assert est.kv_budget / 2**30 == pytest.approx(record["measured"]["kv_cache_gib"], rel=0.05)
+    h100 = serving_estimate(dataclasses.replace(_serving(record), gpu_name="NVIDIA H100 80GB HBM3"))
+    assert next(c for c in h100.components if c.name == "non-torch memory").bytes == int(2.1 * 2**30)
 
 
 def test_transformers_before_454_hand_sdpa_the_repeated_kv_heads():

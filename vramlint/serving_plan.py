@@ -31,13 +31,14 @@ def default_utilization(release: tuple[int, ...]) -> float:
 
 
 def v0_batch(release: tuple[int, ...], context: int, model: ModelShape, notes: list[str],
-             said: frozenset[str] = frozenset(), sm: int | None = None, dtype_bytes: int = 2) -> dict:
+             said: frozenset[str] = frozenset(), sm: int | None = None, dtype_bytes: int = 2,
+             kv_cache_dtype: str = "auto") -> dict:
     """The V0 engine's batch defaults (``v0_engine``; engine/arg_utils.py ``use_long_context``,
     config.py SchedulerConfig): chunked prefill only for a context over 32K (not for multimodal
     or sliding-window models), then 512 batched tokens (2,048 from 0.6.5); without it the profile
     run takes a whole max(max_model_len, 2048) prompt; max_num_seqs 256. ``said``: the settings the
     config states (enable_chunked_prefill, max_num_batched_tokens, max_num_seqs), which stand."""
-    why = v0_engine(release, sm, dtype_bytes)
+    why = v0_engine(release, sm, dtype_bytes, kv_cache_dtype)
     if why is None or {"enable_chunked_prefill", "max_num_batched_tokens"} & said:
         return {}
     sliding = any(layer.attention.window for layer in model.layers)
@@ -65,7 +66,8 @@ def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, note
                                                ("max_num_batched_tokens", cfg.max_num_batched_tokens),
                                                ("max_num_seqs", cfg.max_num_seqs)) if fact.from_file)
     dtype_bytes = 4 if str(cfg.dtype.value) in ("float", "float32") else 2
-    v0 = v0_batch(numbers, context, model, notes, stated, cluster.gpu.sm, dtype_bytes)
+    v0 = v0_batch(numbers, context, model, notes, stated, cluster.gpu.sm, dtype_bytes,
+                  str(cfg.kv_cache_dtype.value or "auto"))
     model = _quantized_online(model, cfg.quantization.value, notes)
     if model.vision and cfg.tower_off(model.vision.modalities):
         model = replace(model, vision=None)              # vLLM builds no vision tower, profiles no images

@@ -58,8 +58,8 @@ from vramlint.units import GiB
 
 VLLM_VERSION = CURRENT["vllm"]      # the release whose start-up budget this module reproduces
 SOURCE = "vLLM 0.19 determine_available_memory / kv_cache_utils, docs/reference.md §6"
-MEASURED = ("vLLM 0.19 start-up logs on H100 (shared/groundtruth/vllm-startup-logs.jsonl); V0 and PCIe NCCL: "
-            "tests/data/vllm_logs/releases.jsonl")
+MEASURED = "vLLM 0.19 start-up logs on H100 (shared/groundtruth/vllm-startup-logs.jsonl)"
+NON_TORCH_MEASURED = f"{MEASURED}; V0 and NCCL without NVLS: tests/data/vllm_logs/releases.jsonl"
 # memory outside PyTorch that the budget counts (_non_torch): V1 at TP 1 (H100, vLLM 0.19 logs), V0 at TP 1
 # (its snapshot since init_device: 0.03-0.09 GiB in 15 logs of 0.6.5-0.9, tests/data/vllm_logs), TP > 1 with
 # NCCL's plain rings (two L40S, 0.7.1: 0.30 GiB) and with NVLink SHARP (H100, 0.19: 2.1 GiB)
@@ -357,16 +357,20 @@ def _lora_slots(s: Serving) -> tuple[Component, ...]:
                       LORA_SOURCE),)
 
 
-def v0_engine(release: tuple[int, ...], sm: int | None = None, dtype_bytes: int = 2) -> str | None:
+def v0_engine(release: tuple[int, ...], sm: int | None = None, dtype_bytes: int = 2,
+              kv_cache_dtype: str = "auto") -> str | None:
     """Why the release runs the V0 engine, or None where it runs V1: V0 is all 0.6 and 0.7 have;
-    0.8 and 0.9 fall back to it for a GPU below compute capability 8.0 (T4, V100, RTX 20xx) or an
-    fp32 model (0.8.5 / 0.9.2 engine/arg_utils.py ``_is_v1_supported_oracle``); 0.10 dropped it."""
+    0.8 and 0.9 fall back to it for a GPU below compute capability 8.0 (T4, V100, RTX 20xx), an
+    fp32 model, or an fp8 KV cache off Hopper (FlashAttention 3 alone reads fp8: 0.8.5 / 0.9.2
+    engine/arg_utils.py ``_is_v1_supported_oracle``); 0.10 dropped it."""
     if release < (0, 8):
         return "its only engine"
     if release < (0, 10) and sm is not None and sm < 80:
         return f"V1 needs compute capability 8.0, this GPU has {sm / 10:.1f}"
     if release < (0, 10) and dtype_bytes == 4:
         return "V1 runs only fp16 and bf16"
+    if release < (0, 10) and kv_cache_dtype.startswith("fp8") and sm != 90:
+        return "V1's FlashAttention reads an fp8 KV cache only on Hopper"
     return None
 
 
@@ -384,7 +388,7 @@ def _non_torch_kind(s: Serving) -> str:
     (MoE layers gather across DP; PP talks point to point only), else V0's or V1's own."""
     if s.tp > 1 or (s.dp > 1 and s.model.is_moe):
         return "nvls" if _nvls(s) else "rings"
-    return "v0" if v0_engine(s.numbers, s.sm, s.dtype_bytes) else "v1"
+    return "v0" if v0_engine(s.numbers, s.sm, s.dtype_bytes, s.kv_cache_dtype) else "v1"
 
 
 def serving_estimate(s: Serving) -> ServingEstimate:
@@ -395,7 +399,7 @@ def serving_estimate(s: Serving) -> ServingEstimate:
     parts = (Component("weights", weights, formula, SOURCE),
              _rope_tables(s), *_lora_slots(s), act,
              Component("non-torch memory", non_torch,
-                       f"measured: {NON_TORCH_WORDS[_non_torch_kind(s)]}", MEASURED))
+                       f"measured: {NON_TORCH_WORDS[_non_torch_kind(s)]}", NON_TORCH_MEASURED))
     budget = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - sum(c.bytes for c in parts)
     per_token = sum(per for per, _ in _per_layer(s))
     tokens = max(0, int(budget // per_token)) if per_token else 0
