@@ -262,3 +262,35 @@ def test_a_loop_without_attention_mask_pays_4_57s_built_mask(capsys):
     mask_and_repeats = layers * (2 * b * s * s + 4 * b * s * d * (heads - kv))
     assert peaks["4.57.6", True] - peaks["4.57.6", False] == pytest.approx(mask_and_repeats, rel=0.05)
     assert peaks["5.24.0", True] == peaks["5.24.0", False] == peaks["4.57.6", False]
+
+
+def test_a_share_above_what_is_free_at_startup_is_refused_in_the_releases_words(tmp_path, capsys):
+    """From 0.9 the worker refuses a requested share above the free memory of its first snapshot:
+    78.68 of 79.19 GiB on an idle H100 (the 0.19 logs: the CUDA context). 0.995 x 79.19 = 78.79 GiB
+    is refused, in 0.19's words (the device named) or 0.11's; 0.8 has no such check."""
+    config = tmp_path / "serve.yaml"
+    config.write_text("model: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 8192\ngpu-memory-utilization: 0.995\n")
+    said = {}
+    for version in ("0.19.0", "0.11.0", "0.8.5"):
+        main(["check", str(config), "--gpus", "1xH100", "--vllm-version", version, "--format", "json"])
+        said[version] = next(f["message"] for f in json.loads(capsys.readouterr().out)["files"][0]["findings"]
+                             if f["code"] == "VL407")
+    assert said["0.19.0"].startswith("Free memory on device cuda:0 (78.68/79.19 GiB) on startup is less than desired "
+                                     "GPU memory utilization (0.995, 78.79 GiB). Decrease GPU memory utilization")
+    assert said["0.11.0"].startswith("Free memory on device (78.68/79.19 GiB) on startup")
+    assert said["0.8.5"].startswith("gpu_memory_utilization 0.995 gives vLLM the whole GPU")
+
+
+def test_no_cache_blocks_in_the_releases_words():
+    """'No available memory for the cache blocks.' as each wheel raises it: the same from 0.6.4 to
+    0.11, a docs link from 0.19, a CPU-backend note in 0.33."""
+    import dataclasses as dc
+
+    from vramlint.rules.serving import _no_blocks
+    serving = _serving(LOGS["gh10517-v064-llama31-8b-3090-20k"])
+    words = {v: _no_blocks(dc.replace(serving, release=v)) for v in ("0.6.4", "0.11.0", "0.19.0", "0.33.0")}
+    assert words["0.6.4"] == words["0.11.0"] == ("No available memory for the cache blocks. Try increasing "
+                                                 "`gpu_memory_utilization` when initializing the engine.")
+    assert words["0.19.0"].endswith("the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
+                                    "for more details.")
+    assert "despite its name). See https://" in words["0.33.0"]

@@ -64,6 +64,10 @@ NON_TORCH_MEASURED = f"{MEASURED}; V0 and NCCL without NVLS: tests/data/vllm_log
 # (its snapshot since init_device: 0.03-0.09 GiB in 15 logs of 0.6.5-0.9, tests/data/vllm_logs), TP > 1 with
 # NCCL's plain rings (two L40S, 0.7.1: 0.30 GiB) and with NVLink SHARP (H100, 0.19: 2.1 GiB)
 NON_TORCH = {"v1": int(0.25 * GiB), "v0": int(0.05 * GiB), "rings": int(0.30 * GiB), "nvls": int(2.1 * GiB)}
+# used on an idle GPU at vLLM's first snapshot (0.19 logs on H100, 'Free memory on device (x/79.19 GiB) on
+# startup'): 78.68 free at TP 1 (the CUDA context), 77.64-77.76 at TP > 1 (+ NCCL's NVLS communicators); RTX
+# 5090, vLLM 0.28 and 0.30: 30.86/31.36 — the same half GiB
+STARTUP_USED = {"v1": int((79.19 - 78.68) * GiB), "nvls": int((79.19 - 77.64) * GiB)}
 NON_TORCH_WORDS = {"v1": "cuBLAS and kernels loaded since the V1 worker's snapshot",
                    "v0": "what the V0 worker adds outside PyTorch since init_device",
                    "rings": "NCCL ring buffers (no NVLink SHARP on this GPU)",
@@ -421,11 +425,24 @@ def overcommitted(s: Serving, est: ServingEstimate) -> int:
     return max(0, sum(c.bytes for c in est.components) - s.gpu_bytes)
 
 
+def free_at_startup(s: Serving) -> int | None:
+    """The free memory vLLM's worker sees when it takes its first snapshot, on an idle GPU, where
+    the release checks it against the requested share (0.9 on: ``Free memory on device ... is less
+    than desired GPU memory utilization``); None before 0.9. Measured: the CUDA context alone at TP
+    1, the context and NCCL's communicators at TP > 1 (``STARTUP_USED``)."""
+    if s.numbers < (0, 9):
+        return None
+    group = s.tp > 1 or (s.dp > 1 and s.model.is_moe)
+    return s.gpu_bytes - STARTUP_USED["nvls" if group and _nvls(s) else "v1"]
+
+
 def starts(s: Serving) -> bool:
-    """Whether vLLM would start: memory left for the KV cache, one request of max_model_len in it,
-    and everything on the GPU."""
+    """Whether vLLM would start: the requested share free at start-up, memory left for the KV
+    cache, one request of max_model_len in it, and everything on the GPU."""
     est = serving_estimate(s)
-    return est.kv_budget > 0 and est.needed <= est.kv_budget and not overcommitted(s, est)
+    free = free_at_startup(s)
+    return ((free is None or free >= est.requested) and est.kv_budget > 0 and est.needed <= est.kv_budget
+            and not overcommitted(s, est))
 
 
 MOST_TP = 16      # two nodes of 8: beyond that a model is served with pipeline parallelism too

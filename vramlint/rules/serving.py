@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from vramlint.stack import parse_version
@@ -10,7 +11,7 @@ from vramlint.findings import ERROR, Finding
 from vramlint.hardware import architecture
 from vramlint.memory.lora_slots import MOST_VOCAB
 from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv, fits_online,
-                                     fits_text_only, kv_bytes_that_start, largest_that_starts, overcommitted,
+                                     fits_text_only, free_at_startup, kv_bytes_that_start, largest_that_starts, overcommitted,
                                      quantized_online, smallest_tp, smallest_utilization)
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS
@@ -60,7 +61,9 @@ RULES = (
          good="model: ./llama-3.1-8b-bnb-4bit\npipeline-parallel-size: 2"),
     Rule(*WHOLE_GPU, summary="gpu_memory_utilization of 0.98 or more hands vLLM the whole card: what its budget does "
                              "not count (the CUDA context's growth, NCCL buffers, fragmentation, any other process) "
-                             "has no room left, and the server runs out of memory under load or at start-up.",
+                             "has no room left, and the server runs out of memory under load or at start-up. From "
+                             "0.9 vLLM refuses outright a share above what is free once its CUDA context (and, at "
+                             "TP > 1, NCCL) is up: about half a GiB on an idle GPU.",
          bad="gpu-memory-utilization: 1.0", good="gpu-memory-utilization: 0.92"),
 )
 
@@ -108,16 +111,19 @@ def _refusals(serving: Serving, here) -> Iterator[Finding]:
 
 def _budget(serving: Serving, est: ServingEstimate, here) -> Iterator[Finding]:
     """Where the weights, the profile run and one request of max_model_len do not fit the budget."""
-    if serving.utilization >= MOST_UTILIZATION:
+    if (free := free_at_startup(serving)) is not None and free < est.requested:
+        yield Finding(*WHOLE_GPU, here("gpu_memory_utilization"), _short_at_startup(serving, est, free),
+                      hint=f"gpu-memory-utilization: {math.floor(100 * free / serving.gpu_bytes) / 100:.2f} at most")
+    elif serving.utilization >= MOST_UTILIZATION:
         yield Finding(*WHOLE_GPU, here("gpu_memory_utilization"), f"gpu_memory_utilization {serving.utilization} gives "
                       "vLLM the whole GPU: what its budget does not count has no room left",
                       hint="gpu-memory-utilization: 0.92 (or at most 0.95), and max-num-seqs or max-model-len lower "
                            "if the KV cache then runs short")
     if est.kv_budget <= 0:
         yield Finding(*EXCEEDS, here("gpu_memory_utilization", "tensor_parallel_size", "model"),
-                      f"No available memory for the cache blocks: weights and activations need "
+                      f"{_no_blocks(serving)} (weights and activations need "
                       f"{(est.requested - est.kv_budget) / GiB:.2f} GiB of the {est.requested / GiB:.2f} GiB that "
-                      f"gpu_memory_utilization {serving.utilization} allows per GPU",
+                      f"gpu_memory_utilization {serving.utilization} allows per GPU)",
                       hint=_what_fits(serving))
     elif over := overcommitted(serving, est):
         yield Finding(*EXCEEDS, here("kv_cache_memory_bytes", "tensor_parallel_size", "model"),
@@ -133,6 +139,29 @@ def _budget(serving: Serving, est: ServingEstimate, here) -> Iterator[Finding]:
         yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"), _too_long(serving, est),
                       hint=_what_fits(serving, f"max-model-len: {est.max_len_that_fits}" if est.max_len_that_fits
                                       else None))
+
+
+def _no_blocks(serving: Serving) -> str:
+    """vLLM's refusal of a budget with nothing left for the KV cache, in its release's words (each
+    wheel's kv_cache_utils.py / worker.py: 0.6.4 to 0.11 alike, 0.19 adds a docs link, 0.33 a note on
+    the CPU backend, kv_cache_planning.py)."""
+    release = serving.numbers
+    words = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine"
+    if release < (0, 19):
+        return f"{words}."
+    cpu = (" (this flag also controls CPU memory reservation on the CPU backend, despite its name)"
+           if release >= (0, 33) else "")
+    return f"{words}{cpu}. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+
+
+def _short_at_startup(serving: Serving, est: ServingEstimate, free: int) -> str:
+    """0.9's start-up refusal (gpu_worker.py ``init_device``; from 0.19 ``request_memory`` in
+    v1/worker/utils.py, which names the device), with the free memory an idle GPU shows then."""
+    device = " cuda:0" if serving.numbers >= (0, 19) else ""
+    return (f"Free memory on device{device} ({free / GiB:.2f}/{serving.gpu_bytes / GiB:.2f} GiB) on startup is less "
+            f"than desired GPU memory utilization ({serving.utilization}, {est.requested / GiB:.2f} GiB). Decrease GPU "
+            "memory utilization or reduce GPU memory used by other processes. (The free memory is an idle GPU's once "
+            "the CUDA context and NCCL are up: any other process takes more.)")
 
 
 def _too_long(serving: Serving, est: ServingEstimate) -> str:
