@@ -7,7 +7,8 @@ beside vramlint's, and the error of the KV budget. Under pipeline parallelism th
 are the first stage's while the token capacity is the smallest stage's — the last one, which runs
 the sampler and which vramlint models — so those rows' error is on the tokens (marked t).
 
-Refused start-ups (``measured.error_text``) count as right when vramlint says vLLM will not start.
+Refused start-ups (``measured.error_text``) count as right when ``vramlint check`` fails the setup
+(an error finding of rules/serving.py), as the refusal or start-up OOM failed the server.
 
     python benchmarks/vllm_accuracy.py [path/to/logs.jsonl ...]
 """
@@ -21,7 +22,7 @@ import sys
 from pathlib import Path
 
 from vramlint.errors import UsageError
-from vramlint.memory.serving import VLLM_VERSION, Serving, serving_estimate, starts
+from vramlint.memory.serving import VLLM_VERSION, Serving, serving_estimate
 from vramlint.serving_plan import v0_batch
 from vramlint.stack import parse_version
 from vramlint.models import read_model
@@ -57,6 +58,15 @@ def serving_for(record: dict) -> Serving | None:
     return replace(serving, **v0) if v0 else serving
 
 
+def refusal_codes(serving: Serving) -> list[str]:
+    """The error findings ``vramlint check`` gives the setup (rules/serving.py): what fails the
+    check, as vLLM's refusal or start-up OOM fails the server."""
+    from vramlint.findings import ERROR
+    from vramlint.rules.serving import check_serving
+    findings = check_serving(serving, serving_estimate(serving), lambda key: None, "log")
+    return sorted({f.code for f in findings if f.severity == ERROR})
+
+
 def main(argv: list[str]) -> int:
     paths = [Path(a) for a in argv] or [p for p in DEFAULT if p.is_file()]
     errors, refusals, weights, rows = [], [], [], []
@@ -70,10 +80,10 @@ def main(argv: list[str]) -> int:
                 continue
             release = str(record.get("vllm_version") or VLLM_VERSION)[:12]
             if measured.get("error_text"):
-                refused = not starts(serving)
-                refusals.append(refused)
+                codes = refusal_codes(serving)
+                refusals.append(bool(codes))
                 print(f"{release:<12} {record['model'][:44]:<44} {record['tp']:>2} {record['pp']:>2} refused by vLLM: "
-                      f"{'refusal called' if refused else 'CALLED FITS'}")
+                      f"{'called: ' + ', '.join(codes) if codes else 'CALLED FITS'}")
                 continue
             if not (measured.get("kv_cache_gib") or measured.get("kv_cache_tokens")):
                 continue
