@@ -61,6 +61,10 @@ def serving_from_vllm(cfg: VllmConfig, model: ModelShape, cluster: Cluster, note
         utilization = _number(cfg.gpu_memory_utilization, utilization, 1.0)
     else:
         notes.append(f"gpu_memory_utilization {utilization}: vLLM {release}'s default")
+    if numbers >= (0, 20):
+        notes.append(f"vLLM {release} takes its CUDA-graph estimate out of the KV cache (on by default from 0.20, "
+                     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; none under 0.27's model runner V2): not counted, "
+                     "0.5-1.8 GiB per GPU in vLLM 0.19's logs, so the cache may be that much smaller")
     context = _count(cfg.max_model_len, None) or model.max_position_embeddings or 2048
     stated = frozenset(name for name, fact in (("enable_chunked_prefill", cfg.chunked_prefill),
                                                ("max_num_batched_tokens", cfg.max_num_batched_tokens),
