@@ -22,9 +22,8 @@ import sys
 from pathlib import Path
 
 from vramlint.errors import UsageError
-from vramlint.memory.serving import VLLM_VERSION, Serving, serving_estimate
+from vramlint.memory.serving import VLLM_VERSION, Serving, ServingEstimate, serving_estimate
 from vramlint.serving_plan import v0_batch
-from vramlint.stack import parse_version
 from vramlint.models import read_model
 from vramlint.units import GiB
 
@@ -52,10 +51,20 @@ def serving_for(record: dict) -> Serving | None:
                    2 if str(record.get("dtype") or "auto") in ("bfloat16", "float16", "auto") else 4,
                    gpu_name=record.get("gpu") or "", release=str(record.get("vllm_version") or VLLM_VERSION))
     said = frozenset(name for name in ("enable_chunked_prefill", "max_num_batched_tokens", "max_num_seqs") if name in other)
-    release = parse_version(serving.release) or (0, 19)
-    v0 = v0_batch(release, serving.context_len, model, [], said, serving.sm, serving.dtype_bytes,
+    v0 = v0_batch(serving.numbers, serving.context_len, model, [], said, serving.sm, serving.dtype_bytes,
                   serving.kv_cache_dtype)
     return replace(serving, **v0) if v0 else serving
+
+
+def kv_error(record: dict, est: ServingEstimate) -> tuple[float, bool]:
+    """The KV budget's relative error against the log, and whether it is taken on the token
+    capacity: where the log prints no GiB, or under PP (its GiB are the first stage's while the
+    capacity is the smallest stage's, the last one, which vramlint models)."""
+    measured = record["measured"]
+    tokens = (record["pp"] > 1 or not measured.get("kv_cache_gib")) and measured.get("kv_cache_tokens")
+    if tokens:
+        return (est.kv_tokens - tokens) / tokens, True
+    return (est.kv_budget / GiB - measured["kv_cache_gib"]) / measured["kv_cache_gib"], False
 
 
 def refusal_codes(serving: Serving) -> list[str]:
@@ -89,12 +98,9 @@ def main(argv: list[str]) -> int:
                 continue
             est = serving_estimate(serving)
             parts = {c.name: c.bytes / GiB for c in est.components}
-            # the tokens where the log prints no GiB, or under PP (the GiB are the first stage's)
-            tokens = (record["pp"] > 1 or not measured.get("kv_cache_gib")) and measured.get("kv_cache_tokens")
-            error = ((est.kv_tokens - tokens) / tokens if tokens else
-                     (est.kv_budget / GiB - measured["kv_cache_gib"]) / measured["kv_cache_gib"])
+            error, tokens = kv_error(record, est)
             errors.append(error)
-            rows.append((parse_version(release) or (0, 19), str(record.get("gpu") or "")[:24], error))
+            rows.append((serving.numbers, serving.sm, error))
             if measured.get("weights_gib"):
                 weights.append((est.loaded / GiB - measured["weights_gib"]) / measured["weights_gib"])
             print(f"{release:<12} {record['model'][:44]:<44} {record['tp']:>2} {record['pp']:>2} "
@@ -117,7 +123,7 @@ def main(argv: list[str]) -> int:
         print("by release family: " + ", ".join(
             f"{'.'.join(map(str, f))} {sum(abs(e) <= 0.05 for r, _, e in rows if r[:2] == f)}/"
             f"{sum(r[:2] == f for r, _, _ in rows)}" for f in families))
-        print(f"GPU types: {len({gpu for _, gpu, _ in rows})}")
+        print(f"GPU architectures (compute capabilities): {len({sm for _, sm, _ in rows} - {None})}")
     return 0
 
 

@@ -268,7 +268,7 @@ def test_a_llamafactory_lora_recipe_or_the_same_trl_recipe(capsys, tmp_path):
 
 def test_a_recipe_with_its_deepspeed_file_or_the_file_with_flags(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(RECIPE_DATA / "hiyouga__LLaMA-Factory")
-    recipe = peak(capsys, "check", f"examples/train_lora/llama3_lora_sft_ds3.yaml", "--gpus", "8xH100")
+    recipe = peak(capsys, "check", "examples/train_lora/llama3_lora_sft_ds3.yaml", "--gpus", "8xH100")
     flags = peak(capsys, "check", "examples/deepspeed/ds_z3_config.json", "--gpus", "8xH100", "--model",
                  "meta-llama/Meta-Llama-3-8B-Instruct", "--micro-batch", "1", "--grad-accum", "2", "--seq-len", "2048",
                  "--mixed-precision", "bf16", "--grad-checkpointing", "--lora-rank", "8", "--optimizer", "adamw")

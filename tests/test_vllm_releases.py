@@ -17,6 +17,7 @@ import pytest
 from conftest import DATA, ROOT, SHARED
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import vllm_accuracy  # noqa: E402
 from vllm_accuracy import refusal_codes, serving_for  # noqa: E402
 
 from vramlint.memory.serving import serving_estimate  # noqa: E402
@@ -38,13 +39,7 @@ def records() -> list[dict]:
 
 
 def kv_error(record: dict, serving) -> float:
-    """The KV budget's error, on the tokens where the log prints no GiB or under PP (its GiB are
-    the first stage's)."""
-    measured, est = record["measured"], serving_estimate(serving)
-    tokens = (record["pp"] > 1 or not measured.get("kv_cache_gib")) and measured.get("kv_cache_tokens")
-    if tokens:
-        return (est.kv_tokens - tokens) / tokens
-    return (est.kv_budget / 2**30 - measured["kv_cache_gib"]) / measured["kv_cache_gib"]
+    return vllm_accuracy.kv_error(record, serving_estimate(serving))[0]
 
 
 ESTIMABLE = [(r["id"], r, s) for r in records() if (s := serving_for(r)) is not None]
@@ -78,10 +73,8 @@ def test_the_logs_span_releases_and_gpus_and_meet_the_target():
     0.19 logs where this checkout has them; 90 % within 5 % over all of them."""
     if not GROUNDTRUTH.is_file():
         pytest.skip(f"{GROUNDTRUTH} is not in this checkout")
-    from vramlint.hardware import architecture
-    from vramlint.stack import parse_version
-    families = {parse_version(r["vllm_version"])[:2] for _, r, _ in STARTED}
-    gpus = {architecture(r["gpu"]) for _, r, _ in STARTED} - {None}
+    families = {s.numbers[:2] for _, _, s in STARTED}
+    gpus = {s.sm for _, _, s in STARTED} - {None}       # compute capabilities: a lower bound on GPU types
     within = sum(abs(kv_error(r, s)) <= 0.05 for _, r, s in STARTED)
     assert len(STARTED) >= 30 and len(families) >= 5 and len(gpus) >= 3
     assert within >= 0.9 * len(STARTED)

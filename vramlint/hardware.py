@@ -84,9 +84,8 @@ GPUS: tuple[Gpu, ...] = (
     Gpu("V100-16GB", _gib(15.77), 16, _OOM, ("V100",), 70),
     Gpu("RTX-A4000", _gib(15.61), 16, _OOM, ("A4000",), 86),
     Gpu("T4", _gib(14.75), 16, _OOM, ("T4-16GB",), 75),
-    Gpu("RTX-2060-12GB", _gib(11.995), 12, "vLLM 0.8.4 start-up log: 'total_gpu_memory (12.00GiB)', the least that rounds so",
-        ("RTX2060-12GB",),
-        75),
+    Gpu("RTX-2060-12GB", _gib(11.995), 12, "vLLM 0.8.4 start-up log: 'total_gpu_memory (12.00GiB)', the least "
+        "that rounds so", ("RTX2060-12GB",), 75),
     Gpu("MI300X", 205_822_885_888, 192, "ROCm reported total for MI300X (191.69 GiB)", ("MI300X-192GB",)),
     Gpu("MI325X", _gib(255.98), 256, "ROCm reported total for MI325X (approx.)", ("MI325X-256GB",)),
     Gpu("MI250X", _gib(63.98), 64, "ROCm reported total per MI250X GCD (approx.)", ("MI250",)),

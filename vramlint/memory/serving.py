@@ -112,6 +112,12 @@ class Serving:
     release: str = VLLM_VERSION      # the vLLM the file runs on (stack.py); the budget is 0.19's arithmetic
 
     @property
+    def collective(self) -> bool:
+        """The GPUs of a group talk through NCCL: TP, or DP of a MoE, whose layers gather across
+        DP (PP talks point to point only)."""
+        return self.tp > 1 or (self.dp > 1 and self.model.is_moe)
+
+    @property
     def numbers(self) -> tuple[int, ...]:
         """The release as numbers (0.19 where it cannot be read)."""
         return parse_version(self.release) or parse_version(VLLM_VERSION)
@@ -388,9 +394,9 @@ def _nvls(s: Serving) -> bool:
 
 
 def _non_torch_kind(s: Serving) -> str:
-    """Which memory outside PyTorch the budget counts: NCCL's buffers where the GPUs of a group talk
-    (MoE layers gather across DP; PP talks point to point only), else V0's or V1's own."""
-    if s.tp > 1 or (s.dp > 1 and s.model.is_moe):
+    """Which memory outside PyTorch the budget counts: NCCL's buffers where the GPUs of a group
+    talk, else V0's or V1's own."""
+    if s.collective:
         return "nvls" if _nvls(s) else "rings"
     return "v0" if v0_engine(s.numbers, s.sm, s.dtype_bytes, s.kv_cache_dtype) else "v1"
 
@@ -399,11 +405,10 @@ def serving_estimate(s: Serving) -> ServingEstimate:
     requested = int(s.gpu_bytes * s.utilization)
     weights, formula = _weights(s)
     act = _activation(s)
-    non_torch = NON_TORCH[_non_torch_kind(s)]
+    kind = _non_torch_kind(s)
     parts = (Component("weights", weights, formula, SOURCE),
              _rope_tables(s), *_lora_slots(s), act,
-             Component("non-torch memory", non_torch,
-                       f"measured: {NON_TORCH_WORDS[_non_torch_kind(s)]}", NON_TORCH_MEASURED))
+             Component("non-torch memory", NON_TORCH[kind], f"measured: {NON_TORCH_WORDS[kind]}", NON_TORCH_MEASURED))
     budget = s.kv_cache_memory_bytes if s.kv_cache_memory_bytes else requested - sum(c.bytes for c in parts)
     per_token = sum(per for per, _ in _per_layer(s))
     tokens = max(0, int(budget // per_token)) if per_token else 0
@@ -432,8 +437,7 @@ def free_at_startup(s: Serving) -> int | None:
     1, the context and NCCL's communicators at TP > 1 (``STARTUP_USED``)."""
     if s.numbers < (0, 9):
         return None
-    group = s.tp > 1 or (s.dp > 1 and s.model.is_moe)
-    return s.gpu_bytes - STARTUP_USED["nvls" if group and _nvls(s) else "v1"]
+    return s.gpu_bytes - STARTUP_USED["nvls" if s.collective and _nvls(s) else "v1"]
 
 
 def starts(s: Serving) -> bool:

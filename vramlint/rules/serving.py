@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from vramlint.stack import parse_version
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
 from vramlint.hardware import architecture
@@ -169,7 +168,7 @@ def _too_long(serving: Serving, est: ServingEstimate) -> str:
     file runs on (each wheel's kv_cache_utils.py / worker.py; docs/vllm-releases.md): V0 (0.6,
     0.7) counts tokens; V1 GiB — 0.8 drops its estimate (a bug), 0.9-0.18 print two decimals,
     0.19 on round(x, 2) and a docs link; "models's" until 0.33."""
-    release = parse_version(serving.release) or (0, 19)
+    release = serving.numbers
     try_more = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
     if release < (0, 8):
         return (f"The model's max seq len ({serving.context_len}) is larger than the maximum number of tokens that "
