@@ -67,8 +67,8 @@ def _mark_collectives() -> None:
         return call
 
     for name in dir(dist):
-        if name.startswith(("all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce")) \
-                and callable(getattr(dist, name)):
+        if name.startswith(("all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "_all_gather_base",
+                            "_reduce_scatter_base")) and callable(getattr(dist, name)):
             setattr(dist, name, ranged(getattr(dist, name)))
 
 

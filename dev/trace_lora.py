@@ -20,7 +20,7 @@ use_reentrant False as transformers 5.24 defaults), --reentrant, --accumulate (2
 first), --bwd-pre (FSDP1 BACKWARD_PRE), --rank R, --seq S, --mb B, --steps N.
 
     pip install torch==2.13.0 transformers peft accelerate bitsandbytes   # never vramlint dependencies
-    python dev/trace_lora.py --mode fsdp1-trainer --config tiny2 --seq 1024 --bwd-pre \
+    python dev/trace_lora.py --mode fsdp1-trainer --seq 1024 --bwd-pre \
         > tests/data/lora_trace_fsdp1_trainer_nogc_s1024_world2.json
 """
 
@@ -29,87 +29,22 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
-import functools
 import itertools
 import json
 import os
-import sys
 import tempfile
 import threading
 import warnings
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-COLLECTIVE = "trace_fsdp.collective"
-STREAM = "trace_fsdp.stream"
-MARK = 7919
+from trace_fsdp import COLLECTIVE, MARK, STREAM, _innermost, _mark_collectives, _mark_streams
 
-
-def _mark_collectives() -> None:
-    import torch.distributed as dist
-    from torch.profiler import record_function
-
-    def ranged(fn):
-        @functools.wraps(fn)
-        def call(*args, **kwargs):
-            with record_function(COLLECTIVE):
-                return fn(*args, **kwargs)
-        return call
-
-    for name in dir(dist):
-        if name.startswith(("all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "_all_gather_base",
-                            "_reduce_scatter_base")) and callable(getattr(dist, name)):
-            setattr(dist, name, ranged(getattr(dist, name)))
-
-
-def _mark_streams() -> None:
-    import torch
-    from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPCommContext
-    from torch.profiler import record_function
-
-    roles: dict[int, int] = {}
-    lazy_init = FSDPCommContext.lazy_init
-
-    def init(self, device):
-        lazy_init(self, device)
-        roles.update({id(self.all_gather_copy_in_stream): 1, id(self.all_gather_stream): 1,
-                      id(self.reduce_scatter_stream): 2, id(self.all_reduce_stream): 2})
-
-    FSDPCommContext.lazy_init = init
-    import torch.distributed.fsdp._runtime_utils as fsdp1
-    init_streams = fsdp1._init_streams
-
-    def streams1(state):
-        init_streams(state)
-        roles.update({id(state._unshard_stream): 1, id(state._pre_unshard_stream): 1,
-                      id(state._post_backward_stream): 2, id(state._all_reduce_stream): 2})
-
-    fsdp1._init_streams = streams1
-    enter, leave = torch.cpu.StreamContext.__enter__, torch.cpu.StreamContext.__exit__
-
-    def entered(self):
-        role = roles.get(id(self.stream))
-        self._range = record_function(f"{STREAM}{role}") if role else None
-        if self._range is not None:
-            self._range.__enter__()
-        return enter(self)
-
-    def left(self, *exc):
-        leave(self, *exc)
-        if self._range is not None:
-            self._range.__exit__(*exc)
-
-    torch.cpu.StreamContext.__enter__, torch.cpu.StreamContext.__exit__ = entered, left
-
-
-def _innermost(spans, starts, ts):
-    index = bisect.bisect_right(starts, ts) - 1
-    while index >= 0:
-        start, end, name = spans[index]
-        if end >= ts:
-            return name
-        index -= 1
-    return ""
+# The width set the recorded traces use (tests/data/lora_trace_*.json): a small Llama whose adapters,
+# flat parameters and logits are each large enough to tell apart. ``--config`` also takes a folder.
+CONFIGS = {"tiny2": dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=1024,
+                         intermediate_size=4096, num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=8, head_dim=64, vocab_size=8000,
+                         max_position_embeddings=4096, rms_norm_eps=1e-05, rope_theta=10000.0,
+                         tie_word_embeddings=False, hidden_act="silu", attention_bias=False, mlp_bias=False)}
 
 
 def _stack(spans, starts, ts, depth=4):
@@ -213,7 +148,11 @@ def _build(args, rank):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    config = AutoConfig.from_pretrained(args.config)
+    if args.config in CONFIGS:
+        widths = dict(CONFIGS[args.config])
+        config = AutoConfig.for_model(widths.pop("model_type"), **widths)
+    else:
+        config = AutoConfig.from_pretrained(args.config)
     if args.qlora:
         from transformers import BitsAndBytesConfig
         quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
@@ -279,7 +218,6 @@ def _wrap(args, model, rank, world):
 
 def _units(model, version):
     """What each FSDP unit holds: (module class, elements, dtype, requires_grad)."""
-    import torch
     out = []
     if version == 2:
         from torch.distributed.fsdp import FSDPModule
@@ -393,7 +331,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="fsdp2-trainer",
                         choices=["fsdp2-trainer", "fsdp2-layers", "fsdp1-trainer", "fsdp1-layers"])
-    parser.add_argument("--config", default=str(HERE / "tiny"))
+    parser.add_argument("--config", default="tiny2", help=f"one of {sorted(CONFIGS)}, or a folder with a config.json")
     parser.add_argument("--qlora", action="store_true")
     parser.add_argument("--gc", action="store_true")
     parser.add_argument("--reentrant", action="store_true")
