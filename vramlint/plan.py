@@ -319,22 +319,20 @@ DS_ADAM_TYPES = ("adam", "adamw", "fusedadam", "cpuadam", "onebitadam", "zeroone
                  "fusedlamb")
 
 
-def _ds_optimizer(ds: DeepSpeedConfig, trainer: str, origins: dict, notes: list[str]) -> dict:
-    """A DeepSpeed file with an ``optimizer`` section builds that optimizer, and the HF Trainer's
-    ``optim`` is not used (transformers 5.24 integrations/deepspeed.py ``deepspeed_optim_sched``:
-    a ``DummyOptim`` stands in): Adam's states whatever the recipe or ``--optimizer`` says."""
-    section = ds.document.data.get("optimizer") if isinstance(ds.document.data, dict) else None
-    if not isinstance(section, dict):
+def _ds_optimizer(section: Fact, trainer: str, origins: dict, notes: list[str]) -> dict:
+    """A DeepSpeed file with an ``optimizer`` section (``section``: its type) builds that optimizer,
+    and the HF Trainer's ``optim`` is not used (transformers 5.24 integrations/deepspeed.py
+    ``deepspeed_optim_sched``: a ``DummyOptim`` stands in): Adam's states whatever the recipe or
+    ``--optimizer`` says."""
+    if section.value is None:
         return {}
-    kind = str(section.get("type", "")).replace("_", "").lower()
-    if kind not in DS_ADAM_TYPES:
-        notes.append(f"the file's optimizer {section.get('type')!r} is not priced: estimated with {trainer}'s states")
+    if str(section.value).replace("_", "").lower() not in DS_ADAM_TYPES:
+        notes.append(f"the file's optimizer {section.value!r} is not priced: estimated with {trainer}'s states")
         return {}
     if trainer != "adamw":
-        notes.append(f"the file's optimizer section ({section.get('type')}) is what DeepSpeed builds: the "
+        notes.append(f"the file's optimizer section ({section.value}) is what DeepSpeed builds: the "
                      f"Trainer's {trainer} is not used, so Adam's states are counted")
-    origins["optimizer"] = Origin("file", ds.document.locate("$.optimizer.type") if "type" in section
-                                  else ds.document.locate("$.optimizer"))
+    origins["optimizer"] = Origin("file", section.location)
     return {"optimizer": "adamw"}
 
 
@@ -350,7 +348,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     parallel = _parallel(ds.tensor_parallel, [("sequence_parallel_size", ds.sequence_parallel)], flags.seq_len,
                          origins, notes)
     workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"} | parallel
-    workload |= _ds_optimizer(ds, workload.get("optimizer", "adamw"), origins, notes)
+    workload |= _ds_optimizer(ds.optimizer, workload.get("optimizer", "adamw"), origins, notes)
     batch_world = ds.batch_world(cluster.world_size, workload.get("tensor_parallel", 1))
     return Plan(
         **workload,
@@ -502,7 +500,7 @@ def stage_settings(stage: str, micro_batch: int, seq_len: int, lora: bool, refer
     or ``--stage``: chosen and rejected rows in one forward (``PAIRED_STAGES``), a frozen
     reference copy (``REFERENCE_STAGES``) unless PEFT gives it by disabling the adapter.
     ``reference``: "auto" (the stage's rule), True (a separate one is named), False (none)."""
-    from vramlint.readers.recipe import PAIRED_STAGES, REFERENCE_STAGES
+    from vramlint.readers.recipe import GENERATING_STAGES, PAIRED_STAGES, REFERENCE_STAGES
     out: dict = {}
     if stage in PAIRED_STAGES:
         out["rows_per_example"] = 2
@@ -514,7 +512,7 @@ def stage_settings(stage: str, micro_batch: int, seq_len: int, lora: bool, refer
         notes.append(f"stage {stage}: the reference is the same model with its LoRA adapter disabled (no copy)")
     elif reference is False and stage in REFERENCE_STAGES:
         notes.append(f"stage {stage}: no reference model ({why})")
-    if reference is not False and stage in REFERENCE_STAGES and stage not in ("grpo", "rloo"):
+    if reference is not False and stage in REFERENCE_STAGES and stage not in GENERATING_STAGES:
         out["reference_forward"] = True
         notes.append(f"stage {stage}: the reference's no_grad forward runs after the policy's, while its graph and "
                      "logits are alive")

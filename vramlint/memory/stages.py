@@ -27,6 +27,15 @@ SOURCE = ("TRL 1.16.0 dpo_trainer.py:907-929 / grpo_trainer.py (reference), LLaM
 VLLM_SOURCE = "TRL 1.16.0 GRPOConfig.vllm_gpu_memory_utilization, vllm_mode colocate (grpo_trainer.py)"
 
 
+def _partitions(plan: Plan) -> int:
+    """Ranks a frozen model beside the policy is split over: ZeRO-3 partitions it as it builds it
+    (zero.Init), FSDP shards it like the policy (``fsdp_shard_count``); whole otherwise."""
+    from vramlint.memory.states import fsdp_shard_count      # states.py totals what this module prices
+    if plan.runtime == "deepspeed":
+        return plan.data_parallel if plan.zero_stage == 3 else 1
+    return fsdp_shard_count(plan) if plan.runtime == "fsdp" else 1
+
+
 def reference_copy(plan: Plan) -> list[Component]:
     """The reference model's weights on one GPU: the policy's parameters in the bytes the
     runtime holds them frozen (DeepSpeed: its width; otherwise the load dtype; QLoRA's base
@@ -39,9 +48,7 @@ def reference_copy(plan: Plan) -> list[Component]:
         b = 4 if plan.precision == "fp32" else 2
     else:
         b = DTYPE_BYTES.get(plan.weights_dtype or "bfloat16", 2)
-    sharded = (plan.runtime == "deepspeed" and plan.zero_stage == 3) or (
-        plan.runtime == "fsdp" and plan.fsdp_strategy != "NO_SHARD")
-    n = plan.data_parallel if sharded else 1
+    n = _partitions(plan)
     over = f" / {n}" if n > 1 else ""
     return [Component("reference model (frozen copy)", b * -(-p // n), f"{b} B x P{over}", SOURCE)]
 
@@ -76,9 +83,7 @@ def generation(plan: Plan) -> list[Component]:
                        f"({rows} completions of {plan.seq_len:,})", GENERATE_SOURCE),
              Component("generation logits", 6 * rows * v, f"6 B x rows x V ({rows * v:,}): 16-bit and fp32",
                        GENERATE_SOURCE)]
-    sharded = (plan.runtime == "deepspeed" and plan.zero_stage == 3) or (
-        plan.runtime == "fsdp" and plan.fsdp_strategy != "NO_SHARD")
-    if sharded and plan.data_parallel > 1:
+    if _partitions(plan) > 1:
         b = 4 if plan.precision == "fp32" else 2
         parts.append(Component("gathered weights for generation", b * plan.model.params, f"{b} B x P",
                                GENERATE_SOURCE))
@@ -96,7 +101,7 @@ def teacher(plan: Plan) -> list[Component]:
     if not plan.teacher_params:
         return []
     b = 4 if plan.precision == "fp32" else 2
-    n = plan.data_parallel if plan.runtime == "fsdp" and plan.fsdp_strategy != "NO_SHARD" else 1
+    n = _partitions(plan)
     over = f" / {n}" if n > 1 else ""
     logits = plan.rows * plan.seq_len * plan.model.vocab_size
     return [Component("teacher model (frozen)", b * -(-plan.teacher_params // n),

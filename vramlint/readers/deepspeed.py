@@ -53,6 +53,7 @@ class DeepSpeedConfig:
     tensor_parallel: Fact = field(default_factory=lambda: Fact(1, None))    # tensor_parallel.autotp_size (AutoTP)
     sequence_parallel: Fact = field(default_factory=lambda: Fact(1, None))  # sequence_parallel_size (Ulysses)
     sections: dict[str, Fact] = field(default_factory=dict)   # "fp16"/"bf16" -> its enabled (True, False, "auto")
+    optimizer: Fact = field(default_factory=lambda: Fact(None, None))   # the optimizer section's type ("" untyped)
 
     def batch_world(self, world_size: int, tensor_parallel: int) -> int:
         """The world DeepSpeed's batch arithmetic divides by (runtime/config.py): the ranks that are
@@ -145,6 +146,16 @@ def _degree(doc: Document, path: str, value: Any) -> Fact:
     return _fact(doc, path, Fact(value).count or 1)
 
 
+def _optimizer(doc: Document, data: dict) -> Fact:
+    """The ``optimizer`` section's ``type``, where the file has the section: DeepSpeed builds it
+    and the HF Trainer's ``optim`` goes unused (plan._ds_optimizer)."""
+    section = data.get("optimizer")
+    if not isinstance(section, dict):
+        return Fact(None, None)
+    typed = "type" in section
+    return _fact(doc, "$.optimizer.type" if typed else "$.optimizer", "" if section.get("type") is None else section["type"])
+
+
 def read_deepspeed(doc: Document) -> DeepSpeedConfig:
     data = doc.data if isinstance(doc.data, dict) else {}
     notes: list[str] = []
@@ -173,6 +184,7 @@ def read_deepspeed(doc: Document) -> DeepSpeedConfig:
                                 (data.get("tensor_parallel") or {}).get("autotp_size", 1)
                                 if isinstance(data.get("tensor_parallel"), dict) else 1),
         sequence_parallel=_degree(doc, "$.sequence_parallel_size", data.get("sequence_parallel_size", 1)),
+        optimizer=_optimizer(doc, data),
     )
 
 

@@ -28,6 +28,8 @@ PAIRED_STAGES = ("rm", "dpo", "orpo", "simpo", "cpo", "ipo")
 # Stages that keep a reference model unless PEFT gives it (the adapter disabled) or the reader
 # says otherwise (precompute_ref_log_probs; GRPO's beta 0.0, its TRL 1.16 default).
 REFERENCE_STAGES = ("dpo", "ipo", "kto", "grpo", "rloo")
+# Online RL stages: the reference scores the completions as they are generated, not beside the policy's forward
+GENERATING_STAGES = ("grpo", "rloo")
 MODELLED_STAGES = ("pt", "sft", "kto", "grpo", "rloo") + PAIRED_STAGES   # priced as they run (memory/stages.py)
 # (``kd`` too where the recipe states its teacher's architecture: rules.recipe says when it does not)
 
