@@ -41,8 +41,8 @@ from vramlint.plan import Plan
 
 CHUNKS = 8                       # torchtune num_output_chunks default
 TRL_TILE = (4096, 32768)         # TRL 1.16 TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE
-LOSSES = ("full", "full-4.48", "chunked", "chunked-compiled", "liger", "cce", "trl", "none")
-WORDS = {"full": "transformers ForCausalLMLoss", "full-4.48": "transformers 4.48 and earlier ForCausalLMLoss", "chunked": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks",
+WORDS = {"full": "transformers ForCausalLMLoss", "full-4.48": "transformers 4.48 and earlier ForCausalLMLoss",
+         "chunked": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks",
          "chunked-compiled": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks, compiled",
          "liger": "Liger fused linear cross-entropy", "cce": "Cut Cross-Entropy", "trl": "TRL fused LM head",
          "none": "a scalar head without vocabulary logits"}
@@ -58,54 +58,84 @@ class LossHead:
     backward: tuple[int, str]
 
 
-def _head_trains(plan: Plan) -> bool:
-    return not plan.lora_rank
+@dataclass(frozen=True)
+class Sizes:
+    """What every head's arithmetic reads: tokens N, vocabulary V, hidden H, the compute width a,
+    the residual width r, the softcap's extra bytes a logit, and whether lm_head trains."""
+
+    n: int
+    v: int
+    h: int
+    a: int
+    r: int
+    soft: int
+    head_trains: bool
+
+    @property
+    def count(self) -> int:
+        return self.n * self.v
+
+
+def _full(z: Sizes, shifted: int = 0) -> LossHead:
+    return LossHead((4 * z.count, f"4 B x logits ({z.count:,})"),
+                    ((6 + shifted + z.soft) * z.count, f"{6 + shifted + z.soft} B x logits ({z.count:,})"),
+                    ((8 + z.soft) * z.count, f"{8 + z.soft} B x logits ({z.count:,})"))
+
+
+def _chunked(z: Sizes, compiled: bool = False) -> LossHead:
+    chunk = -(-z.count // CHUNKS)
+    if compiled:
+        kept = (2 * z.count + 8 * z.n, f"2 B x logits ({z.count:,}) + 8 B x tokens ({z.n:,})")
+        fwd = (4 * chunk, f"4 B x a chunk ({chunk:,})")
+    else:
+        kept = (4 * z.count, f"4 B x logits ({z.count:,})")
+        fwd = (2 * z.count + 4 * chunk, f"2 B x logits ({z.count:,}) + 4 B x a chunk ({chunk:,})")
+    return LossHead(kept, fwd, (8 * chunk, f"8 B x a chunk ({chunk:,})"))
+
+
+def _liger(z: Sizes) -> LossHead:
+    per_chunk = -(-z.n // -(-z.v // z.h))                # ceil(N / inc_factor), inc_factor = ceil(V / H)
+    rows = min(1 << (per_chunk - 1).bit_length(), z.n)    # liger's next_power_of_2, at most N
+    weight = z.r * z.v * z.h if z.head_trains else 0
+    kept = (z.r * z.n * z.h + weight + 4 * z.n, f"{z.r} B x grad_input ({z.n * z.h:,})" + (
+        f" + {z.r} B x lm_head's gradient ({z.v * z.h:,})" if weight else "") + f" + 4 B x tokens ({z.n:,})")
+    fwd = (z.a * rows * (z.v + z.h) + z.n, f"{z.a} B x a logits chunk and its input ({rows * (z.v + z.h):,}) + "
+                                           f"1 B x tokens ({z.n:,})")
+    return LossHead(kept, fwd, (0, "nothing: the gradients were made in forward"))
+
+
+def _cce(z: Sizes) -> LossHead:
+    weight = z.a * z.v * z.h if z.head_trains else 0
+    return LossHead((8 * z.n + 4 * z.v, f"8 B x tokens ({z.n:,}) + 4 B x vocabulary ({z.v:,})"),
+                    (0, "no logits: tiles in on-chip memory"),
+                    (z.a * z.n * z.h + weight, f"{z.a} B x the hidden states' gradient ({z.n * z.h:,})"
+                     + (f" + {z.a} B x the classifier's ({z.v * z.h:,})" if weight else "")))
+
+
+def _trl(z: Sizes) -> LossHead:
+    tile = min(z.n, TRL_TILE[0]) * TRL_TILE[1]
+    weight = 4 * z.v * z.h if z.head_trains else 0
+    return LossHead((z.a * z.n * z.h + 4 * z.n, f"{z.a} B x a copy of the hidden states ({z.n * z.h:,}) + 4 B x "
+                                                f"tokens ({z.n:,})"),
+                    (z.a * tile, f"{z.a} B x a tile ({tile:,})"),
+                    (4 * z.n * z.h + weight + z.a * tile, f"4 B x the hidden states' gradient ({z.n * z.h:,})"
+                     + (f" + 4 B x lm_head's ({z.v * z.h:,})" if weight else "") + f" + {z.a} B x a tile ({tile:,})"))
+
+
+def _none(z: Sizes) -> LossHead:
+    return LossHead((0, "none"), (0, "none"), (0, "none"))
+
+
+# Plan.loss -> its head (the module docstring says what each computes and where it was read).
+HEADS = {"full": _full, "full-4.48": lambda z: _full(z, shifted=4),    # the shifted fp32 copy, gone in 4.49
+         "chunked": _chunked, "chunked-compiled": lambda z: _chunked(z, compiled=True),
+         "liger": _liger, "cce": _cce, "trl": _trl, "none": _none}
 
 
 def loss_head(plan: Plan) -> LossHead:
-    m = plan.model
-    n, v, h = plan.rows * plan.seq_len, m.vocab_size, m.hidden_size
-    count = n * v
-    a, r = widths(plan).a, widths(plan).r
-    soft = 2 if m.block.logit_softcap else 0
-    kind = plan.loss
-    if kind in ("full", "full-4.48"):
-        shifted = 4 if kind == "full-4.48" else 0     # the shifted fp32 .contiguous() copy, gone in 4.49 (#35646)
-        return LossHead((4 * count, f"4 B x logits ({count:,})"),
-                        ((6 + shifted + soft) * count, f"{6 + shifted + soft} B x logits ({count:,})"),
-                        ((8 + soft) * count, f"{8 + soft} B x logits ({count:,})"))
-    if kind in ("chunked", "chunked-compiled"):
-        chunk = -(-count // CHUNKS)
-        if kind == "chunked":
-            kept = (4 * count, f"4 B x logits ({count:,})")
-            fwd = (2 * count + 4 * chunk, f"2 B x logits ({count:,}) + 4 B x a chunk ({chunk:,})")
-        else:
-            kept = (2 * count + 8 * n, f"2 B x logits ({count:,}) + 8 B x tokens ({n:,})")
-            fwd = (4 * chunk, f"4 B x a chunk ({chunk:,})")
-        return LossHead(kept, fwd, (8 * chunk, f"8 B x a chunk ({chunk:,})"))
-    if kind == "liger":
-        per_chunk = -(-n // -(-v // h))                 # ceil(N / inc_factor), inc_factor = ceil(V / H)
-        rows = min(1 << (per_chunk - 1).bit_length(), n)      # liger's next_power_of_2, at most N
-        weight = r * v * h if _head_trains(plan) else 0
-        kept = (r * n * h + weight + 4 * n, f"{r} B x grad_input ({n * h:,})" + (
-            f" + {r} B x lm_head's gradient ({v * h:,})" if weight else "") + f" + 4 B x tokens ({n:,})")
-        fwd = (a * rows * (v + h) + n, f"{a} B x a logits chunk and its input ({rows * (v + h):,}) + 1 B x "
-                                       f"tokens ({n:,})")
-        return LossHead(kept, fwd, (0, "nothing: the gradients were made in forward"))
-    if kind == "cce":
-        weight = a * v * h if _head_trains(plan) else 0
-        return LossHead((8 * n + 4 * v, f"8 B x tokens ({n:,}) + 4 B x vocabulary ({v:,})"),
-                        (0, "no logits: tiles in on-chip memory"),
-                        (a * n * h + weight, f"{a} B x the hidden states' gradient ({n * h:,})"
-                         + (f" + {a} B x the classifier's ({v * h:,})" if weight else "")))
-    if kind == "trl":
-        tile = min(n, TRL_TILE[0]) * TRL_TILE[1]
-        weight = 4 * v * h if _head_trains(plan) else 0
-        return LossHead((a * n * h + 4 * n, f"{a} B x a copy of the hidden states ({n * h:,}) + 4 B x tokens ({n:,})"),
-                        (a * tile, f"{a} B x a tile ({tile:,})"),
-                        (4 * n * h + weight + a * tile, f"4 B x the hidden states' gradient ({n * h:,})"
-                         + (f" + 4 B x lm_head's ({v * h:,})" if weight else "") + f" + {a} B x a tile ({tile:,})"))
-    return LossHead((0, "none"), (0, "none"), (0, "none"))
+    m, w = plan.model, widths(plan)
+    return HEADS[plan.loss](Sizes(plan.rows * plan.seq_len, m.vocab_size, m.hidden_size, w.a, w.r,
+                                  2 if m.block.logit_softcap else 0, not plan.lora_rank))
 
 
 SOURCE = "memory/loss.py (transformers 5.24, torchtune 0.6.1, liger-kernel 0.8.5, cut-cross-entropy 25.1.1, TRL 1.16)"
