@@ -118,9 +118,12 @@ def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
 def not_plannable(recipe: Recipe, why: str) -> Finding:
     """A job the recipe describes that the memory model refuses (an 8-bit base under FSDP): no
     estimate, said as a warning so the file does not pass unexamined."""
-    where = recipe.load_in_8bit.location if recipe.load_in_8bit.value else None
-    return Finding(*NOT_MODELLED, where or recipe.document.locate("$"), why,
-                   hint="no memory estimate for this file; check the job another way")
+    if recipe.load_in_8bit.value:
+        return Finding(*NOT_MODELLED, recipe.load_in_8bit.location or recipe.document.locate("$"), why,
+                       hint="load_in_4bit (QLoRA: the 4-bit base is the one FSDP and ZeRO-3 shard) for an estimate, "
+                            "or the 8-bit base under ZeRO-2 or one GPU per replica")
+    return Finding(*NOT_MODELLED, recipe.document.locate("$"), why, hint="no memory estimate for this file until what "
+                   "the message names changes")
 
 
 def _entry(ds_key: str, ds_value: object, hf_key: str, hf_value: object) -> str:
