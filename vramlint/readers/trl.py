@@ -133,7 +133,7 @@ FUSED_HEAD_STAGES = ("sft", "dpo", "kto", "grpo", "rloo")
 def _switches(keys: Keys, stage: Fact, open_instruct: bool) -> dict[str, Fact]:
     """The loss head and the optimizer's flavour: TRL's reward trainer has a scalar head, a Trainer
     recipe with ``use_liger_kernel`` Liger's fused cross-entropy (TRL 1.16 refuses it in its own
-    trainers); otherwise the full logits, as every TRL before 1.15 computes them (``_loss_feature``)."""
+    trainers); otherwise the full logits, as every TRL before 1.15 computes them (``_loss_note``)."""
     if open_instruct:
         return {}
     out = optim_switches(keys.get("optim", default="adamw_torch_fused", why=f"{VERSION} optim default (torch >= 2.8)"))
