@@ -36,9 +36,14 @@ REQUIRED = ("model", "gpu_total_gib", "tp", "pp", "gpu_memory_utilization", "max
 
 
 def serving_for(record: dict) -> Serving | None:
-    """The serving setup of a log, or None where vramlint's catalog has no such checkpoint or the
-    log lacks what the setup needs."""
+    """The serving setup of a log, or None where vramlint's catalog has no such checkpoint, the
+    log lacks what the setup needs, or Unsloth launched vLLM: Unsloth patches vLLM's start-up (its
+    own utilization from the free memory, LoRA buffers of max_lora_rank, standby), so such a log
+    is not the named release's budget. (Those logs name unsloth's uploads, which vramlint resolves
+    since mirrors resolve to their catalog model; before, they fell out as unresolved.)"""
     if any(record.get(key) is None for key in REQUIRED):
+        return None
+    if "unsloth" in str((record.get("other_args") or {}).get("launcher", "")).lower():
         return None
     try:
         model = read_model(record["model"])

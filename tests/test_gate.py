@@ -379,7 +379,8 @@ def test_an_accelerate_zero_stage_of_the_wrong_kind_is_said(tmp_path, capsys):
 
 def test_a_vllm_configs_model_loses_only_to_a_stated_model_and_says_so(tmp_path, capsys, monkeypatch):
     """--model named on the command line wins over the file's model with VL006 (it used to lose to it
-    silently); the settings' default model never stands in for a model the file names (VL005)."""
+    silently); the settings' default model never stands in for a model the file names (VL005, an
+    error: the job is not estimated, so it does not pass; --warn VL005 lets it pass as a warning)."""
     path = tmp_path / "vllm.yaml"
     path.write_text("model: Qwen/Qwen2.5-7B-Instruct\nmax-model-len: 8192\n")
     main(["check", str(path), "--gpus", "1xH100", "--model", "meta-llama/Llama-3.1-8B", "--format", "json"])
@@ -388,9 +389,13 @@ def test_a_vllm_configs_model_loses_only_to_a_stated_model_and_says_so(tmp_path,
     path.write_text("model: /checkpoints/not-here\nmax-model-len: 8192\n")
     (tmp_path / "pyproject.toml").write_text('[tool.vramlint]\ngpus = "1xH100"\nmodel = "meta-llama/Llama-3.1-8B"\n')
     monkeypatch.chdir(tmp_path)
-    assert main(["check", "vllm.yaml", "--format", "json"]) == 0
+    assert main(["check", "vllm.yaml", "--format", "json"]) == 1
     entry = json.loads(capsys.readouterr().out)["files"][0]
     assert [f["code"] for f in entry["findings"]] == ["VL005"] and "serving" not in entry
+    assert entry["status"] == "not estimated"
+    assert main(["check", "vllm.yaml", "--format", "json", "--warn", "VL005"]) == 0
+    entry = json.loads(capsys.readouterr().out)["files"][0]
+    assert [(f["code"], f["severity"]) for f in entry["findings"]] == [("VL005", "warning")]
 
 
 def test_standard_inputs_own_suppressions_apply(tmp_path, capsys, monkeypatch):

@@ -211,12 +211,12 @@ def test_dora_trains_a_magnitude_vector_per_adapted_linear_and_keeps_its_two_res
 
 
 def test_a_recipe_with_an_8bit_base_under_fsdp_is_a_finding_not_an_error(tmp_path, capsys):
-    """axolotl: load_in_8bit with an adapter under FSDP is not modelled; the recipe gets a VL210 at
-    load_in_8bit (exit 0 with --strict off, never exit 2 and never a silent pass)."""
+    """axolotl: load_in_8bit with an adapter under FSDP is not modelled; the recipe gets a VL011 at
+    load_in_8bit: an error, since the job is not estimated (never exit 2, never a silent pass)."""
     recipe = tmp_path / "lora8.yml"
     recipe.write_text("base_model: meta-llama/Llama-3.1-8B\nadapter: lora\nload_in_8bit: true\nlora_r: 16\n"
                       "lora_target_linear: true\nmicro_batch_size: 1\nsequence_len: 2048\nfsdp:\n  - full_shard\n"
                       "fsdp_config:\n  fsdp_version: 2\n")
     code = main(["check", str(recipe), "--gpus", "2x24GB", "--format", "json"])
     finding = json.loads(capsys.readouterr().out)["files"][0]["findings"][0]
-    assert code == 0 and finding["code"] == "VL210" and finding["line"] == 3
+    assert code == 1 and finding["code"] == "VL011" and finding["line"] == 3

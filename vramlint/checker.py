@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vramlint.documents import Document, Location, ParseError, parse, read_text, sub_document
-from vramlint.errors import UnplannableError, UsageError
-from vramlint.findings import Finding
-from vramlint.hardware import Cluster
+from vramlint.errors import ModelNotFound, UnplannableError, UsageError
+from vramlint.findings import ERROR, WARNING, Finding
+from vramlint.hardware import Cluster, sized
 from vramlint.memory import Estimate, estimate
 from vramlint.memory.serving import serving_estimate
 from vramlint.models import read_model
@@ -29,8 +29,9 @@ from vramlint.plan import (OPTIMIZERS, RUNTIMES, Flags, Origin, Plan, flag_text,
                            plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, read_accelerate
 from vramlint.readers.deepspeed import Fact, read_deepspeed
+from vramlint.readers.llamafactory import at_release
 from vramlint.readers.recipe import Recipe
-from vramlint.readers.registry import RECIPES, detect
+from vramlint.readers.registry import RECIPES, detect, skipped_because
 from vramlint.readers.vllm import normalised_document, read_vllm
 from vramlint.recipe_plan import plan_from_recipe
 from vramlint.repository import find_referenced, real, recipes_using
@@ -38,13 +39,15 @@ from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency, fp32_by_auto
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
-from vramlint.rules.inputs import (deepspeed_overridden, generic_shape, model_not_resolved, overridden,
+from vramlint.rules.inputs import (deepspeed_overridden, generic_shape, model_not_resolved, not_estimated, overridden,
                                    optimizer_unused, substituted_model, version_not_modelled)
+from vramlint.rules.llamafactory import check_llamafactory
 from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_values, not_plannable
 from vramlint.rules.schema import check_schema
 from vramlint.rules.serving import check_serving
 from vramlint.rules.syntax import hjson_syntax, internal_error, parse_error
 from vramlint.serving_plan import serving_from_vllm
+from vramlint.shipped import shipped_copy
 from vramlint.stack import Stack, plan_for_stack, stack_for, unmodelled
 from vramlint.suppress import Suppressions, suppressions
 
@@ -64,6 +67,7 @@ class Context:
     kind: str | None = None
     run_paths: frozenset[str] = frozenset()     # every file of this run, resolved
     rules: frozenset[str] | None = None         # the rule codes reported (``selection.enabled``); None: all
+    warn: frozenset[str] = frozenset()          # codes reported as warnings whatever their severity (``--warn``)
 
     @property
     def flags(self) -> Flags:
@@ -90,12 +94,29 @@ class FileResult:
     serving: tuple | None = None                      # (Serving, ServingEstimate) of a vLLM config
     cluster: Cluster | None = None
     model_at: Location | None = None                  # the line that names the model, where a file names it
+    job: bool = False                                 # the file states a job (not only settings, not another kind)
 
     @property
     def model(self) -> ModelShape | None:
         if self.plan is not None:
             return self.plan.model
         return self.serving[0].model if self.serving else None
+
+    @property
+    def status(self) -> str:
+        """``estimated``, ``not estimated`` (a job with no estimate: its findings say why) or
+        ``skipped`` (no job of its own: its notes say what the file is)."""
+        if self.plan is not None or self.serving is not None:
+            return ESTIMATED
+        unreadable = self.kind is None and any(f.severity == ERROR for f in self.findings)
+        return NOT_ESTIMATED if self.job or unreadable else SKIPPED
+
+    def skip(self, why: str) -> None:
+        """The file states no job of its own: said once, as the first note."""
+        self.notes.insert(0, why)
+
+
+ESTIMATED, NOT_ESTIMATED, SKIPPED = "estimated", "not estimated", "skipped"
 
 
 def check_file(path: str, ctx: Context, text: str | None = None) -> list[FileResult]:
@@ -143,7 +164,19 @@ def _finish(result: FileResult, ctx: Context, texts: dict[str, str]) -> None:
         if os.environ.get("VRAMLINT_DEBUG"):
             raise
         result.findings.append(internal_error(result.path, exc))
-    result.findings = _unsuppressed(result.findings, ctx.rules, texts)
+    result.findings.extend(_unexplained(result))
+    result.findings = [replace(f, severity=WARNING) if f.code in ctx.warn and f.severity == ERROR else f
+                       for f in _unsuppressed(result.findings, ctx.rules, texts)]
+
+
+def _unexplained(result: FileResult) -> list[Finding]:
+    """A job with no estimate and no error that says why gets one (VL011): a job the check cannot
+    judge never passes silently. Its notes hold the reason."""
+    if result.status != NOT_ESTIMATED or any(f.severity == ERROR for f in result.findings):
+        return []
+    why = next((n for n in result.notes if not n.startswith("launched with")), "no estimate could be made")
+    return [not_estimated(result.model_at or Location(result.path), why,
+                          "what the message names would give an estimate; --warn VL011 reports this as a warning")]
 
 
 def _unsuppressed(findings: list[Finding], rules: frozenset[str] | None,
@@ -184,8 +217,9 @@ def _parse(text: str, path: str, result: FileResult) -> Document | None:
 
 def _check(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
     kind = result.kind = ctx.kind or detect(document.data)
+    result.job = kind is not None
     if kind in RECIPES:
-        _check_recipe(RECIPES[kind].read(document), result, ctx)
+        _check_recipe(_at_release(RECIPES[kind].read(document), ctx), result, ctx)
     elif kind == "deepspeed":
         return _check_deepspeed(document, result, ctx)
     elif kind == "accelerate":
@@ -193,17 +227,18 @@ def _check(document: Document, result: FileResult, ctx: Context) -> list[FileRes
     elif kind == "vllm":
         _check_vllm(document, result, ctx)
     else:
-        result.notes.append("not a training recipe, DeepSpeed, Accelerate or vLLM config (none of their keys): "
-                            "skipped")
+        result.skip(skipped_because(document.data))
     return [result]
 
 
 def _needs_model(ctx: Context, result: FileResult, document: Document, what: str) -> ModelShape | None:
     """The model a launcher file is checked with: ``--model`` or the settings'; without one the
-    file gets a finding, not an estimate (a hook set up with only ``gpus`` still passes over it)."""
+    job is not estimated, and says so (VL011)."""
     if ctx.model is None:
-        result.findings.append(model_not_resolved(document.locate("$"), None, f"{what} names no model, and no "
-                                                  "--model or [tool.vramlint] model says which to check it with"))
+        result.findings.append(not_estimated(document.locate("$"), f"{what} names no model, and no --model or "
+                                             "[tool.vramlint] model says which to check it with",
+                                             "give --model, or model in [tool.vramlint] (per file: an overrides "
+                                             "entry with files and model)"))
     return ctx.model
 
 
@@ -213,15 +248,17 @@ def _check_deepspeed(document: Document, result: FileResult, ctx: Context) -> li
     users = [] if "model" in ctx.stated else recipes_using(document.path)
     pending = [u for u in users if str(real(u.document.path)) not in ctx.run_paths]
     if users and not pending:
-        result.notes.append(f"checked with the recipes of this run that name it ({', '.join(u.document.path for u in users)})")
+        result.job = False
+        result.skip(f"not a job of its own: it runs the recipes of this run that name it "
+                    f"({', '.join(u.document.path for u in users)}), checked there")
         result.findings.extend(hjson_syntax(document))
         result.findings.extend(check_schema(document, "deepspeed"))
         return [result]
     if pending:
         out = []
         for recipe in pending:
-            one = FileResult(document.path, kind="deepspeed", via=recipe.document.path, cluster=ctx.cluster)
-            _check_recipe(recipe, one, ctx, deepspeed_document=document)
+            one = FileResult(document.path, kind="deepspeed", via=recipe.document.path, cluster=ctx.cluster, job=True)
+            _check_recipe(_at_release(recipe, ctx), one, ctx, deepspeed_document=document)
             out.append(one)
         return out
     result.findings.extend(hjson_syntax(document))
@@ -232,18 +269,40 @@ def _check_deepspeed(document: Document, result: FileResult, ctx: Context) -> li
     return [result]
 
 
+def _own_size(ctx: Context, acc, result: FileResult) -> Context:
+    """The GPUs an Accelerate file launches on, where ``--gpus`` named only their type."""
+    cluster = sized(ctx.cluster, acc.num_processes.value, acc.num_machines.value)
+    if cluster is None:
+        return ctx
+    result.cluster = cluster
+    result.notes.append(f"GPUs: {cluster.describe()}, from num_processes at {acc.num_processes.location}")
+    return replace(ctx, cluster=cluster)
+
+
+# Accelerate's distributed types that run on no GPU (accelerate 1.x DistributedType).
+OFF_GPU = ("MULTI_CPU", "XLA", "TPU", "MULTI_XPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_HPU")
+
+
 def _check_accelerate(document: Document, result: FileResult, ctx: Context) -> None:
     result.findings.extend(check_schema(document, "accelerate"))
     acc = read_accelerate(document)
     result.findings.extend(check_refusals(acc, document.path))
+    if acc.distributed_type.value in OFF_GPU or acc.use_cpu:
+        result.job = False
+        result.skip(f"distributed_type {acc.distributed_type.value}{' with use_cpu' if acc.use_cpu else ''}: the job "
+                    "runs on no GPU, so there is no GPU memory to check: skipped")
+        return
+    ctx = _own_size(ctx, acc, result)
     result.findings.extend(check_launch(acc, ctx.cluster, document.path))
     referenced = acc.deepspeed_config_file.value
     model = _needs_model(ctx, result, document, "an Accelerate config")
     if model is None:
         return
     if acc.distributed_type.value not in RUNTIMES:
-        result.notes.append(f"distributed_type {acc.distributed_type.value}: no GPU memory model "
-                            "(vramlint models NO, MULTI_GPU, DEEPSPEED and FSDP)")
+        result.findings.append(not_estimated(acc.distributed_type.location or document.locate("$"),
+                                             f"distributed_type {acc.distributed_type.value}: no GPU memory model",
+                                             "vramlint models NO, MULTI_GPU, DEEPSPEED and FSDP; --warn VL011 "
+                                             "reports this as a warning"))
     elif acc.distributed_type.value == "DEEPSPEED" and referenced:
         _check_referenced(document.path, str(referenced), acc, result, model, ctx)
     else:
@@ -290,10 +349,21 @@ def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster,
     result.findings.extend(check_batch(ds, ds.batch_world(cluster.world_size, result.plan.tensor_parallel), path))
 
 
+def _at_release(recipe: Recipe, ctx: Context) -> Recipe:
+    """A LLaMA-Factory recipe as the release its repository runs reads it (``stack``: a vendored
+    copy, the pins, else 0.9.5)."""
+    if recipe.framework != "llamafactory":
+        return recipe
+    stack = stack_for(ctx.values, recipe.document.path)
+    return at_release(recipe, stack.release("llamafactory"),
+                      f"LLaMA-Factory {stack.version('llamafactory')} ({stack.origin('llamafactory')})")
+
+
 def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_document: Document | None = None) -> None:
     """A training recipe, with the DeepSpeed file it names: one job."""
     if not recipe.training:
-        result.notes.append(f"{recipe.title} {recipe.task} config, not a training job: skipped")
+        result.job = False
+        result.skip(f"{recipe.title} {recipe.task} config, not a training job: skipped")
         return
     wrong = list(check_values(recipe))
     if wrong:
@@ -304,15 +374,19 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
         return
     result.model_at = recipe.model.location
     ds, acc = None, None
+    stand_in = ctx.values.get("launch_config")
     if recipe.deepspeed.value:
-        document = deepspeed_document or _recipe_deepspeed(recipe, result)
-        if document is None:
+        document = deepspeed_document or _recipe_deepspeed(recipe, result, stand_in)
+        if document is None and not stand_in:
             return
-        ds = _trainer_deepspeed(document, deepspeed_document is None, result, model)
-    elif recipe.fsdp is None and ctx.values.get("launch_config"):
-        ds, acc = _launch_config(str(ctx.values["launch_config"]), recipe, result, model)
+        if document is not None:
+            ds = _trainer_deepspeed(document, deepspeed_document is None, result, model)
+    if ds is None and recipe.fsdp is None and stand_in:
+        ds, acc = _launch_config(str(stand_in), recipe, result, model)
         if ds is None and acc is None:
             return
+    if acc is not None:
+        ctx = _own_size(ctx, acc, result)
     try:
         job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc)
     except UnplannableError as exc:
@@ -322,6 +396,10 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
     result.findings.extend(overridden(o.fact.location, recipe.key(o.setting), o.fact.value, flag_text(o.setting),
                                       o.value) for o in job.overrides)
     result.findings.extend(check_recipe(recipe, plan))
+    if recipe.framework == "llamafactory":
+        stack = stack_for(ctx.values, recipe.document.path)
+        result.findings.extend(check_llamafactory(recipe, plan, stack.release("llamafactory"),
+                                                  f"LLaMA-Factory {stack.version('llamafactory')}"))
     if ds is not None:
         result.findings.extend(check_trainer_mismatch(recipe, ds, plan.cluster.world_size, job.trainer))
         asked = recipe.optimizer.value if recipe.optimizer.value in OPTIMIZERS else None
@@ -388,7 +466,9 @@ def _named_model(fact: Fact, where: Location, result: FileResult, ctx: Context,
     try:
         return read_model(str(fact.value), revision, bool(ctx.values.get("download")))
     except UsageError as exc:
-        result.findings.append(model_not_resolved(fact.location or where, str(fact.value), str(exc)))
+        hint = ("give --model with the model it was trained from (per file: an overrides entry with files and "
+                "model)" if isinstance(exc, ModelNotFound) and exc.local else "")
+        result.findings.append(model_not_resolved(fact.location or where, str(fact.value), str(exc), hint))
         return None
 
 
@@ -405,23 +485,34 @@ def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShap
     if ctx.model is not None:
         result.notes.append(f"the recipe names no model: checked with {ctx.model.name} from the settings")
         return ctx.model
-    result.findings.append(model_not_resolved(recipe.document.locate("$"), None,
-                                              f"the {recipe.title} recipe names no model and no --model is given"))
+    result.findings.append(not_estimated(recipe.document.locate("$"), f"the {recipe.title} recipe names no model",
+                                         "give --model, or model in [tool.vramlint] (per file: an overrides entry "
+                                         "with files and model)"))
     return None
 
 
-def _recipe_deepspeed(recipe: Recipe, result: FileResult) -> Document | None:
+def _recipe_deepspeed(recipe: Recipe, result: FileResult, stand_in: object = None) -> Document | None:
     """The DeepSpeed config a recipe names: inline, or a file relative to the working directory
     (where the Trainer opens it) or to the recipe's folder and those above it (the repository
-    root, where the launch command runs)."""
+    root, where the launch command runs); else the framework's own copy of a file it ships
+    (``shipped``), else ``--launch-config`` standing in for it, else VL304."""
     value = recipe.deepspeed.value
     if isinstance(value, dict):
         return sub_document(recipe.document, "$." + recipe.deepspeed.location.json_path.split(".", 1)[1])
     target = find_referenced(str(value), recipe.document.path)
-    if target is None:
-        result.findings.append(missing_reference(recipe.deepspeed.location, str(value), key="deepspeed"))
+    if target is not None:
+        return _load(str(target), result)
+    copy = shipped_copy(str(value))
+    if copy is not None:
+        result.notes.append(f"deepspeed {value!r} is not in this repository: read as the framework's own copy "
+                            f"({copy[0]})")
+        return copy[1]
+    if stand_in:
+        result.notes.append(f"deepspeed {value!r} is not in this repository: --launch-config {stand_in} stands in "
+                            "for it")
         return None
-    return _load(str(target), result)
+    result.findings.append(missing_reference(recipe.deepspeed.location, str(value), key="deepspeed"))
+    return None
 
 
 def _check_vllm(document: Document, result: FileResult, ctx: Context) -> None:

@@ -128,6 +128,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--select", metavar="RULES", help="report only these rules: codes, names or prefixes (VL2)")
     check.add_argument("--ignore", metavar="RULES", help="skip these rules (replaces the settings' ignore list)")
     check.add_argument("--extend-ignore", metavar="RULES", help="skip these rules too (adds to the ignore list)")
+    check.add_argument("--warn", metavar="RULES", help="report these rules' errors as warnings, e.g. VL005,VL011 to "
+                                                       "let jobs that cannot be estimated pass ([tool.vramlint] warn)")
     _add_common(check)
     check.add_argument("--grad-accum", type=_positive, help="micro-batches per optimizer step, when the file says "
                                                             "'auto' or does not say (HF Trainer, Accelerate)")
@@ -197,15 +199,17 @@ def _check(args: argparse.Namespace) -> int:
     from vramlint.files import STDIN, expand
     from vramlint.repository import real
     from vramlint.reporters import REPORTERS, resolve_format
-    from vramlint.selection import enabled
+    from vramlint.selection import enabled, warned
     from vramlint.settings import load_settings, merge
 
     settings = load_settings(args.config)
     cli = vars(args)
     given = {k for k, v in cli.items() if v is not None and v is not False}
-    files = expand(args.files)
+    left: list[str] = []
+    files = expand(args.files, left)
     stdin = _stdin() if STDIN in files else None
     rules = enabled(merge(settings.for_file(None), cli))
+    warned(merge(settings.for_file(None), cli))             # an unknown name fails before any file is read
     results, cluster, models, usage = [], None, {}, False
     run = frozenset(str(real(p)) for p in files if p != STDIN)
     for path in files:
@@ -215,7 +219,7 @@ def _check(args: argparse.Namespace) -> int:
             model, cluster = _resolve(values, models, model_optional=True)
             ctx = Context(cluster, values, frozenset(given | set(settings.override_for(shown))), model,
                           values["near_threshold"], _size(values.get("host_ram")), values.get("kind"), run,
-                          rules=enabled(values) if settings.override_for(shown) else rules)
+                          rules=enabled(values) if settings.override_for(shown) else rules, warn=warned(values))
             results.extend(check_file(shown, ctx, text=stdin if path == STDIN else None))
         except UsageError as exc:
             if len(files) == 1:
@@ -224,10 +228,24 @@ def _check(args: argparse.Namespace) -> int:
             results.append(FileResult(shown, notes=[f"not checked: {exc}"], cluster=cluster))
             usage = True
     values = merge(settings.for_file(None), cli)
+    results.extend(_unread(results, left, rules))
     failing = SEVERITY_RANK["warning" if values["strict"] else "error"]
     failed = any(SEVERITY_RANK[f.severity] >= failing for r in results for f in r.findings)
     REPORTERS[resolve_format(values["format"])](results, sys.stdout, _verbosity(values))
     return EXIT_USAGE if usage else EXIT_FINDINGS if failed else EXIT_OK
+
+
+def _unread(results: list, left: list[str], rules: frozenset[str]) -> list:
+    """A walk that found no job beside launch scripts or Python configs says what it left unread
+    (VL012), as one more result for the run's report."""
+    from vramlint.checker import FileResult
+    from vramlint.documents import Location
+    from vramlint.rules.inputs import launches_not_read
+    if not left or any(r.status != "skipped" for r in results):
+        return []
+    finding = launches_not_read(Location(os.path.commonpath(left) if len(left) > 1 else left[0]), left)
+    return [FileResult(finding.location.path, findings=[finding] if finding.code in rules else [],
+                       notes=[f"{len(left)} launch script(s) or Python config(s) not read"])]
 
 
 def _stdin() -> str:

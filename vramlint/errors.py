@@ -13,3 +13,13 @@ class UsageError(Exception):
 class UnplannableError(UsageError):
     """A config whose own findings already say why no memory estimate can be made (an invalid
     ZeRO stage, say): the file gets its findings and a note, not exit code 2."""
+
+
+class ModelNotFound(UsageError):
+    """A model name that resolves nowhere; ``local``: it reads as a path on the machine that ran
+    the job (an earlier run's output), so no Hub command can fetch it and the fix is to name the
+    model it was trained from."""
+
+    def __init__(self, message: str, local: bool = False) -> None:
+        super().__init__(message)
+        self.local = local

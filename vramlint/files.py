@@ -1,22 +1,25 @@
 """The files a run checks: the command line's paths, a directory walked with the hook's own
-patterns (``patterns.wanted``), ``-`` for standard input, each file once."""
+patterns (``patterns.wanted``), ``-`` for standard input, each file once; and what a walk met that
+may state jobs but that vramlint does not read (``patterns.unread``: launch scripts, Python
+configs), so a run that found no job can say what it left unread."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from vramlint.patterns import wanted
+from vramlint.patterns import unread, wanted
 from vramlint.repository import SKIP_DIRS
 
 STDIN = "-"
 
 
-def expand(paths: list[str]) -> list[str]:
-    """Files in the order given, a directory's in sorted order, without repeats (by real path)."""
+def expand(paths: list[str], left: list[str] | None = None) -> list[str]:
+    """Files in the order given, a directory's in sorted order, without repeats (by real path);
+    ``left`` collects the walked files that may state jobs in a form vramlint does not read."""
     out, seen = [], set()
     for path in paths:
-        for found in _walk(path) if path != STDIN and Path(path).is_dir() else [path]:
+        for found in _walk(path, left) if path != STDIN and Path(path).is_dir() else [path]:
             key = found if found == STDIN else os.path.realpath(found)
             if key not in seen:
                 seen.add(key)
@@ -24,7 +27,7 @@ def expand(paths: list[str]) -> list[str]:
     return out
 
 
-def _walk(folder: str) -> list[str]:
+def _walk(folder: str, left: list[str] | None = None) -> list[str]:
     """The files under ``folder`` the hook would take; what is named on the command line is
     checked whatever it is (a FIFO gets its VL004), what a walk meets only if it is a regular file."""
     found = []
@@ -32,6 +35,9 @@ def _walk(folder: str) -> list[str]:
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         for name in sorted(names):
             path = os.path.join(root, name)
-            if wanted(Path(os.path.relpath(path, folder)).as_posix()) and os.path.isfile(path):
+            relative = Path(os.path.relpath(path, folder)).as_posix()
+            if wanted(relative) and os.path.isfile(path):
                 found.append(path)        # regular files only: a FIFO, a device, a dangling or looping link is no config
+            elif left is not None and unread(relative):
+                left.append(path)
     return found

@@ -38,6 +38,8 @@ class Cluster:
     gpu: Gpu
     per_node: int
     nodes: int = 1
+    counted: bool = True            # the count was stated (``8xH100``); False for a type alone (``H100``),
+                                    # which a file's own process count completes (``sized``)
 
     @property
     def world_size(self) -> int:
@@ -146,7 +148,17 @@ def parse_gpus(spec: str) -> Cluster:
         nodes, per_node = 1, int(first) if first else 1
     if nodes < 1 or per_node < 1:
         raise UsageError(f"--gpus {spec!r}: GPU and node counts must be at least 1")
-    return Cluster(gpu_from_text(gpu_text), per_node, nodes)
+    return Cluster(gpu_from_text(gpu_text), per_node, nodes, counted=first is not None)
 
 
-__all__ = ["Cluster", "GPUS", "Gpu", "architecture", "gpu_from_text", "parse_gpus"]
+def sized(cluster: Cluster, processes: object, machines: object = 1) -> Cluster | None:
+    """``cluster`` with the process count a launch file states (Accelerate's ``num_processes``,
+    the total over ``num_machines``), where ``--gpus`` gave only the type; None where the count
+    was stated or the file's is no usable count (its own rules say so)."""
+    whole = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in (processes, machines))
+    if cluster.counted or not whole or processes % machines:
+        return None
+    return Cluster(cluster.gpu, processes // machines, machines)
+
+
+__all__ = ["Cluster", "GPUS", "Gpu", "architecture", "gpu_from_text", "parse_gpus", "sized"]

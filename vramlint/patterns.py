@@ -23,3 +23,14 @@ _FILES, _EXCLUDE = re.compile(FILES), re.compile(EXCLUDE)
 def wanted(path: str) -> bool:
     """Whether the hook (and a directory walk) takes this path: posix, relative to the walk."""
     return bool(_FILES.search(path)) and not _EXCLUDE.search(path)
+
+
+# What may state a job in a form vramlint does not read yet: launch scripts (torchrun, deepspeed,
+# accelerate launch, sbatch) and Python configs (mmengine / xtuner style, ``configs/*.py``).
+UNREAD = r"(?i)(\.(sh|bash|sbatch|slurm)$|(^|/)configs?/.*\.py$|(^|/)[^/]*config[^/]*\.py$)"
+_UNREAD = re.compile(UNREAD)
+
+
+def unread(path: str) -> bool:
+    """Whether a walked path may state jobs vramlint does not read (said when a run found none)."""
+    return bool(_UNREAD.search(path)) and not _EXCLUDE.search(path) and "__init__" not in path

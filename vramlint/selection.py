@@ -1,4 +1,6 @@
-"""Which rules a run reports: ``--select``, ``--ignore`` and ``--extend-ignore`` as ruff has them.
+"""Which rules a run reports: ``--select``, ``--ignore`` and ``--extend-ignore`` as ruff has them,
+and ``--warn``: the rules whose errors are reported as warnings (a job the check cannot estimate is
+an error by default; a team that accepts the gap says so here, by name).
 
 A rule is named by its code (``VL201``), its name (``exceeds-gpu-memory``) or a prefix of codes
 (``VL2``: every memory-fit rule). ``select`` (default: every rule) picks the rules, then ``ignore``
@@ -47,3 +49,8 @@ def enabled(values: dict) -> frozenset[str]:
     dropped = (rules_named(split(values.get("ignore")), "ignore")
                | rules_named(split(values.get("extend_ignore")), "extend-ignore"))
     return chosen - dropped
+
+
+def warned(values: dict) -> frozenset[str]:
+    """The rule codes whose errors this run reports as warnings (``--warn``, ``warn``)."""
+    return rules_named(split(values.get("warn")), "warn") if values.get("warn") else frozenset()

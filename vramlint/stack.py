@@ -23,7 +23,7 @@ from vramlint.plan import Plan
 
 # The releases vramlint models when nothing else says (each module names the version it read).
 CURRENT = {"vllm": "0.19.0", "transformers": "5.24.0", "torch": "2.13.0", "deepspeed": "0.19.8", "peft": "0.21.2",
-           "bitsandbytes": "0.50.2", "trl": "1.16.0"}
+           "bitsandbytes": "0.50.2", "trl": "1.16.0", "llamafactory": "0.9.5"}
 PACKAGES = tuple(CURRENT)
 _VERSION = re.compile(r"^\d+(\.\d+){0,3}")
 _NAME = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(.*)$")
@@ -73,13 +73,29 @@ def _norm(name: str) -> str:
 
 def requirement(line: str) -> tuple[str, str, bool] | None:
     """``transformers>=4.41.2,<=4.45.2 ; marker`` -> ("transformers", "4.45.2", False): the package
-    and the release its specifiers name (``_PREFERENCE``), and whether that is an exact pin."""
-    match = _NAME.match(line.split("#", 1)[0].split(";", 1)[0])
+    and the release its specifiers name (``_PREFERENCE``), and whether that is an exact pin; None
+    for a line whose environment marker excludes the job's environment (``applies``)."""
+    text = line.split("#", 1)[0]
+    requirement_text, _, marker = text.partition(";")
+    if marker.strip() and not applies(marker):
+        return None
+    match = _NAME.match(requirement_text)
     if not match:
         return None
     specs = {op: version for op, version in _SPEC.findall(match[2])}
     op = next((op for op in _PREFERENCE if op in specs and "*" not in specs[op]), None)
     return (_norm(match[1]), specs[op], op in ("==", "===")) if op else None
+
+
+def applies(marker: str) -> bool:
+    """Whether a PEP 508 environment marker (``python_version<'3.10'``) holds, evaluated by
+    ``packaging`` for the interpreter running the check (a job's own Python is at least the 3.10
+    vramlint needs, as is any recent training stack); an unreadable marker counts as holding."""
+    from packaging.markers import InvalidMarker, Marker
+    try:
+        return Marker(marker.strip()).evaluate()
+    except (InvalidMarker, ValueError, TypeError, KeyError):
+        return True
 
 
 def _requirements(text: str, where: str) -> dict[str, Pinned]:
@@ -169,7 +185,7 @@ def repository_pins(root: Path) -> dict[str, Pinned]:
 
 @lru_cache(maxsize=32)
 def _pins(root: Path, files: tuple[tuple[Path, int, int], ...]) -> dict[str, Pinned]:
-    found: dict[str, Pinned] = {}
+    found: dict[str, Pinned] = dict(vendored(root))
     for path, _, _ in files:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -178,6 +194,32 @@ def _pins(root: Path, files: tuple[tuple[Path, int, int], ...]) -> dict[str, Pin
         for name, pinned in _reader(path)(text, str(path.relative_to(root))).items():
             if name not in found or (pinned.exact and not found[name].exact):
                 found[name] = pinned
+    return found
+
+
+# A framework's source kept in the repository (a fork, or a vendored copy): the file that states its
+# version, and the assignment that does (LLaMA-Factory src/llamafactory/extras/env.py: VERSION = "0.9.2").
+VENDORED = {"llamafactory": (("src/llamafactory/extras/env.py", "llamafactory/extras/env.py"), "VERSION")}
+
+
+def vendored(root: Path) -> dict[str, Pinned]:
+    """The frameworks whose source the repository holds, at the version that source states
+    (read with ``ast``, never imported): exact, as the code that runs."""
+    import ast
+    found = {}
+    for name, (paths, variable) in VENDORED.items():
+        for relative in paths:
+            path = root / relative
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace")) if path.is_file() else None
+            except (OSError, SyntaxError, ValueError):
+                tree = None
+            value = next((node.value.value for node in getattr(tree, "body", ()) if isinstance(node, ast.Assign)
+                          and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets)
+                          and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)), None)
+            if value:
+                found[name] = Pinned(value, f"{relative} (the repository's own copy)")
+                break
     return found
 
 

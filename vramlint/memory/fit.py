@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vramlint.errors import UnplannableError
 from vramlint.memory import estimate
 from vramlint.plan import Plan
 from vramlint.vocabulary import runtimes, say
@@ -40,9 +41,19 @@ def fits(plan: Plan, budget: int) -> bool:
 
 
 def _change(plan: Plan, budget: int, words: str, **changes) -> list[Change]:
-    """The change, with its peak, if it makes the plan fit."""
-    value = fitting_peak(plan.with_changes(**changes), budget)
+    """The change, with its peak, if it makes the plan fit (never a setup the job cannot run in:
+    one the plan refuses, such as an 8-bit base under full sharding, is no hint)."""
+    changed = _changed(plan, **changes)
+    value = None if changed is None else fitting_peak(changed, budget)
     return [] if value is None else [Change(words, value)]
+
+
+def _changed(plan: Plan, **changes) -> Plan | None:
+    """``plan`` with the changes, or None where the job cannot run that way (``UnplannableError``)."""
+    try:
+        return plan.with_changes(**changes)
+    except UnplannableError:
+        return None
 
 
 def largest_micro_batch(plan: Plan, budget: int) -> int:
@@ -187,8 +198,8 @@ def _combined(plan: Plan, budget: int) -> list[Change]:
     ladder = [({}, []), ({"offload_param": "cpu"}, [_say(plan, "fsdp_offload")])] if fsdp else [
         ({}, []), ({"offload_optimizer": "cpu"}, [opt]), ({"offload_optimizer": "cpu", "offload_param": "cpu"}, [opt, par])]
     for extra, words in ladder:
-        strongest = plan.with_changes(grad_checkpointing=True, **full, **extra)
-        best = largest_micro_batch(strongest, budget)
+        strongest = _changed(plan, grad_checkpointing=True, **full, **extra)
+        best = largest_micro_batch(strongest, budget) if strongest is not None else 0
         if not best:
             continue
         steps = [] if _is_full(plan) else [_full_sharding_words(plan)]
@@ -208,8 +219,10 @@ def _more_gpus(plan: Plan, budget: int, most: int = 64) -> list[Change]:
     """The fewest whole nodes of the same GPUs on which the plan, fully sharded with checkpointing
     and without offload, fits at micro-batch 1 (binary search up to ``most`` nodes)."""
     from dataclasses import replace
-    sharded = plan.with_changes(grad_checkpointing=True, micro_batch=1, offload_optimizer="none", offload_param="none",
-                                **_sharded(plan))
+    sharded = _changed(plan, grad_checkpointing=True, micro_batch=1, offload_optimizer="none", offload_param="none",
+                       **_sharded(plan))
+    if sharded is None:
+        return []
     on = lambda nodes: sharded.with_changes(cluster=replace(plan.cluster, nodes=nodes))  # noqa: E731
     # fewer nodes need more memory each; the tensors alone bound the answer from below
     tensors = lambda nodes: estimate(on(nodes), replay=False).per_gpu_peak <= budget  # noqa: E731

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
 
@@ -40,18 +42,82 @@ def _index() -> dict[str, tuple[dict, str]]:
     return index
 
 
+# Organisations that re-upload other publishers' checkpoints with the config.json unchanged: a
+# name under one is the catalog's model of the same repository name.
+MIRRORS = ("nousresearch", "unsloth", "huggyllama", "alpindale", "baffo32", "modelscope", "hf-internal-testing",
+           "mlx-community-bf16", "openlm-research-mirror", "tinyllama-mirror", "01-ai-mirror")
+# Published fine-tunes that keep their base's config.json (the sizes that shape memory): the name
+# as written resolves to the base's shape (each checked against the release's config.json).
+RELEASES = {
+    "lmsys/vicuna-7b-v1.5": "meta-llama/Llama-2-7b-hf", "lmsys/vicuna-13b-v1.5": "meta-llama/Llama-2-13b-hf",
+    "huggingfaceh4/zephyr-7b-beta": "mistralai/Mistral-7B-v0.1",
+    "huggingfaceh4/zephyr-7b-alpha": "mistralai/Mistral-7B-v0.1",
+}
+# Suffixes of a release of the same architecture: the chat / instruct tunes keep the base's sizes.
+# ``-bnb-4bit`` (unsloth's pre-quantized uploads) keeps them too, with every linear stored in NF4;
+# ``-unsloth-bnb-4bit`` ("dynamic" 4-bit) leaves modules of its own choosing in 16 bits, listed
+# only in its config.json: not resolved here, so its weights are never guessed.
+VARIANT = re.compile(r"(?i)(?<!-unsloth)(-bnb-4bit)$|-(instruct|chat|it|hf|chat-hf|sft|base)$")
+BNB_4BIT = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+            "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16"}
+
+
 def find(name: str) -> ModelShape | None:
-    """The catalog's shape for a name, or None."""
-    found = _index().get(name.strip().lower())
-    if found is None:
-        return None
+    """The catalog's shape for a name, or None: the name as written, else a mirror's or a release
+    variant's catalog model (said in the shape's notes)."""
     from vramlint.models.hfconfig import shape_from_dict
-    entry, hf_id = found
-    return shape_from_dict(dict(entry["config"]), name=hf_id)
+    written = name.strip()
+    found = _index().get(written.lower())
+    if found is not None:
+        entry, hf_id = found
+        return shape_from_dict(dict(entry["config"]), name=hf_id)
+    same = _same_architecture(written)
+    if same is None:
+        return None
+    (entry, hf_id), why, quantized = same
+    config = dict(entry["config"], quantization_config=BNB_4BIT) if quantized else dict(entry["config"])
+    shape = shape_from_dict(config, name=written)
+    return replace(shape, notes=shape.notes + (f"{written} read as the catalog's {hf_id} ({why})",))
+
+
+def _same_architecture(name: str) -> tuple[tuple[dict, str], str, bool] | None:
+    """A mirror's upload, a known fine-tune, or a chat / instruct / -bnb-4bit variant of a catalog
+    model: the entry, why it is the same architecture, and whether its linears are stored in NF4."""
+    org, _, repo = name.lower().rpartition("/")
+    index = _index()
+    if name.lower() in RELEASES:
+        return index[RELEASES[name.lower()].lower()], f"a fine-tune of {RELEASES[name.lower()]} with its config", False
+    quantized, stem = False, repo
+    for _ in range(3):                         # -Instruct-bnb-4bit, -chat-hf: a suffix at a time
+        if org in MIRRORS and stem in index:
+            break
+        match = VARIANT.search(stem)
+        if match is None:
+            break
+        quantized = quantized or bool(match.group(1))
+        stem = stem[:match.start()]
+        if stem in index:
+            break
+    if stem in index and (stem != repo or org in MIRRORS):
+        who = f"a re-upload by {name.split('/')[0]}" if org in MIRRORS else "a release of the same architecture"
+        what = "; its linears stored in bitsandbytes NF4" if quantized else ""
+        return index[stem], who + what, quantized
+    return None
+
+
+def family(name: str) -> str:
+    """A model name's family and version without its size: ``Qwen/Qwen1.5-7B-Chat`` -> ``qwen1.5``,
+    ``gemma-2-9b`` -> ``gemma-2``, ``gemma-2b`` -> ``gemma``. Suggestions stay within one."""
+    repo = name.lower().rsplit("/", 1)[-1].removeprefix("meta-")
+    match = re.match(r"[a-z]+(?:[-_]?v?\d+(?:\.\d+)?(?![\d.]*[bmk]\b))?", repo)
+    return match.group(0) if match else repo
 
 
 def close_names(name: str) -> list[str]:
-    return difflib.get_close_matches(name.lower(), list(_index()), n=3, cutoff=0.6)
+    """Catalog names close to ``name`` and of its family (never another architecture's)."""
+    own = family(name)
+    names = [n for n in _index() if family(n) == own]
+    return difflib.get_close_matches(name.lower().rsplit("/", 1)[-1], names, n=3, cutoff=0.6)
 
 
 def lookup(name: str) -> ModelShape:

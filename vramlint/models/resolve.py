@@ -21,10 +21,11 @@ import json
 import os
 import re
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from vramlint.errors import UsageError
+from vramlint.errors import ModelNotFound, UsageError
 from vramlint.models.peft import PEFT_DEFAULT_RANK, peft_default_targets
 from vramlint.models.shape import ModelShape
 
@@ -32,6 +33,12 @@ SIDE_FILES = ("hf_quant_config.json", "model.safetensors.index.json", "adapter_c
 COMMIT = re.compile(r"[0-9a-f]{40}")
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?")
 MOST_ADAPTER_HOPS = 4          # an adapter on an adapter on ...: a loop would never end
+# First folders of the paths recipes write for a model an earlier run made (LLaMA-Factory's saves/,
+# the Trainer's output_dir, merged and exported checkpoints): ``saves/llama3-8b/lora`` is a path on
+# the machine that ran the job, never a Hub id, so the Hub is not asked for it.
+LOCAL_ROOTS = frozenset({"output", "outputs", "saves", "save", "checkpoints", "checkpoint", "ckpt", "ckpts", "models",
+                         "model", "exp", "exps", "experiments", "runs", "results", "work_dirs", "pretrained",
+                         "pretrained_models", "weights", "data", "tmp", "cache", "merged", "export", "exports"})
 
 
 def hub_cache() -> Path:
@@ -49,7 +56,19 @@ def offline() -> bool:
 
 
 def looks_like_hub_id(name: str) -> bool:
-    return bool(HUB_ID.fullmatch(name)) and not name.startswith((".", "/", "~"))
+    return bool(HUB_ID.fullmatch(name)) and not looks_local(name)
+
+
+def looks_local(name: str) -> bool:
+    """A name that is a path where the job runs, not a Hub id: relative or absolute by its first
+    character, deeper than ``org/name``, under a folder runs write to (``LOCAL_ROOTS``), or under
+    a folder that exists here."""
+    if name.startswith((".", "/", "~", "$")) or "\\" in name:
+        return True
+    parts = name.split("/")
+    if len(parts) > 2:
+        return True
+    return len(parts) == 2 and (parts[0].lower() in LOCAL_ROOTS or _is(Path(parts[0]), Path.is_dir))
 
 
 def cached_file(repo_id: str, filename: str, revision: str | None = None, cache: Path | None = None) -> Path | None:
@@ -80,6 +99,34 @@ def fetch_command(name: str, revision: str | None) -> str:
     return f"hf download {name} config.json{pinned}"
 
 
+ENDPOINT = "https://huggingface.co"      # huggingface_hub's default; HF_ENDPOINT replaces it
+PROBE_SECONDS = 3.0                       # a reachable Hub answers a TCP connect in well under this
+
+
+def endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or ENDPOINT
+
+
+@lru_cache(maxsize=None)
+def unreachable(url: str) -> str | None:
+    """Why the Hub at ``url`` (or the proxy the environment routes it through) takes no TCP
+    connection, or None. One probe a run: without a network the Hub client retries for minutes
+    per file and then blames the model, so a run that cannot reach it says so at once."""
+    import socket
+    from urllib.parse import urlsplit
+    scheme = urlsplit(url).scheme or "https"
+    proxy = os.environ.get(f"{scheme}_proxy") or os.environ.get(f"{scheme.upper()}_PROXY")
+    target = urlsplit(proxy if proxy else url)
+    host, port = target.hostname, target.port or (443 if target.scheme == "https" else 80)
+    if not host:
+        return f"{url} is not a URL"
+    try:
+        socket.create_connection((host, port), timeout=PROBE_SECONDS).close()
+    except OSError as exc:
+        return f"{'the proxy ' + proxy if proxy else url} takes no connection ({exc.strerror or type(exc).__name__})"
+    return None
+
+
 def download(repo_id: str, revision: str | None, cache: Path | None = None) -> None:
     """``config.json`` and the side files through huggingface_hub, into its cache; the side files
     a repository lacks are skipped. Errors become one-line usage errors that say what to do."""
@@ -87,10 +134,14 @@ def download(repo_id: str, revision: str | None, cache: Path | None = None) -> N
         from huggingface_hub import hf_hub_download
         from huggingface_hub import errors
     except ImportError:
-        raise UsageError("--download needs huggingface_hub: pip install 'vramlint[hub]'") from None
+        raise UsageError("--download needs huggingface_hub: pip install huggingface_hub") from None
     if offline():
         raise UsageError(f"model {repo_id!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: "
                          "no download")
+    why = unreachable(endpoint())
+    if why is not None:
+        raise UsageError(f"--download: no network to the Hugging Face Hub here: {why}; fetch the config where there "
+                         f"is one (`{fetch_command(repo_id, revision)}`) or drop --download")
     kwargs = {"revision": revision or "main", "cache_dir": str(cache or hub_cache())}
     found = False
     for filename in ("config.json", *SIDE_FILES):
@@ -136,8 +187,11 @@ def resolve(name: str, revision: str | None = None, allow_download: bool = False
         entry = find(name)
         if entry is not None:
             return _with(entry, "catalog")
+    if looks_local(name):
+        raise ModelNotFound(f"model {name!r}: no such folder here; it is a local path (an earlier run's output or "
+                            "a download location), not a Hub id", local=True)
     if not looks_like_hub_id(name):
-        raise UsageError(f"model {name!r}: no such file or folder")
+        raise ModelNotFound(f"model {name!r}: no such file or folder, and not a Hub id")
     shape = _from_cache(name, revision, allow_download)
     if shape is not None:
         return shape
@@ -145,7 +199,7 @@ def resolve(name: str, revision: str | None = None, allow_download: bool = False
         entry = find(name)
         if entry is not None:
             return _with(entry, "catalog")
-    raise UsageError(_unresolved(name, revision, allow_download))
+    raise ModelNotFound(_unresolved(name, revision, allow_download))
 
 
 def _from_cache(name: str, revision: str | None, allow_download: bool, hops: int = 0) -> ModelShape | None:

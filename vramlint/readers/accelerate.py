@@ -36,6 +36,7 @@ class AccelerateConfig:
     parallelism: dict[str, Fact] = field(default_factory=dict)   # tp, cp, sp, dp_shard, dp_replicate sizes
     grad_accum: Fact = field(default_factory=lambda: Fact(None))  # deepspeed_config.gradient_accumulation_steps
     notes: tuple[str, ...] = field(default=())
+    use_cpu: bool = False           # ``use_cpu: true``: accelerate launch --cpu, no GPU
 
 
 def _fact(doc: Document, path: str, value: Any) -> Fact:
@@ -114,6 +115,7 @@ def read_accelerate(doc: Document) -> AccelerateConfig:
         notes=tuple(notes),
         parallelism=_parallelism(doc, data),
         grad_accum=_fact(doc, "$.deepspeed_config.gradient_accumulation_steps", ds.get("gradient_accumulation_steps")),
+        use_cpu=data.get("use_cpu") is True,
     )
 
 

@@ -12,17 +12,21 @@ inference (``infer_backend``), export (``export_dir``) and evaluation (``do_pred
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
+from vramlint.readers.dialects import PROJECT_KEYS
 from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, dora_switch, optim_switches, positive, targets, truthy
 from vramlint.readers.trl import attention, hf_fsdp, optimizer
 
 VERSION = "LLaMA-Factory 0.9.5"
 STAGES = ("pt", "sft", "rm", "ppo", "dpo", "kto", "orpo", "simpo")
+# Keys only LLaMA-Factory's argument dataclasses have (``lora_rank`` is also Firefly's and
+# open-instruct's, so it marks none of them on its own).
 OWN_KEYS = ("finetuning_type", "cutoff_len", "quantization_bit", "lora_target", "template", "pure_bf16",
-            "disable_gradient_checkpointing", "infer_backend", "export_dir", "flash_attn", "lora_rank")
+            "disable_gradient_checkpointing", "infer_backend", "export_dir", "flash_attn")
 SPELLING = {"micro_batch": "per_device_train_batch_size", "grad_accum": "gradient_accumulation_steps",
             "seq_len": "cutoff_len", "grad_checkpointing": "disable_gradient_checkpointing", "mixed_precision": "bf16",
             "optimizer": "optim", "lora_rank": "lora_rank", "lora_targets": "lora_target", "attn": "flash_attn",
@@ -30,19 +34,46 @@ SPELLING = {"micro_batch": "per_device_train_batch_size", "grad_accum": "gradien
 
 
 def looks_like_llamafactory(data: Any) -> bool:
+    """``model_name_or_path`` with a key of LLaMA-Factory's own or one of its stages, and none of the
+    keys another project's ``HfArgumentParser`` dialect marks itself with."""
     if not isinstance(data, dict) or not isinstance(data.get("model_name_or_path"), str):
+        return False
+    if any(k in data for k in PROJECT_KEYS):
         return False
     return any(k in data for k in OWN_KEYS) or str(data.get("stage", "")).lower() in STAGES
 
 
+# Training arguments: a file that sets one states a training job, ``do_train`` or not.
+TRAINING_ARGUMENTS = ("per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate",
+                      "num_train_epochs", "max_steps")
+
+
 def _task(keys: Keys) -> str:
+    """``do_train`` trains. Without it, LLaMA-Factory 0.9.1-0.9.5 trains nothing (``do_train``
+    defaults to False, only the Web UI sets it; sft/workflow.py:120 in 0.9.5 gates
+    ``trainer.train`` on it): a file with training arguments is still read as the training job it
+    states, and ``no_do_train`` says that LLaMA-Factory will not run it; export, evaluation and
+    inference files hold none."""
     if truthy(keys.raw("do_train")) and keys.has("do_train"):
         return TRAIN
     if keys.has("export_dir"):
         return "export"
-    if keys.has("do_predict", "do_eval", "task"):
+    if keys.has("do_predict", "do_eval", "task") and not (keys.has("do_train") or keys.has(*TRAINING_ARGUMENTS)):
         return "evaluation"
+    if keys.has(*TRAINING_ARGUMENTS) and not keys.has("infer_backend"):
+        return TRAIN
     return "inference"
+
+
+def no_do_train(keys: Keys) -> Fact | None:
+    """Where a file states a training job that LLaMA-Factory would not run: training arguments
+    without ``do_train: true`` (located at ``do_train: false``, else the first training argument)."""
+    if truthy(keys.raw("do_train")) and keys.has("do_train"):
+        return None
+    first = next((k for k in TRAINING_ARGUMENTS if keys.has(k)), None)
+    if first is None:
+        return None
+    return keys.fact("do_train" if keys.has("do_train") else first, False)
 
 
 def _stage(keys: Keys) -> Fact:
@@ -82,12 +113,38 @@ def _weights(keys: Keys, kind: Fact) -> Fact:
     return Fact("auto", None, f"{VERSION}: the checkpoint's dtype")
 
 
-def _quantized(keys: Keys) -> tuple[Fact, Fact]:
+# The spelling of bitsandbytes' quantization_method, by release (model_args.py and
+# model_utils/quantization.py): 0.9.1-0.9.2 "bitsandbytes" (the default), 0.9.3 on "bnb" (the
+# default). Any other value matches no branch of configure_quantization: the base loads unquantized.
+BNB_SPELLING = (((0, 9, 3), "bnb"), ((0,), "bitsandbytes"))
+
+
+def bnb_spelling(release: tuple[int, ...]) -> str:
+    return next(word for since, word in BNB_SPELLING if release >= since)
+
+
+def _quantized(keys: Keys, release: tuple[int, ...] = (0, 9, 5)) -> tuple[Fact, Fact]:
     bits = keys.get("quantization_bit")
-    method = str(keys.raw("quantization_method") or "bnb").lower()
-    on = bits.value in (4, 8) and method == "bnb"
+    spelled = bnb_spelling(release)
+    method = str(keys.raw("quantization_method") or spelled).lower()
+    on = bits.value in (4, 8) and method == spelled
     return (Fact(on and bits.value == 4, bits.location, bits.default),
             Fact(on and bits.value == 8, bits.location, bits.default))
+
+
+def at_release(recipe: Recipe, release: tuple[int, ...], words: str) -> Recipe:
+    """The recipe as the LLaMA-Factory release the repository runs reads it (``words``: which,
+    and where that was read): the quantization method's spelling changed in 0.9.3, and a value
+    spelled for the other releases quantizes nothing."""
+    keys = Keys(recipe.document, f"{VERSION} default")
+    four, eight = _quantized(keys, release)
+    notes = recipe.notes
+    method = keys.raw("quantization_method")
+    if keys.has("quantization_bit") and method is not None and str(method).lower() in ("bnb", "bitsandbytes") \
+            and str(method).lower() != bnb_spelling(release):
+        notes += (f"quantization_method {method} is not {bnb_spelling(release)!r}, the spelling of {words}: "
+                  "configure_quantization matches no branch, so the base loads unquantized",)
+    return replace(recipe, load_in_4bit=four, load_in_8bit=eight, notes=notes)
 
 
 def _switches(keys: Keys, stage: Fact) -> dict[str, Fact]:
@@ -115,7 +172,7 @@ def _features(keys: Keys, kind: Fact) -> tuple[Feature, ...]:
         if truthy(keys.raw(key)) and keys.has(key):
             found.append(Feature(keys.fact(key, None), what, effect))
     method = keys.raw("quantization_method")
-    if keys.has("quantization_bit") and method not in (None, "bnb"):
+    if keys.has("quantization_bit") and method not in (None, "bnb", "bitsandbytes"):
         found.append(Feature(keys.fact("quantization_method", None), f"quantization_method {method} is priced as "
                              "a 16-bit base (0.9.5 quantizes on the fly only with bnb, hqq and eetq)", "high"))
     return tuple(found)

@@ -44,3 +44,23 @@ RECIPES = {fmt.name: fmt for fmt in FORMATS if fmt.family == "recipe"}
 def detect(data: Any) -> str | None:
     """The first format whose keys the content has, or None (the file is skipped with a note)."""
     return next((fmt.name for fmt in FORMATS if fmt.looks_like(data)), None)
+
+
+# What a file of none of the formats is, by what it holds (first match): said when it is skipped.
+# A model's config.json is recognised by its keys, not its name (``config.json`` is walked).
+OTHER_FILES = (
+    (lambda d: isinstance(d.get("model_type"), str) and ("architectures" in d or "hidden_size" in d
+                                                         or "text_config" in d or "n_embd" in d),
+     lambda d: f"a model's config.json (model_type {d['model_type']}), not a job: skipped"),
+    (lambda d: "tokenizer_class" in d or "added_tokens_decoder" in d, lambda d: "a tokenizer config, not a job: skipped"),
+    (lambda d: "peft_type" in d, lambda d: f"a PEFT adapter_config.json ({d['peft_type']}), not a job: skipped"),
+)
+
+
+def skipped_because(data: Any) -> str:
+    """Why a file of none of the formats is skipped, in one phrase."""
+    if isinstance(data, dict):
+        for test, said in OTHER_FILES:
+            if test(data):
+                return said(data)
+    return "not a training recipe, DeepSpeed, Accelerate or vLLM config (none of their keys): skipped"

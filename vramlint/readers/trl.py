@@ -18,10 +18,15 @@ their authors meant them (TRL 1.16 dropped them).
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
+from vramlint.readers.dialects import Dialect, dialect_of
 from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, FsdpFacts, Keys, Recipe, dora_switch, dtype_name, optim_switches,
                                      positive, targets, truthy)
 
@@ -51,17 +56,24 @@ SPELLING = {"micro_batch": "per_device_train_batch_size", "grad_accum": "gradien
             "lora_targets": "lora_target_modules", "attn": "attn_implementation", "load_in_4bit": "load_in_4bit"}
 # max_length defaults of TRL 1.16's configs (SFTConfig 1024, DPO 1024, KTO 1024, Reward 1024; GRPO's
 # completions 512 after a prompt that TRL 1.16 no longer caps: its old 512 cap is taken)
-# Fields of open-instruct's FlatArguments no TRL config has (finetune.py, dpo_tune_cache.py)
-OPEN_INSTRUCT = ("use_lora", "use_qlora", "use_flash_attn", "max_train_steps", "with_tracking", "checkpointing_steps",
-                 "use_slow_tokenizer", "dataset_mix_dir", "dataset_mixer_list", "reduce_loss", "dpo_loss_type")
 NON_TRAINING = {"evaluation": ("tasks", "eval_tasks", "benchmark"),
                 "generation": ("num_samples", "temperature", "max_new_tokens", "max_tokens", "judge_model")}
 
 
+# Fields that make a flat mapping a training job whatever else it holds: a batch per device, or a
+# learning rate with a length of training (DeepSpeed JSON has neither at its top level).
+TRAINING_ARGUMENTS = ("per_device_train_batch_size", "per_gpu_train_batch_size")
+
+
 def looks_like_trl(data: Any) -> bool:
-    """A flat mapping with a model and at least two TrainingArguments fields."""
-    return (isinstance(data, dict) and any(isinstance(data.get(k), str) for k in MODEL_KEYS)
-            and len(TRAINING_KEYS & data.keys()) >= 2)
+    """A flat mapping with a model and at least two TrainingArguments fields, or training arguments
+    alone (a file whose model the launch command names is still a training job)."""
+    if not isinstance(data, dict):
+        return False
+    if any(isinstance(data.get(k), str) for k in MODEL_KEYS) and len(TRAINING_KEYS & data.keys()) >= 2:
+        return True
+    return any(k in data for k in TRAINING_ARGUMENTS) or (
+        "learning_rate" in data and any(k in data for k in ("num_train_epochs", "max_steps")))
 
 
 def _stage(keys: Keys) -> Fact:
@@ -130,11 +142,11 @@ def _colocated(keys: Keys, stage: str) -> Fact:
 FUSED_HEAD_STAGES = ("sft", "dpo", "kto", "grpo", "rloo")
 
 
-def _switches(keys: Keys, stage: Fact, open_instruct: bool) -> dict[str, Fact]:
+def _switches(keys: Keys, stage: Fact, own_loop: bool) -> dict[str, Fact]:
     """The loss head and the optimizer's flavour: TRL's reward trainer has a scalar head, a Trainer
     recipe with ``use_liger_kernel`` Liger's fused cross-entropy (TRL 1.16 refuses it in its own
     trainers); otherwise the full logits, as every TRL before 1.15 computes them (``_loss_note``)."""
-    if open_instruct:
+    if own_loop:            # a project's own training loop (open-instruct): no Trainer optim names
         return {}
     out = optim_switches(keys.get("optim", default="adamw_torch_fused", why=f"{VERSION} optim default (torch >= 2.8)"))
     out |= dora_switch(keys, "use_dora")
@@ -183,20 +195,13 @@ def _generation_rows(keys: Keys, stage: str) -> Fact:
 
 
 def _lora(keys: Keys) -> tuple[Fact, Fact, Fact]:
-    on = keys.get("use_peft", "use_lora", "use_qlora", default=False, convert=truthy)
+    on = keys.get("use_peft", default=False, convert=truthy)
     if not on.value:
         return Fact(0, on.location, on.default), Fact(("all-linear",)), Fact(0.0)
-    open_instruct = keys.has(*OPEN_INSTRUCT)
-    rank = keys.get("lora_r", "lora_rank", default=64 if open_instruct else 16, convert=positive,
-                    why="open-instruct lora_rank default" if open_instruct else "TRL ModelConfig lora_r default")
-    if open_instruct:          # finetune.py adapts every projection of a llama-like model
-        where = Fact(("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"), None,
-                     "open-instruct finetune.py target_modules")
-    else:
-        where = keys.get("lora_target_modules", default=("peft-default",), convert=targets,
-                         why="TRL ModelConfig: PEFT's targets for the model type")
-    dropout = keys.get("lora_dropout", default=0.1 if open_instruct else 0.05,
-                       why="open-instruct lora_dropout default" if open_instruct else "TRL ModelConfig default")
+    rank = keys.get("lora_r", default=16, convert=positive, why="TRL ModelConfig lora_r default")
+    where = keys.get("lora_target_modules", default=("peft-default",), convert=targets,
+                     why="TRL ModelConfig: PEFT's targets for the model type")
+    dropout = keys.get("lora_dropout", default=0.05, why="TRL ModelConfig default")
     return rank, where, dropout
 
 
@@ -268,47 +273,68 @@ def hf_fsdp(keys: Keys, default_version: int = 2, why: str = f"{VERSION}: FSDP2"
 
 
 def read_trl(document: Document) -> Recipe:
+    """The file as TRL reads it, then what a project dialect (``readers.dialects``) spells its own
+    way applied over it; the keys no dataclass knows named in a note."""
     keys = Keys(document, f"{VERSION} default")
+    dialect = dialect_of(keys)
     stage = _stage(keys)
     rank, lora_targets, dropout = _lora(keys)
-    four = keys.get("load_in_4bit", "use_qlora", default=False, convert=truthy)
+    four = keys.get("load_in_4bit", default=False, convert=truthy)
     if four.value and not rank.value:
         rank = Fact(16, four.location)      # QLoRA trains adapters: PEFT's r with TRL's default
-    open_instruct = keys.has(*OPEN_INSTRUCT)
-    title = "open-instruct" if open_instruct else "TRL"
-    weights = keys.get("dtype", "torch_dtype", "model_init_kwargs.dtype", "model_init_kwargs.torch_dtype",
-                       default="bfloat16" if open_instruct else "float32", convert=dtype_name,
-                       why="open-instruct finetune.py loads bfloat16" if open_instruct
-                       else f"{VERSION}: ModelConfig dtype default")
-    return Recipe(
-        document=document, framework="trl", title=title, task=_task(keys), stage=stage,
+    recipe = Recipe(
+        document=document, framework="trl", title=dialect.title if dialect else "TRL", task=_task(keys), stage=stage,
         model=keys.get(*MODEL_KEYS),
         revision=keys.get("model_revision", "revision", default="main"),
         micro_batch=keys.get("per_device_train_batch_size", default=8, convert=positive),
         grad_accum=keys.get("gradient_accumulation_steps", default=1, convert=positive),
         seq_len=_seq_len(keys, stage.value),
         packing=keys.get("packing", default=False, convert=truthy),
-        grad_checkpointing=keys.get("activation_checkpointing", "gradient_checkpointing", default=not open_instruct,
-                                    convert=truthy, why="open-instruct default" if open_instruct
-                                    else f"{VERSION}: TRL's configs turn it on"),
-        mixed_precision=(Fact("bf16", None, "open-instruct runs under accelerate launch --mixed_precision bf16")
-                         if open_instruct else mixed_precision(keys, True, f"{VERSION}: TRL turns bf16 on")),
-        weights_dtype=weights,
+        grad_checkpointing=keys.get("activation_checkpointing", "gradient_checkpointing", default=True,
+                                    convert=truthy, why=f"{VERSION}: TRL's configs turn it on"),
+        mixed_precision=mixed_precision(keys, True, f"{VERSION}: TRL turns bf16 on"),
+        weights_dtype=keys.get("dtype", "torch_dtype", "model_init_kwargs.dtype", "model_init_kwargs.torch_dtype",
+                               default="float32", convert=dtype_name, why=f"{VERSION}: ModelConfig dtype default"),
         optimizer=optimizer(keys, "adamw_torch_fused", f"{VERSION} optim default"),
         lora_rank=rank, lora_targets=lora_targets, lora_dropout=dropout,
         load_in_4bit=four,
         load_in_8bit=keys.get("load_in_8bit", default=False, convert=truthy),
         sync_each_batch=keys.get("accelerator_config.sync_each_batch", default=False, convert=truthy,
                                  why="HF Trainer: no_sync between micro-batches (transformers 5.24 trainer.py:1904-1915)"),
-        attn=(attention(keys, "attn_implementation", "use_flash_attn", "use_flash_attention_2")
-              if not open_instruct or keys.has("use_flash_attn") else
-              Fact("flash_attention_2", None, "open-instruct use_flash_attn default")),
+        attn=attention(keys, "attn_implementation", "use_flash_attn", "use_flash_attention_2"),
         deepspeed=keys.get("deepspeed"),
         fsdp=hf_fsdp(keys),
         max_grad_norm=keys.get("max_grad_norm", default=1.0, why="TrainingArguments max_grad_norm default"),
-        hf_trainer=not open_instruct,
+        hf_trainer=dialect.hf_trainer if dialect else True,
         reference=_reference(keys, stage.value), colocated_share=_colocated(keys, stage.value),
         generation_rows=_generation_rows(keys, stage.value),
-        switches=_switches(keys, stage, open_instruct), notes=_loss_note(stage) + _generation_note(keys, stage),
+        switches=_switches(keys, stage, dialect is not None and not dialect.hf_trainer),
+        notes=(() if dialect else _loss_note(stage)) + _generation_note(keys, stage) + _unknown_note(keys, dialect),
         keys=SPELLING,
     )
+    return replace(recipe, **dialect.adapt(keys, dialect)) if dialect else recipe
+
+
+@lru_cache(maxsize=1)
+def _known() -> frozenset[str]:
+    """Every argument name of transformers' ``TrainingArguments`` (and the Seq2Seq ones) and of
+    TRL's configs, ``ModelConfig`` and ``ScriptArguments`` (``data/hf_arguments.json``, built by
+    dev/hf_argument_fields.py from transformers 5.24.0 and TRL 1.16.0), and the older names that
+    recipes still write and this reader reads."""
+    doc = json.loads(resources.files("vramlint").joinpath("data/hf_arguments.json").read_text())
+    names = set(doc["TrainingArguments"]) | set(doc["Seq2SeqTrainingArguments"])
+    for fields in doc["trl_fields"].values():
+        names |= set(fields)
+    return frozenset(names | set(MODEL_KEYS) | {"torch_dtype", "max_seq_length", "model_max_length", "max_seq_len",
+                                                "use_flash_attention_2", "evaluation_strategy", "vllm_device",
+                                                "dataset_text_field", "revision", "deepspeed", "fsdp", "fsdp_config"})
+
+
+def _unknown_note(keys: Keys, dialect: Dialect | None) -> tuple[str, ...]:
+    """The top-level keys no dataclass of transformers, TRL or the project's dialect has: not read."""
+    own = set(dialect.own_keys) if dialect else set()
+    unknown = sorted(str(k) for k in keys.data if str(k) not in _known() and str(k) not in own)
+    if not unknown:
+        return ()
+    whose = f"{VERSION}{' or ' + dialect.title if dialect else ''}"
+    return (f"keys no argument dataclass of {whose} has, not read: {', '.join(unknown)}",)

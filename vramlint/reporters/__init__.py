@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from vramlint.reporters import github, json_report, sarif, text
+from vramlint.reporters import github, json_report, sarif, summary, text  # noqa: F401 - summary: shared
 
 REPORTERS: dict[str, Callable] = {"text": text.report, "json": json_report.report, "sarif": sarif.report,
                                   "github": github.report}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from vramlint.reporters import summary
+
 COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 
 
@@ -32,3 +34,4 @@ def report(results, out: TextIO, verbosity: str = "normal") -> None:
     if verbosity != "quiet":
         for result in results:
             out.write(verdict(result).replace("\r", " ").replace("\n", " ") + "\n")     # a log line, no command
+        out.write(summary.line(results) + "\n")

@@ -18,6 +18,7 @@ from typing import TextIO
 
 from vramlint import __version__
 from vramlint.models.shape import ModelShape
+from vramlint.reporters import summary
 from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
 
 
@@ -83,8 +84,8 @@ def gpus_dict(cluster) -> dict:
 def report(results, out: TextIO, verbosity: str = "normal") -> None:
     files = []
     for result in results:
-        entry = {"path": result.path, **checked_with(result), "findings": [f.as_dict() for f in result.findings],
-                 "notes": result.notes}
+        entry = {"path": result.path, **checked_with(result), "status": result.status,
+                 "findings": [f.as_dict() for f in result.findings], "notes": result.notes}
         if result.estimate is not None:
             entry["estimate"] = estimate_dict(result.estimate)
             entry["plan"] = _plan(result.plan)
@@ -92,7 +93,7 @@ def report(results, out: TextIO, verbosity: str = "normal") -> None:
             entry.update(serving_summary(result.serving[1]))
             entry["serving"] = serving_dict(*result.serving)
         files.append(entry)
-    doc = {"version": __version__, "files": files}
+    doc = {"version": __version__, "summary": summary.counts(results), "files": files}
     json.dump(doc, out, indent=2)
     out.write("\n")
 

@@ -11,6 +11,7 @@ import re
 from typing import TextIO
 
 from vramlint.models.shape import ModelShape
+from vramlint.reporters import summary
 from vramlint.units import GiB
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -193,9 +194,7 @@ def report(results, out: TextIO, verbosity: str = "normal") -> None:
             console.print(escape(verdict(result, glyphs)))
     if verbosity == "quiet":
         return
-    errors = sum(1 for r in results for f in r.findings if f.severity == "error")
-    warnings = sum(1 for r in results for f in r.findings if f.severity == "warning")
-    console.print(f"{len(results)} file(s) checked: {errors} error(s), {warnings} warning(s)")
+    console.print(escape(summary.line(results)))
 
 
 def estimate_report(plan, est, out: TextIO) -> None:

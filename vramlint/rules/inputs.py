@@ -1,24 +1,31 @@
-"""Rules about what the check was given: a model it could not resolve, a substitute it used, a
-command-line value that overrode the file. None of these may pass silently: a green run must be
-about the job the files describe."""
+"""Rules about what the check was given: a model it could not resolve, a job it could not
+estimate, a substitute it used, a command-line value that overrode the file. None of these may pass
+silently: a green run must be about the job the files describe. A job with no estimate is an error
+by default, as mypy treats an import it cannot find; ``--warn CODE`` (``warn`` in the settings)
+reports it as a warning for those who accept the gap, ``--ignore CODE`` drops it, and the summary
+still counts the job as not estimated."""
 
 from __future__ import annotations
 
 from vramlint.documents import Location
-from vramlint.findings import WARNING, Finding
+from vramlint.findings import ERROR, WARNING, Finding
 from vramlint.readers.deepspeed import Fact
 from vramlint.rules.base import Rule
 
-UNRESOLVED = ("VL005", "model-not-resolved", WARNING)
+UNRESOLVED = ("VL005", "model-not-resolved", ERROR)
 SUBSTITUTED = ("VL006", "model-substituted", WARNING)
 OVERRIDDEN = ("VL007", "flag-overrides-file", WARNING)
 GENERIC = ("VL008", "generic-model-shape", WARNING)
 VERSION = ("VL009", "version-not-modelled", WARNING)
 UNUSED = ("VL010", "optimizer-unused", WARNING)
+NOT_ESTIMATED = ("VL011", "job-not-estimated", ERROR)
+NOT_READ = ("VL012", "launch-not-read", WARNING)
 RULES = (
     Rule(*UNRESOLVED, summary="The file names a model vramlint cannot read here (not a local config, not in the "
-                              "offline catalog or the Hugging Face cache): no memory estimate is made for it. The "
-                              "finding gives the command that fetches the model's config.json.",
+                              "offline catalog or the Hugging Face cache): no memory estimate is made for it, and the job "
+                              "does not pass. The finding gives the command that fetches the model's config.json, "
+                              "or, for a local path, the flag that names the base model; --warn VL005 reports it as "
+                              "a warning instead.",
          bad="base_model: my-org/llama-3.1-8b-sft-v3   # never downloaded here",
          good="base_model: my-org/llama-3.1-8b-sft-v3   # after: hf download my-org/llama-3.1-8b-sft-v3 config.json"),
     Rule(*SUBSTITUTED, summary="The file names one model and the check used another, the one --model names: the "
@@ -44,12 +51,39 @@ RULES = (
                           "DummyOptim. The estimate counts the file's optimizer, not the one asked for.",
          bad='{"optimizer": {"type": "AdamW"}}   # recipe: optim: paged_adamw_8bit',
          good='{"zero_optimization": {"stage": 2}}   # no optimizer section: the recipe\'s optim is built'),
+    Rule(*NOT_ESTIMATED, summary="The file states a job (a training recipe, a DeepSpeed or Accelerate config, a vLLM "
+                                 "config) that vramlint could not estimate: it names no model, a file it needs is "
+                                 "missing, or it sets something the memory model cannot price. The job does not "
+                                 "pass unexamined: the finding names what is missing and what would give an "
+                                 "estimate; --warn VL011 reports it as a warning instead.",
+         bad='{"zero_optimization": {"stage": 3}}   # no recipe runs it, no --model',
+         good='[tool.vramlint]\nmodel = "meta-llama/Llama-3.1-8B"   # the model the DeepSpeed file trains'),
+    Rule(*NOT_READ, summary="A folder was walked and no job was found in the files vramlint reads, but it holds "
+                            "launch scripts or Python configs, which vramlint does not read yet: the jobs they state "
+                            "were not checked.",
+         bad="scripts/train.sh   # torchrun ... --per_device_train_batch_size 8",
+         good="configs/sft.yaml  # the same arguments in a recipe vramlint reads"),
 )
 
 
-def model_not_resolved(where: Location, name: str | None, why: str) -> Finding:
-    return Finding(*UNRESOLVED, where, f"model {name!r} not resolved: {why}" if name else why,
-                   hint="no memory estimate for this file; give --model, or make its config.json readable here")
+def model_not_resolved(where: Location, name: str | None, why: str, hint: str = "") -> Finding:
+    said = why.removeprefix(f"model {name!r}: ").removeprefix(f"model {name!r} is ") if name else why
+    return Finding(*UNRESOLVED, where, f"model {name!r} not resolved: {said}" if name else why,
+                   hint=hint or "no memory estimate for this file; give --model, or make its config.json readable here")
+
+
+def not_estimated(where: Location, why: str, hint: str) -> Finding:
+    """A job with no estimate, for a reason no other rule names."""
+    return Finding(*NOT_ESTIMATED, where, f"not estimated: {why}", hint=hint)
+
+
+def launches_not_read(where: Location, unread: list[str]) -> Finding:
+    """A walk that found no job, beside files that may state them (shell scripts, Python configs)."""
+    shown = ", ".join(unread[:5]) + (f" and {len(unread) - 5} more" if len(unread) > 5 else "")
+    return Finding(*NOT_READ, where, f"no job found in the files vramlint reads; {len(unread)} launch script(s) or "
+                   f"Python config(s) were not read: {shown}",
+                   hint="vramlint does not read shell or Python yet: check the recipe or config files they launch, "
+                        "or vramlint estimate with the same arguments")
 
 
 def substituted_model(fact: Fact, used: object, by: str) -> Finding:

@@ -117,13 +117,14 @@ def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
 
 def not_plannable(recipe: Recipe, why: str) -> Finding:
     """A job the recipe describes that the memory model refuses (an 8-bit base under FSDP): no
-    estimate, said as a warning so the file does not pass unexamined."""
+    estimate, so the job does not pass (VL011, an error unless the run says ``--warn VL011``)."""
+    from vramlint.rules.inputs import not_estimated
     if recipe.load_in_8bit.value:
-        return Finding(*NOT_MODELLED, recipe.load_in_8bit.location or recipe.document.locate("$"), why,
-                       hint="load_in_4bit (QLoRA: the 4-bit base is the one FSDP and ZeRO-3 shard) for an estimate, "
-                            "or the 8-bit base under ZeRO-2 or one GPU per replica")
-    return Finding(*NOT_MODELLED, recipe.document.locate("$"), why, hint="no memory estimate for this file until what "
-                   "the message names changes")
+        return not_estimated(recipe.load_in_8bit.location or recipe.document.locate("$"), why,
+                             "load_in_4bit (QLoRA: the 4-bit base is the one FSDP and ZeRO-3 shard) for an estimate, "
+                             "or the 8-bit base under ZeRO-2 or one GPU per replica")
+    return not_estimated(recipe.document.locate("$"), why, "no memory estimate for this file until what the message "
+                         "names changes")
 
 
 def _entry(ds_key: str, ds_value: object, hf_key: str, hf_value: object) -> str:

@@ -1,0 +1,36 @@
+"""Files the training frameworks ship that recipes name by their path in the framework's tree:
+LLaMA-Factory's ``examples/deepspeed/ds_z3_config.json`` and axolotl's
+``deepspeed_configs/zero3_bf16.json`` are named by recipes of repositories that do not copy them
+(the user runs from a clone of the framework, or ``axolotl fetch deepspeed_configs``). When the
+repository lacks such a file, the framework's own copy is read, and the result says so.
+
+The copies are byte-exact (``data/shipped/SOURCES.tsv``: repository, path, commit), keyed by the
+last two components of the path as a recipe writes it.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import PurePosixPath
+
+from vramlint.documents import Document, ParseError, parse
+
+# (folder, file) as recipes write them -> (framework, path inside data/shipped/<framework>/)
+FRAMEWORKS = {"deepspeed": ("llamafactory", "examples/deepspeed"), "deepspeed_configs": ("axolotl", "deepspeed_configs")}
+
+
+def shipped_copy(written: str) -> tuple[str, Document] | None:
+    """The framework's own copy of the file a recipe names (``written``), as (what it is, the
+    parsed document), or None where no framework ships a file of that name."""
+    path = PurePosixPath(str(written).replace("\\", "/"))
+    if len(path.parts) < 2 or path.parent.name not in FRAMEWORKS:
+        return None
+    framework, folder = FRAMEWORKS[path.parent.name]
+    source = resources.files("vramlint").joinpath(f"data/shipped/{framework}/{folder}/{path.name}")
+    if not source.is_file():
+        return None
+    shown = f"{framework}:{folder}/{path.name}"
+    try:
+        return shown, parse(source.read_text(encoding="utf-8"), shown)
+    except ParseError:                              # a shipped copy always parses; a guard, not a path
+        return None
