@@ -259,11 +259,13 @@ def test_options_anywhere_among_the_files(capsys):
 def test_a_folder_is_walked_with_the_hooks_patterns_and_each_file_checked_once(tmp_path, capsys):
     (tmp_path / "configs").mkdir()
     shutil.copy(FITS, tmp_path / "configs" / "ds.json")
-    (tmp_path / "configs" / "config.json").write_text('{"model_type": "llama"}')        # a model's: left out
+    (tmp_path / "configs" / "config.json").write_text('{"model_type": "llama", "architectures": ["LlamaForCausalLM"], '
+                                                        '"hidden_size": 4096}')     # a model's: walked, skipped by content
     (tmp_path / "notes.txt").write_text("x")
     main(["check", str(tmp_path), str(tmp_path / "configs" / "ds.json"), *EIGHT, "--format", "json"])
-    paths = [Path(f["path"]).name for f in json.loads(capsys.readouterr().out)["files"]]
-    assert paths == ["ds.json"]
+    files = json.loads(capsys.readouterr().out)["files"]
+    assert [Path(f["path"]).name for f in files] == ["config.json", "ds.json"]
+    assert files[0]["status"] == "skipped" and files[0]["notes"][0].startswith("a model's config.json (model_type llama)")
 
 
 def test_standard_input_with_a_name(capsys):

@@ -279,7 +279,9 @@ def _own_size(ctx: Context, acc, result: FileResult) -> Context:
     return replace(ctx, cluster=cluster)
 
 
-# Accelerate's distributed types that run on no GPU (accelerate 1.x DistributedType).
+# Accelerate's distributed types that run on no GPU (accelerate 1.x DistributedType); ``use_cpu``
+# reaches only the simple launcher of distributed_type NO (accelerate 1.16.0 commands/launch.py:
+# 1420-1440 picks the DeepSpeed, FSDP and multi-GPU launchers on the --cpu flag alone).
 OFF_GPU = ("MULTI_CPU", "XLA", "TPU", "MULTI_XPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_HPU")
 
 
@@ -287,7 +289,7 @@ def _check_accelerate(document: Document, result: FileResult, ctx: Context) -> N
     result.findings.extend(check_schema(document, "accelerate"))
     acc = read_accelerate(document)
     result.findings.extend(check_refusals(acc, document.path))
-    if acc.distributed_type.value in OFF_GPU or acc.use_cpu:
+    if acc.distributed_type.value in OFF_GPU or acc.distributed_type.value == "NO" and acc.use_cpu:
         result.job = False
         result.skip(f"distributed_type {acc.distributed_type.value}{' with use_cpu' if acc.use_cpu else ''}: the job "
                     "runs on no GPU, so there is no GPU memory to check: skipped")
@@ -398,8 +400,7 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
     result.findings.extend(check_recipe(recipe, plan))
     if recipe.framework == "llamafactory":
         stack = stack_for(ctx.values, recipe.document.path)
-        result.findings.extend(check_llamafactory(recipe, plan, stack.release("llamafactory"),
-                                                  f"LLaMA-Factory {stack.version('llamafactory')}"))
+        result.findings.extend(check_llamafactory(recipe, plan, f"LLaMA-Factory {stack.version('llamafactory')}"))
     if ds is not None:
         result.findings.extend(check_trainer_mismatch(recipe, ds, plan.cluster.world_size, job.trainer))
         asked = recipe.optimizer.value if recipe.optimizer.value in OPTIMIZERS else None

@@ -4,7 +4,9 @@ command line also walks directories with.
 Every YAML and JSON file may be a training recipe, a DeepSpeed or Accelerate config or a vLLM
 config, and content detection decides which (``readers.registry``): a file of none of these kinds is
 skipped. What the patterns leave out are the files that are certainly something else and may be
-large: a model's own config and tokenizer files, CI and editor settings, package manifests.
+large: tokenizer files, CI and editor settings, package manifests. ``config.yaml`` / ``config.json``
+are walked: a recipe is often named so (alignment-handbook, SPIN), and a model's own config.json is
+recognised by its keys and skipped (``readers.registry.skipped_because``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 
 FILES = r"(?i)\.(ya?ml|json|conf)$"
 EXCLUDE = (r"(?i)((^|/)(\.github|\.gitlab|\.circleci|\.vscode|\.idea|node_modules|\.venv|venv|\.git)/"
-           r"|(^|/)(config|tokenizer|tokenizer_config|generation_config|special_tokens_map|preprocessor_config"
+           r"|(^|/)(tokenizer|tokenizer_config|generation_config|special_tokens_map|preprocessor_config"
            r"|adapter_config|hf_quant_config|quantize_config|package|package-lock|tsconfig|renovate|\.pre-commit-config"
            r"|\.pre-commit-hooks|docker-compose|compose|mkdocs|environment|\.readthedocs|codecov|dependabot|\.yamllint)"
            r"\.(ya?ml|json)$|\.index\.json$)")

@@ -144,6 +144,8 @@ class Plan:
     sync_each_batch: bool = False  # FSDP: reduce-scatter every micro-batch (torchtune; the HF Trainer's
                                    # accelerator_config.sync_each_batch) instead of no_sync's unsharded grads
     empty_cache_each_step: bool = False   # the loop calls torch.cuda.empty_cache() before each step
+    # Launches the framework refuses for this job (``LAUNCH_LIMITS``): the hint search proposes none of them
+    refuses: frozenset[str] = frozenset()
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
     vocabulary: dict[str, str] = field(default_factory=dict, compare=False)   # setting -> the source that spells it
     assumptions: tuple[str, ...] = ()
@@ -213,6 +215,23 @@ class Plan:
 
     def with_changes(self, **changes) -> Plan:
         return replace(self, **changes)
+
+    def refused(self) -> bool:
+        """Whether the framework refuses to start the job as this plan runs it (``refuses``)."""
+        return any(LAUNCH_LIMITS[limit](self) for limit in self.refuses)
+
+
+# What a framework may refuse to start (``Plan.refuses``), as a test of the plan: LLaMA-Factory's
+# layer-wise optimizers under any distributed launch, layer-wise BAdam outside ZeRO-3, GaLore /
+# APOLLO under DeepSpeed, pure_bf16 under ZeRO-3 (readers/llamafactory.py REFUSALS).
+LAUNCH_LIMITS = {
+    "always": lambda plan: True,
+    "distributed": lambda plan: plan.cluster.world_size > 1,
+    "distributed-without-zero3": lambda plan: plan.cluster.world_size > 1 and not (
+        plan.runtime == "deepspeed" and plan.zero_stage == 3),
+    "deepspeed": lambda plan: plan.runtime == "deepspeed",
+    "zero3": lambda plan: plan.runtime == "deepspeed" and plan.zero_stage == 3,
+}
 
 
 def _from_file(fact: Fact, name: str, origins: dict[str, Origin]) -> None:

@@ -226,7 +226,8 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
         plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
     plan = plan.with_changes(**_stage(recipe, job, notes))
     plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
-                             origins={**origins, **plan.origins})
+                             origins={**origins, **plan.origins},
+                             refuses=frozenset(refusal.limit for refusal in recipe.refusals))
     trainer = {name: job[name] for name in ("micro_batch", "grad_accum", "mixed_precision")}
     return Job(plan.with_changes(vocabulary=_vocabulary(recipe, plan)), overrides, trainer)
 

@@ -77,3 +77,21 @@ RUNTIMES_OF = {"torchtune": ("torch", "fsdp")}      # torchtune 0.6.1 recipes: s
 
 def runtimes(source: str) -> tuple[str, ...]:
     return RUNTIMES_OF.get(source, ("torch", "deepspeed", "fsdp"))
+
+
+# The fused or chunked loss each framework can switch on, as the plan's ``loss`` and the recipe
+# line that says it (a hint tries it before "nothing fits"): LLaMA-Factory 0.9.5's Liger kernels
+# (pt and sft only, model/model_utils/liger_kernel.py:94-95), axolotl's Cut Cross-Entropy plugin,
+# torchtune's chunked cross-entropy. TRL 1.16's trainers refuse use_liger_kernel (they fuse the
+# LM head themselves from 1.15), so none is proposed there.
+LOSSES_OF = {
+    "llamafactory": ("liger", "enable_liger_kernel: true"),
+    "axolotl": ("cce", "plugins: [axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin] + "
+                       "cut_cross_entropy: true"),
+    "torchtune": ("chunked", "loss: _component_: torchtune.modules.loss.CEWithChunkedOutputLoss"),
+}
+
+
+def fused_loss(source: str) -> tuple[str, str] | None:
+    """The loss a framework fuses or chunks (``Plan.loss`` value, the line that turns it on)."""
+    return LOSSES_OF.get(source)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from vramlint.errors import UnplannableError
 from vramlint.memory import estimate
 from vramlint.plan import Plan
-from vramlint.vocabulary import runtimes, say
+from vramlint.vocabulary import fused_loss, runtimes, say
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,13 @@ def _change(plan: Plan, budget: int, words: str, **changes) -> list[Change]:
 
 
 def _changed(plan: Plan, **changes) -> Plan | None:
-    """``plan`` with the changes, or None where the job cannot run that way (``UnplannableError``)."""
+    """``plan`` with the changes, or None where the job cannot run that way: the memory model
+    refuses it (``UnplannableError``), or the framework would not start it (``Plan.refused``)."""
     try:
-        return plan.with_changes(**changes)
+        changed = plan.with_changes(**changes)
     except UnplannableError:
         return None
+    return None if changed.refused() else changed
 
 
 def largest_micro_batch(plan: Plan, budget: int) -> int:
@@ -168,6 +170,8 @@ def _offload(plan: Plan) -> tuple[dict, str] | None:
 def fitting_changes(plan: Plan, budget: int) -> list[Change]:
     """Single changes that fit, cheapest first: a sharding step, checkpointing, ZeRO-3's reuse
     distance, a smaller micro-batch, offload; failing those, combinations; failing those, more GPUs."""
+    if plan.refused():                  # the framework starts no launch of it: its refusal is the finding
+        return []
     out: list[Change] = []
     for changes, words in _sharding(plan):
         sharded = _change(plan, budget, words, **changes)
@@ -186,7 +190,19 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
     offload = _offload(plan)
     if offload:
         out += _change(plan, budget, offload[1], **offload[0])
+    loss = _loss(plan)
+    if loss:
+        out += _change(plan, budget, loss[1], **loss[0])
     return out or _combined(plan, budget) + _more_gpus(plan, budget)
+
+
+def _loss(plan: Plan) -> tuple[dict, str] | None:
+    """The framework's fused or chunked loss, where the job computes the full logits and a
+    single-model stage lets the framework switch it on."""
+    found = fused_loss(plan.source)
+    if found is None or plan.loss != "full" or plan.rows_per_example != 1 or plan.reference != "none":
+        return None
+    return {"loss": found[0]}, found[1]
 
 
 def _combined(plan: Plan, budget: int) -> list[Change]:
@@ -197,6 +213,10 @@ def _combined(plan: Plan, budget: int) -> list[Change]:
     opt, par = _say(plan, "offload_optimizer"), _say(plan, "offload_param")
     ladder = [({}, []), ({"offload_param": "cpu"}, [_say(plan, "fsdp_offload")])] if fsdp else [
         ({}, []), ({"offload_optimizer": "cpu"}, [opt]), ({"offload_optimizer": "cpu", "offload_param": "cpu"}, [opt, par])]
+    loss = _loss(plan)
+    if loss:                             # the fused loss before offload: it costs no step time
+        ladder.insert(1, (loss[0], [loss[1]]))
+        ladder[2:] = [({**extra, **loss[0]}, [loss[1], *words]) for extra, words in ladder[2:]]
     for extra, words in ladder:
         strongest = _changed(plan, grad_checkpointing=True, **full, **extra)
         best = largest_micro_batch(strongest, budget) if strongest is not None else 0
@@ -219,9 +239,12 @@ def _more_gpus(plan: Plan, budget: int, most: int = 64) -> list[Change]:
     """The fewest whole nodes of the same GPUs on which the plan, fully sharded with checkpointing
     and without offload, fits at micro-batch 1 (binary search up to ``most`` nodes)."""
     from dataclasses import replace
+    loss = _loss(plan)
     sharded = _changed(plan, grad_checkpointing=True, micro_batch=1, offload_optimizer="none", offload_param="none",
-                       **_sharded(plan))
+                       **_sharded(plan), **(loss[0] if loss else {}))
     if sharded is None:
+        return []
+    if sharded.with_changes(cluster=replace(plan.cluster, nodes=most)).refused():
         return []
     on = lambda nodes: sharded.with_changes(cluster=replace(plan.cluster, nodes=nodes))  # noqa: E731
     # fewer nodes need more memory each; the tensors alone bound the answer from below
@@ -238,8 +261,9 @@ def _more_gpus(plan: Plan, budget: int, most: int = 64) -> list[Change]:
         step *= 2
     hi = _bisect(lambda nodes: fits(on(nodes), budget), hi, lo)
     bigger = on(hi)
+    fused = f", {loss[1]}" if loss else ""
     return [Change(f"{hi} nodes x {plan.cluster.per_node} GPUs ({bigger.cluster.world_size} GPUs), fully sharded "
-                   "with checkpointing at micro-batch 1, no offload", peak(bigger))]
+                   f"with checkpointing at micro-batch 1{fused}, no offload", peak(bigger))]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ inference (``infer_backend``), export (``export_dir``) and evaluation (``do_pred
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vramlint.documents import Document
@@ -132,6 +132,45 @@ def _quantized(keys: Keys, release: tuple[int, ...] = (0, 9, 5)) -> tuple[Fact, 
             Fact(on and bits.value == 8, bits.location, bits.default))
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A start-up check of LLaMA-Factory's ``get_train_args`` the file's settings meet: the launch
+    it refuses (``plan.LAUNCH_LIMITS``), the key that causes it, and its message, verbatim."""
+
+    limit: str
+    key: str
+    message: str
+
+
+def refusals(keys: Keys, release: tuple[int, ...]) -> tuple[Refusal, ...]:
+    """The launches LLaMA-Factory ``release`` refuses for these settings (hparams/parser.py of the
+    0.9.1-0.9.5 wheels; lines for 0.9.5)."""
+    def on(*names: str) -> bool:
+        return all(keys.has(n) and truthy(keys.raw(n)) for n in names)
+    out = []
+    if on("use_galore", "galore_layerwise"):                                                  # parser.py:389
+        out.append(Refusal("distributed", "galore_layerwise", "Distributed training does not support layer-wise GaLore."))
+    if release >= (0, 9, 2) and on("use_apollo", "apollo_layerwise"):                         # parser.py:392
+        out.append(Refusal("distributed", "apollo_layerwise", "Distributed training does not support layer-wise APOLLO."))
+    if on("use_badam"):                                                                       # parser.py:396-398
+        if str(keys.raw("badam_mode") or "layer") == "ratio":
+            out.append(Refusal("distributed", "badam_mode", "Radio-based BAdam does not yet support distributed "
+                               "training, use layer-wise BAdam."))
+        else:
+            out.append(Refusal("distributed-without-zero3", "use_badam",
+                               "Layer-wise BAdam only supports DeepSpeed ZeRO-3 training."))
+    if on("use_galore") or on("use_apollo"):
+        out.append(Refusal("deepspeed", "use_galore" if on("use_galore") else "use_apollo",
+                           "GaLore and APOLLO are incompatible with DeepSpeed yet." if release >= (0, 9, 2)
+                           else "GaLore is incompatible with DeepSpeed yet."))
+    if on("pure_bf16"):                                                                       # parser.py:385
+        out.append(Refusal("zero3", "pure_bf16", "`pure_bf16` is incompatible with DeepSpeed ZeRO-3."))
+    if keys.has("global_batch_size"):           # not a field of any argument dataclass (HfArgumentParser)
+        out.append(Refusal("always", "global_batch_size",
+                           "Some keys are not used by the HfArgumentParser: ['global_batch_size']"))
+    return tuple(out)
+
+
 def at_release(recipe: Recipe, release: tuple[int, ...], words: str) -> Recipe:
     """The recipe as the LLaMA-Factory release the repository runs reads it (``words``: which,
     and where that was read): the quantization method's spelling changed in 0.9.3, and a value
@@ -144,7 +183,7 @@ def at_release(recipe: Recipe, release: tuple[int, ...], words: str) -> Recipe:
             and str(method).lower() != bnb_spelling(release):
         notes += (f"quantization_method {method} is not {bnb_spelling(release)!r}, the spelling of {words}: "
                   "configure_quantization matches no branch, so the base loads unquantized",)
-    return replace(recipe, load_in_4bit=four, load_in_8bit=eight, notes=notes)
+    return replace(recipe, load_in_4bit=four, load_in_8bit=eight, notes=notes, refusals=refusals(keys, release))
 
 
 def _switches(keys: Keys, stage: Fact) -> dict[str, Fact]:
@@ -209,7 +248,7 @@ def read_llamafactory(document: Document) -> Recipe:
         deepspeed=keys.get("deepspeed"),
         fsdp=hf_fsdp(keys),
         max_grad_norm=keys.get("max_grad_norm", default=1.0, why="HF TrainingArguments default"),
-        keys=SPELLING, features=features,
+        keys=SPELLING, features=features, refusals=refusals(keys, (0, 9, 5)),
     )
 
 

@@ -110,6 +110,9 @@ class Recipe:
     teacher_config: dict | None = None  # a distillation teacher's architecture (torchtune's teacher_model)
     single_device: bool = False        # the recipe runs on one GPU whatever the machine has
     notes: tuple[str, ...] = ()
+    # The framework's start-up refusals the settings meet (readers/llamafactory.py Refusal): each
+    # names the launch it refuses (plan.LAUNCH_LIMITS), so hints never propose it
+    refusals: tuple = ()
 
     @property
     def training(self) -> bool:

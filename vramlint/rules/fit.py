@@ -11,6 +11,7 @@ from vramlint.memory.fit import fitting_changes
 from vramlint.plan import Plan
 from vramlint.rules.base import Rule
 from vramlint.units import GiB
+from vramlint.vocabulary import fused_loss
 
 EXCEEDS = ("VL201", "exceeds-gpu-memory", ERROR)
 NEAR = ("VL202", "near-gpu-memory", WARNING)
@@ -50,6 +51,10 @@ def _breakdown(estimate: Estimate) -> str:
     return " · ".join(f"{c.name} {c.bytes / GiB:.1f}" for c in estimate.gpu if c.bytes)
 
 
+def _with_loss(plan: Plan) -> str:
+    return " and the framework's fused loss" if plan.loss == "full" and fused_loss(plan.source) else ""
+
+
 def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRESHOLD) -> Iterator[Finding]:
     budget = plan.cluster.gpu.memory_bytes
     peak = estimate.per_gpu_peak
@@ -57,8 +62,11 @@ def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRE
     gpus = plan.cluster.describe()
     if peak > budget:
         changes = fitting_changes(plan, int(near * budget))     # suggest only what stays clear of the warning
-        hint = "; or ".join(f"{c.text} fits at {c.peak / GiB:.1f} GiB" for c in changes) or \
-            "nothing fits on up to 64 nodes of these GPUs: tensor parallelism, LoRA/QLoRA or a smaller model"
+        hint = "; or ".join(f"{c.text} fits at {c.peak / GiB:.1f} GiB" for c in changes) or (
+            "the framework refuses this launch (its own finding says why): no change to it is proposed"
+            if plan.refused() else "nothing fits on up to 64 nodes of these GPUs, fully sharded with checkpointing"
+            f"{_with_loss(plan)}"
+            ": tensor parallelism, LoRA/QLoRA or a smaller model")
         yield Finding(*EXCEEDS, where, f"per-GPU peak {peak / GiB:.1f} GiB exceeds {budget / GiB:.1f} GiB on {gpus}",
                       hint=hint, detail=_breakdown(estimate))
     elif estimate.uncapped_peak > budget:
