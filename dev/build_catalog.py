@@ -222,6 +222,15 @@ ENTRIES: list[tuple[str, str, object]] = [
     ("moonshotai/Kimi-K2-Instruct", "kimi-k2", AIC + "moonshotai--Kimi-K2-Instruct_config.json"),
     ("openai/gpt-oss-20b", "gpt-oss-20b", AIC + "openai--gpt-oss-20b_config.json"),
     ("openai/gpt-oss-120b", "gpt-oss-120b", AIC + "openai--gpt-oss-120b_config.json"),
+    # the open bases teams fine-tune most (issue 28), each a published config.json kept as test data
+    ("Qwen/Qwen1.5-0.5B-Chat", "qwen1.5-0.5b-chat", "data:Qwen__Qwen1.5-0.5B-Chat"),
+    ("Qwen/Qwen1.5-1.8B-Chat", "qwen1.5-1.8b-chat", "data:Qwen__Qwen1.5-1.8B-Chat"),
+    ("Qwen/Qwen1.5-4B-Chat", "qwen1.5-4b-chat", "data:Qwen__Qwen1.5-4B-Chat"),
+    ("Qwen/Qwen1.5-7B", "qwen1.5-7b", "data:Qwen__Qwen1.5-7B"),
+    ("Qwen/Qwen2-0.5B", "qwen2-0.5b", "data:Qwen__Qwen2-0.5B"),
+    ("Qwen/Qwen2.5-3B-Instruct", "qwen2.5-3b-instruct", "data:Qwen__Qwen2.5-3B-Instruct"),
+    ("01-ai/Yi-6B-Chat", "yi-6b-chat", "data:01-ai__Yi-6B-Chat"),
+    ("deepseek-ai/deepseek-llm-7b-chat", "deepseek-llm-7b-chat", "data:deepseek-ai__deepseek-llm-7b-chat"),
 ]
 
 # Other repos of an entry's architecture — instruction-tuned, chat, pre-trained and renamed
@@ -254,6 +263,14 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "deepseek-ai/DeepSeek-R1": ("deepseek-ai/DeepSeek-R1-0528",),
     "meta-llama/Meta-Llama-3-8B-Instruct": ("meta-llama/Meta-Llama-3-8B",),      # VARIANTS below
     "meta-llama/Meta-Llama-3-70B-Instruct": ("meta-llama/Meta-Llama-3-70B",),
+    "meta-llama/Llama-2-7b-hf": ("meta-llama/Llama-2-7b-chat-hf",),       # tests/data/hf_configs: same sizes
+    "Qwen/Qwen1.5-0.5B-Chat": ("Qwen/Qwen1.5-0.5B",),       # the Chat configs differ from the bases' in eos only
+    "Qwen/Qwen1.5-1.8B-Chat": ("Qwen/Qwen1.5-1.8B",),
+    "Qwen/Qwen1.5-4B-Chat": ("Qwen/Qwen1.5-4B",),
+    "Qwen/Qwen1.5-7B": ("Qwen/Qwen1.5-7B-Chat",),
+    "Qwen/Qwen2.5-3B-Instruct": ("Qwen/Qwen2.5-3B",),
+    "01-ai/Yi-6B-Chat": ("01-ai/Yi-6B",),
+    "deepseek-ai/deepseek-llm-7b-chat": ("deepseek-ai/deepseek-llm-7b-base",),
 }
 
 # llm-compressor's preset schemes, as RedHatAI's model cards give their recipes
@@ -314,6 +331,10 @@ def load(shared: Path, source: object) -> tuple[dict, str]:
             if record.get("model") == name:
                 return record["config"], f"shared/groundtruth/h200-calibration.jsonl ({name}, measured on H200)"
         raise KeyError(name)
+    if str(source).startswith("data:"):            # a published config kept in tests/data/hf_configs
+        folder = str(source).split(":", 1)[1]
+        path = Path(__file__).resolve().parent.parent / "tests" / "data" / "hf_configs" / folder / "config.json"
+        return json.loads(path.read_text()), f"tests/data/hf_configs/{folder}/config.json (see its SOURCES.tsv)"
     if str(source).startswith("measure.py:"):      # a model measure.py measures that no record holds yet
         name = str(source).split(":", 1)[1]
         model_type, kwargs = models("measure.py", shared / "groundtruth")[name]

@@ -4,4 +4,4 @@
 in the order content detection tries them (the test holds the two to each other).
 """
 
-KINDS = ("torchtune", "llamafactory", "axolotl", "trl", "deepspeed", "accelerate", "vllm")
+KINDS = ("torchtune", "llamafactory", "axolotl", "glm", "trl", "deepspeed", "accelerate", "vllm")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import Keys, positive, targets, truthy
+from vramlint.readers.recipe import Feature, Keys, positive, targets, truthy
 
 EVERY_PROJECTION = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -63,6 +63,8 @@ def _firefly(keys: Keys, dialect: Dialect) -> dict[str, Fact]:
     task = keys.get("task_type", default="sft", why=dialect.default("task_type default"))
     stage = {"pretrain": "pt", "sft": "sft", "dpo": "dpo"}.get(str(task.value).lower(), str(task.value).lower())
     out["stage"] = Fact(stage, task.location, task.default)
+    if keys.has("use_unsloth") and truthy(keys.raw("use_unsloth")):      # train.py:225-227 FastLanguageModel
+        out["features"] = (Feature(keys.fact("use_unsloth", True), "Unsloth's kernels (FastLanguageModel)", "high"),)
     return out
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vramlint.readers import axolotl, deepspeed, llamafactory, torchtune, trl
+from vramlint.readers import axolotl, deepspeed, glm_finetune, llamafactory, torchtune, trl
 from vramlint.readers.accelerate import looks_like_accelerate
 from vramlint.readers.vllm import looks_like_vllm
 
@@ -32,6 +32,7 @@ FORMATS: tuple[Format, ...] = (
     Format("torchtune", "recipe", torchtune.looks_like_torchtune, torchtune.read_torchtune),
     Format("llamafactory", "recipe", llamafactory.looks_like_llamafactory, llamafactory.read_llamafactory),
     Format("axolotl", "recipe", axolotl.looks_like_axolotl, axolotl.read_axolotl),
+    Format("glm", "recipe", glm_finetune.looks_like_glm_finetune, glm_finetune.read_glm_finetune),
     Format("trl", "recipe", trl.looks_like_trl, trl.read_trl),
     Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed),
     Format("accelerate", "launcher", looks_like_accelerate),
