@@ -174,7 +174,7 @@ def test_a_tree_of_launch_scripts_says_what_it_did_not_read(tmp_path, capsys):
     (tmp_path / "configs" / "sft_config.py").write_text("model = dict(type='llama')\n")
     main(["check", str(tmp_path), "--gpus", "8xH100"])
     out = capsys.readouterr().out
-    assert "VL012 warning  no job found in the files vramlint reads; 2 launch script(s) or Python config(s)" in out
+    assert "VL012 warning  no job estimated from the files vramlint reads; 2 launch script(s) or Python config(s)" in out
     assert "scripts/train.sh" in out and "configs/sft_config.py" in out
 
 

@@ -236,14 +236,14 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _unread(results: list, left: list[str], rules: frozenset[str]) -> list:
-    """A walk that found no job beside launch scripts or Python configs says what it left unread
-    (VL012), as one more result for the run's report."""
+    """A walk that estimated no job beside launch scripts or Python configs says what it left
+    unread (VL012), as one more result for the run's report: the jobs are likely stated there."""
     from vramlint.checker import FileResult
     from vramlint.documents import Location
     from vramlint.rules.inputs import launches_not_read
-    if not left or any(r.status != "skipped" for r in results):
+    if not left or any(r.status == "estimated" for r in results):
         return []
-    finding = launches_not_read(Location(os.path.commonpath(left) if len(left) > 1 else left[0]), left)
+    finding = launches_not_read(Location(left[0]), left)        # at the first of them: a file annotations can show
     return [FileResult(finding.location.path, findings=[finding] if finding.code in rules else [],
                        notes=[f"{len(left)} launch script(s) or Python config(s) not read"])]
 

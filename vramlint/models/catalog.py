@@ -52,6 +52,7 @@ RELEASES = {
     "lmsys/vicuna-7b-v1.5": "meta-llama/Llama-2-7b-hf", "lmsys/vicuna-13b-v1.5": "meta-llama/Llama-2-13b-hf",
     "huggingfaceh4/zephyr-7b-beta": "mistralai/Mistral-7B-v0.1",
     "huggingfaceh4/zephyr-7b-alpha": "mistralai/Mistral-7B-v0.1",
+    "alignment-handbook/zephyr-7b-sft-full": "mistralai/Mistral-7B-v0.1",
 }
 # Suffixes of a release of the same architecture: the chat / instruct tunes keep the base's sizes.
 # ``-bnb-4bit`` (unsloth's pre-quantized uploads) keeps them too, with every linear stored in NF4;

@@ -58,9 +58,9 @@ RULES = (
                                  "estimate; --warn VL011 reports it as a warning instead.",
          bad='{"zero_optimization": {"stage": 3}}   # no recipe runs it, no --model',
          good='[tool.vramlint]\nmodel = "meta-llama/Llama-3.1-8B"   # the model the DeepSpeed file trains'),
-    Rule(*NOT_READ, summary="A folder was walked and no job was found in the files vramlint reads, but it holds "
-                            "launch scripts or Python configs, which vramlint does not read yet: the jobs they state "
-                            "were not checked.",
+    Rule(*NOT_READ, summary="A folder was walked and no job could be estimated from the files vramlint reads, but "
+                            "it holds launch scripts or Python configs, which vramlint does not read yet: the jobs "
+                            "they state were not checked.",
          bad="scripts/train.sh   # torchrun ... --per_device_train_batch_size 8",
          good="configs/sft.yaml  # the same arguments in a recipe vramlint reads"),
 )
@@ -80,7 +80,7 @@ def not_estimated(where: Location, why: str, hint: str) -> Finding:
 def launches_not_read(where: Location, unread: list[str]) -> Finding:
     """A walk that found no job, beside files that may state them (shell scripts, Python configs)."""
     shown = ", ".join(unread[:5]) + (f" and {len(unread) - 5} more" if len(unread) > 5 else "")
-    return Finding(*NOT_READ, where, f"no job found in the files vramlint reads; {len(unread)} launch script(s) or "
+    return Finding(*NOT_READ, where, f"no job estimated from the files vramlint reads; {len(unread)} launch script(s) or "
                    f"Python config(s) were not read: {shown}",
                    hint="vramlint does not read shell or Python yet: check the recipe or config files they launch, "
                         "or vramlint estimate with the same arguments")
