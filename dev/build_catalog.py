@@ -30,6 +30,11 @@ L2 = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size"
       "max_position_embeddings": 4096, "torch_dtype": "float16", "rms_norm_eps": 1e-5}
 QWEN25 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "torch_dtype": "bfloat16",
           "use_sliding_window": False, "sliding_window": 131072, "max_position_embeddings": 131072}
+LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "torch_dtype": "bfloat16",
+         "tie_word_embeddings": False}
+QWEN15 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "torch_dtype": "bfloat16", "vocab_size": 152064,
+          "max_position_embeddings": 32768, "rope_theta": 1000000.0, "use_sliding_window": False,
+          "tie_word_embeddings": False}
 QWEN3 = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim": 128, "vocab_size": 151936,
          "max_position_embeddings": 40960, "rope_theta": 1000000, "torch_dtype": "bfloat16"}
 G2 = {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "vocab_size": 256000,
@@ -231,6 +236,67 @@ ENTRIES: list[tuple[str, str, object]] = [
     ("Qwen/Qwen2.5-3B-Instruct", "qwen2.5-3b-instruct", "data:Qwen__Qwen2.5-3B-Instruct"),
     ("01-ai/Yi-6B-Chat", "yi-6b-chat", "data:01-ai__Yi-6B-Chat"),
     ("deepseek-ai/deepseek-llm-7b-chat", "deepseek-llm-7b-chat", "data:deepseek-ai__deepseek-llm-7b-chat"),
+    ("microsoft/phi-4", "phi-4", "data:microsoft__phi-4"),
+    # transcribed from each HuggingFace repo's config.json (the keys that shape memory); each one's
+    # parameter count, as transformers builds it, matches the size its model card publishes
+    ("HuggingFaceTB/SmolLM2-135M", "smollm2-135m", dict(LLAMA, hidden_size=576, num_hidden_layers=30,
+        num_attention_heads=9, num_key_value_heads=3, intermediate_size=1536, vocab_size=49152,
+        max_position_embeddings=8192, rope_theta=100000, tie_word_embeddings=True)),           # 135M
+    ("HuggingFaceTB/SmolLM2-360M", "smollm2-360m", dict(LLAMA, hidden_size=960, num_hidden_layers=32,
+        num_attention_heads=15, num_key_value_heads=5, intermediate_size=2560, vocab_size=49152,
+        max_position_embeddings=8192, rope_theta=100000, tie_word_embeddings=True)),           # 362M
+    ("HuggingFaceTB/SmolLM2-1.7B", "smollm2-1.7b", dict(LLAMA, hidden_size=2048, num_hidden_layers=24,
+        num_attention_heads=32, num_key_value_heads=32, intermediate_size=8192, vocab_size=49152,
+        max_position_embeddings=8192, rope_theta=130000, tie_word_embeddings=True)),           # 1.71B
+    ("deepseek-ai/deepseek-coder-1.3b-base", "deepseek-coder-1.3b", dict(LLAMA, hidden_size=2048,
+        num_hidden_layers=24, num_attention_heads=16, num_key_value_heads=16, intermediate_size=5504,
+        vocab_size=32256, max_position_embeddings=16384, rope_theta=100000,
+        rope_scaling={"type": "linear", "factor": 4.0})),                                       # 1.35B
+    ("deepseek-ai/deepseek-coder-6.7b-base", "deepseek-coder-6.7b", dict(LLAMA, hidden_size=4096,
+        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=32, intermediate_size=11008,
+        vocab_size=32256, max_position_embeddings=16384, rope_theta=100000,
+        rope_scaling={"type": "linear", "factor": 4.0})),                                       # 6.74B
+    ("deepseek-ai/deepseek-coder-33b-base", "deepseek-coder-33b", dict(LLAMA, hidden_size=7168,
+        num_hidden_layers=62, num_attention_heads=56, num_key_value_heads=8, intermediate_size=19200,
+        vocab_size=32256, max_position_embeddings=16384, rope_theta=100000,
+        rope_scaling={"type": "linear", "factor": 4.0})),                                       # 33.3B
+    ("deepseek-ai/deepseek-llm-67b-base", "deepseek-llm-67b", dict(LLAMA, hidden_size=8192,
+        num_hidden_layers=95, num_attention_heads=64, num_key_value_heads=8, intermediate_size=22016,
+        vocab_size=102400, max_position_embeddings=4096)),                                      # 67.4B
+    ("01-ai/Yi-34B", "yi-34b", dict(LLAMA, hidden_size=7168, num_hidden_layers=60, num_attention_heads=56,
+        num_key_value_heads=8, intermediate_size=20480, vocab_size=64000, max_position_embeddings=4096,
+        rope_theta=5000000.0)),                                                                 # 34.4B
+    ("01-ai/Yi-1.5-9B", "yi-1.5-9b", dict(LLAMA, hidden_size=4096, num_hidden_layers=48, num_attention_heads=32,
+        num_key_value_heads=4, intermediate_size=11008, vocab_size=64000, max_position_embeddings=4096,
+        rope_theta=5000000.0)),                                                                 # 8.83B
+    ("mistralai/Mistral-Nemo-Base-2407", "mistral-nemo-12b", {"model_type": "mistral",
+        "architectures": ["MistralForCausalLM"], "hidden_size": 5120, "num_hidden_layers": 40,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 14336,
+        "vocab_size": 131072, "max_position_embeddings": 1024000, "rope_theta": 1000000.0,
+        "sliding_window": None, "torch_dtype": "bfloat16"}),                                    # 12.2B
+    ("mistralai/Mistral-Small-24B-Base-2501", "mistral-small-24b", {"model_type": "mistral",
+        "architectures": ["MistralForCausalLM"], "hidden_size": 5120, "num_hidden_layers": 40,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 32768,
+        "vocab_size": 131072, "max_position_embeddings": 32768, "rope_theta": 100000000.0,
+        "sliding_window": None, "torch_dtype": "bfloat16"}),                                    # 23.6B
+    ("Qwen/Qwen1.5-14B", "qwen1.5-14b", dict(QWEN15, hidden_size=5120, num_hidden_layers=40,
+        num_attention_heads=40, num_key_value_heads=40, intermediate_size=13696)),              # 14.2B
+    ("Qwen/Qwen1.5-32B", "qwen1.5-32b", dict(QWEN15, hidden_size=5120, num_hidden_layers=64,
+        num_attention_heads=40, num_key_value_heads=8, intermediate_size=27392)),               # 32.5B
+    ("Qwen/Qwen1.5-72B", "qwen1.5-72b", dict(QWEN15, hidden_size=8192, num_hidden_layers=80,
+        num_attention_heads=64, num_key_value_heads=64, intermediate_size=24576)),              # 72.3B
+    ("Qwen/Qwen2-1.5B", "qwen2-1.5b", dict(QWEN25, hidden_size=1536, num_hidden_layers=28, num_attention_heads=12,
+        num_key_value_heads=2, intermediate_size=8960, vocab_size=151936, tie_word_embeddings=True,
+        rope_theta=1000000.0)),                                                                 # 1.54B
+    ("Qwen/Qwen2-7B", "qwen2-7b", dict(QWEN25, hidden_size=3584, num_hidden_layers=28, num_attention_heads=28,
+        num_key_value_heads=4, intermediate_size=18944, vocab_size=152064, rope_theta=1000000.0)),  # 7.62B
+    ("Qwen/Qwen2-72B", "qwen2-72b", dict(QWEN25, hidden_size=8192, num_hidden_layers=80, num_attention_heads=64,
+        num_key_value_heads=8, intermediate_size=29568, vocab_size=152064, rope_theta=1000000.0)),  # 72.7B
+    ("Qwen/Qwen2-57B-A14B", "qwen2-57b-a14b", {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"],
+        "hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+        "intermediate_size": 18944, "moe_intermediate_size": 2560, "shared_expert_intermediate_size": 20480,
+        "num_experts": 64, "num_experts_per_tok": 8, "decoder_sparse_step": 1, "vocab_size": 151936,
+        "max_position_embeddings": 131072, "rope_theta": 1000000.0, "torch_dtype": "bfloat16"}),  # 57.4B
 ]
 
 # Other repos of an entry's architecture — instruction-tuned, chat, pre-trained and renamed
@@ -271,6 +337,22 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "Qwen/Qwen2.5-3B-Instruct": ("Qwen/Qwen2.5-3B",),
     "01-ai/Yi-6B-Chat": ("01-ai/Yi-6B",),
     "deepseek-ai/deepseek-llm-7b-chat": ("deepseek-ai/deepseek-llm-7b-base",),
+    "google/gemma-7b": ("google/gemma-1.1-7b-it", "google/gemma-7b-it"),
+    "google/gemma-2b": ("google/gemma-1.1-2b-it", "google/gemma-2b-it"),
+    "deepseek-ai/deepseek-coder-1.3b-base": ("deepseek-ai/deepseek-coder-1.3b-instruct",),
+    "deepseek-ai/deepseek-coder-6.7b-base": ("deepseek-ai/deepseek-coder-6.7b-instruct",),
+    "deepseek-ai/deepseek-coder-33b-base": ("deepseek-ai/deepseek-coder-33b-instruct",),
+    "deepseek-ai/deepseek-llm-67b-base": ("deepseek-ai/deepseek-llm-67b-chat",),
+    "HuggingFaceTB/SmolLM2-135M": ("HuggingFaceTB/SmolLM2-135M-Instruct",),
+    "HuggingFaceTB/SmolLM2-360M": ("HuggingFaceTB/SmolLM2-360M-Instruct",),
+    "HuggingFaceTB/SmolLM2-1.7B": ("HuggingFaceTB/SmolLM2-1.7B-Instruct",),
+    "mistralai/Mistral-Nemo-Base-2407": ("mistralai/Mistral-Nemo-Instruct-2407",),
+    "mistralai/Mistral-Small-24B-Base-2501": ("mistralai/Mistral-Small-24B-Instruct-2501",),
+    "Qwen/Qwen1.5-14B": ("Qwen/Qwen1.5-14B-Chat",),
+    "Qwen/Qwen1.5-32B": ("Qwen/Qwen1.5-32B-Chat",),
+    "Qwen/Qwen1.5-72B": ("Qwen/Qwen1.5-72B-Chat",),
+    "01-ai/Yi-34B": ("01-ai/Yi-34B-Chat",),
+    "01-ai/Yi-1.5-9B": ("01-ai/Yi-1.5-9B-Chat",),
 }
 
 # llm-compressor's preset schemes, as RedHatAI's model cards give their recipes

@@ -203,7 +203,7 @@ def test_unresolved_model_missing_file_and_unreadable_job_fail_through_pre_commi
     ("NousResearch/Meta-Llama-3-8B-Instruct", "meta-llama/Meta-Llama-3-8B-Instruct"),
     ("lmsys/vicuna-7b-v1.5", "meta-llama/Llama-2-7b-hf"),
     ("HuggingFaceH4/zephyr-7b-beta", "mistralai/Mistral-7B-v0.1"),
-    ("google/gemma-2b-it", "google/gemma-2b"),
+    ("meta-llama/Llama-2-13b-chat-hf", "meta-llama/Llama-2-13b-hf"),
     ("unsloth/llama-3-8b-Instruct-bnb-4bit", "meta-llama/Meta-Llama-3-8B-Instruct"),
 ])
 def test_mirrors_and_variants_resolve_to_their_architecture_with_a_note(name, catalog, capsys):
@@ -218,6 +218,8 @@ def test_suggestions_never_cross_a_family_and_dynamic_quants_are_not_guessed(cap
     err = capsys.readouterr().err
     assert "qwen2.5" not in err.lower() and "hf download Qwen/Qwen1.5-7B-Chat-GPTQ config.json" in err
     assert main(["model", "unsloth/meta-llama-3.1-8b-instruct-unsloth-bnb-4bit"]) == 2
+    assert main(["model", "Qwen/Qwen2-7B-Instruct"]) == 2          # its positions differ from Qwen2-7B's: not guessed
+    assert "qwen2-7b" in capsys.readouterr().err
 
 
 def test_a_local_output_path_is_never_asked_of_the_hub(tmp_path, capsys, monkeypatch):
@@ -301,6 +303,20 @@ def test_llamafactory_without_do_train_is_a_training_job_it_would_not_run(tmp_pa
     entry = doc["files"][0]
     assert entry["status"] == "estimated"
     assert [(f["code"], f["line"]) for f in entry["findings"]] == [("VL314", 4)]
+
+
+def test_llamafactory_0_9_1_tokenizes_and_exits_where_tokenized_path_is_empty(tmp_path, capsys):
+    """0.9.1 saves the tokenized set into an absent tokenized_path and exits (data/loader.py:290-296);
+    0.9.2 on trains in the same run; a folder that holds the set is trained on in every release."""
+    path = _repo(tmp_path, "0.9.1")
+    path.write_text(path.read_text() + "tokenized_path: saves/tokenized\n")
+    _, doc = check(capsys, str(path), "--gpus", "1xA100-80GB")
+    entry = doc["files"][0]
+    assert entry["status"] == "skipped" and "tokenizes into tokenized_path saves/tokenized and exits" in entry["notes"][0]
+    (tmp_path / "saves" / "tokenized").mkdir(parents=True)
+    (tmp_path / "saves" / "tokenized" / "dataset_dict.json").write_text("{}")
+    _, doc = check(capsys, str(path), "--gpus", "1xA100-80GB")
+    assert doc["files"][0]["status"] == "estimated"
 
 
 def test_pins_honour_environment_markers(tmp_path):

@@ -29,7 +29,7 @@ from vramlint.plan import (OPTIMIZERS, RUNTIMES, Flags, Origin, Plan, flag_text,
                            plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, read_accelerate
 from vramlint.readers.deepspeed import Fact, read_deepspeed
-from vramlint.readers.llamafactory import at_release
+from vramlint.readers.llamafactory import at_release, preprocess_only
 from vramlint.readers.recipe import Recipe
 from vramlint.readers.registry import RECIPES, detect, skipped_because
 from vramlint.readers.vllm import normalised_document, read_vllm
@@ -357,8 +357,13 @@ def _at_release(recipe: Recipe, ctx: Context) -> Recipe:
     if recipe.framework != "llamafactory":
         return recipe
     stack = stack_for(ctx.values, recipe.document.path)
-    return at_release(recipe, stack.release("llamafactory"),
-                      f"LLaMA-Factory {stack.version('llamafactory')} ({stack.origin('llamafactory')})")
+    release = stack.release("llamafactory")
+    recipe = at_release(recipe, release, f"LLaMA-Factory {stack.version('llamafactory')} ({stack.origin('llamafactory')})")
+    tokenized = preprocess_only(recipe, release)
+    if tokenized is not None and find_referenced(str(tokenized.value), recipe.document.path, True) is None:
+        return replace(recipe, task=f"preprocessing (LLaMA-Factory {stack.version('llamafactory')} tokenizes into "
+                                    f"tokenized_path {tokenized.value} and exits)")
+    return recipe
 
 
 def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_document: Document | None = None) -> None:

@@ -41,12 +41,14 @@ def root_of(path: str | Path) -> Path:
     return real(Path.cwd())
 
 
-def find_referenced(name: str, from_path: str) -> Path | None:
-    """The file a recipe or launcher config names: relative to the working directory, the
-    naming file's folder, or a folder above it (up to the repository root); absolute as given."""
+def find_referenced(name: str, from_path: str, folder_wanted: bool = False) -> Path | None:
+    """The file (or, ``folder_wanted``, the non-empty folder) a recipe or launcher config names:
+    relative to the working directory, the naming file's folder, or a folder above it (up to the
+    repository root); absolute as given."""
     referenced = Path(name).expanduser()
+    found = _non_empty_folder if folder_wanted else Path.is_file
     if referenced.is_absolute():
-        return referenced if referenced.is_file() else None
+        return referenced if found(referenced) else None
     folder = real(from_path).parent
     root = root_of(from_path)
     candidates = [Path.cwd() / referenced, folder / referenced]
@@ -54,7 +56,14 @@ def find_referenced(name: str, from_path: str) -> Path | None:
         candidates.append(parent / referenced)
         if parent == root:
             break
-    return next((c for c in candidates if c.is_file()), None)
+    return next((c for c in candidates if found(c)), None)
+
+
+def _non_empty_folder(path: Path) -> bool:
+    try:
+        return path.is_dir() and any(path.iterdir())
+    except OSError:
+        return False
 
 
 def _files(root: Path) -> list[Path]:

@@ -59,6 +59,10 @@ RELEASES = {
 # ``-unsloth-bnb-4bit`` ("dynamic" 4-bit) leaves modules of its own choosing in 16 bits, listed
 # only in its config.json: not resolved here, so its weights are never guessed.
 VARIANT = re.compile(r"(?i)(?<!-unsloth)(-bnb-4bit)$|-(instruct|chat|it|hf|chat-hf|sft|base)$")
+# Families whose instruct releases differ from the base in a key that shapes memory: Qwen2's and
+# Qwen2.5's Instruct configs cap max_position_embeddings at 32768 (the bases: 131072), which is
+# vLLM's default max_model_len. Their -Instruct names resolve only where the catalog has them.
+POSITIONS_DIFFER = re.compile(r"(?i)^qwen2(\.5)?-")
 BNB_4BIT = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
             "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16"}
 
@@ -93,7 +97,7 @@ def _same_architecture(name: str) -> tuple[tuple[dict, str], str, bool] | None:
         if org in MIRRORS and stem in index:
             break
         match = VARIANT.search(stem)
-        if match is None:
+        if match is None or match.group(2) and match.group(2).lower() == "instruct" and POSITIONS_DIFFER.match(stem):
             break
         quantized = quantized or bool(match.group(1))
         stem = stem[:match.start()]
@@ -108,9 +112,11 @@ def _same_architecture(name: str) -> tuple[tuple[dict, str], str, bool] | None:
 
 def family(name: str) -> str:
     """A model name's family and version without its size: ``Qwen/Qwen1.5-7B-Chat`` -> ``qwen1.5``,
-    ``gemma-2-9b`` -> ``gemma-2``, ``gemma-2b`` -> ``gemma``. Suggestions stay within one."""
+    ``gemma-2-9b`` -> ``gemma-2``, ``gemma-2b`` -> ``gemma``, ``Qwen2-VL-7B`` -> ``qwen2-vl`` (a
+    vision or MoE line is an architecture of its own). Suggestions stay within one."""
     repo = name.lower().rsplit("/", 1)[-1].removeprefix("meta-")
-    match = re.match(r"[a-z]+(?:[-_]?v?\d+(?:\.\d+)?(?![\d.]*[bmk]\b))?", repo)
+    match = re.match(r"[a-z]+(?:[-_]?v?\d+(?:\.\d+)?(?![\d.]*[bmk]\b))?(?:[-_](?:vl|moe|coder|math|audio|omni|next))?",
+                     repo)
     return match.group(0) if match else repo
 
 

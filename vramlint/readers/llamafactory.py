@@ -132,6 +132,17 @@ def _quantized(keys: Keys, release: tuple[int, ...] = (0, 9, 5)) -> tuple[Fact, 
             Fact(on and bits.value == 8, bits.location, bits.default))
 
 
+def preprocess_only(recipe: Recipe, release: tuple[int, ...]) -> Fact | None:
+    """``tokenized_path`` where LLaMA-Factory ``release`` tokenizes into it and exits instead of
+    training when the folder is absent or empty: 0.9.1 only (data/loader.py:290-296, "Please
+    restart the training with `tokenized_path: ...`", sys.exit(0)); 0.9.2 on saves it and trains
+    on in the same run. Whether the folder exists is the caller's to say."""
+    keys = Keys(recipe.document, VERSION)
+    if release >= (0, 9, 2) or not recipe.training or not isinstance(keys.raw("tokenized_path"), str):
+        return None
+    return keys.get("tokenized_path")
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A start-up check of LLaMA-Factory's ``get_train_args`` the file's settings meet: the launch
