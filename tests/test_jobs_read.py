@@ -295,6 +295,25 @@ def test_llamafactory_refusals_in_its_words_and_no_hint_it_would_refuse(tmp_path
         assert "fsdp" not in findings["VL201"]["hint"].lower() and "deepspeed" not in findings["VL201"]["hint"].lower()
 
 
+@pytest.mark.parametrize("version,unknown,line", [("0.9.1", "trust_remote_code", 3), ("0.9.5", "train_mm_proj_only", 10)])
+def test_llamafactory_refuses_keys_its_release_has_no_field_for(tmp_path, capsys, version, unknown, line):
+    """LLaMA-Factory's own example, written between releases: 0.9.1's ModelArguments has no
+    trust_remote_code (0.9.2 added it), 0.9.5's FinetuningArguments no train_mm_proj_only (0.9.1
+    had it). HfArgumentParser.parse_dict refuses what the release has no field for, in its words
+    (data/llamafactory_arguments.json, read from each release's wheel)."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "src" / "llamafactory" / "extras").mkdir(parents=True)
+    (tmp_path / "src" / "llamafactory" / "extras" / "env.py").write_text(f'VERSION = "{version}"\n')
+    path = tmp_path / "qwen2vl_full_sft.yaml"
+    path.write_bytes((RECIPES_DIR / "hiyouga__LLaMA-Factory" / "examples" / "train_full" /
+                      "qwen2vl_full_sft.yaml").read_bytes())
+    _, doc = check(capsys, str(path), "--gpus", "8xH100")
+    said = [f for f in doc["files"][0]["findings"] if f["code"] == "VL313"]
+    assert [f["message"] for f in said] == [f"LLaMA-Factory {version} refuses to start: Some keys are not used by the "
+                                            f"HfArgumentParser: [{unknown!r}]"]
+    assert said[0]["line"] == line and ("ALLOW_EXTRA_ARGS=1" in said[0]["hint"]) is (version != "0.9.1")
+
+
 def test_llamafactory_without_do_train_is_a_training_job_it_would_not_run(tmp_path, capsys):
     path = tmp_path / "sft.yaml"
     path.write_text("model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\nfinetuning_type: lora\n"

@@ -12,7 +12,10 @@ inference (``infer_backend``), export (``export_dir``) and evaluation (``do_pred
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from vramlint.documents import Document
@@ -151,6 +154,26 @@ class Refusal:
     limit: str
     key: str
     message: str
+    hint: str = "this launch never starts; one GPU per replica, or a setting the framework accepts, would"
+
+
+@lru_cache(maxsize=1)
+def _arguments() -> dict:
+    """data/llamafactory_arguments.json (dev/llamafactory_arguments.py): each release's own
+    argument fields, and the HF training arguments of the transformers releases they pin."""
+    return json.loads(resources.files("vramlint").joinpath("data/llamafactory_arguments.json").read_text())
+
+
+def unknown_keys(keys: Keys, release: tuple[int, ...]) -> list[str]:
+    """The top-level keys no argument dataclass of ``release`` (the nearest read one at or below
+    it) nor of a pinned transformers has: ``parse_dict`` refuses them. None known below 0.9.1."""
+    table = _arguments()
+    known = [v for v in table["releases"] if tuple(int(p) for p in v.split(".")) <= release]
+    if not known:
+        return []
+    names = set(table["releases"][max(known, key=lambda v: tuple(int(p) for p in v.split(".")))])
+    names |= set(table["hf_training_arguments"])
+    return sorted(str(k) for k in keys.data if str(k) not in names)
 
 
 def refusals(keys: Keys, release: tuple[int, ...]) -> tuple[Refusal, ...]:
@@ -176,9 +199,11 @@ def refusals(keys: Keys, release: tuple[int, ...]) -> tuple[Refusal, ...]:
                            else "GaLore is incompatible with DeepSpeed yet."))
     if on("pure_bf16"):                                                                       # parser.py:385
         out.append(Refusal("zero3", "pure_bf16", "`pure_bf16` is incompatible with DeepSpeed ZeRO-3."))
-    if keys.has("global_batch_size"):           # not a field of any argument dataclass (HfArgumentParser)
-        out.append(Refusal("always", "global_batch_size",
-                           "Some keys are not used by the HfArgumentParser: ['global_batch_size']"))
+    unknown = unknown_keys(keys, release)
+    if unknown:                                 # hparams/parser.py _parse_args -> HfArgumentParser.parse_dict
+        out.append(Refusal("always", unknown[0], f"Some keys are not used by the HfArgumentParser: {unknown}",
+                           "remove or correct them" + ("; ALLOW_EXTRA_ARGS=1 lets them pass" if release >= (0, 9, 2)
+                                                       else "")))
     return tuple(out)
 
 

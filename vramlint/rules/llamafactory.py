@@ -40,8 +40,7 @@ def check_llamafactory(recipe: Recipe, plan: Plan, words: str) -> Iterator[Findi
     for refusal in recipe.refusals:
         if LAUNCH_LIMITS[refusal.limit](plan):
             yield Finding(*REFUSED, recipe.document.locate(f"$.{refusal.key}"), f"{words} refuses to start: "
-                          f"{refusal.message}", hint="this launch never starts; one GPU per replica, or a setting "
-                          "the framework accepts, would")
+                          f"{refusal.message}", hint=refusal.hint)
     unrun = no_do_train(keys)
     if unrun is not None:
         yield Finding(*NOT_RUN, unrun.location, f"do_train is not true: {words} loads the model and the data and "
