@@ -145,3 +145,127 @@ def test_a_mutated_vision_config_counts_no_negative_tower(config, data):
     except UsageError:
         return
     assert shape.vision is None or (shape.vision.params >= 0 and shape.vision.vllm_params >= 0)
+
+
+# Every cause the fuzz run over all commands found (issue 29), each closed -------------------------
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from conftest import EXAMPLES, ROOT  # noqa: E402
+
+DS = str(EXAMPLES / "llama8b-zero3-8xh100.json")
+JOB = ["--model", "llama-3.1-8b", "--seq-len", "1024"]
+
+
+def _cli(*argv: str, stdout=subprocess.PIPE, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vramlint", *argv], stdout=stdout, stderr=subprocess.PIPE,
+                          text=True, timeout=60, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _one_line_usage_error(capsys, argv: list[str], words: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("vramlint: error: ") and words in err, err
+
+
+@pytest.mark.parametrize("gpus,words", [
+    ("1x" + "9" * 400 + "GB", "unknown GPU"),                  # OverflowError in units.parse_size
+    ("9" * 5000 + "xH100", "digits is no cluster"),          # int() past 4,300 digits in hardware.parse_gpus
+    ("8x0GB", "is no GPU's memory"),                         # ZeroDivisionError in the text reporter
+    ("10000000x80GB", "digits is no cluster"),               # plan killed after 30 s at 415 MB
+    ("2x2000xH100", "at most 1024 GPUs a node"),
+])
+def test_gpu_specs_past_any_machine_are_one_line_usage_errors(capsys, gpus, words):
+    for command in (["check", DS, *JOB], ["plan", *JOB], ["estimate", "--train", *JOB]):
+        _one_line_usage_error(capsys, [*command, "--gpus", gpus], words)
+
+
+def test_a_huge_cluster_plans_in_bounded_time(capsys):
+    """zero12_grad_partition walked every rank (a list of 10^6): now only the ranks where a tensor
+    starts or ends, with the same answer."""
+    from vramlint.hardware import parse_gpus
+    from vramlint.memory.states import zero12_grad_partition
+    from vramlint.models import read_model
+    from vramlint.plan import plan_from_flags
+    model = read_model("llama-3.2-1b")
+    for gpus in ("2xH100", "8xH100", "3x7xH100"):
+        plan = plan_from_flags(model, parse_gpus(gpus), {"train": True, "seq_len": 512, "zero_stage": 2})
+        sizes, n = [0], plan.data_parallel       # the definition, every rank walked
+        from vramlint.memory.states import trainable_tensors
+        sizes = trainable_tensors(plan)
+        padded = -(-sum(sizes) // (2 * n)) * (2 * n)
+        part, held, start = padded // n, [0] * n, 0
+        for size in sizes:
+            for rank in range(start // part, min(n - 1, (start + size - 1) // part) + 1):
+                held[rank] += size
+            start += size
+        assert zero12_grad_partition(plan) == max(held)
+    assert main(["plan", "--model", "llama-3.1-8b", "--seq-len", "2048", "--gpus", "1024x1024xH100",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("raw,name", [('{"train_micro_batch_size_per_gpu": ' + "9" * 5000 + "}", "ds.json"),
+                                      ("train_micro_batch_size_per_gpu: " + "9" * 5000 + "\n", "ds.yaml")])
+def test_a_number_of_thousands_of_digits_is_a_located_vl004(tmp_path, capsys, raw, name):
+    path = tmp_path / name
+    path.write_text(raw)
+    assert main(["check", str(path), "--gpus", "8xH100", *JOB, "--format", "json"]) == 1
+    assert [f["code"] for f in json.loads(capsys.readouterr().out)["files"][0]["findings"]] == ["VL004"]
+
+
+@pytest.mark.parametrize("toml,words", [
+    ("tool = 3\n", "tool is a int, not a table"),                                 # AttributeError in load_settings
+    ("[tool]\nvramlint = 3\n", "is not of type 'object'"),
+    ("[tool.vramlint]\ngpus = " + "{a=" * 2000 + "1" + "}" * 2000 + "\n", "nested too deep"),   # RecursionError
+    ('[tool.vramlint]\ngpus = "8xH100"\n[[tool.vramlint.overrides]]\nfiles = "' + "*" * 3000 + 'x"\n',
+     "is too complex"),                                                           # a glob that backtracks for minutes
+])
+def test_settings_of_the_wrong_shape_are_one_line_usage_errors(tmp_path, capsys, monkeypatch, toml, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(toml)
+    _one_line_usage_error(capsys, ["check", DS, *JOB, "--gpus", "8xH100"], words)
+
+
+def test_names_no_filesystem_takes_and_an_empty_name(capsys):
+    _one_line_usage_error(capsys, ["check", "a" * 300, "--gpus", "8xH100"], "cannot read")   # OSError in expand
+    _one_line_usage_error(capsys, ["check", "", "--gpus", "8xH100"], "an empty file name")  # it exited 0
+
+
+def test_a_walk_past_any_repository_stops_with_a_usage_error(tmp_path, capsys, monkeypatch):
+    """``vramlint check /`` walked the whole machine."""
+    import vramlint.files
+    monkeypatch.setattr(vramlint.files, "MOST_WALKED", 50)
+    for i in range(60):
+        (tmp_path / f"f{i}.txt").write_text("x")
+    _one_line_usage_error(capsys, ["check", str(tmp_path), "--gpus", "8xH100"], "more than 50 files and folders")
+
+
+@pytest.mark.parametrize("command", [["check", DS, *JOB, "--gpus", "8xH100"], ["gpus"], ["models"], ["rule"],
+                                     ["model", "gpt2"], ["plan", *JOB, "--gpus", "8xH100"]])
+def test_closed_and_full_standard_output_are_exit_2_in_one_line(command):
+    """Was an internal error ('NoneType' object has no attribute 'flush', No space left on device)
+    and exit 120 from the interpreter's final flush."""
+    closed = subprocess.run([sys.executable, "-m", "vramlint", *command], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, timeout=60, close_fds=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 2 and closed.stderr.strip() == "vramlint: error: standard output is closed"
+    if Path("/dev/full").exists():
+        with open("/dev/full", "w") as full:
+            proc = _cli(*command, stdout=full)
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == "vramlint: error: cannot write the output (No space left on device)"
+
+
+def test_a_control_sequence_in_a_config_value_never_reaches_a_ci_log(tmp_path, capsys):
+    path = tmp_path / "recipe.yaml"
+    path.write_text('model_name_or_path: "x/\\e[31mred\\r"\nper_device_train_batch_size: 1\nlearning_rate: 1\n')
+    for fmt in ("github", "text"):
+        main(["check", str(path), "--gpus", "8xH100", "--format", fmt])
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\r" not in out and "\\x1b[31mred" in out, fmt

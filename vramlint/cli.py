@@ -8,6 +8,7 @@ check, 2 usage errors, unreadable input or an internal error — never a traceba
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -456,7 +457,25 @@ def _lenient_streams() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+def _unwritable(exc: OSError | None) -> int:
+    """Standard output closed at start, or a write to it failed (a full disk, ``> /dev/full``):
+    one line on standard error, exit 2, and nothing left for the interpreter's final flush to
+    fail on (it would print a traceback and exit 120)."""
+    why = "standard output is closed" if exc is None else f"cannot write the output ({exc.strerror or exc})"
+    if sys.stderr is not None:
+        print(f"vramlint: error: {why}", file=sys.stderr)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+    except OSError:
+        pass
+    sys.stdout = open(os.devnull, "w")       # noqa: SIM115 - the process's stdout from here on
+    return EXIT_USAGE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stdout is None:
+        return _unwritable(None)
     _lenient_streams()
     args = _parse(argv)
     try:
@@ -469,6 +488,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _closed_pipe()
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG,
+                                                      errno.EDQUOT):
+            return _unwritable(exc)
         if os.environ.get("VRAMLINT_DEBUG"):
             raise
         print(f"vramlint: internal error: {type(exc).__name__}: {exc} (VRAMLINT_DEBUG=1 shows where)",

@@ -125,6 +125,8 @@ class _JsonReader:
         if match:
             self.i = match.end()
             token = match.group()
+            if len(token) > MOST_DIGITS:
+                raise TooLarge(f"a number of {len(token):,} digits: not a config value", *self.where())
             return float(token) if any(c in token for c in ".eE") else int(token)
         for word, result in _WORDS.items():
             if self.text.startswith(word, self.i):
@@ -229,6 +231,7 @@ def sub_document(document: Document, json_path: str) -> Document:
 MOST_BYTES = 4 << 20        # a config is kilobytes; four MiB is data, not a config
 MOST_DEPTH = 64             # sections nested deeper than any framework's config
 MOST_NODES = 200_000        # values in a document, its YAML aliases expanded
+MOST_DIGITS = 100           # a number longer than this is no setting (Python refuses int() past 4,300)
 
 
 class TooLarge(ParseError):
@@ -274,6 +277,8 @@ def parse_yaml(text: str, path: str = "<string>") -> Document:
         raise ParseError(f"not valid YAML: {problem}", line, column) from None
     except RecursionError:
         raise TooLarge(f"nested more than {MOST_DEPTH} deep: not a config", 1, 1) from None
+    except ValueError as exc:              # an int past Python's 4,300-digit conversion limit
+        raise TooLarge(f"a value past what any config holds ({str(exc).split(':')[0]})", 1, 1) from None
     finally:
         loader.dispose()
     return Document(path, text, data, _yaml_positions(root))

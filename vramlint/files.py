@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from vramlint.errors import UsageError
 from vramlint.patterns import unread, wanted
 from vramlint.repository import SKIP_DIRS
 
 STDIN = "-"
+MOST_WALKED = 100_000          # entries a walk looks at: a repository's configs lie well inside it
 
 
 def expand(paths: list[str], left: list[str] | None = None) -> list[str]:
@@ -19,7 +21,9 @@ def expand(paths: list[str], left: list[str] | None = None) -> list[str]:
     ``left`` collects the walked files that may state jobs in a form vramlint does not read."""
     out, seen = [], set()
     for path in paths:
-        for found in _walk(path, left) if path != STDIN and Path(path).is_dir() else [path]:
+        if not path:
+            raise UsageError("an empty file name: name a file, a folder or - for standard input")
+        for found in _walk(path, left) if path != STDIN and _is_dir(path) else [path]:
             key = found if found == STDIN else os.path.realpath(found)
             if key not in seen:
                 seen.add(key)
@@ -27,11 +31,26 @@ def expand(paths: list[str], left: list[str] | None = None) -> list[str]:
     return out
 
 
+def _is_dir(path: str) -> bool:
+    """A folder to walk; a name no filesystem takes (a component past 255 bytes) is read as a file,
+    whose reading says what is wrong with it."""
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def _walk(folder: str, left: list[str] | None = None) -> list[str]:
     """The files under ``folder`` the hook would take; what is named on the command line is
-    checked whatever it is (a FIFO gets its VL004), what a walk meets only if it is a regular file."""
-    found = []
+    checked whatever it is (a FIFO gets its VL004), what a walk meets only if it is a regular file.
+    A walk past ``MOST_WALKED`` entries stops with a one-line usage error: ``vramlint check /``
+    would otherwise read the whole machine."""
+    found, walked = [], 0
     for root, dirs, names in os.walk(folder):
+        walked += len(dirs) + len(names)
+        if walked > MOST_WALKED:
+            raise UsageError(f"{folder}: more than {MOST_WALKED:,} files and folders under it: not a repository's "
+                             "configs (name the folders that hold them)")
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         for name in sorted(names):
             path = os.path.join(root, name)

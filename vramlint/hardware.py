@@ -111,8 +111,9 @@ def gpu_from_text(text: str) -> Gpu:
     size = parse_size(text)
     if size is None:
         known = ", ".join(gpu.name for gpu in GPUS)
+        shown = text if len(text) <= 40 else text[:37] + "..."
         raise UsageError(
-            f"unknown GPU {text!r}: give a size (24GB, 79.19GiB, 81559MiB) or one of: {known}"
+            f"unknown GPU {shown!r}: give a size (24GB, 79.19GiB, 81559MiB) or one of: {known}"
         )
     if text.strip().upper().endswith("GB") and size % GB == 0:
         same_class = [gpu for gpu in GPUS if gpu.nominal_gb == size // GB]
@@ -136,19 +137,34 @@ def architecture(name: str) -> int | None:
     return GPU_BY_NAME[max(named, key=len)].sm if named else None
 
 
+# Bounds past any real machine (the estimate's arithmetic and the hint search stay fast inside
+# them): NVL72 racks put 72 GPUs in one NVLink domain; the largest training clusters ~100,000.
+MOST_PER_NODE = 1024
+MOST_GPUS = 1 << 20
+MIN_GPU_BYTES = 1 << 30
+
+
 def parse_gpus(spec: str) -> Cluster:
     """``8x80GB``, ``8xH100``, ``2x8xA100-80GB`` (nodes x GPUs per node), ``1xL4``, ``4xH200``."""
     match = _SPEC.match(spec or "")
     if not match or not match.group(3):
         raise UsageError(f"cannot read --gpus {spec!r}: expected COUNTxGPU or NODESxCOUNTxGPU, e.g. 8xH100")
     first, second, gpu_text = match.groups()
+    if any(len(n) > 7 for n in (first, second) if n):
+        raise UsageError(f"--gpus: a count of {max(len(n) for n in (first, second) if n):,} digits is no cluster")
     if second is not None:
         nodes, per_node = int(first), int(second)
     else:
         nodes, per_node = 1, int(first) if first else 1
     if nodes < 1 or per_node < 1:
         raise UsageError(f"--gpus {spec!r}: GPU and node counts must be at least 1")
-    return Cluster(gpu_from_text(gpu_text), per_node, nodes, counted=first is not None)
+    if per_node > MOST_PER_NODE or nodes * per_node > MOST_GPUS:
+        raise UsageError(f"--gpus {spec!r}: at most {MOST_PER_NODE} GPUs a node and {MOST_GPUS:,} in all (the largest "
+                         "clusters built hold about 100,000)")
+    gpu = gpu_from_text(gpu_text)
+    if gpu.memory_bytes < MIN_GPU_BYTES:
+        raise UsageError(f"--gpus {spec!r}: {gpu.memory_bytes:,} bytes is no GPU's memory (at least 1 GiB)")
+    return Cluster(gpu, per_node, nodes, counted=first is not None)
 
 
 def sized(cluster: Cluster, processes: object, machines: object = 1) -> Cluster | None:

@@ -95,6 +95,34 @@ def _read(path: Path) -> dict:
         raise UsageError(f"{path}: {exc.message}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested too deep to be settings") from None
+
+
+def _vramlint_table(data: dict, path: Path) -> object:
+    """``[tool.vramlint]`` of a pyproject.toml (None where it has none); a ``tool`` that is not a
+    table is the file's error, said in one line."""
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise UsageError(f"{path}: tool is a {type(tool).__name__}, not a table")
+    return tool.get("vramlint")
+
+
+# An overrides pattern no path needs: runs of '*' and many wildcards make the glob's regular
+# expression backtrack for minutes (pathspec compiles gitignore patterns to regular expressions).
+MOST_WILDCARDS = 16
+MOST_PATTERN = 1024
+
+
+def _check_patterns(table: dict, where: str) -> None:
+    for override in table.get("overrides", []):
+        patterns = override["files"] if isinstance(override["files"], list) else [override["files"]]
+        for pattern in patterns:
+            wild = sum(pattern.count(c) for c in "*?[")
+            if len(pattern) > MOST_PATTERN or wild > MOST_WILDCARDS or "***" in pattern:
+                shown = pattern if len(pattern) <= 40 else pattern[:37] + "..."
+                raise UsageError(f"{where}: overrides files {shown!r} is too complex ({wild} wildcards, "
+                                 f"{len(pattern)} characters; at most {MOST_WILDCARDS} and {MOST_PATTERN})")
 
 
 def load_settings(config: str | None = None, start: Path | None = None) -> Settings:
@@ -104,7 +132,7 @@ def load_settings(config: str | None = None, start: Path | None = None) -> Setti
         path = Path(config)
         data = _read(path)
         if "tool" in data:                      # a pyproject.toml: its [tool.vramlint] table
-            table, where = data["tool"].get("vramlint"), f"{path} [tool.vramlint]"
+            table, where = _vramlint_table(data, path), f"{path} [tool.vramlint]"
             if table is None:
                 raise UsageError(f"{path}: no [tool.vramlint] table")
         else:                                   # a vramlint.toml: the whole file
@@ -113,13 +141,14 @@ def load_settings(config: str | None = None, start: Path | None = None) -> Setti
         for folder in [start or Path.cwd(), *real(start or Path.cwd()).parents]:
             candidate = folder / "pyproject.toml"
             if candidate.is_file():
-                table = _read(candidate).get("tool", {}).get("vramlint")
+                table = _vramlint_table(_read(candidate), candidate)
                 if table is not None:
                     path, where = candidate, f"{candidate} [tool.vramlint]"
                     break
         else:
             return Settings()
     _validate(table, where)
+    _check_patterns(table, where)
     values = {k: v for k, v in table.items() if k != "overrides"}
     return Settings(values, tuple(table.get("overrides", [])), where, real(path).parent)
 

@@ -17,13 +17,16 @@ UNITS = {
     "KIB": KiB, "MIB": MiB, "GIB": GiB, "TIB": TiB,
 }
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?I?B)\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,20})?)\s*([KMGT]?I?B)\s*$", re.IGNORECASE)
+MOST_BYTES = 1 << 60        # an exbibyte: past any GPU's or host's memory, and far from float's limits
 
 
 def parse_size(text: str) -> int | None:
-    """``'24GB'`` → 24e9, ``'79.19GiB'`` → bytes, ``'81559MiB'`` → bytes; None if not a size."""
+    """``'24GB'`` → 24e9, ``'79.19GiB'`` → bytes, ``'81559MiB'`` → bytes; None if not a size (or
+    a size past ``MOST_BYTES``: no memory is that large, and the arithmetic would overflow)."""
     match = _SIZE.match(text)
     if not match:
         return None
     number, unit = match.groups()
-    return round(float(number) * UNITS[unit.upper()])
+    size = float(number) * UNITS[unit.upper()]
+    return round(size) if size <= MOST_BYTES else None

@@ -31,6 +31,8 @@ Three runtimes keep different states (bytes per parameter P, trainable parameter
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+
 from dataclasses import dataclass, field, replace
 
 from vramlint.memory.components import HOST, Component
@@ -197,12 +199,19 @@ def zero12_grad_partition(plan: Plan) -> int:
     P/N. On one GPU, P."""
     sizes, n = trainable_tensors(plan), plan.data_parallel
     padded = -(-sum(sizes) // (2 * n)) * (2 * n)
-    part, held, start = padded // n, [0] * n, 0
+    part, spans, start = max(padded // n, 1), [], 0
     for size in sizes:
-        for rank in range(start // part, min(n - 1, (start + size - 1) // part) + 1):
-            held[rank] += size
+        spans.append((start // part, min(n - 1, (start + size - 1) // part), size))
         start += size
-    return max(held)
+    # Only a rank where a tensor starts or ends can hold more than one tensor; a rank inside one
+    # tensor holds that tensor alone, no more than the rank it starts on: count those ranks only
+    # (as exact as every rank, and bounded by the tensors, not the GPUs).
+    ranks = sorted({rank for first, last, _ in spans for rank in (first, last)})
+    held = dict.fromkeys(ranks, 0)
+    for first, last, size in spans:
+        for rank in ranks[bisect_left(ranks, first):bisect_right(ranks, last)]:
+            held[rank] += size
+    return max(held.values(), default=0)
 
 
 def ds_width(plan: Plan) -> int:

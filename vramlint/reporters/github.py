@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import TextIO
 
 from vramlint.reporters import summary
+from vramlint.reporters.printable import shown
 
 COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return shown(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _prop(text: str) -> str:
@@ -33,5 +34,5 @@ def report(results, out: TextIO, verbosity: str = "normal") -> None:
                       f"col={f.location.column},title={_prop(f'{f.code} {f.name}')}::{_data(message)}\n")
     if verbosity != "quiet":
         for result in results:
-            out.write(verdict(result).replace("\r", " ").replace("\n", " ") + "\n")     # a log line, no command
+            out.write(shown(verdict(result).replace("\r", " ").replace("\n", " ")) + "\n")     # a log line, no command
         out.write(summary.line(results) + "\n")

@@ -7,11 +7,11 @@ not a terminal or ``NO_COLOR`` is set, so pre-commit logs and CI logs stay reada
 from __future__ import annotations
 
 import os
-import re
 from typing import TextIO
 
 from vramlint.models.shape import ModelShape
 from vramlint.reporters import summary
+from vramlint.reporters.printable import shown
 from vramlint.units import GiB
 
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -26,10 +26,9 @@ def escape(text: str) -> str:
     """Findings quote config syntax like ``[tool.vramlint]``, which rich would take for markup;
     a control character from a config value (an ANSI escape) must not reach the terminal."""
     from rich.markup import escape as rich_escape
-    return rich_escape(CONTROL.sub(lambda m: repr(m.group())[1:-1], text))
+    return rich_escape(shown(text))
 
 
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 UNICODE = {"full": "█", "empty": "·", "dash": "—"}
 ASCII = {"full": "#", "empty": ".", "dash": "-"}
 
