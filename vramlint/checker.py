@@ -21,7 +21,6 @@ from vramlint.errors import ModelNotFound, UnplannableError, UsageError
 from vramlint.findings import ERROR, WARNING, Finding
 from vramlint.hardware import Cluster, sized
 from vramlint.memory import Estimate, estimate
-from vramlint.memory.serving import serving_estimate
 from vramlint.models import read_model
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.models.shape import ModelShape
@@ -44,9 +43,7 @@ from vramlint.rules.inputs import (deepspeed_overridden, generic_shape, model_no
 from vramlint.rules.llamafactory import check_llamafactory
 from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_values, not_plannable
 from vramlint.rules.schema import check_schema
-from vramlint.rules.serving import check_serving
 from vramlint.rules.syntax import hjson_syntax, internal_error, parse_error
-from vramlint.serving_plan import serving_from_vllm
 from vramlint.shipped import shipped_copy
 from vramlint.stack import Stack, plan_for_stack, stack_for, unmodelled
 from vramlint.suppress import Suppressions, suppressions
@@ -523,7 +520,10 @@ def _recipe_deepspeed(recipe: Recipe, result: FileResult, stand_in: object = Non
 
 def _check_vllm(document: Document, result: FileResult, ctx: Context) -> None:
     """A ``vllm serve --config`` file: its own ``model`` when vramlint can read it, else --model
-    (a finding says so)."""
+    (a finding says so). The serving model is imported here, by the files that need it."""
+    from vramlint.memory.serving import serving_estimate
+    from vramlint.rules.serving import check_serving
+    from vramlint.serving_plan import serving_from_vllm
     result.findings.extend(check_schema(normalised_document(document), "vllm"))
     cfg = read_vllm(document)
     result.model_at = cfg.model.location

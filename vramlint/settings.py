@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 
-import jsonschema
-import pathspec
 
 from vramlint.errors import UsageError
 from vramlint.repository import real
@@ -52,6 +50,7 @@ class Settings:
         relative = self.relative(path)
         for override in self.overrides:
             patterns = override["files"] if isinstance(override["files"], list) else [override["files"]]
+            import pathspec                  # only for a settings file with overrides
             if pathspec.GitIgnoreSpec.from_lines(patterns).match_file(relative):
                 return {k: v for k, v in override.items() if k != "files"}
         return {}
@@ -70,6 +69,7 @@ class Settings:
 
 def _validate(table: dict, where: str) -> None:
     schema = load_schema("settings")
+    import jsonschema          # imported where a schema is checked: a recipe-only run never pays for it
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(table))
     if error is None:
         return

@@ -77,10 +77,10 @@ def requirement(line: str) -> tuple[str, str, bool] | None:
     for a line whose environment marker excludes the job's environment (``applies``)."""
     text = line.split("#", 1)[0]
     requirement_text, _, marker = text.partition(";")
-    if marker.strip() and not applies(marker):
-        return None
     match = _NAME.match(requirement_text)
     if not match:
+        return None
+    if marker.strip() and _norm(match[1]) in PACKAGES and not applies(marker):   # packaging only when it matters
         return None
     specs = {op: version for op, version in _SPEC.findall(match[2])}
     op = next((op for op in _PREFERENCE if op in specs and "*" not in specs[op]), None)

@@ -181,9 +181,34 @@ def _details(console, result, glyphs: dict[str, str]) -> None:
             console.print(escape(f"  assumed: {note}"))
 
 
+def _plain(out: TextIO, verbosity: str) -> bool:
+    """Lines with no colour, no width and no table to lay out (a pipe, as a pre-commit hook or CI
+    reads it, without ``COLUMNS`` or ``FORCE_COLOR``): written directly, without importing rich,
+    the same text rich would write there."""
+    env = os.environ
+    tty = getattr(out, "isatty", lambda: False)()
+    return verbosity != "verbose" and not tty and not env.get("FORCE_COLOR") and not env.get("COLUMNS")
+
+
+def _plain_report(results, out: TextIO, verbosity: str) -> None:
+    glyphs = _glyphs(out)
+    lines = []
+    for result in results:
+        for finding in result.findings:
+            lines.append(f"{finding.location}  {finding.code} {finding.severity}  {finding.message}")
+            lines += [f"    {finding.detail}"] * bool(finding.detail) + [f"    hint: {finding.hint}"] * bool(finding.hint)
+        if verbosity != "quiet":
+            lines.append(verdict(result, glyphs))
+    if verbosity != "quiet":
+        lines.append(summary.line(results))
+    out.write("".join(shown(line) + "\n" for line in lines))
+
+
 def report(results, out: TextIO, verbosity: str = "normal") -> None:
     """Findings in ``path:line:col CODE severity message`` form; then each file's verdict in one
     line (``--verbose``: its breakdown; ``--quiet``: findings alone), and the count."""
+    if _plain(out, verbosity):
+        return _plain_report(results, out, verbosity)
     console, glyphs = _console(out), _glyphs(out)
     for result in results:
         _findings(console, result)

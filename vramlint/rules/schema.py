@@ -15,7 +15,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
-import jsonschema
 
 from vramlint.documents import Document
 from vramlint.findings import ERROR, WARNING, Finding
@@ -116,6 +115,7 @@ def _suggest(key: str, known: list[str]) -> str | None:
 
 
 def check_schema(document: Document, fmt: str) -> Iterator[Finding]:
+    import jsonschema          # imported where a schema is checked: a recipe-only run never pays for it
     validator = jsonschema.Draft202012Validator(load_schema(fmt))
     for error in sorted(validator.iter_errors(document.data), key=lambda e: list(map(str, e.absolute_path))):
         yield from _findings(error, document, fmt)
