@@ -15,20 +15,13 @@ a key any of them takes is not flagged, so a field a pinned transformers has is 
 
 from __future__ import annotations
 
-import ast
 import json
 import sys
 import zipfile
 from pathlib import Path
 
-HPARAMS = ("model_args.py", "data_args.py", "finetuning_args.py", "generating_args.py", "training_args.py",
-           "evaluation_args.py")
-
-
-def fields(text: str) -> set[str]:
-    tree = ast.parse(text)
-    return {n.target.id for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for n in node.body
-            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and "ClassVar" not in ast.unparse(n.annotation)}
+from vramlint.stack import LLAMAFACTORY_HPARAMS as HPARAMS
+from vramlint.stack import dataclass_fields as fields
 
 
 def main(src: str, tf: str) -> None:

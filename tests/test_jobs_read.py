@@ -314,6 +314,27 @@ def test_llamafactory_refuses_keys_its_release_has_no_field_for(tmp_path, capsys
     assert said[0]["line"] == line and ("ALLOW_EXTRA_ARGS=1" in said[0]["hint"]) is (version != "0.9.1")
 
 
+def test_a_vendored_llamafactory_is_read_from_its_own_argument_dataclasses(tmp_path, capsys):
+    """A fork between releases (0.9.2.dev0, as GAIR-NLP/LIMO vendors it): its hparams/ say which keys
+    it takes; where they are not in the repository, no key is refused on a guess."""
+    path = _repo(tmp_path, "0.9.2.dev0")
+    path.write_text(path.read_text() + "image_resolution: 262144\nmy_fork_key: 1\n")
+    _, doc = check(capsys, str(path), "--gpus", "1xA100-80GB")
+    assert not [f for f in doc["files"][0]["findings"] if f["code"] == "VL313"]
+    hparams = tmp_path / "src" / "llamafactory" / "hparams"
+    hparams.mkdir()
+    names = {"model_name_or_path", "quantization_bit", "quantization_method", "template", "trust_remote_code",
+             "image_resolution", "stage", "finetuning_type", "lora_target", "dataset", "cutoff_len", "max_samples",
+             "overwrite_cache", "preprocessing_num_workers", "dataloader_num_workers", "do_train", "plot_loss",
+             "val_size"}
+    (hparams / "model_args.py").write_text("from dataclasses import dataclass\n@dataclass\nclass ModelArguments:\n"
+                                           + "".join(f"    {n}: object = None\n" for n in sorted(names)))
+    _, doc = check(capsys, str(path), "--gpus", "1xA100-80GB")
+    said = [f["message"] for f in doc["files"][0]["findings"] if f["code"] == "VL313"]
+    assert said == ["LLaMA-Factory 0.9.2.dev0 refuses to start: Some keys are not used by the HfArgumentParser: "
+                    "['my_fork_key']"]
+
+
 def test_llamafactory_without_do_train_is_a_training_job_it_would_not_run(tmp_path, capsys):
     path = tmp_path / "sft.yaml"
     path.write_text("model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\nfinetuning_type: lora\n"

@@ -13,6 +13,7 @@ for that file, and the run goes on with the others.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -28,12 +29,12 @@ from vramlint.plan import (OPTIMIZERS, RUNTIMES, Flags, Origin, Plan, flag_text,
                            plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, read_accelerate
 from vramlint.readers.deepspeed import Fact, read_deepspeed
-from vramlint.readers.llamafactory import at_release, preprocess_only
+from vramlint.readers.llamafactory import ANY_KEY, at_release, preprocess_only
 from vramlint.readers.recipe import Recipe
 from vramlint.readers.registry import RECIPES, detect, skipped_because
 from vramlint.readers.vllm import normalised_document, read_vllm
 from vramlint.recipe_plan import plan_from_recipe
-from vramlint.repository import find_referenced, real, recipes_using
+from vramlint.repository import find_referenced, real, recipes_using, root_of
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency, fp32_by_auto
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
@@ -45,7 +46,7 @@ from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_va
 from vramlint.rules.schema import check_schema
 from vramlint.rules.syntax import hjson_syntax, internal_error, parse_error
 from vramlint.shipped import shipped_copy
-from vramlint.stack import Stack, plan_for_stack, stack_for, unmodelled
+from vramlint.stack import Stack, plan_for_stack, stack_for, unmodelled, vendored_arguments
 from vramlint.suppress import Suppressions, suppressions
 
 
@@ -355,7 +356,12 @@ def _at_release(recipe: Recipe, ctx: Context) -> Recipe:
         return recipe
     stack = stack_for(ctx.values, recipe.document.path)
     release = stack.release("llamafactory")
-    recipe = at_release(recipe, release, f"LLaMA-Factory {stack.version('llamafactory')} ({stack.origin('llamafactory')})")
+    root = root_of(Path(recipe.document.path)) if Path(recipe.document.path).is_file() else None
+    fields = vendored_arguments(root) if root is not None and stack.origin("llamafactory").endswith("own copy)") else None
+    if fields is None and re.search(r"(dev|rc)\d*$", stack.version("llamafactory")):
+        fields = ANY_KEY        # a snapshot between releases whose source is not here: its keys are not known
+    recipe = at_release(recipe, release, f"LLaMA-Factory {stack.version('llamafactory')} ({stack.origin('llamafactory')})",
+                        fields)
     tokenized = preprocess_only(recipe, release)
     if tokenized is not None and find_referenced(str(tokenized.value), recipe.document.path, True) is None:
         return replace(recipe, task=f"preprocessing (LLaMA-Factory {stack.version('llamafactory')} tokenizes into "

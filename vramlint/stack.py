@@ -223,6 +223,47 @@ def vendored(root: Path) -> dict[str, Pinned]:
     return found
 
 
+def dataclass_fields(text: str) -> set[str]:
+    """Every annotated field of every class in a Python source (its argument dataclasses), read
+    with ``ast``, never run; ``ClassVar`` annotations left out."""
+    import ast
+    tree = ast.parse(text)
+    return {n.target.id for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for n in node.body
+            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+            and "ClassVar" not in ast.unparse(n.annotation)}
+
+
+# The argument dataclasses ``llamafactory-cli train`` parses a YAML into (hparams/ of 0.9.x).
+LLAMAFACTORY_HPARAMS = ("model_args.py", "data_args.py", "finetuning_args.py", "generating_args.py",
+                        "training_args.py", "evaluation_args.py")
+
+
+def vendored_arguments(root: Path) -> frozenset[str] | None:
+    """The argument names of the LLaMA-Factory copy the repository holds (its own hparams/), or
+    None where it holds none: a vendored snapshot between releases is read as it is (once per
+    set of those files as they stand)."""
+    for folder in (root / "src" / "llamafactory" / "hparams", root / "llamafactory" / "hparams"):
+        files = []
+        for name in LLAMAFACTORY_HPARAMS:
+            try:
+                stat = (folder / name).stat()
+            except OSError:
+                continue
+            files.append((folder / name, stat.st_mtime_ns, stat.st_size))
+        if files:
+            return _arguments_of(tuple(files))
+    return None
+
+
+@lru_cache(maxsize=8)
+def _arguments_of(files: tuple[tuple[Path, int, int], ...]) -> frozenset[str] | None:
+    try:
+        return frozenset(set().union(*(dataclass_fields(path.read_text(encoding="utf-8", errors="replace"))
+                                       for path, _, _ in files)))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None
+
+
 @lru_cache(maxsize=1)
 def installed() -> dict[str, Pinned]:
     found = {}

@@ -164,19 +164,29 @@ def _arguments() -> dict:
     return json.loads(resources.files("vramlint").joinpath("data/llamafactory_arguments.json").read_text())
 
 
-def unknown_keys(keys: Keys, release: tuple[int, ...]) -> list[str]:
-    """The top-level keys no argument dataclass of ``release`` (the nearest read one at or below
-    it) nor of a pinned transformers has: ``parse_dict`` refuses them. None known below 0.9.1."""
+# ``fields`` for a copy whose argument names cannot be known (a dev snapshot not in the repository):
+# every key is taken, none refused.
+ANY_KEY = frozenset({"*"})
+
+
+def unknown_keys(keys: Keys, release: tuple[int, ...], fields: frozenset[str] | None = None) -> list[str]:
+    """The top-level keys no argument dataclass of the release nor of a pinned transformers has:
+    ``parse_dict`` refuses them. ``fields``: the argument names of the copy the repository
+    vendors, read from its source; else those of ``release`` (the nearest read one at or below
+    it); none known below 0.9.1."""
     table = _arguments()
-    known = [v for v in table["releases"] if tuple(int(p) for p in v.split(".")) <= release]
-    if not known:
+    if fields is ANY_KEY:
         return []
-    names = set(table["releases"][max(known, key=lambda v: tuple(int(p) for p in v.split(".")))])
-    names |= set(table["hf_training_arguments"])
+    if fields is None:
+        known = [v for v in table["releases"] if tuple(int(p) for p in v.split(".")) <= release]
+        if not known:
+            return []
+        fields = frozenset(table["releases"][max(known, key=lambda v: tuple(int(p) for p in v.split(".")))])
+    names = set(fields) | set(table["hf_training_arguments"])
     return sorted(str(k) for k in keys.data if str(k) not in names)
 
 
-def refusals(keys: Keys, release: tuple[int, ...]) -> tuple[Refusal, ...]:
+def refusals(keys: Keys, release: tuple[int, ...], fields: frozenset[str] | None = None) -> tuple[Refusal, ...]:
     """The launches LLaMA-Factory ``release`` refuses for these settings (hparams/parser.py of the
     0.9.1-0.9.5 wheels; lines for 0.9.5)."""
     def on(*names: str) -> bool:
@@ -199,7 +209,7 @@ def refusals(keys: Keys, release: tuple[int, ...]) -> tuple[Refusal, ...]:
                            else "GaLore is incompatible with DeepSpeed yet."))
     if on("pure_bf16"):                                                                       # parser.py:385
         out.append(Refusal("zero3", "pure_bf16", "`pure_bf16` is incompatible with DeepSpeed ZeRO-3."))
-    unknown = unknown_keys(keys, release)
+    unknown = unknown_keys(keys, release, fields)
     if unknown:                                 # hparams/parser.py _parse_args -> HfArgumentParser.parse_dict
         out.append(Refusal("always", unknown[0], f"Some keys are not used by the HfArgumentParser: {unknown}",
                            "remove or correct them" + ("; ALLOW_EXTRA_ARGS=1 lets them pass" if release >= (0, 9, 2)
@@ -207,10 +217,11 @@ def refusals(keys: Keys, release: tuple[int, ...]) -> tuple[Refusal, ...]:
     return tuple(out)
 
 
-def at_release(recipe: Recipe, release: tuple[int, ...], words: str) -> Recipe:
+def at_release(recipe: Recipe, release: tuple[int, ...], words: str, fields: frozenset[str] | None = None) -> Recipe:
     """The recipe as the LLaMA-Factory release the repository runs reads it (``words``: which,
-    and where that was read): the quantization method's spelling changed in 0.9.3, and a value
-    spelled for the other releases quantizes nothing."""
+    and where that was read; ``fields``: a vendored copy's argument names): the quantization
+    method's spelling changed in 0.9.3, and a value spelled for the other releases quantizes
+    nothing."""
     keys = Keys(recipe.document, f"{VERSION} default")
     four, eight = _quantized(keys, release)
     notes = recipe.notes
@@ -219,7 +230,7 @@ def at_release(recipe: Recipe, release: tuple[int, ...], words: str) -> Recipe:
             and str(method).lower() != bnb_spelling(release):
         notes += (f"quantization_method {method} is not {bnb_spelling(release)!r}, the spelling of {words}: "
                   "configure_quantization matches no branch, so the base loads unquantized",)
-    return replace(recipe, load_in_4bit=four, load_in_8bit=eight, notes=notes, refusals=refusals(keys, release))
+    return replace(recipe, load_in_4bit=four, load_in_8bit=eight, notes=notes, refusals=refusals(keys, release, fields))
 
 
 def _switches(keys: Keys, stage: Fact) -> dict[str, Fact]:
