@@ -54,16 +54,50 @@ def monorepo(folder: Path, source: str, count: int) -> None:
         (folder / f"ds_{i:03d}.json").write_text(json.dumps(config, indent=2))
 
 
+def bare(runs: int = 5) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# A model type transformers builds (OLMo 1 is not modelled by hand): its second check reads the
+# shape cache (models/shape_cache.py) instead of importing torch and building it again.
+OLMO = {"model_type": "olmo", "architectures": ["OlmoForCausalLM"], "hidden_size": 2048, "intermediate_size": 8192,
+        "num_attention_heads": 16, "num_hidden_layers": 16, "num_key_value_heads": 16, "vocab_size": 50304,
+        "max_position_embeddings": 2048, "torch_dtype": "float32", "tie_word_embeddings": True}
+
+
+def shape_cache_ratio(folder: Path) -> tuple[float, float, float]:
+    """(first check, second check, a hand-modelled model's check) of a model transformers builds."""
+    import json
+    import os
+    (folder / "config.json").write_text(json.dumps(OLMO))
+    os.environ["VRAMLINT_CACHE_DIR"] = str(folder / "cache")
+    argv = ["estimate", "--train", "--model", str(folder / "config.json"), "--gpus", "1xH100", "--seq-len", "2048"]
+    first = timed(argv, runs=1)
+    second = timed(argv)
+    hand = timed(["estimate", "--train", "--model", "allenai/OLMo-2-1124-7B", "--gpus", "1xH100", "--seq-len", "2048"])
+    return first, second, hand
+
+
 def main() -> int:
     import tempfile
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
-    print(f"{'bare interpreter (python -c pass)':<62} {time.perf_counter() - start:6.3f} s")
+    interpreter = bare()
+    print(f"{'bare interpreter (python -c pass)':<62} {interpreter:6.3f} s")
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import vramlint.cli"], cwd=ROOT, check=True)
     print(f"{'python -c import vramlint.cli':<62} {time.perf_counter() - start:6.3f} s")
     for name, argv in CASES:
-        print(f"{name:<62} {timed(argv):6.3f} s")
+        took = timed(argv)
+        print(f"{name:<62} {took:6.3f} s  {took / interpreter:5.1f} x the bare interpreter")
+    with tempfile.TemporaryDirectory() as scratch:
+        first, second, hand = shape_cache_ratio(Path(scratch))
+        print(f"{'transformers-built model (OLMo 1B): first check':<62} {first:6.3f} s")
+        print(f"{'  second check (shape cache)':<62} {second:6.3f} s  {second / hand:5.2f} x a hand-modelled one "
+              f"({hand:.3f} s)")
     with tempfile.TemporaryDirectory() as passing, tempfile.TemporaryDirectory() as failing:
         monorepo(Path(passing), "examples/llama8b-zero3-8xh100.json", 200)
         monorepo(Path(failing), "examples/llama70b-zero1-8xh100.json", 200)

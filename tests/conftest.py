@@ -24,3 +24,12 @@ def shared_or_skip(path: Path) -> Path:
 @pytest.fixture(scope="session")
 def expected_counts() -> dict:
     return json.loads((DATA / "param_counts.json").read_text())
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _shape_cache_in_a_scratch_folder(tmp_path_factory):
+    """The tests never write to the user's cache folder: the shape cache lives in a scratch one
+    (subprocesses the tests start inherit it)."""
+    import os
+    os.environ["VRAMLINT_CACHE_DIR"] = str(tmp_path_factory.mktemp("vramlint-cache"))
+    yield

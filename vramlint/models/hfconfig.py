@@ -216,9 +216,8 @@ def _unmodelled(raw: dict[str, Any], outer: dict[str, Any], name: str | None, no
     (``models/meta.py``) where transformers is installed and knows the type, else a Llama-like
     decoder over the standard keys (``models/generic.py``), said as such."""
     from vramlint.models.generic import generic, standard
-    from vramlint.models.meta import meta_shape
     model_type = str(raw.get("model_type"))
-    shape, why = meta_shape(outer)
+    shape, why = _built(outer, model_type)
     if shape is not None:
         return replace(shape, model_type=model_type, name=name, notes=tuple(notes) + shape.notes,
                        dtype=_dtype(raw, notes, shape.quantization is not None), shape_by="transformers")
@@ -236,6 +235,33 @@ def _unmodelled(raw: dict[str, Any], outer: dict[str, Any], name: str | None, no
     return replace(shape, model_type=model_type, dtype=_dtype(raw, notes, quant is not None), quantization=quant,
                    architecture=(raw.get("architectures") or [None])[0], family="llama", name=name,
                    notes=tuple(notes), shape_by="generic")
+
+
+def _built(outer: dict[str, Any], model_type: str) -> tuple[ModelShape | None, str]:
+    """The shape transformers builds on the meta device, from the disk cache where a build of
+    this config by this transformers is kept (``shape_cache``), else built (seconds: a status line
+    says so on a terminal, nothing on a pipe) and kept."""
+    from vramlint.models import shape_cache
+    name = shape_cache.key(outer)
+    cached = shape_cache.load(name) if name else None
+    if cached is not None:
+        return cached, ""
+    from vramlint.models.meta import meta_shape
+    with _status(f"vramlint: building {model_type} with transformers on the meta device (kept for the next check)"):
+        shape, why = meta_shape(outer)
+    if shape is not None and name:
+        shape_cache.store(name, shape)
+    return shape, why
+
+
+def _status(text: str):
+    """A transient status line on a terminal's standard error (rich's), nothing on a pipe."""
+    import contextlib
+    import sys
+    if not getattr(sys.stderr, "isatty", lambda: False)():
+        return contextlib.nullcontext()
+    from rich.console import Console
+    return Console(stderr=True).status(text)
 
 
 def read_model(source: str, revision: str | None = None, download: bool = False) -> ModelShape:

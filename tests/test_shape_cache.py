@@ -1,0 +1,68 @@
+"""The shape cache (models/shape_cache.py): what transformers builds for a config not modelled by
+hand is kept on disk, keyed by the config and the builders' versions, so the next check imports
+neither torch nor transformers; kept only in the cache folder, written whole, silent on a pipe."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+pytest.importorskip("transformers")
+OLMO = {"model_type": "olmo", "architectures": ["OlmoForCausalLM"], "hidden_size": 256, "intermediate_size": 512,
+        "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 4, "vocab_size": 1024,
+        "max_position_embeddings": 512, "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+        "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 1}
+
+
+def _run(code: str, cache, config) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, str(config)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "VRAMLINT_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)})
+
+
+READ = ("import sys, json; from vramlint.models import read_model; s = read_model(sys.argv[1]); "
+        "print(json.dumps([s.params, s.shape_by, 'torch' in sys.modules, 'transformers' in sys.modules]))")
+
+
+def test_a_second_read_builds_nothing_and_gives_the_same_shape(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(OLMO))
+    first = _run(READ, tmp_path / "cache", config)
+    assert first.returncode == 0 and first.stderr == "", first.stderr          # no status line on a pipe
+    params, by, torch_loaded, _ = json.loads(first.stdout)
+    assert by == "transformers" and torch_loaded
+    second = _run(READ, tmp_path / "cache", config)
+    assert json.loads(second.stdout) == [params, "transformers", False, False]
+    entries = list((tmp_path / "cache").iterdir())
+    assert len(entries) == 1 and entries[0].suffix == ".json"                    # no temporary file left
+
+
+def test_the_stored_shape_is_the_built_one_and_a_changed_config_is_another_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("VRAMLINT_CACHE_DIR", str(tmp_path))
+    from vramlint.models import shape_cache
+    from vramlint.models.meta import meta_shape
+    built, _ = meta_shape(OLMO)
+    name = shape_cache.key(OLMO)
+    shape_cache.store(name, built)
+    assert shape_cache.load(name) == built
+    assert shape_cache.key({**OLMO, "num_hidden_layers": 3}) != name
+
+
+def test_an_unusable_cache_folder_or_entry_is_rebuilt_silently(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(OLMO))
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    proc = _run(READ, blocked / "cache", config)                    # the folder cannot be made
+    assert proc.returncode == 0 and proc.stderr == "" and json.loads(proc.stdout)[1] == "transformers"
+    cache = tmp_path / "cache"
+    _run(READ, cache, config)
+    (entry,) = cache.iterdir()
+    entry.write_text('{"$": "os.system", "x": 1}')                   # a hostile entry constructs nothing
+    proc = _run(READ, cache, config)
+    assert proc.returncode == 0 and json.loads(proc.stdout)[2] is True    # rebuilt
