@@ -13,6 +13,7 @@ the times and memory as a table.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
@@ -46,9 +47,10 @@ class Case:
     files: tuple[tuple[str, bytes], ...] = ()       # written into the case's folder
     specials: tuple[tuple[str, str], ...] = ()      # (name, kind): fifo, folder, loop, dangling, sparse
     stdin: bytes | None = None
+    stream: str = "normal"                          # standard output: normal, closed, full, ascii
 
     def describe(self) -> dict:
-        return {"argv": list(self.argv), "specials": list(self.specials),
+        return {"argv": list(self.argv), "specials": list(self.specials), "stream": self.stream,
                 "files": {name: data[:20000].decode("utf-8", "replace") for name, data in self.files},
                 "stdin": None if self.stdin is None else self.stdin[:200].decode("utf-8", "replace")}
 
@@ -291,7 +293,8 @@ def _cli_case(draw):
     acc = b"distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\nnum_processes: 8\n"
     files = (("ds.json", ds), ("acc.yaml", acc), ("vllm.yaml", b"model: gpt2\nmax-model-len: 1024\n"))
     stdin = draw(st.sampled_from([ds, b"", b"\xff\xfe", b"model: gpt2\n", b"[" * 100]))
-    return Case("cli", (command, *parts), files, stdin=stdin)
+    stream = draw(st.sampled_from(["normal", "normal", "normal", "closed", "full", "ascii"]))
+    return Case("cli", (command, *parts), files, stdin=stdin, stream=stream)
 
 
 def _alias_bomb(levels: int, width: int) -> bytes:
@@ -397,10 +400,40 @@ def _alarm(signum, frame):
     raise Hang
 
 
+class FullWriter(io.TextIOBase):
+    """Standard output on a full disk (``> /dev/full``): every write fails with ENOSPC."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _stdout(stream: str):
+    """What standard output is for the case: a buffer, closed (None), full, or ASCII-only."""
+    if stream == "closed":
+        return None
+    if stream == "full":
+        return FullWriter()
+    if stream == "ascii":
+        return io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="strict")
+    return io.StringIO()
+
+
+def _written(stdout) -> str:
+    if isinstance(stdout, io.StringIO):
+        return stdout.getvalue()
+    if isinstance(stdout, io.TextIOWrapper):
+        stdout.flush()
+        return stdout.buffer.getvalue().decode("ascii")
+    return ""
+
+
 def run_case(case: Case) -> Outcome:
     """``vramlint`` run in-process in a folder of its own, the guard's alarm armed."""
     from vramlint.cli import main
-    out, err = io.StringIO(), io.StringIO()
+    out, err = _stdout(case.stream), io.StringIO()
     before = os.getcwd()
     stdin = sys.stdin
     with tempfile.TemporaryDirectory() as folder:
@@ -425,7 +458,7 @@ def run_case(case: Case) -> Outcome:
             seconds = time.perf_counter() - start
             sys.stdin = stdin
             os.chdir(before)
-    outcome = Outcome(code, out.getvalue(), err.getvalue(), seconds)
+    outcome = Outcome(code, _written(out), err.getvalue(), seconds)
     outcome.problems = problems(outcome)
     return outcome
 
@@ -445,7 +478,12 @@ def problems(outcome: Outcome) -> list[str]:
         found.append("VL003: " + crashed[0][:300])
     if outcome.code == 2 and not outcome.err.strip() and not outcome.out.strip():
         found.append("exit 2 without a word")
+    if CONTROL.search(text):
+        found.append("a control sequence in the output: " + repr(CONTROL.search(text).group()))
     return found
+
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")     # what reaches a terminal or a CI log as a command
 
 
 def _rss() -> int:

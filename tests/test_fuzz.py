@@ -1,7 +1,8 @@
 """The fuzz run (tests/fuzzing.py): real configs, recipes, model configs and settings mutated,
-hostile documents, command lines at their edges and filesystem oddities. Every case must end
-with exit 0, 1 or 2, no traceback, no internal error, a word on exit 2, inside the hang guard, and
-each family's process must stay under 500 MB above its start.
+hostile documents, command lines of every command at their edges (with standard output closed,
+full or ASCII-only) and filesystem oddities. Every case must end with exit 0, 1 or 2, no
+traceback, no internal error, a word on exit 2, no control sequence in what it prints, inside the
+hang guard, and each family's process must stay under 500 MB above its start.
 
 The normal suite runs 1,000 cases; ``pytest -m fuzz`` runs 12,000 (the marker's tests only).
 Times and memory per case are printed by ``benchmarks/fuzz.py``, not asserted here.

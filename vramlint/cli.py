@@ -464,12 +464,16 @@ def _unwritable(exc: OSError | None) -> int:
     why = "standard output is closed" if exc is None else f"cannot write the output ({exc.strerror or exc})"
     if sys.stderr is not None:
         print(f"vramlint: error: {why}", file=sys.stderr)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-    except OSError:
-        pass
-    sys.stdout = open(os.devnull, "w")       # noqa: SIM115 - the process's stdout from here on
+    try:                                      # closed (None): nothing is left to flush at exit
+        real = sys.stdout is not None and sys.stdout.fileno() == 1
+    except (OSError, ValueError, AttributeError):
+        real = False                          # a stream of the caller's (a test's buffer): theirs to close
+    if real:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        except OSError:
+            pass
+        sys.stdout = open(os.devnull, "w")   # noqa: SIM115 - the process's stdout from here on
     return EXIT_USAGE
 
 
