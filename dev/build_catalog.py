@@ -297,6 +297,30 @@ ENTRIES: list[tuple[str, str, object]] = [
         "intermediate_size": 18944, "moe_intermediate_size": 2560, "shared_expert_intermediate_size": 20480,
         "num_experts": 64, "num_experts_per_tok": 8, "decoder_sparse_step": 1, "vocab_size": 151936,
         "max_position_embeddings": 131072, "rope_theta": 1000000.0, "torch_dtype": "bfloat16"}),  # 57.4B
+    # remote-code types read as the hand-modelled family whose tensors they have (hfconfig ALIASES),
+    # each count matching its model card
+    ("THUDM/chatglm3-6b", "chatglm3-6b", "data:THUDM__chatglm3-6b"),                            # 6.24B
+    ("THUDM/glm-4-9b-chat", "glm-4-9b-chat", {"model_type": "chatglm", "architectures": ["ChatGLMModel"],
+        "hidden_size": 4096, "ffn_hidden_size": 13696, "num_layers": 40, "num_attention_heads": 32,
+        "multi_query_attention": True, "multi_query_group_num": 2, "kv_channels": 128, "padded_vocab_size": 151552,
+        "seq_length": 131072, "add_qkv_bias": True, "add_bias_linear": False, "rmsnorm": True,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),                                 # 9.40B
+    ("internlm/internlm2-7b", "internlm2-7b", {"model_type": "internlm2", "architectures": ["InternLM2ForCausalLM"],
+        "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+        "num_key_value_heads": 8, "vocab_size": 92544, "max_position_embeddings": 32768, "rope_theta": 1000000,
+        "bias": False, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),                  # 7.74B
+    ("internlm/internlm2-20b", "internlm2-20b", {"model_type": "internlm2", "architectures": ["InternLM2ForCausalLM"],
+        "hidden_size": 6144, "intermediate_size": 16384, "num_attention_heads": 48, "num_hidden_layers": 48,
+        "num_key_value_heads": 8, "vocab_size": 92544, "max_position_embeddings": 32768, "rope_theta": 1000000,
+        "bias": False, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),                  # 19.86B
+    ("baichuan-inc/Baichuan2-7B-Base", "baichuan2-7b", {"model_type": "baichuan",
+        "architectures": ["BaichuanForCausalLM"], "hidden_size": 4096, "intermediate_size": 11008,
+        "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 125696, "model_max_length": 4096,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),                                 # 7.51B
+    ("baichuan-inc/Baichuan2-13B-Base", "baichuan2-13b", {"model_type": "baichuan",
+        "architectures": ["BaichuanForCausalLM"], "hidden_size": 5120, "intermediate_size": 13696,
+        "num_attention_heads": 40, "num_hidden_layers": 40, "vocab_size": 125696, "model_max_length": 4096,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),                                 # 13.90B
 ]
 
 # Other repos of an entry's architecture — instruction-tuned, chat, pre-trained and renamed
@@ -353,6 +377,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "Qwen/Qwen1.5-72B": ("Qwen/Qwen1.5-72B-Chat",),
     "01-ai/Yi-34B": ("01-ai/Yi-34B-Chat",),
     "01-ai/Yi-1.5-9B": ("01-ai/Yi-1.5-9B-Chat",),
+    "internlm/internlm2-7b": ("internlm/internlm2-chat-7b", "internlm/internlm2_5-7b", "internlm/internlm2_5-7b-chat"),
+    "internlm/internlm2-20b": ("internlm/internlm2-chat-20b",),
+    "baichuan-inc/Baichuan2-7B-Base": ("baichuan-inc/Baichuan2-7B-Chat",),
+    "baichuan-inc/Baichuan2-13B-Base": ("baichuan-inc/Baichuan2-13B-Chat",),
 }
 
 # llm-compressor's preset schemes, as RedHatAI's model cards give their recipes

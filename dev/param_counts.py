@@ -32,10 +32,15 @@ DEFAULT_TYPES = [
 DEFAULT_MULTIMODAL_TYPES = ["gemma3", "llama4", "qwen3_vl", "qwen3_vl_moe", "gemma4", "qwen2_5_vl", "mistral3",
                             "qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "smolvlm"]
 # Remote-code or missing model types, read through the architecture they declare.
-VIA = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3", None: None}
+VIA = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3", "internlm2": "llama",
+       "baichuan": "llama", "chatglm": "qwen2", None: None}
 ARCH_TYPES = {"LlamaForCausalLM": "llama", "DeepseekV3ForCausalLM": "deepseek_v3", "RWForCausalLM": "falcon"}
 FALCON_KEYS = {"n_head": "num_attention_heads", "n_head_kv": "num_kv_heads", "n_layer": "num_hidden_layers",
-               "n_embd": "hidden_size"}
+               "n_embd": "hidden_size",
+               # ChatGLM / GLM-4's spellings of Qwen2's keys
+               "num_layers": "num_hidden_layers", "ffn_hidden_size": "intermediate_size",
+               "padded_vocab_size": "vocab_size", "multi_query_group_num": "num_key_value_heads",
+               "seq_length": "max_position_embeddings"}
 
 
 NOT_TEXT = re.compile(r"(^|\.)(visual|vision_tower|vision_model|multi_modal_projector|embed_vision|image_newline|connector|"

@@ -39,7 +39,15 @@ FLAT_TEXT = {"qwen2_5_vl", "qwen2_vl"}
 ALIASES = {
     "RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3",
     "qwen2_5": "qwen2",
+    # remote-code types whose parameters are a hand-modelled family's, tensor for tensor (each held
+    # to its published size in the catalog): InternLM2's fused wqkv is Llama's q, k, v; Baichuan's
+    # W_pack likewise (13B's ALiBi has no parameters); ChatGLM / GLM-4's query_key_value with bias,
+    # bias-free dense and swiglu dense_h_to_4h are Qwen2's projections
+    "internlm2": "llama", "baichuan": "llama", "chatglm": "qwen2",
 }
+# Aliased types that spell the standard keys their own way (ChatGLM's num_layers, ffn_hidden_size,
+# padded_vocab_size, multi_query_group_num, seq_length): read through the standard spellings.
+RESPELLED = {"chatglm"}
 # ``architectures`` class names, for configs without a model_type.
 ARCHITECTURES = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
@@ -170,6 +178,9 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
     raw = _text_part(raw)
     _check_names(raw)
     family, read_as = _resolve_type(raw)
+    if raw.get("model_type") in RESPELLED:
+        from vramlint.models.generic import standard
+        raw = standard(raw)
     if raw.get("model_type") == "RefinedWeb" and "new_decoder_architecture" not in raw:
         raw = dict(raw, new_decoder_architecture=True)   # falcon-40b/180b layout (transformers' converter)
     notes: list[str] = [read_as] if read_as else []
