@@ -321,6 +321,10 @@ ENTRIES: list[tuple[str, str, object]] = [
         "architectures": ["BaichuanForCausalLM"], "hidden_size": 5120, "intermediate_size": 13696,
         "num_attention_heads": 40, "num_hidden_layers": 40, "vocab_size": 125696, "model_max_length": 4096,
         "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),                                 # 13.90B
+    ("openbmb/MiniCPM-2B-sft-bf16", "minicpm-2b", {"model_type": "minicpm", "architectures": ["MiniCPMForCausalLM"],
+        "hidden_size": 2304, "intermediate_size": 5760, "num_attention_heads": 36, "num_key_value_heads": 36,
+        "num_hidden_layers": 40, "vocab_size": 122753, "max_position_embeddings": 4096, "scale_emb": 12,
+        "dim_model_base": 256, "scale_depth": 1.4, "tie_word_embeddings": True, "torch_dtype": "bfloat16"}),  # 2.72B
 ]
 
 # Other repos of an entry's architecture — instruction-tuned, chat, pre-trained and renamed
@@ -381,6 +385,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "internlm/internlm2-20b": ("internlm/internlm2-chat-20b",),
     "baichuan-inc/Baichuan2-7B-Base": ("baichuan-inc/Baichuan2-7B-Chat",),
     "baichuan-inc/Baichuan2-13B-Base": ("baichuan-inc/Baichuan2-13B-Chat",),
+    "openbmb/MiniCPM-2B-sft-bf16": ("openbmb/MiniCPM-2B-dpo-bf16", "openbmb/MiniCPM-2B-sft-fp32"),
 }
 
 # llm-compressor's preset schemes, as RedHatAI's model cards give their recipes

@@ -44,6 +44,7 @@ ALIASES = {
     # W_pack likewise (13B's ALiBi has no parameters); ChatGLM / GLM-4's query_key_value with bias,
     # bias-free dense and swiglu dense_h_to_4h are Qwen2's projections
     "internlm2": "llama", "baichuan": "llama", "chatglm": "qwen2",
+    "minicpm": "llama",        # MiniCPM 1/2: Llama's tensors (its scale_emb / scale_depth scale, not add)
 }
 # Aliased types that spell the standard keys their own way (ChatGLM's num_layers, ffn_hidden_size,
 # padded_vocab_size, multi_query_group_num, seq_length): read through the standard spellings.
