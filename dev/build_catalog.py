@@ -321,6 +321,7 @@ ENTRIES: list[tuple[str, str, object]] = [
         "architectures": ["BaichuanForCausalLM"], "hidden_size": 5120, "intermediate_size": 13696,
         "num_attention_heads": 40, "num_hidden_layers": 40, "vocab_size": 125696, "model_max_length": 4096,
         "tie_word_embeddings": False, "torch_dtype": "bfloat16"}),                                 # 13.90B
+    ("internlm/internlm3-8b-instruct", "internlm3-8b", "data:internlm__internlm3-8b-instruct"),   # 8.80B
     ("openbmb/MiniCPM-2B-sft-bf16", "minicpm-2b", {"model_type": "minicpm", "architectures": ["MiniCPMForCausalLM"],
         "hidden_size": 2304, "intermediate_size": 5760, "num_attention_heads": 36, "num_key_value_heads": 36,
         "num_hidden_layers": 40, "vocab_size": 122753, "max_position_embeddings": 4096, "scale_emb": 12,

@@ -33,7 +33,7 @@ DEFAULT_MULTIMODAL_TYPES = ["gemma3", "llama4", "qwen3_vl", "qwen3_vl_moe", "gem
                             "qwen2_vl", "llava", "llava_next", "paligemma", "idefics3", "smolvlm"]
 # Remote-code or missing model types, read through the architecture they declare.
 VIA = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "kimi_k2": "deepseek_v3", "internlm2": "llama",
-       "baichuan": "llama", "chatglm": "qwen2", "minicpm": "llama", None: None}
+       "baichuan": "llama", "chatglm": "qwen2", "minicpm": "llama", "internlm3": "llama", None: None}
 ARCH_TYPES = {"LlamaForCausalLM": "llama", "DeepseekV3ForCausalLM": "deepseek_v3", "RWForCausalLM": "falcon"}
 FALCON_KEYS = {"n_head": "num_attention_heads", "n_head_kv": "num_kv_heads", "n_layer": "num_hidden_layers",
                "n_embd": "hidden_size",

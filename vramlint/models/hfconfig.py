@@ -45,6 +45,7 @@ ALIASES = {
     # bias-free dense and swiglu dense_h_to_4h are Qwen2's projections
     "internlm2": "llama", "baichuan": "llama", "chatglm": "qwen2",
     "minicpm": "llama",        # MiniCPM 1/2: Llama's tensors (its scale_emb / scale_depth scale, not add)
+    "internlm3": "llama",      # InternLM3: Llama's, with head_dim and no biases (qkv_bias, bias false)
 }
 # Aliased types that spell the standard keys their own way (ChatGLM's num_layers, ffn_hidden_size,
 # padded_vocab_size, multi_query_group_num, seq_length): read through the standard spellings.
