@@ -9,12 +9,20 @@ from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
 from vramlint.hardware import architecture
 from vramlint.memory.lora_slots import MOST_VOCAB
-from vramlint.memory.serving import (MOST_TP, Serving, ServingEstimate, attention_heads, fits_fp8_kv, fits_online,
-                                     fits_text_only, free_at_startup, kv_bytes_that_start, largest_that_starts, overcommitted,
-                                     quantized_online, smallest_tp, smallest_utilization)
+from typing import TYPE_CHECKING
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS
 from vramlint.units import GiB
+
+if TYPE_CHECKING:
+    from vramlint.memory.serving import Serving, ServingEstimate
+
+
+def _serving():
+    """vLLM's serving model, imported when a vLLM file is checked: ``vramlint rule`` and runs of
+    training files read this module for its rules alone."""
+    from vramlint.memory import serving
+    return serving
 
 EXCEEDS_MODEL = ("VL401", "max-model-len-exceeds-model", ERROR)
 EXCEEDS_KV = ("VL402", "max-model-len-exceeds-kv-cache", ERROR)
@@ -78,7 +86,7 @@ def _refusals(serving: Serving, here) -> Iterator[Finding]:
     """What vLLM refuses whatever the memory: the TP degree, LoRA's vocabulary, the GPU's
     capability, a bitsandbytes checkpoint under TP, a max_model_len past the model's positions."""
     m = serving.model
-    heads = attention_heads(m)
+    heads = _serving().attention_heads(m)
     if heads and heads % serving.tp:
         yield Finding(*TP_HEADS, here("tensor_parallel_size"),
                       f"Total number of attention heads ({heads}) must be divisible by tensor parallel size "
@@ -110,7 +118,7 @@ def _refusals(serving: Serving, here) -> Iterator[Finding]:
 
 def _budget(serving: Serving, est: ServingEstimate, here) -> Iterator[Finding]:
     """Where the weights, the profile run and one request of max_model_len do not fit the budget."""
-    if (free := free_at_startup(serving)) is not None and free < est.requested:
+    if (free := _serving().free_at_startup(serving)) is not None and free < est.requested:
         yield Finding(*WHOLE_GPU, here("gpu_memory_utilization"), _short_at_startup(serving, est, free),
                       hint=f"gpu-memory-utilization: {math.floor(100 * free / serving.gpu_bytes) / 100:.2f} at most")
     elif serving.utilization >= MOST_UTILIZATION:
@@ -124,7 +132,7 @@ def _budget(serving: Serving, est: ServingEstimate, here) -> Iterator[Finding]:
                       f"{(est.requested - est.kv_budget) / GiB:.2f} GiB of the {est.requested / GiB:.2f} GiB that "
                       f"gpu_memory_utilization {serving.utilization} allows per GPU)",
                       hint=_what_fits(serving))
-    elif over := overcommitted(serving, est):
+    elif over := _serving().overcommitted(serving, est):
         yield Finding(*EXCEEDS, here("kv_cache_memory_bytes", "tensor_parallel_size", "model"),
                       f"Weights, activations and the {est.kv_budget / GiB:.2f} GiB KV cache that kv_cache_memory_bytes "
                       f"sets need {(serving.gpu_bytes + over) / GiB:.2f} GiB, more than the "
@@ -211,28 +219,28 @@ def _what_fits(serving: Serving, first: str | None = None) -> str:
     multimodal checkpoint served for text alone and the smallest tensor-parallel-size that would do."""
     quant = serving.model.quantization
     options = [first or ("a quantized checkpoint" if quant is None else f"a checkpoint in fewer bits than {quant.method}")]
-    kv_bytes = kv_bytes_that_start(serving)
+    kv_bytes = _serving().kv_bytes_that_start(serving)
     if kv_bytes:                            # vLLM reads "M" as MiB (human_readable_int)
         options.append(f"kv-cache-memory-bytes: {kv_bytes // 2**20}M")
-    utilization = smallest_utilization(serving)
+    utilization = _serving().smallest_utilization(serving)
     if utilization is not None:
         options.append(f"gpu-memory-utilization: {utilization:.2f}")
     for key in ("max_num_seqs", "max_num_batched_tokens"):
-        value = largest_that_starts(serving, key)
+        value = _serving().largest_that_starts(serving, key)
         if value is not None:
             options.append(f"{key.replace('_', '-')}: {value}")
-    if fits_fp8_kv(serving):
+    if _serving().fits_fp8_kv(serving):
         options.append("kv-cache-dtype: fp8")
     online = [method for method in ("fp8", "bitsandbytes")      # fp8 first: faster, and nearer 16-bit quality
-              if fits_online(serving, method) and not _capability_refusal(quantized_online(serving, method))]
+              if _serving().fits_online(serving, method) and not _capability_refusal(_serving().quantized_online(serving, method))]
     if online:
         options.append(f"quantization: {online[0]}")
-    if fits_text_only(serving):
+    if _serving().fits_text_only(serving):
         options.append("language-model-only: true (text only)")
-    tp = smallest_tp(serving)
+    tp = _serving().smallest_tp(serving)
     options.append(f"tensor-parallel-size: {tp} ({tp * serving.pp} GPUs)" if tp else "more GPUs (pipeline parallel)")
     return ", ".join(options[:-1]) + " or " + options[-1]
 
 
 def _divisors(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= MOST_TP)
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= _serving().MOST_TP)
