@@ -12,28 +12,16 @@ the annotated assignments of each ``@dataclass`` class body)::
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import sys
 from pathlib import Path
 
+from vramlint.vendored import class_fields
+
 TRL_FILES = ("trainer/base_config.py", "trainer/sft_config.py", "trainer/dpo_config.py", "trainer/grpo_config.py",
              "trainer/kto_config.py", "trainer/reward_config.py", "trainer/rloo_config.py",
              "trainer/distillation_config.py", "trainer/model_config.py", "scripts/utils.py")
-
-
-def dataclass_fields(path: Path) -> dict[str, list[str]]:
-    """Each class's annotated field names, as a dataclass takes them (``ClassVar``s left out)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    out = {}
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            names = [n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-                     and "ClassVar" not in ast.unparse(n.annotation)]
-            if names:
-                out[node.name] = names
-    return out
 
 
 def main(trl_src: str) -> None:
@@ -45,7 +33,7 @@ def main(trl_src: str) -> None:
                    if line.startswith("Version:"))
     trl: dict[str, list[str]] = {}
     for name in TRL_FILES:
-        for cls, names in dataclass_fields(trl_root / name).items():
+        for cls, names in class_fields((trl_root / name).read_text(encoding="utf-8")).items():
             trl[cls] = names
     doc = {
         "_about": "argument names of transformers' TrainingArguments and TRL's config dataclasses; built by "

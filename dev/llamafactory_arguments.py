@@ -20,8 +20,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from vramlint.stack import LLAMAFACTORY_HPARAMS as HPARAMS
-from vramlint.stack import dataclass_fields as fields
+from vramlint.vendored import LLAMAFACTORY_HPARAMS as HPARAMS
+from vramlint.vendored import argument_names as fields
 
 
 def main(src: str, tf: str) -> None:

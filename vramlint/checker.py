@@ -13,7 +13,6 @@ for that file, and the run goes on with the others.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from vramlint.plan import (OPTIMIZERS, RUNTIMES, Flags, Origin, Plan, flag_text,
                            plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, read_accelerate
 from vramlint.readers.deepspeed import Fact, read_deepspeed
-from vramlint.readers.llamafactory import ANY_KEY, at_release, preprocess_only
+from vramlint.readers.llamafactory import at_release, preprocess_only
 from vramlint.readers.recipe import Recipe
 from vramlint.readers.registry import RECIPES, detect, skipped_because
 from vramlint.readers.vllm import normalised_document, read_vllm
@@ -46,7 +45,8 @@ from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_va
 from vramlint.rules.schema import check_schema
 from vramlint.rules.syntax import hjson_syntax, internal_error, parse_error
 from vramlint.shipped import shipped_copy
-from vramlint.stack import Stack, plan_for_stack, stack_for, unmodelled, vendored_arguments
+from vramlint.stack import Stack, plan_for_stack, stack_for, unmodelled
+from vramlint.vendored import vendored_arguments
 from vramlint.suppress import Suppressions, suppressions
 
 
@@ -351,21 +351,17 @@ def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster,
 
 def _at_release(recipe: Recipe, ctx: Context) -> Recipe:
     """A LLaMA-Factory recipe as the release its repository runs reads it (``stack``: a vendored
-    copy, the pins, else 0.9.5)."""
+    copy, the pins, else 0.9.5; a vendored copy's own argument dataclasses where it holds them)."""
     if recipe.framework != "llamafactory":
         return recipe
     stack = stack_for(ctx.values, recipe.document.path)
-    release = stack.release("llamafactory")
-    root = root_of(Path(recipe.document.path)) if Path(recipe.document.path).is_file() else None
-    fields = vendored_arguments(root) if root is not None and stack.origin("llamafactory").endswith("own copy)") else None
-    if fields is None and re.search(r"(dev|rc)\d*$", stack.version("llamafactory")):
-        fields = ANY_KEY        # a snapshot between releases whose source is not here: its keys are not known
-    recipe = at_release(recipe, release, f"LLaMA-Factory {stack.version('llamafactory')} ({stack.origin('llamafactory')})",
-                        fields)
-    tokenized = preprocess_only(recipe, release)
+    path = Path(recipe.document.path)
+    fields = vendored_arguments(root_of(path)) if path.is_file() else None
+    recipe = at_release(recipe, stack.version("llamafactory"), stack.origin("llamafactory"), fields)
+    tokenized = preprocess_only(recipe)
     if tokenized is not None and find_referenced(str(tokenized.value), recipe.document.path, True) is None:
-        return replace(recipe, task=f"preprocessing (LLaMA-Factory {stack.version('llamafactory')} tokenizes into "
-                                    f"tokenized_path {tokenized.value} and exits)")
+        return replace(recipe, task=f"preprocessing ({recipe.release} tokenizes into tokenized_path "
+                                    f"{tokenized.value} and exits)")
     return recipe
 
 
@@ -407,8 +403,7 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
                                       o.value) for o in job.overrides)
     result.findings.extend(check_recipe(recipe, plan))
     if recipe.framework == "llamafactory":
-        stack = stack_for(ctx.values, recipe.document.path)
-        result.findings.extend(check_llamafactory(recipe, plan, f"LLaMA-Factory {stack.version('llamafactory')}"))
+        result.findings.extend(check_llamafactory(recipe, plan))
     if ds is not None:
         result.findings.extend(check_trainer_mismatch(recipe, ds, plan.cluster.world_size, job.trainer))
         asked = recipe.optimizer.value if recipe.optimizer.value in OPTIMIZERS else None

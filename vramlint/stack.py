@@ -20,6 +20,7 @@ from pathlib import Path
 
 from vramlint.documents import MOST_BYTES
 from vramlint.plan import Plan
+from vramlint.vendored import vendored_versions
 
 # The releases vramlint models when nothing else says (each module names the version it read).
 CURRENT = {"vllm": "0.19.0", "transformers": "5.24.0", "torch": "2.13.0", "deepspeed": "0.19.8", "peft": "0.21.2",
@@ -185,7 +186,8 @@ def repository_pins(root: Path) -> dict[str, Pinned]:
 
 @lru_cache(maxsize=32)
 def _pins(root: Path, files: tuple[tuple[Path, int, int], ...]) -> dict[str, Pinned]:
-    found: dict[str, Pinned] = dict(vendored(root))
+    found = {name: Pinned(version, f"{where} (the repository's own copy)")
+             for name, (version, where) in vendored_versions(root).items()}
     for path, _, _ in files:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -195,73 +197,6 @@ def _pins(root: Path, files: tuple[tuple[Path, int, int], ...]) -> dict[str, Pin
             if name not in found or (pinned.exact and not found[name].exact):
                 found[name] = pinned
     return found
-
-
-# A framework's source kept in the repository (a fork, or a vendored copy): the file that states its
-# version, and the assignment that does (LLaMA-Factory src/llamafactory/extras/env.py: VERSION = "0.9.2").
-VENDORED = {"llamafactory": (("src/llamafactory/extras/env.py", "llamafactory/extras/env.py"), "VERSION")}
-
-
-def vendored(root: Path) -> dict[str, Pinned]:
-    """The frameworks whose source the repository holds, at the version that source states
-    (read with ``ast``, never imported): exact, as the code that runs."""
-    import ast
-    found = {}
-    for name, (paths, variable) in VENDORED.items():
-        for relative in paths:
-            path = root / relative
-            try:
-                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace")) if path.is_file() else None
-            except (OSError, SyntaxError, ValueError):
-                tree = None
-            value = next((node.value.value for node in getattr(tree, "body", ()) if isinstance(node, ast.Assign)
-                          and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets)
-                          and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)), None)
-            if value:
-                found[name] = Pinned(value, f"{relative} (the repository's own copy)")
-                break
-    return found
-
-
-def dataclass_fields(text: str) -> set[str]:
-    """Every annotated field of every class in a Python source (its argument dataclasses), read
-    with ``ast``, never run; ``ClassVar`` annotations left out."""
-    import ast
-    tree = ast.parse(text)
-    return {n.target.id for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for n in node.body
-            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-            and "ClassVar" not in ast.unparse(n.annotation)}
-
-
-# The argument dataclasses ``llamafactory-cli train`` parses a YAML into (hparams/ of 0.9.x).
-LLAMAFACTORY_HPARAMS = ("model_args.py", "data_args.py", "finetuning_args.py", "generating_args.py",
-                        "training_args.py", "evaluation_args.py")
-
-
-def vendored_arguments(root: Path) -> frozenset[str] | None:
-    """The argument names of the LLaMA-Factory copy the repository holds (its own hparams/), or
-    None where it holds none: a vendored snapshot between releases is read as it is (once per
-    set of those files as they stand)."""
-    for folder in (root / "src" / "llamafactory" / "hparams", root / "llamafactory" / "hparams"):
-        files = []
-        for name in LLAMAFACTORY_HPARAMS:
-            try:
-                stat = (folder / name).stat()
-            except OSError:
-                continue
-            files.append((folder / name, stat.st_mtime_ns, stat.st_size))
-        if files:
-            return _arguments_of(tuple(files))
-    return None
-
-
-@lru_cache(maxsize=8)
-def _arguments_of(files: tuple[tuple[Path, int, int], ...]) -> frozenset[str] | None:
-    try:
-        return frozenset(set().union(*(dataclass_fields(path.read_text(encoding="utf-8", errors="replace"))
-                                       for path, _, _ in files)))
-    except (OSError, SyntaxError, ValueError, RecursionError):
-        return None
 
 
 @lru_cache(maxsize=1)

@@ -13,6 +13,7 @@ inference (``infer_backend``), export (``export_dir``) and evaluation (``do_pred
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
@@ -135,15 +136,42 @@ def _quantized(keys: Keys, release: tuple[int, ...] = (0, 9, 5)) -> tuple[Fact, 
             Fact(on and bits.value == 8, bits.location, bits.default))
 
 
-def preprocess_only(recipe: Recipe, release: tuple[int, ...]) -> Fact | None:
-    """``tokenized_path`` where LLaMA-Factory ``release`` tokenizes into it and exits instead of
-    training when the folder is absent or empty: 0.9.1 only (data/loader.py:290-296, "Please
-    restart the training with `tokenized_path: ...`", sys.exit(0)); 0.9.2 on saves it and trains
-    on in the same run. Whether the folder exists is the caller's to say."""
+def numbers(version: str) -> tuple[int, ...]:
+    """``0.9.2.dev0`` -> (0, 9, 2): the release's leading numbers."""
+    out = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out) or RELEASE
+
+
+RELEASE = (0, 9, 5)                     # what vramlint reads a file as when nothing says otherwise
+
+
+def _prerelease(version: str) -> bool:
+    """A snapshot between releases (``0.9.2.dev0``, ``0.9.3rc1``, ``0.9.3b1``): the release it
+    names is not out yet, so its argument names are not any release's."""
+    return re.search(r"\d\.?(dev|rc|a|b)\d*$", version) is not None
+
+
+def preprocess_only(recipe: Recipe) -> Fact | None:
+    """``tokenized_path`` where the release the recipe is read as tokenizes into it and exits
+    instead of training when the folder is absent or empty: 0.9.1 only (data/loader.py:290-296,
+    "Please restart the training with `tokenized_path: ...`", sys.exit(0)); 0.9.2 on saves it and
+    trains on in the same run. Whether the folder exists is the caller's to say."""
     keys = Keys(recipe.document, VERSION)
-    if release >= (0, 9, 2) or not recipe.training or not isinstance(keys.raw("tokenized_path"), str):
+    if numbers(recipe.release.rsplit(" ", 1)[-1]) >= (0, 9, 2) or not recipe.training \
+            or not isinstance(keys.raw("tokenized_path"), str):
         return None
     return keys.get("tokenized_path")
+
+
+# What would let each refused launch start (plan.LAUNCH_LIMITS), said with the key that causes it.
+REMEDIES = {"always": "remove or correct {key}", "distributed": "launch it on one GPU, or turn {key} off",
+            "distributed-without-zero3": "a ZeRO-3 DeepSpeed config, or one GPU",
+            "deepspeed": "launch it without deepspeed, or turn {key} off",
+            "zero3": "ZeRO-2 or below, or turn {key} off"}
 
 
 @dataclass(frozen=True)
@@ -154,7 +182,11 @@ class Refusal:
     limit: str
     key: str
     message: str
-    hint: str = "this launch never starts; one GPU per replica, or a setting the framework accepts, would"
+    also: str = ""                      # more the hint says (ALLOW_EXTRA_ARGS)
+
+    @property
+    def hint(self) -> str:
+        return REMEDIES[self.limit].format(key=self.key) + self.also
 
 
 @lru_cache(maxsize=1)
@@ -164,31 +196,25 @@ def _arguments() -> dict:
     return json.loads(resources.files("vramlint").joinpath("data/llamafactory_arguments.json").read_text())
 
 
-# ``fields`` for a copy whose argument names cannot be known (a dev snapshot not in the repository):
-# every key is taken, none refused.
-ANY_KEY = frozenset({"*"})
+def known_arguments(release: tuple[int, ...]) -> frozenset[str] | None:
+    """The argument names of ``release`` (the nearest read one at or below it), None below 0.9.1."""
+    table = _arguments()["releases"]
+    read = [v for v in table if numbers(v) <= release]
+    return frozenset(table[max(read, key=numbers)]) if read else None
 
 
-def unknown_keys(keys: Keys, release: tuple[int, ...], fields: frozenset[str] | None = None) -> list[str]:
-    """The top-level keys no argument dataclass of the release nor of a pinned transformers has:
-    ``parse_dict`` refuses them. ``fields``: the argument names of the copy the repository
-    vendors, read from its source; else those of ``release`` (the nearest read one at or below
-    it); none known below 0.9.1."""
-    table = _arguments()
-    if fields is ANY_KEY:
-        return []
+def unknown_keys(keys: Keys, fields: frozenset[str] | None) -> list[str]:
+    """The top-level keys no argument dataclass of the release (``fields``) nor of a pinned
+    transformers has: ``parse_dict`` refuses them. None where the release's fields are unknown."""
     if fields is None:
-        known = [v for v in table["releases"] if tuple(int(p) for p in v.split(".")) <= release]
-        if not known:
-            return []
-        fields = frozenset(table["releases"][max(known, key=lambda v: tuple(int(p) for p in v.split(".")))])
-    names = set(fields) | set(table["hf_training_arguments"])
+        return []
+    names = set(fields) | set(_arguments()["hf_training_arguments"])
     return sorted(str(k) for k in keys.data if str(k) not in names)
 
 
-def refusals(keys: Keys, release: tuple[int, ...], fields: frozenset[str] | None = None) -> tuple[Refusal, ...]:
+def refusals(keys: Keys, release: tuple[int, ...], fields: frozenset[str] | None) -> tuple[Refusal, ...]:
     """The launches LLaMA-Factory ``release`` refuses for these settings (hparams/parser.py of the
-    0.9.1-0.9.5 wheels; lines for 0.9.5)."""
+    0.9.1-0.9.5 wheels; lines for 0.9.5); ``fields``: the argument names it takes."""
     def on(*names: str) -> bool:
         return all(keys.has(n) and truthy(keys.raw(n)) for n in names)
     out = []
@@ -209,28 +235,32 @@ def refusals(keys: Keys, release: tuple[int, ...], fields: frozenset[str] | None
                            else "GaLore is incompatible with DeepSpeed yet."))
     if on("pure_bf16"):                                                                       # parser.py:385
         out.append(Refusal("zero3", "pure_bf16", "`pure_bf16` is incompatible with DeepSpeed ZeRO-3."))
-    unknown = unknown_keys(keys, release, fields)
+    unknown = unknown_keys(keys, fields)
     if unknown:                                 # hparams/parser.py _parse_args -> HfArgumentParser.parse_dict
         out.append(Refusal("always", unknown[0], f"Some keys are not used by the HfArgumentParser: {unknown}",
-                           "remove or correct them" + ("; ALLOW_EXTRA_ARGS=1 lets them pass" if release >= (0, 9, 2)
-                                                       else "")))
+                           "; ALLOW_EXTRA_ARGS=1 lets them pass" if release >= (0, 9, 2) else ""))
     return tuple(out)
 
 
-def at_release(recipe: Recipe, release: tuple[int, ...], words: str, fields: frozenset[str] | None = None) -> Recipe:
-    """The recipe as the LLaMA-Factory release the repository runs reads it (``words``: which,
-    and where that was read; ``fields``: a vendored copy's argument names): the quantization
-    method's spelling changed in 0.9.3, and a value spelled for the other releases quantizes
-    nothing."""
+def at_release(recipe: Recipe, version: str, origin: str, fields: frozenset[str] | None = None) -> Recipe:
+    """The recipe as the LLaMA-Factory ``version`` the repository runs reads it (``origin``: where
+    that was read; ``fields``: the argument names of a copy the repository holds, else those of
+    the release, unknown for a snapshot between releases): the quantization method's spelling
+    (0.9.3 changed it; a value spelled for other releases quantizes nothing), the keys its parser
+    takes, and its refusals."""
     keys = Keys(recipe.document, f"{VERSION} default")
+    release = numbers(version)
+    if fields is None and not _prerelease(version):
+        fields = known_arguments(release)
     four, eight = _quantized(keys, release)
     notes = recipe.notes
     method = keys.raw("quantization_method")
     if keys.has("quantization_bit") and method is not None and str(method).lower() in ("bnb", "bitsandbytes") \
             and str(method).lower() != bnb_spelling(release):
-        notes += (f"quantization_method {method} is not {bnb_spelling(release)!r}, the spelling of {words}: "
-                  "configure_quantization matches no branch, so the base loads unquantized",)
-    return replace(recipe, load_in_4bit=four, load_in_8bit=eight, notes=notes, refusals=refusals(keys, release, fields))
+        notes += (f"quantization_method {method} is not {bnb_spelling(release)!r}, the spelling of LLaMA-Factory "
+                  f"{version} ({origin}): configure_quantization matches no branch, so the base loads unquantized",)
+    return replace(recipe, load_in_4bit=four, load_in_8bit=eight, notes=notes, release=f"LLaMA-Factory {version}",
+                   refusals=refusals(keys, release, fields))
 
 
 def _switches(keys: Keys, stage: Fact) -> dict[str, Fact]:
@@ -295,7 +325,8 @@ def read_llamafactory(document: Document) -> Recipe:
         deepspeed=keys.get("deepspeed"),
         fsdp=hf_fsdp(keys),
         max_grad_norm=keys.get("max_grad_norm", default=1.0, why="HF TrainingArguments default"),
-        keys=SPELLING, features=features, refusals=refusals(keys, (0, 9, 5)),
+        keys=SPELLING, features=features, refusals=refusals(keys, RELEASE, known_arguments(RELEASE)),
+        release=VERSION,
     )
 
 

@@ -113,6 +113,7 @@ class Recipe:
     # The framework's start-up refusals the settings meet (readers/llamafactory.py Refusal): each
     # names the launch it refuses (plan.LAUNCH_LIMITS), so hints never propose it
     refusals: tuple = ()
+    release: str = ""                  # the framework release it is read as, where that decides: "LLaMA-Factory 0.9.2"
 
     @property
     def training(self) -> bool:

@@ -33,15 +33,15 @@ RULES = (
 )
 
 
-def check_llamafactory(recipe: Recipe, plan: Plan, words: str) -> Iterator[Finding]:
+def check_llamafactory(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
     """The refusals of ``get_train_args`` this launch meets (the recipe's ``refusals`` at the
-    release it runs, tested against the plan), and a training job it would not run."""
-    keys = Keys(recipe.document, words)
+    release it is read as, tested against the plan), and a training job it would not run."""
+    words = recipe.release
     for refusal in recipe.refusals:
         if LAUNCH_LIMITS[refusal.limit](plan):
             yield Finding(*REFUSED, recipe.document.locate(f"$.{refusal.key}"), f"{words} refuses to start: "
                           f"{refusal.message}", hint=refusal.hint)
-    unrun = no_do_train(keys)
+    unrun = no_do_train(Keys(recipe.document, words))
     if unrun is not None:
         yield Finding(*NOT_RUN, unrun.location, f"do_train is not true: {words} loads the model and the data and "
                       "trains nothing (trainer.train runs only under do_train); estimated as the training job the "
