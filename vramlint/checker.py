@@ -93,6 +93,7 @@ class FileResult:
     cluster: Cluster | None = None
     model_at: Location | None = None                  # the line that names the model, where a file names it
     job: bool = False                                 # the file states a job (not only settings, not another kind)
+    why_not: str = ""                                 # why a job has no estimate, where no finding says it
 
     @property
     def model(self) -> ModelShape | None:
@@ -112,6 +113,12 @@ class FileResult:
     def skip(self, why: str) -> None:
         """The file states no job of its own: said once, as the first note."""
         self.notes.insert(0, why)
+
+    def unplanned(self, why: str) -> None:
+        """The job cannot be estimated: why, kept for the finding ``_unexplained`` gives where the
+        file's own findings do not say it (an invalid ZeRO stage has its VL102 already)."""
+        self.why_not = why
+        self.notes.append(why)
 
 
 ESTIMATED, NOT_ESTIMATED, SKIPPED = "estimated", "not estimated", "skipped"
@@ -172,9 +179,8 @@ def _unexplained(result: FileResult) -> list[Finding]:
     judge never passes silently. Its notes hold the reason."""
     if result.status != NOT_ESTIMATED or any(f.severity == ERROR for f in result.findings):
         return []
-    why = next((n for n in result.notes if not n.startswith("launched with")), "no estimate could be made")
-    return [not_estimated(result.model_at or Location(result.path), why,
-                          "what the message names would give an estimate; --warn VL011 reports this as a warning")]
+    return [not_estimated(result.model_at or Location(result.path), result.why_not or "no estimate could be made",
+                          "change what the message names; --warn VL011 reports this as a warning")]
 
 
 def _unsuppressed(findings: list[Finding], rules: frozenset[str] | None,
@@ -309,7 +315,7 @@ def _check_accelerate(document: Document, result: FileResult, ctx: Context) -> N
         try:
             result.plan = plan_from_accelerate(acc, model, ctx.cluster, ctx.flags)
         except UnplannableError as exc:
-            result.notes.append(str(exc))
+            result.unplanned(str(exc))
 
 
 def _check_referenced(path: str, referenced: str, acc, result: FileResult, model: ModelShape, ctx: Context) -> None:
@@ -341,7 +347,7 @@ def _plan_deepspeed(result: FileResult, ds, model: ModelShape, cluster: Cluster,
     try:
         result.plan = plan_from_deepspeed(ds, model, cluster, flags)
     except UnplannableError as exc:
-        result.notes.append(str(exc))
+        result.unplanned(str(exc))
         return
     result.findings.extend(deepspeed_overridden(ds, result.plan, flags))
     result.findings.extend(optimizer_unused(ds, result.plan, flags.workload.get("optimizer"), "--optimizer"))
@@ -452,7 +458,8 @@ def _launch_config(path: str, recipe: Recipe, result: FileResult, model: ModelSh
         inner = _load(str(found), result)
         return (None if inner is None else _trainer_deepspeed(inner, True, result, model)), None
     if acc.distributed_type.value not in RUNTIMES:
-        result.notes.append(f"launch_config distributed_type {acc.distributed_type.value}: no GPU memory model")
+        result.unplanned(f"the launch_config's distributed_type {acc.distributed_type.value} has no GPU memory model "
+                         "(vramlint models NO, MULTI_GPU, DEEPSPEED and FSDP)")
         return None, None
     result.notes.append(f"launched with {document.path} (launch_config)")
     return None, acc
