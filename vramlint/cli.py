@@ -239,10 +239,10 @@ def _check(args: argparse.Namespace) -> int:
 def _unread(results: list, left: list[str], rules: frozenset[str]) -> list:
     """A walk that estimated no job beside launch scripts or Python configs says what it left
     unread (VL012), as one more result for the run's report: the jobs are likely stated there."""
-    from vramlint.checker import FileResult
+    from vramlint.checker import ESTIMATED, FileResult
     from vramlint.documents import Location
     from vramlint.rules.inputs import launches_not_read
-    if not left or any(r.status == "estimated" for r in results):
+    if not left or any(r.status == ESTIMATED for r in results):
         return []
     finding = launches_not_read(Location(left[0]), left)        # at the first of them: a file annotations can show
     return [FileResult(finding.location.path, findings=[finding] if finding.code in rules else [],

@@ -23,3 +23,9 @@ class ModelNotFound(UsageError):
     def __init__(self, message: str, local: bool = False) -> None:
         super().__init__(message)
         self.local = local
+
+
+def clipped(text: str, most: int = 40) -> str:
+    """A value quoted in a one-line message, cut to ``most`` characters: a 5,000-character GPU
+    spec or glob is named, not printed whole."""
+    return text if len(text) <= most else text[:most - 3] + "..."

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vramlint.errors import UsageError
+from vramlint.errors import UsageError, clipped
 from vramlint.units import GB, GiB, parse_size
 
 
@@ -111,9 +111,8 @@ def gpu_from_text(text: str) -> Gpu:
     size = parse_size(text)
     if size is None:
         known = ", ".join(gpu.name for gpu in GPUS)
-        shown = text if len(text) <= 40 else text[:37] + "..."
         raise UsageError(
-            f"unknown GPU {shown!r}: give a size (24GB, 79.19GiB, 81559MiB) or one of: {known}"
+            f"unknown GPU {clipped(text)!r}: give a size (24GB, 79.19GiB, 81559MiB) or one of: {known}"
         )
     if text.strip().upper().endswith("GB") and size % GB == 0:
         same_class = [gpu for gpu in GPUS if gpu.nominal_gb == size // GB]
@@ -150,20 +149,21 @@ def parse_gpus(spec: str) -> Cluster:
     if not match or not match.group(3):
         raise UsageError(f"cannot read --gpus {spec!r}: expected COUNTxGPU or NODESxCOUNTxGPU, e.g. 8xH100")
     first, second, gpu_text = match.groups()
-    if any(len(n) > 7 for n in (first, second) if n):
-        raise UsageError(f"--gpus: a count of {max(len(n) for n in (first, second) if n):,} digits is no cluster")
+    too_many = UsageError(f"--gpus {clipped(spec)!r}: at most {MOST_PER_NODE} GPUs a node and {MOST_GPUS:,} in all "
+                          "(the largest clusters built hold about 100,000)")
+    if any(len(n) > 7 for n in (first, second) if n):      # int() of thousands of digits is refused anyway
+        raise too_many
     if second is not None:
         nodes, per_node = int(first), int(second)
     else:
         nodes, per_node = 1, int(first) if first else 1
     if nodes < 1 or per_node < 1:
-        raise UsageError(f"--gpus {spec!r}: GPU and node counts must be at least 1")
+        raise UsageError(f"--gpus {clipped(spec)!r}: GPU and node counts must be at least 1")
     if per_node > MOST_PER_NODE or nodes * per_node > MOST_GPUS:
-        raise UsageError(f"--gpus {spec!r}: at most {MOST_PER_NODE} GPUs a node and {MOST_GPUS:,} in all (the largest "
-                         "clusters built hold about 100,000)")
+        raise too_many
     gpu = gpu_from_text(gpu_text)
     if gpu.memory_bytes < MIN_GPU_BYTES:
-        raise UsageError(f"--gpus {spec!r}: {gpu.memory_bytes:,} bytes is no GPU's memory (at least 1 GiB)")
+        raise UsageError(f"--gpus {clipped(spec)!r}: {gpu.memory_bytes:,} bytes is no GPU's memory (at least 1 GiB)")
     return Cluster(gpu, per_node, nodes, counted=first is not None)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 
-from vramlint.errors import UsageError
+from vramlint.errors import UsageError, clipped
 from vramlint.repository import real
 from vramlint.schemas import load_schema
 
@@ -120,8 +120,7 @@ def _check_patterns(table: dict, where: str) -> None:
         for pattern in patterns:
             wild = sum(pattern.count(c) for c in "*?[")
             if len(pattern) > MOST_PATTERN or wild > MOST_WILDCARDS or "***" in pattern:
-                shown = pattern if len(pattern) <= 40 else pattern[:37] + "..."
-                raise UsageError(f"{where}: overrides files {shown!r} is too complex ({wild} wildcards, "
+                raise UsageError(f"{where}: overrides files {clipped(pattern)!r} is too complex ({wild} wildcards, "
                                  f"{len(pattern)} characters; at most {MOST_WILDCARDS} and {MOST_PATTERN})")
 
 

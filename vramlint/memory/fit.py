@@ -190,13 +190,13 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
     offload = _offload(plan)
     if offload:
         out += _change(plan, budget, offload[1], **offload[0])
-    loss = _loss(plan)
+    loss = fused_loss_change(plan)
     if loss:
         out += _change(plan, budget, loss[1], **loss[0])
     return out or _combined(plan, budget) + _more_gpus(plan, budget)
 
 
-def _loss(plan: Plan) -> tuple[dict, str] | None:
+def fused_loss_change(plan: Plan) -> tuple[dict, str] | None:
     """The framework's fused or chunked loss, where the job computes the full logits and a
     single-model stage lets the framework switch it on."""
     found = fused_loss(plan.source)
@@ -213,7 +213,7 @@ def _combined(plan: Plan, budget: int) -> list[Change]:
     opt, par = _say(plan, "offload_optimizer"), _say(plan, "offload_param")
     ladder = [({}, []), ({"offload_param": "cpu"}, [_say(plan, "fsdp_offload")])] if fsdp else [
         ({}, []), ({"offload_optimizer": "cpu"}, [opt]), ({"offload_optimizer": "cpu", "offload_param": "cpu"}, [opt, par])]
-    loss = _loss(plan)
+    loss = fused_loss_change(plan)
     if loss:                             # the fused loss before offload: it costs no step time
         ladder.insert(1, (loss[0], [loss[1]]))
         ladder[2:] = [({**extra, **loss[0]}, [loss[1], *words]) for extra, words in ladder[2:]]
@@ -239,7 +239,7 @@ def _more_gpus(plan: Plan, budget: int, most: int = 64) -> list[Change]:
     """The fewest whole nodes of the same GPUs on which the plan, fully sharded with checkpointing
     and without offload, fits at micro-batch 1 (binary search up to ``most`` nodes)."""
     from dataclasses import replace
-    loss = _loss(plan)
+    loss = fused_loss_change(plan)
     sharded = _changed(plan, grad_checkpointing=True, micro_batch=1, offload_optimizer="none", offload_param="none",
                        **_sharded(plan), **(loss[0] if loss else {}))
     if sharded is None:

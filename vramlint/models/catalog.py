@@ -43,9 +43,10 @@ def _index() -> dict[str, tuple[dict, str]]:
 
 
 # Organisations that re-upload other publishers' checkpoints with the config.json unchanged: a
-# name under one is the catalog's model of the same repository name.
-MIRRORS = ("nousresearch", "unsloth", "huggyllama", "alpindale", "baffo32", "modelscope", "hf-internal-testing",
-           "mlx-community-bf16", "openlm-research-mirror", "tinyllama-mirror", "01-ai-mirror")
+# name under one is the catalog's model of the same repository name (NousResearch's Llama 2 / 3
+# and unsloth's uploads, which issue reports and recipes name most; huggyllama's and alpindale's
+# Llama copies).
+MIRRORS = ("nousresearch", "unsloth", "huggyllama", "alpindale")
 # Published fine-tunes that keep their base's config.json (the sizes that shape memory): the name
 # as written resolves to the base's shape (each checked against the release's config.json).
 RELEASES = {

@@ -17,9 +17,9 @@ import json
 from typing import TextIO
 
 from vramlint import __version__
+from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
 from vramlint.models.shape import ModelShape
 from vramlint.reporters import summary
-from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
 
 
 def _plan(plan) -> dict:

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-STATUSES = ("estimated", "not estimated", "skipped")
-
-
 def counts(results) -> dict[str, int]:
     """``{"files", "estimated", "not_estimated", "skipped", "errors", "warnings"}``."""
     status = Counter(r.status for r in results)

@@ -156,15 +156,19 @@ def _serving_table(path: str, serving, est):
     return table
 
 
+def finding_lines(finding, quote=shown, severity=lambda s: s) -> list[str]:
+    """A finding as the lines the text output prints: ``path:line:col  CODE severity  message``,
+    then its detail and hint. ``quote`` makes the file's text safe for the stream (rich markup
+    escaped, control characters shown), ``severity`` colours the word where there is colour."""
+    lines = [f"{quote(str(finding.location))}  {finding.code} {severity(finding.severity)}  {quote(finding.message)}"]
+    lines += [f"    {quote(finding.detail)}"] if finding.detail else []
+    return lines + ([f"    hint: {quote(finding.hint)}"] if finding.hint else [])
+
+
 def _findings(console, result) -> None:
     for finding in result.findings:
-        style = STYLE.get(finding.severity, "")
-        console.print(f"{escape(str(finding.location))}  {finding.code} [{style}]{finding.severity}[/]  "
-                      f"{escape(finding.message)}")
-        if finding.detail:
-            console.print(f"    {escape(finding.detail)}")
-        if finding.hint:
-            console.print(f"    hint: {escape(finding.hint)}")
+        for line in finding_lines(finding, escape, lambda s: f"[{STYLE.get(s, '')}]{s}[/]"):
+            console.print(line)
 
 
 def _details(console, result, glyphs: dict[str, str]) -> None:
@@ -195,13 +199,12 @@ def _plain_report(results, out: TextIO, verbosity: str) -> None:
     lines = []
     for result in results:
         for finding in result.findings:
-            lines.append(f"{finding.location}  {finding.code} {finding.severity}  {finding.message}")
-            lines += [f"    {finding.detail}"] * bool(finding.detail) + [f"    hint: {finding.hint}"] * bool(finding.hint)
+            lines += finding_lines(finding)
         if verbosity != "quiet":
-            lines.append(verdict(result, glyphs))
+            lines.append(shown(verdict(result, glyphs)))
     if verbosity != "quiet":
-        lines.append(summary.line(results))
-    out.write("".join(shown(line) + "\n" for line in lines))
+        lines.append(shown(summary.line(results)))
+    out.write("".join(line + "\n" for line in lines))
 
 
 def report(results, out: TextIO, verbosity: str = "normal") -> None:

@@ -7,11 +7,10 @@ from collections.abc import Iterator
 from vramlint.documents import Location
 from vramlint.findings import ERROR, WARNING, Finding
 from vramlint.memory import Estimate
-from vramlint.memory.fit import fitting_changes
+from vramlint.memory.fit import fitting_changes, fused_loss_change
 from vramlint.plan import Plan
 from vramlint.rules.base import Rule
 from vramlint.units import GiB
-from vramlint.vocabulary import fused_loss
 
 EXCEEDS = ("VL201", "exceeds-gpu-memory", ERROR)
 NEAR = ("VL202", "near-gpu-memory", WARNING)
@@ -52,7 +51,8 @@ def _breakdown(estimate: Estimate) -> str:
 
 
 def _with_loss(plan: Plan) -> str:
-    return " and the framework's fused loss" if plan.loss == "full" and fused_loss(plan.source) else ""
+    """What the search tried beside full sharding and checkpointing, said in "nothing fits"."""
+    return " and the framework's fused loss" if fused_loss_change(plan) else ""
 
 
 def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRESHOLD) -> Iterator[Finding]:
