@@ -380,6 +380,16 @@ def test_an_accelerate_file_sets_its_gpu_count_where_gpus_gives_the_type(tmp_pat
     assert [f["code"] for f in doc["files"][0]["findings"]][:1] == ["VL302"]        # a stated count stays
 
 
+def test_a_gpu_type_without_a_count_is_one_gpu_and_said(capsys):
+    """--gpus H100 with a recipe that states no count: checked on one GPU, with VL013 at the model's
+    line; a torchtune single-device recipe states its one GPU itself."""
+    _, doc = check(capsys, str(EXAMPLES / "recipes" / "trl-sft-llama3.1-8b-zero3.yaml"), "--gpus", "H100")
+    entry = doc["files"][0]
+    assert entry["gpus"]["per_node"] == 1 and ("VL013", 2) in [(f["code"], f["line"]) for f in entry["findings"]]
+    _, doc = check(capsys, str(EXAMPLES / "recipes" / "torchtune-llama3.1-8b-lora-single-device.yaml"), "--gpus", "H100")
+    assert not [f for f in doc["files"][0]["findings"] if f["code"] == "VL013"]
+
+
 def test_launch_config_stands_in_for_a_missing_deepspeed_file_and_shipped_copies_are_read(tmp_path, capsys,
                                                                                         monkeypatch):
     monkeypatch.chdir(tmp_path)

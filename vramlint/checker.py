@@ -38,8 +38,8 @@ from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency, fp32_by_auto
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
 from vramlint.rules.launch import check_launch, check_refusals, missing_reference, no_zero_section
-from vramlint.rules.inputs import (deepspeed_overridden, generic_shape, model_not_resolved, not_estimated, overridden,
-                                   optimizer_unused, substituted_model, version_not_modelled)
+from vramlint.rules.inputs import (count_assumed, deepspeed_overridden, generic_shape, model_not_resolved, not_estimated,
+                                   overridden, optimizer_unused, substituted_model, version_not_modelled)
 from vramlint.rules.llamafactory import check_llamafactory
 from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_values, not_plannable
 from vramlint.rules.schema import check_schema
@@ -158,6 +158,8 @@ def _finish(result: FileResult, ctx: Context, texts: dict[str, str]) -> None:
         if result.model is not None and result.model.shape_by == "generic":
             result.findings.append(generic_shape(result.model_at or Location(result.path),
                                                  result.model.name or result.model.model_type))
+        if result.plan is not None and not result.plan.cluster.counted:
+            result.findings.append(count_assumed(result.model_at or Location(result.path), result.plan.cluster.gpu.name))
         if result.plan is not None:
             stack = stack_for(ctx.values, result.path)
             result.findings.extend(_versions(stack, ("transformers", "bitsandbytes"), result))

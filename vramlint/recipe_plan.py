@@ -207,9 +207,10 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
     Accelerate config it is launched with (``launch_config``)."""
     job, origins, overrides = job_values(recipe, values, stated)
     notes = [f"{recipe.title} recipe, stage {recipe.stage.value}", *recipe.notes]
-    if recipe.single_device and cluster.world_size > 1:
-        cluster = replace(cluster, per_node=1, nodes=1)
-        notes.append("a single-device recipe: it runs on one GPU")
+    if recipe.single_device:                                   # the recipe states its one GPU
+        if cluster.world_size > 1:
+            notes.append("a single-device recipe: it runs on one GPU")
+        cluster = replace(cluster, per_node=1, nodes=1, counted=True)
     _settle(job, origins, model, cluster, notes)
     _seq_len(job, origins, values, notes)
     values = _split(recipe, job, values, notes)

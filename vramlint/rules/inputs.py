@@ -20,6 +20,7 @@ VERSION = ("VL009", "version-not-modelled", WARNING)
 UNUSED = ("VL010", "optimizer-unused", WARNING)
 NOT_ESTIMATED = ("VL011", "job-not-estimated", ERROR)
 NOT_READ = ("VL012", "launch-not-read", WARNING)
+COUNT_ASSUMED = ("VL013", "gpu-count-assumed", WARNING)
 RULES = (
     Rule(*UNRESOLVED, summary="The file names a model vramlint cannot read here (not a local config, not in the "
                               "offline catalog or the Hugging Face cache): no memory estimate is made for it, and the job "
@@ -63,6 +64,11 @@ RULES = (
                             "they state were not checked.",
          bad="scripts/train.sh   # torchrun ... --per_device_train_batch_size 8",
          good="configs/sft.yaml  # the same arguments in a recipe vramlint reads"),
+    Rule(*COUNT_ASSUMED, summary="--gpus (or gpus in the settings) names the GPU type but no count, and the file states "
+                                 "none (an Accelerate file's num_processes would): the job is checked on one GPU, which "
+                                 "may not be how it runs.",
+         bad='[tool.vramlint]\ngpus = "H100"   # a recipe run under torchrun --nproc_per_node 8',
+         good='[tool.vramlint]\ngpus = "8xH100"'),
 )
 
 
@@ -84,6 +90,13 @@ def launches_not_read(where: Location, unread: list[str]) -> Finding:
                    f"Python config(s) were not read: {shown}",
                    hint="vramlint does not read shell or Python yet: check the recipe or config files they launch, "
                         "or vramlint estimate with the same arguments")
+
+
+def count_assumed(where: Location, gpu: str) -> Finding:
+    """A job checked on one GPU because nothing stated how many it runs on."""
+    return Finding(*COUNT_ASSUMED, where, f"--gpus names {gpu} but no count, and the file states none: checked on "
+                   "1 GPU", hint=f"give the count (--gpus 8x{gpu}), or gpus for this file in "
+                   "[[tool.vramlint.overrides]]")
 
 
 def substituted_model(fact: Fact, used: object, by: str) -> Finding:
