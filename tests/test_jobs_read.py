@@ -167,15 +167,21 @@ def test_the_summary_counts_jobs_estimated_not_estimated_and_skipped(tmp_path, c
     assert last == "3 file(s) checked: 1 job(s) estimated, 1 not estimated, 1 skipped; 1 error(s), 0 warning(s)"
 
 
-def test_a_tree_of_launch_scripts_says_what_it_did_not_read(tmp_path, capsys):
+def test_a_tree_of_launch_scripts_fails_and_says_what_it_did_not_read(tmp_path, capsys):
+    """Jobs stated only in scripts that run a launcher (and Python configs) are not passed over:
+    VL012 names them; a script that launches nothing (setup.sh) is not one of them."""
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "train.sh").write_text("torchrun --nproc_per_node 8 train.py --per_device_train_batch_size 4\n")
+    (tmp_path / "scripts" / "setup.sh").write_text("pip install -r requirements.txt\n")
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "sft_config.py").write_text("model = dict(type='llama')\n")
-    main(["check", str(tmp_path), "--gpus", "8xH100"])
+    assert main(["check", str(tmp_path), "--gpus", "8xH100"]) == 1
     out = capsys.readouterr().out
-    assert "VL012 warning  no job estimated from the files vramlint reads; 2 launch script(s) or Python config(s)" in out
-    assert "scripts/train.sh" in out and "configs/sft_config.py" in out
+    assert "VL012 error  no job estimated from the files vramlint reads; 2 launch script(s) or Python config(s)" in out
+    assert "scripts/train.sh" in out and "configs/sft_config.py" in out and "setup.sh" not in out
+    (tmp_path / "scripts" / "train.sh").unlink()
+    (tmp_path / "configs" / "sft_config.py").unlink()
+    assert main(["check", str(tmp_path), "--gpus", "8xH100"]) == 0       # nothing that launches a job
 
 
 def test_unresolved_model_missing_file_and_unreadable_job_fail_through_pre_commit(tmp_path_factory):

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from vramlint.errors import UsageError
-from vramlint.patterns import unread, wanted
+from vramlint.patterns import launches, unread, wanted
 from vramlint.repository import SKIP_DIRS
 
 STDIN = "-"
@@ -40,6 +40,15 @@ def _is_dir(path: str) -> bool:
         return False
 
 
+def _launches(path: str) -> bool:
+    """A walked shell script that names a launcher (its first 64 KiB: scripts are short)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return launches(handle.read(1 << 16))
+    except OSError:
+        return False
+
+
 def _walk(folder: str, left: list[str] | None = None) -> list[str]:
     """The files under ``folder`` the hook would take; what is named on the command line is
     checked whatever it is (a FIFO gets its VL004), what a walk meets only if it is a regular file.
@@ -57,6 +66,6 @@ def _walk(folder: str, left: list[str] | None = None) -> list[str]:
             relative = Path(os.path.relpath(path, folder)).as_posix()
             if wanted(relative) and os.path.isfile(path):
                 found.append(path)        # regular files only: a FIFO, a device, a dangling or looping link is no config
-            elif left is not None and unread(relative):
+            elif left is not None and unread(relative) and (relative.endswith(".py") or _launches(path)):
                 left.append(path)
     return found

@@ -36,3 +36,16 @@ _UNREAD = re.compile(UNREAD)
 def unread(path: str) -> bool:
     """Whether a walked path may state jobs vramlint does not read (said when a run found none)."""
     return bool(_UNREAD.search(path)) and not _EXCLUDE.search(path) and "__init__" not in path
+
+
+# The commands that start a training or serving job (the launchers issue 30's reader will read):
+# a shell script that names none of them launches no job vramlint would check.
+LAUNCHERS = frozenset({"torchrun", "deepspeed", "accelerate", "llamafactory-cli", "axolotl", "tune", "trl", "vllm",
+                       "torch.distributed.run", "torch.distributed.launch", "srun", "sbatch", "sky", "dstack"})
+_WORD = re.compile(r"[\w.\-]+")
+
+
+def launches(text: str) -> bool:
+    """Whether a script's text names a launcher as a word (a mention, not a parse: which job it
+    launches is the launch reader's to say)."""
+    return not LAUNCHERS.isdisjoint(_WORD.findall(text))

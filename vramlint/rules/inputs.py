@@ -19,7 +19,7 @@ GENERIC = ("VL008", "generic-model-shape", WARNING)
 VERSION = ("VL009", "version-not-modelled", WARNING)
 UNUSED = ("VL010", "optimizer-unused", WARNING)
 NOT_ESTIMATED = ("VL011", "job-not-estimated", ERROR)
-NOT_READ = ("VL012", "launch-not-read", WARNING)
+NOT_READ = ("VL012", "launch-not-read", ERROR)
 COUNT_ASSUMED = ("VL013", "gpu-count-assumed", WARNING)
 RULES = (
     Rule(*UNRESOLVED, summary="The file names a model vramlint cannot read here (not a local config, not in the "
@@ -60,8 +60,9 @@ RULES = (
          bad='{"zero_optimization": {"stage": 3}}   # no recipe runs it, no --model',
          good='[tool.vramlint]\nmodel = "meta-llama/Llama-3.1-8B"   # the model the DeepSpeed file trains'),
     Rule(*NOT_READ, summary="A folder was walked and no job could be estimated from the files vramlint reads, but "
-                            "it holds launch scripts or Python configs, which vramlint does not read yet: the jobs "
-                            "they state were not checked.",
+                            "it holds shell scripts that run a launcher (torchrun, deepspeed, accelerate, "
+                            "llamafactory-cli, ...) or Python configs, which vramlint does not read yet: the jobs "
+                            "they state were not checked, so the run does not pass (--warn VL012 lets it).",
          bad="scripts/train.sh   # torchrun ... --per_device_train_batch_size 8",
          good="configs/sft.yaml  # the same arguments in a recipe vramlint reads"),
     Rule(*COUNT_ASSUMED, summary="--gpus (or gpus in the settings) names the GPU type but no count, and the file states "
@@ -88,8 +89,8 @@ def launches_not_read(where: Location, unread: list[str]) -> Finding:
     shown = ", ".join(unread[:5]) + (f" and {len(unread) - 5} more" if len(unread) > 5 else "")
     return Finding(*NOT_READ, where, f"no job estimated from the files vramlint reads; {len(unread)} launch script(s) or "
                    f"Python config(s) were not read: {shown}",
-                   hint="vramlint does not read shell or Python yet: check the recipe or config files they launch, "
-                        "or vramlint estimate with the same arguments")
+                   hint="check the recipe or config files they launch, or vramlint estimate with the same "
+                        "arguments; --warn VL012 reports this as a warning")
 
 
 def count_assumed(where: Location, gpu: str) -> Finding:
