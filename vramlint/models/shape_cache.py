@@ -69,6 +69,7 @@ def load(name: str) -> shapes.ModelShape | None:
 
 def store(name: str, shape: shapes.ModelShape) -> None:
     """Written whole or not at all: a temporary file in the folder, renamed over the entry."""
+    temporary = None
     try:
         where = folder()
         where.mkdir(parents=True, exist_ok=True)
@@ -77,10 +78,8 @@ def store(name: str, shape: shapes.ModelShape) -> None:
             json.dump(_encode(shape), out)
         os.replace(temporary, where / f"{name}.json")
     except (OSError, TypeError, ValueError):
-        try:
-            os.unlink(temporary)             # noqa: F821 - set where mkstemp succeeded
-        except (OSError, NameError, UnboundLocalError):
-            pass
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
 
 
 def _encode(value: Any) -> Any:

@@ -58,7 +58,7 @@ def _task(keys: Keys) -> str:
     ``trainer.train`` on it): a file with training arguments is still read as the training job it
     states, and ``no_do_train`` says that LLaMA-Factory will not run it; export, evaluation and
     inference files hold none."""
-    if truthy(keys.raw("do_train")) and keys.has("do_train"):
+    if _trains(keys):
         return TRAIN
     if keys.has("export_dir"):
         return "export"
@@ -69,10 +69,14 @@ def _task(keys: Keys) -> str:
     return "inference"
 
 
+def _trains(keys: Keys) -> bool:
+    return keys.has("do_train") and truthy(keys.raw("do_train"))
+
+
 def no_do_train(keys: Keys) -> Fact | None:
     """Where a file states a training job that LLaMA-Factory would not run: training arguments
     without ``do_train: true`` (located at ``do_train: false``, else the first training argument)."""
-    if truthy(keys.raw("do_train")) and keys.has("do_train"):
+    if _trains(keys):
         return None
     first = next((k for k in TRAINING_ARGUMENTS if keys.has(k)), None)
     if first is None:
