@@ -294,3 +294,45 @@ def test_no_cache_blocks_in_the_releases_words():
     assert words["0.19.0"].endswith("the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
                                     "for more details.")
     assert "despite its name). See https://" in words["0.33.0"]
+
+
+def test_installed_versions_are_importlib_metadatas():
+    """What ``installed`` reads from the dist-info folders is what importlib.metadata says, for
+    every modelled package installed here (torch, transformers and deepspeed in CI)."""
+    from importlib import metadata
+
+    from vramlint.stack import PACKAGES, installed
+    expected = {}
+    for name in PACKAGES:
+        try:
+            expected[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    assert {"torch", "transformers", "deepspeed"} <= set(expected)
+    assert {name: pinned.version for name, pinned in installed().items()} == expected
+
+
+def test_installed_reads_the_first_distribution_on_the_path(tmp_path, monkeypatch):
+    """An egg-info file and a dist-info folder, names spelled as installers spell them: the first
+    on ``sys.path`` wins, as in importlib.metadata."""
+    import sys
+    from importlib import metadata
+
+    from vramlint.stack import installed
+    first, second = tmp_path / "first", tmp_path / "second"
+    (first / "Flash_Attn-2.8.3.dist-info").mkdir(parents=True)   # not modelled: ignored
+    (first / "DeepSpeed-0.16.4.dist-info").mkdir()
+    (first / "DeepSpeed-0.16.4.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: deepspeed\n"
+                                                                   "Version: 0.16.4\n\nVersion: 9\n")
+    second.mkdir()
+    (second / "deepspeed-0.19.8.dist-info").mkdir()
+    (second / "deepspeed-0.19.8.dist-info" / "METADATA").write_text("Name: deepspeed\nVersion: 0.19.8\n")
+    (second / "vllm.egg-info").write_text("Metadata-Version: 1.0\nName: vllm\nVersion: 0.8.5.post1\n")
+    monkeypatch.setattr(sys, "path", [str(first), str(second)])
+    installed.cache_clear()
+    try:
+        found = {name: pinned.version for name, pinned in installed().items()}
+        assert found == {"deepspeed": "0.16.4", "vllm": "0.8.5.post1"}
+        assert found == {name: metadata.version(name) for name in found}
+    finally:
+        installed.cache_clear()

@@ -20,7 +20,7 @@ from typing import Any
 
 from vramlint.errors import UsageError, clipped
 from vramlint.repository import real
-from vramlint.schemas import load_schema
+from vramlint.schemas import conforms, load_schema
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,7 +69,9 @@ class Settings:
 
 def _validate(table: dict, where: str) -> None:
     schema = load_schema("settings")
-    import jsonschema          # imported where a schema is checked: a recipe-only run never pays for it
+    if conforms(table, schema):         # a valid table (most) never imports jsonschema
+        return
+    import jsonschema
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(table))
     if error is None:
         return

@@ -6,16 +6,17 @@ Teams pin a release and keep it for months, and what a job needs changes from re
 in order: the command line (``--vllm-version``, ``--transformers-version``), the settings
 (``[tool.vramlint] vllm_version`` ...), the repository's own pins (requirements*.txt, pyproject
 dependencies, uv.lock, poetry.lock, a Dockerfile's ``pip install`` line), the installed packages
-(``importlib.metadata``, never an import), and the current release vramlint models.
+(their dist-info metadata, never an import), and the current release vramlint models.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 
 from vramlint.documents import MOST_BYTES
@@ -201,13 +202,46 @@ def _pins(root: Path, files: tuple[tuple[Path, int, int], ...]) -> dict[str, Pin
 
 @lru_cache(maxsize=1)
 def installed() -> dict[str, Pinned]:
-    found = {}
-    for name in PACKAGES:
+    """The modelled packages installed beside vramlint, as ``importlib.metadata.version`` finds
+    them: the first ``NAME-*.dist-info`` (or ``.egg-info``) on ``sys.path``, its ``Version:``
+    header. Read here rather than through ``importlib.metadata``, whose import (the email parser)
+    costs a hook more than a bare interpreter's start-up."""
+    wanted = {_normal(name): name for name in PACKAGES}
+    found: dict[str, Pinned] = {}
+    for entry in sys.path:
         try:
-            found[name] = Pinned(metadata.version(name), "installed here")
-        except metadata.PackageNotFoundError:
+            children = sorted(os.listdir(entry or "."))
+        except OSError:                 # a zip file, a folder gone
             continue
+        for child in children:
+            stem, _, kind = child.rpartition(".")
+            name = wanted.get(_normal(stem.split("-", 1)[0])) if kind in ("dist-info", "egg-info") else None
+            if name and name not in found:
+                version = _metadata_version(Path(entry or ".", child))
+                if version:
+                    found[name] = Pinned(version, "installed here")
     return found
+
+
+def _normal(name: str) -> str:
+    """A distribution name as PEP 503 compares it."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _metadata_version(folder: Path) -> str | None:
+    """The ``Version:`` header of a distribution's METADATA (PKG-INFO for an egg-info, which may
+    be the file itself)."""
+    for path in (folder / "METADATA", folder / "PKG-INFO", folder):
+        try:
+            with path.open(encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+                    if not line.strip():       # the headers end at the first blank line
+                        break
+        except OSError:
+            continue
+    return None
 
 
 def stack_for(values: dict, path: str | None = None) -> Stack:

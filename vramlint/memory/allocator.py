@@ -22,7 +22,6 @@ those of ``c10/cuda/CUDACachingAllocator.cpp`` (default settings):
 from __future__ import annotations
 
 import bisect
-import itertools
 from dataclasses import dataclass
 
 SMALL, ROUND, LARGE_BUFFER, MIN_LARGE, ROUND_LARGE = 1 << 20, 512, 20 << 20, 10 << 20, 2 << 20
@@ -37,10 +36,17 @@ class Peaks:
 
 
 class CachingAllocator:
-    """Replays allocations and frees; tracks allocated and reserved bytes and their peaks."""
+    """Replays allocations and frees; tracks allocated and reserved bytes and their peaks.
+
+    The replays' hot path (a 70B model's step makes ~10^5 requests, a hint search replays a dozen
+    steps): the accounting and the free-list updates are written out in ``malloc`` and ``free``
+    rather than called, comparisons rather than ``max``."""
+
+    __slots__ = ("_next", "_free", "_stream", "_free_at", "_free_end", "_segments", "_live", "allocated", "reserved",
+                 "peak_allocated", "peak_reserved")
 
     def __init__(self) -> None:
-        self._ids = itertools.count()
+        self._next = 0                                       # the next handle or segment id
         self._free: dict[int, list[tuple[int, int, int]]] = {}   # stream -> [(size, segment, offset)], sorted
         self._stream: dict[int, int] = {}                    # segment -> stream
         self._free_at: dict[tuple[int, int], int] = {}       # (segment, offset) -> size
@@ -51,10 +57,14 @@ class CachingAllocator:
 
     def malloc(self, size: int, stream: int = 0) -> int:
         size = -(-int(size) // ROUND) * ROUND or ROUND
-        handle = next(self._ids)
+        handle = self._next
+        self._next = handle + 1
         if size <= SMALL:
             self._live[handle] = (-1, 0, size)
-            self._account(size, size)
+            self.reserved += size
+            if self.reserved > self.peak_reserved:
+                self.peak_reserved = self.reserved
+            self._allocate(size)
             return handle
         pool = self._free.get(stream)
         if pool is None:
@@ -66,16 +76,27 @@ class CachingAllocator:
             del self._free_end[(segment, offset + block)]
         else:
             block = LARGE_BUFFER if size <= MIN_LARGE else -(-size // ROUND_LARGE) * ROUND_LARGE
-            segment, offset = next(self._ids), 0
+            segment, offset = self._next, 0
+            self._next += 1
             self._segments[segment] = block
             self._stream[segment] = stream
-            self._account(0, block)
+            self.reserved += block
+            if self.reserved > self.peak_reserved:
+                self.peak_reserved = self.reserved
         if block - size > SMALL:
-            self._add_free(segment, offset + size, block - size)
+            rest = block - size
+            bisect.insort(pool, (rest, segment, offset + size))
+            self._free_at[(segment, offset + size)] = rest
+            self._free_end[(segment, offset + block)] = offset + size
             block = size
         self._live[handle] = (segment, offset, block)
-        self._account(block, 0)
+        self._allocate(block)
         return handle
+
+    def _allocate(self, size: int) -> None:
+        self.allocated += size
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
 
     def free(self, handle: int) -> None:
         segment, offset, size = self._live.pop(handle)
@@ -84,46 +105,32 @@ class CachingAllocator:
             self.reserved -= size
             return
         free_at, free_end = self._free_at, self._free_end
-        after = free_at.get((segment, offset + size))
+        pool = self._free[self._stream[segment]]
+        after = free_at.pop((segment, offset + size), None)
         if after is not None:
-            self._remove_free(segment, offset + size, after)
+            del pool[bisect.bisect_left(pool, (after, segment, offset + size))]
+            del free_end[(segment, offset + size + after)]
             size += after
-        before = free_end.get((segment, offset))
+        before = free_end.pop((segment, offset), None)
         if before is not None:
-            self._remove_free(segment, before, offset - before)
+            del pool[bisect.bisect_left(pool, (offset - before, segment, before))]
+            del free_at[(segment, before)]
             offset, size = before, size + offset - before
-        self._add_free(segment, offset, size)
+        bisect.insort(pool, (size, segment, offset))
+        free_at[(segment, offset)] = size
+        free_end[(segment, offset + size)] = offset
 
     def empty_cache(self) -> None:
         """Release every segment that holds no live block (torch.cuda.empty_cache)."""
         for segment, size in list(self._segments.items()):
             if self._free_at.get((segment, 0)) == size:
-                self._remove_free(segment, 0, size)
+                pool = self._free[self._stream[segment]]
+                del pool[bisect.bisect_left(pool, (size, segment, 0))]
+                del self._free_at[(segment, 0)]
+                del self._free_end[(segment, size)]
                 del self._segments[segment]
                 del self._stream[segment]
                 self.reserved -= size
 
     def reset_peaks(self) -> None:
         self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
-
-    def _account(self, allocated: int, reserved: int) -> None:
-        """Add to what is allocated and reserved, and to their peaks (the replays' hot path: a
-        replay of a 70B model's step makes ~10^5 requests, so comparisons, not ``max``)."""
-        self.allocated += allocated
-        self.reserved += reserved
-        if self.allocated > self.peak_allocated:
-            self.peak_allocated = self.allocated
-        if self.reserved > self.peak_reserved:
-            self.peak_reserved = self.reserved
-
-    def _add_free(self, segment: int, offset: int, size: int) -> None:
-        bisect.insort(self._free[self._stream[segment]], (size, segment, offset))
-        self._free_at[(segment, offset)] = size
-        self._free_end[(segment, offset + size)] = offset
-
-    def _remove_free(self, segment: int, offset: int, size: int) -> None:
-        pool = self._free[self._stream[segment]]
-        index = bisect.bisect_left(pool, (size, segment, offset))
-        del pool[index]
-        del self._free_at[(segment, offset)]
-        del self._free_end[(segment, offset + size)]

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from vramlint.documents import Document
 from vramlint.findings import ERROR, WARNING, Finding
 from vramlint.rules.base import Rule
-from vramlint.schemas import load_schema
+from vramlint.schemas import conforms, load_schema
 
 UNKNOWN = ("VL101", "unknown-key", ERROR)
 WRONG_TYPE = ("VL102", "wrong-type", ERROR)
@@ -115,10 +115,12 @@ def _suggest(key: str, known: list[str]) -> str | None:
 
 
 def check_schema(document: Document, fmt: str) -> Iterator[Finding]:
-    import jsonschema          # imported where a schema is checked: a recipe-only run never pays for it
-    validator = jsonschema.Draft202012Validator(load_schema(fmt))
-    for error in sorted(validator.iter_errors(document.data), key=lambda e: list(map(str, e.absolute_path))):
-        yield from _findings(error, document, fmt)
+    schema = load_schema(fmt)
+    if not conforms(document.data, schema):     # a valid file (most) never imports jsonschema
+        import jsonschema
+        validator = jsonschema.Draft202012Validator(schema)
+        for error in sorted(validator.iter_errors(document.data), key=lambda e: list(map(str, e.absolute_path))):
+            yield from _findings(error, document, fmt)
     if fmt == "deepspeed":
         yield from _removed(document)
 
