@@ -1,8 +1,12 @@
 """Speed: wall time of vramlint's own work, the way a pre-commit hook pays it.
 
-Prints, per case, the median of several runs of (a) a fresh ``vramlint check`` process (import
-and all: what a hook costs) and (b) one in-process estimate; plus the import time of the CLI.
-Tests never assert these numbers.
+Prints, per case, the median of several runs of a fresh ``vramlint`` process (import and all:
+what a hook costs), each against the bare interpreter's start-up: with an empty cache folder
+(the first check on a machine, and every CI run without a kept cache) and with the cache a
+hook's earlier runs left (``vramlint/cache.py``: replays and transformers-built shapes); then the
+shape cache's second check, 200 files in one call, and the slowest hint search (in process, an
+empty cache each) over the largest released models on one GPU of each kind. Tests never assert
+these numbers.
 
     python benchmarks/speed.py
 """
@@ -31,13 +35,18 @@ CASES = [
 ]
 
 
-def timed(argv: list[str], runs: int = 5) -> float:
+def timed(argv: list[str], runs: int = 5, fresh: bool = False) -> float:
+    """The median wall time of ``runs`` fresh processes; ``fresh``: each with an empty cache folder."""
+    import os
+    import tempfile
     times = []
     for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "vramlint", *argv, "--format", "json"] if argv[0] != "model"
-                       else [sys.executable, "-m", "vramlint", *argv], cwd=ROOT, capture_output=True)
-        times.append(time.perf_counter() - start)
+        with tempfile.TemporaryDirectory() as empty:
+            env = {**os.environ, "VRAMLINT_CACHE_DIR": empty} if fresh else None
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "vramlint", *argv, "--format", "json"] if argv[0] != "model"
+                           else [sys.executable, "-m", "vramlint", *argv], cwd=ROOT, capture_output=True, env=env)
+            times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
@@ -73,9 +82,7 @@ OLMO = {"model_type": "olmo", "architectures": ["OlmoForCausalLM"], "hidden_size
 def shape_cache_ratio(folder: Path) -> tuple[float, float, float]:
     """(first check, second check, a hand-modelled model's check) of a model transformers builds."""
     import json
-    import os
     (folder / "config.json").write_text(json.dumps(OLMO))
-    os.environ["VRAMLINT_CACHE_DIR"] = str(folder / "cache")
     argv = ["estimate", "--train", "--model", str(folder / "config.json"), "--gpus", "1xH100", "--seq-len", "2048"]
     first = timed(argv, runs=1)
     second = timed(argv)
@@ -84,6 +91,14 @@ def shape_cache_ratio(folder: Path) -> tuple[float, float, float]:
 
 
 def main() -> int:
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as cache:      # never the user's cache folder
+        os.environ["VRAMLINT_CACHE_DIR"] = cache
+        return measure()
+
+
+def measure() -> int:
     import tempfile
     interpreter = bare()
     print(f"{'bare interpreter (python -c pass)':<62} {interpreter:6.3f} s")
@@ -91,8 +106,9 @@ def main() -> int:
     subprocess.run([sys.executable, "-c", "import vramlint.cli"], cwd=ROOT, check=True)
     print(f"{'python -c import vramlint.cli':<62} {time.perf_counter() - start:6.3f} s")
     for name, argv in CASES:
-        took = timed(argv)
-        print(f"{name:<62} {took:6.3f} s  {took / interpreter:5.1f} x the bare interpreter")
+        cold, kept = timed(argv, fresh=True), timed(argv)     # the kept cache: the first of these runs fills it
+        print(f"{name:<62} {cold:6.3f} s  {cold / interpreter:5.1f} x the bare interpreter (empty cache); "
+              f"{kept:6.3f} s  {kept / interpreter:5.1f} x (cache kept)")
     with tempfile.TemporaryDirectory() as scratch:
         first, second, hand = shape_cache_ratio(Path(scratch))
         print(f"{'transformers-built model (OLMo 1B): first check':<62} {first:6.3f} s")
@@ -107,7 +123,47 @@ def main() -> int:
                                      "meta-llama/Llama-3.1-70B")):
             argv = ["check", folder, "--gpus", "8xH100", "--model", model, "--seq-len", "4096", "--quiet"]
             print(f"{name:<62} {timed(argv, runs=3):6.3f} s")
+    took, case = slowest_hint_search()
+    print(f"{'slowest hint search (' + case + ')':<62} {took:6.3f} s")
     return 0
+
+
+# The released models whose replays cost most (most layers, or most experts), on one GPU of each kind.
+HINT_MODELS = ("deepseek-ai/deepseek-llm-67b-base", "Qwen/Qwen2.5-72B", "meta-llama/Llama-3.1-405B",
+               "deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K2-Instruct", "mistralai/Mixtral-8x22B-v0.1",
+               "Qwen/Qwen3-Next-80B-A3B-Thinking", "openai/gpt-oss-120b")
+HINT_GPUS = ("H100", "H200", "B200", "A100-40GB", "L4")
+
+
+def slowest_hint_search() -> tuple[float, str]:
+    """The estimate and the search for what would fit (``memory.fit.fitting_changes``) of a full
+    fine-tune at micro-batch 4 and 4,096 tokens, each runtime, each model and GPU above, in this
+    process with an empty cache: the slowest, and which."""
+    import os
+    import tempfile
+
+    from vramlint.hardware import parse_gpus
+    from vramlint.memory import estimate, reserve
+    from vramlint.memory.fit import fitting_changes
+    from vramlint.models import catalog
+    from vramlint.plan import plan_from_flags
+    worst = (0.0, "")
+    for name in HINT_MODELS:
+        model = catalog.lookup(name)
+        for gpu in HINT_GPUS:
+            for runtime in ("torch", "deepspeed", "fsdp"):
+                cluster = parse_gpus("1x" + gpu)
+                plan = plan_from_flags(model, cluster, {"train": True, "seq_len": 4096, "micro_batch": 4,
+                                                        "runtime": runtime,
+                                                        **({"zero_stage": 1} if runtime == "deepspeed" else {})})
+                with tempfile.TemporaryDirectory() as empty:
+                    os.environ["VRAMLINT_CACHE_DIR"] = empty
+                    reserve.replay.cache_clear()
+                    start = time.perf_counter()
+                    if estimate(plan).per_gpu_peak > cluster.gpu.memory_bytes:
+                        fitting_changes(plan, int(0.9 * cluster.gpu.memory_bytes))
+                    worst = max(worst, (time.perf_counter() - start, f"{name}, 1 x {gpu}, {runtime}"))
+    return worst
 
 
 if __name__ == "__main__":

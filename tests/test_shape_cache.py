@@ -38,7 +38,7 @@ def test_a_second_read_builds_nothing_and_gives_the_same_shape(tmp_path):
     assert by == "transformers" and torch_loaded
     second = _run(READ, tmp_path / "cache", config)
     assert json.loads(second.stdout) == [params, "transformers", False, False]
-    entries = list((tmp_path / "cache").iterdir())
+    entries = list((tmp_path / "cache" / "shapes").iterdir())
     assert len(entries) == 1 and entries[0].suffix == ".json"                    # no temporary file left
 
 
@@ -62,7 +62,7 @@ def test_an_unusable_cache_folder_or_entry_is_rebuilt_silently(tmp_path):
     assert proc.returncode == 0 and proc.stderr == "" and json.loads(proc.stdout)[1] == "transformers"
     cache = tmp_path / "cache"
     _run(READ, cache, config)
-    (entry,) = cache.iterdir()
+    (entry,) = (cache / "shapes").iterdir()
     entry.write_text('{"$": "os.system", "x": 1}')                   # a hostile entry constructs nothing
     proc = _run(READ, cache, config)
     assert proc.returncode == 0 and json.loads(proc.stdout)[2] is True    # rebuilt

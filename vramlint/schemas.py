@@ -9,20 +9,14 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 
-SOURCE_TREE = Path(__file__).resolve().parent.parent / "schemas"
+from vramlint.packaged import schema_path
 
 
 @lru_cache(maxsize=None)
 def load_schema(name: str) -> dict:
     """``load_schema("settings")`` -> the parsed ``settings.schema.json``."""
-    filename = f"{name}.schema.json"
-    local = SOURCE_TREE / filename
-    if local.is_file():
-        return json.loads(local.read_text(encoding="utf-8"))
-    return json.loads(resources.files("vramlint.schemas_data").joinpath(filename).read_text(encoding="utf-8"))
+    return json.loads(schema_path(f"{name}.schema.json").read_text(encoding="utf-8"))
 
 
 # The keywords ``conforms`` decides (the ones vramlint's schemas use); annotations it skips. A

@@ -10,10 +10,10 @@ last two components of the path as a recipe writes it.
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import PurePosixPath
 
 from vramlint.documents import Document, ParseError, parse
+from vramlint.packaged import data_path
 
 # (folder, file) as recipes write them -> (framework, path inside data/shipped/<framework>/)
 FRAMEWORKS = {"deepspeed": ("llamafactory", "examples/deepspeed"), "deepspeed_configs": ("axolotl", "deepspeed_configs")}
@@ -26,7 +26,7 @@ def shipped_copy(written: str) -> tuple[str, Document] | None:
     if len(path.parts) < 2 or path.parent.name not in FRAMEWORKS:
         return None
     framework, folder = FRAMEWORKS[path.parent.name]
-    source = resources.files("vramlint").joinpath(f"data/shipped/{framework}/{folder}/{path.name}")
+    source = data_path(f"shipped/{framework}/{folder}/{path.name}")
     if not source.is_file():
         return None
     shown = f"{framework}:{folder}/{path.name}"

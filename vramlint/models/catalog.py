@@ -10,20 +10,18 @@ vLLM config or a training script writes, resolved to the entry under the name wr
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import replace
 from functools import lru_cache
-from importlib import resources
 
 from vramlint.errors import UsageError
 from vramlint.models.shape import ModelShape
+from vramlint.packaged import data_json
 
 
 @lru_cache(maxsize=1)
 def entries() -> tuple[dict, ...]:
-    text = resources.files("vramlint").joinpath("data/catalog.json").read_text()
-    return tuple(json.loads(text)["models"])
+    return tuple(data_json("catalog.json")["models"])
 
 
 @lru_cache(maxsize=1)

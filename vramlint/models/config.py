@@ -9,11 +9,11 @@ which keys came from where so reports can say so.
 
 from __future__ import annotations
 
-import json
 import math
 from functools import lru_cache
-from importlib import resources
 from typing import Any
+
+from vramlint.packaged import data_json
 
 _MISSING = object()
 # Config keys and the spellings configuration classes give them (their ``attribute_map``): the
@@ -58,8 +58,7 @@ def check_limits(raw: dict[str, Any], where: str = "") -> None:
 
 @lru_cache(maxsize=1)
 def model_defaults() -> dict[str, dict[str, Any]]:
-    text = resources.files("vramlint").joinpath("data/model_defaults.json").read_text()
-    return json.loads(text)
+    return data_json("model_defaults.json")
 
 
 def absent_sub_config(model_type: str | None, key: str) -> dict[str, Any] | None:

@@ -7,43 +7,25 @@ commit. The result, a :class:`ModelShape`, depends only on the config and on the
 built it, so it is stored under a key of both: the SHA-256 of the config's canonical JSON and the
 installed transformers and torch versions (read from their metadata, without importing them).
 
-Where: ``VRAMLINT_CACHE_DIR`` if set, else the platform's user cache folder (``XDG_CACHE_HOME`` or
-``~/.cache`` on Linux, ``~/Library/Caches`` on macOS, ``LOCALAPPDATA`` on Windows) under
-``vramlint/shapes``; nowhere else. Each entry is JSON (never pickle: a cache file is data, not code),
-written to a temporary file in the same folder and renamed over the entry, so concurrent hook
-processes never read half a file; an entry that cannot be read or written is rebuilt, silently.
+Kept in vramlint's cache folder (``vramlint/cache.py``: ``VRAMLINT_CACHE_DIR`` or the platform's
+user cache folder, under ``shapes``), written whole; an entry that cannot be read is rebuilt.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import sys
-import tempfile
 from dataclasses import fields, is_dataclass
-from pathlib import Path
 from typing import Any
 
+from vramlint import cache
 from vramlint.models import shape as shapes
 
+KIND = "shapes"
 FORMAT = 1                    # bumped when the stored form changes: older entries are not read
 # The types an entry may hold: nothing else is ever constructed from a cache file.
 TYPES = {cls.__name__: cls for cls in (shapes.ModelShape, shapes.Layer, shapes.Attention, shapes.Mlp,
                                        shapes.Params, shapes.Block, shapes.Quantization, shapes.Tower)}
-
-
-def folder() -> Path:
-    """The cache folder, as the platform keeps a user's caches (``VRAMLINT_CACHE_DIR`` wins)."""
-    env = os.environ
-    if env.get("VRAMLINT_CACHE_DIR"):
-        return Path(env["VRAMLINT_CACHE_DIR"]).expanduser()
-    if sys.platform == "win32":
-        base = Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "vramlint" / "Cache"
-        return base / "shapes"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "vramlint" / "shapes"
-    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "vramlint" / "shapes"
 
 
 def key(raw: dict[str, Any]) -> str | None:
@@ -60,26 +42,18 @@ def key(raw: dict[str, Any]) -> str | None:
 
 def load(name: str) -> shapes.ModelShape | None:
     try:
-        text = (folder() / f"{name}.json").read_text(encoding="utf-8")
-        found = _decode(json.loads(text))
-    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        found = _decode(cache.read(KIND, name))
+    except (ValueError, TypeError, KeyError, RecursionError):
         return None
     return found if isinstance(found, shapes.ModelShape) else None
 
 
 def store(name: str, shape: shapes.ModelShape) -> None:
-    """Written whole or not at all: a temporary file in the folder, renamed over the entry."""
-    temporary = None
     try:
-        where = folder()
-        where.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=where, prefix=".", suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(_encode(shape), out)
-        os.replace(temporary, where / f"{name}.json")
-    except (OSError, TypeError, ValueError):
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)
+        encoded = _encode(shape)
+    except TypeError:
+        return
+    cache.write(KIND, name, encoded)
 
 
 def _encode(value: Any) -> Any:

@@ -12,14 +12,13 @@ inference (``infer_backend``), export (``export_dir``) and evaluation (``do_pred
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from vramlint.documents import Document
+from vramlint.packaged import data_json
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.dialects import PROJECT_KEYS
 from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, dora_switch, optim_switches, positive, targets, truthy
@@ -197,7 +196,7 @@ class Refusal:
 def _arguments() -> dict:
     """data/llamafactory_arguments.json (dev/llamafactory_arguments.py): each release's own
     argument fields, and the HF training arguments of the transformers releases they pin."""
-    return json.loads(resources.files("vramlint").joinpath("data/llamafactory_arguments.json").read_text())
+    return data_json("llamafactory_arguments.json")
 
 
 def known_arguments(release: tuple[int, ...]) -> frozenset[str] | None:

@@ -17,14 +17,13 @@ QLoRA builder.
 
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from vramlint.documents import Document
+from vramlint.packaged import data_json
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import TRAIN, FsdpFacts, Keys, Recipe, dora_switch, dtype_name, positive, truthy
 
@@ -44,8 +43,7 @@ OPTIMIZERS = {"AdamW": "adamw", "Adam": "adamw", "PagedAdamW": "adamw", "PagedAd
 
 @lru_cache(maxsize=1)
 def builders() -> dict[str, dict]:
-    text = resources.files("vramlint").joinpath("data/torchtune_models.json").read_text()
-    return json.loads(text)["builders"]
+    return data_json("torchtune_models.json")["builders"]
 
 
 def looks_like_torchtune(data: Any) -> bool:

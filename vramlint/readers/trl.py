@@ -18,13 +18,12 @@ their authors meant them (TRL 1.16 dropped them).
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from vramlint.documents import Document
+from vramlint.packaged import data_json
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.dialects import Dialect, dialect_of
 from vramlint.readers.recipe import (OPTIMIZERS, TRAIN, FsdpFacts, Keys, Recipe, dora_switch, dtype_name, optim_switches,
@@ -321,7 +320,7 @@ def _known() -> frozenset[str]:
     TRL's configs, ``ModelConfig`` and ``ScriptArguments`` (``data/hf_arguments.json``, built by
     dev/hf_argument_fields.py from transformers 5.24.0 and TRL 1.16.0), and the older names that
     recipes still write and this reader reads."""
-    doc = json.loads(resources.files("vramlint").joinpath("data/hf_arguments.json").read_text())
+    doc = data_json("hf_arguments.json")
     names = set(doc["TrainingArguments"]) | set(doc["Seq2SeqTrainingArguments"])
     for fields in doc["trl_fields"].values():
         names |= set(fields)
