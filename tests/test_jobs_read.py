@@ -168,8 +168,9 @@ def test_the_summary_counts_jobs_estimated_not_estimated_and_skipped(tmp_path, c
 
 
 def test_a_tree_of_launch_scripts_fails_and_says_what_it_did_not_read(tmp_path, capsys):
-    """Jobs stated only in scripts that run a launcher (and Python configs) are not passed over:
-    VL012 names them; a script that launches nothing (setup.sh) is not one of them."""
+    """Jobs stated only in scripts that run a launcher, and in Python configs, are not passed over:
+    the script is read (its job names no model: VL011 at its line), VL012 names the Python config
+    it cannot read; a script that launches nothing (setup.sh) is not checked at all."""
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "train.sh").write_text("torchrun --nproc_per_node 8 train.py --per_device_train_batch_size 4\n")
     (tmp_path / "scripts" / "setup.sh").write_text("pip install -r requirements.txt\n")
@@ -177,8 +178,9 @@ def test_a_tree_of_launch_scripts_fails_and_says_what_it_did_not_read(tmp_path, 
     (tmp_path / "configs" / "sft_config.py").write_text("model = dict(type='llama')\n")
     assert main(["check", str(tmp_path), "--gpus", "8xH100"]) == 1
     out = capsys.readouterr().out
-    assert "VL012 error  no job estimated from the files vramlint reads; 2 launch script(s) or Python config(s)" in out
-    assert "scripts/train.sh" in out and "configs/sft_config.py" in out and "setup.sh" not in out
+    assert "scripts/train.sh:1:1  VL011 error  not estimated: the TRL recipe names no model" in out
+    assert "VL012 error  no job estimated from the files vramlint reads; 1 Python config(s) were not read" in out
+    assert "configs/sft_config.py" in out and "setup.sh" not in out
     (tmp_path / "scripts" / "train.sh").unlink()
     (tmp_path / "configs" / "sft_config.py").unlink()
     assert main(["check", str(tmp_path), "--gpus", "8xH100"]) == 0       # nothing that launches a job

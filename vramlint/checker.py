@@ -130,6 +130,8 @@ def check_file(path: str, ctx: Context, text: str | None = None) -> list[FileRes
     inline ``# vramlint: disable=CODE`` comment (a JSON file's ``"vramlint": {"disable": [...]}``)
     switches off, are dropped."""
     result = FileResult(path, cluster=ctx.cluster)
+    if is_script(path, text) and ctx.kind in (None, "launch"):
+        return _check_script_file(path, ctx, result, text)
     document = _load(path, result) if text is None else _parse(text, path, result)
     results = [result]
     if document is not None:
@@ -552,3 +554,218 @@ def _check_vllm(document: Document, result: FileResult, ctx: Context) -> None:
         result.notes.append(f"max_model_len auto: vLLM fits {fitted:,} of the model's {serving.context_len:,} tokens "
                             "in the KV cache and runs with that")
     result.findings.extend(check_serving(serving, result.serving[1], cfg.location_of, document.path))
+
+
+# -- launch scripts ----------------------------------------------------------------------------
+
+SCRIPT_SUFFIXES = (".sh", ".bash", ".sbatch", ".slurm")
+_SHEBANG = ("#!/bin/bash", "#!/usr/bin/env bash", "#!/bin/sh", "#!/usr/bin/bash", "#!/usr/bin/env sh")
+
+
+def is_script(path: str, text: str | None = None) -> bool:
+    """A shell or sbatch script, by its name or its ``#!`` line."""
+    if path.lower().endswith(SCRIPT_SUFFIXES):
+        return True
+    return text is not None and text.lstrip().startswith(_SHEBANG)
+
+
+def _check_script_file(path: str, ctx: Context, result: FileResult, text: str | None) -> list[FileResult]:
+    """A launch script: one result per job it starts, each checked as its recipe would be."""
+    if text is None:
+        try:
+            text = read_text(Path(path))
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        except ParseError as exc:
+            result.findings.append(parse_error(path, exc))
+            results = [result]
+            text = None
+    results = [result]
+    if text is not None:
+        try:
+            results = _check_script(text, result, ctx)
+        except UsageError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one file's crash must not hide the others' findings
+            if os.environ.get("VRAMLINT_DEBUG"):
+                raise
+            result.findings.append(internal_error(path, exc))
+    for one in results:
+        _finish(one, ctx, {path: text} if text is not None else {})
+    return results
+
+
+def _check_script(text: str, result: FileResult, ctx: Context) -> list[FileResult]:
+    from vramlint.readers.launch import SERVING, launches, sbatch_options, slurm_variables, submitted
+    from vramlint.readers.shell import read_script, sbatch_lines
+    from vramlint.rules.scripts import sbatch_variable
+    path = result.path
+    result.kind = "launch"
+    lines = sbatch_lines(text)
+    options = sbatch_options(lines)
+    script = read_script(text, path, known=slurm_variables(options))
+    out = []
+    for launch in launches(script.commands):
+        one = FileResult(path, kind="launch", via=f"{launch.launcher}, line {launch.line}", cluster=ctx.cluster,
+                         job=True)
+        checked = _check_serving_launch(launch, text, one, ctx, options) if launch.kind == SERVING else \
+            _check_training_launch(launch, text, one, ctx, options)
+        if checked:
+            out.append(one)
+    first = out[0] if out else result
+    first.findings.extend(sbatch_variable(path, option, line) for option, line in lines if "$" in option)
+    if not out:
+        result.job = False
+        handed = submitted(script.commands)
+        result.skip(f"hands its job to {', '.join(dict.fromkeys(handed))}, checked as a file of its own: skipped"
+                    if handed else "a shell script that starts no training or serving job (torchrun, accelerate "
+                    "launch, deepspeed, python, llamafactory-cli, tune, axolotl, vllm serve): skipped")
+        return [result]
+    return out
+
+
+def _launch_cluster(launch, one: FileResult, ctx: Context, options: dict, config_counts: bool = False):
+    """The GPUs a launch runs on: the count it states (``--gpus`` naming the type), the command
+    line's where it states one, else none (VL011: the count is the run's to know)."""
+    from vramlint.readers.launch import stated_gpus
+    from vramlint.readers.shell import Word
+    from vramlint.rules.scripts import gpus_contradict, value_unknown
+    path = one.path
+    stated = stated_gpus(launch, options)
+    one.findings.extend(gpus_contradict(path, word, message) for word, message in stated.conflicts)
+    if stated.per_node is None:
+        if config_counts and stated.unknown is None:
+            return ctx.cluster               # the Accelerate config file it names says (its num_processes)
+        word = stated.unknown or Word(None, launch.line, 1, unknown="not stated")
+        if ctx.cluster.counted:
+            one.findings.append(value_unknown(path, "the GPU count per node", word,
+                                              f"checked on {ctx.cluster.describe()} (--gpus)"))
+            return ctx.cluster
+        one.findings.append(value_unknown(path, "the GPU count per node", word, "no estimate without a count"))
+        one.findings.append(not_estimated(Location(path, "$", word.line, word.column),
+                                          f"the launch at line {launch.line} runs on a GPU count only the run knows",
+                                          f"give the count: --gpus N x{ctx.cluster.gpu.name} (per node), or "
+                                          "gpus for this file in [[tool.vramlint.overrides]]"))
+        one.unplanned("the GPU count is not stated")
+        return None
+    at = stated.per_node_at
+    if stated.nodes_at is not None and stated.nodes_at.text is None:
+        one.findings.append(value_unknown(path, "the node count", stated.nodes_at,
+                                          f"checked on {ctx.cluster.nodes if ctx.cluster.counted else 1} node(s)"))
+    one.notes.append(f"GPUs: {stated.per_node} per node x {stated.nodes} node(s), from {stated.by} at line "
+                     f"{at.line if at else launch.line}")
+    if ctx.cluster.counted:
+        if (ctx.cluster.per_node, ctx.cluster.nodes) != (stated.per_node, stated.nodes):
+            one.notes.append(f"--gpus {ctx.cluster.describe()} stands for the launch's {stated.per_node} x "
+                             f"{stated.nodes}")
+        return ctx.cluster
+    cluster = Cluster(ctx.cluster.gpu, stated.per_node, stated.nodes)
+    one.cluster = cluster
+    return cluster
+
+
+def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, options: dict) -> bool:
+    """A training launch: the program's arguments (over the recipe file it parses first, where it
+    names one) read as the same keys in a recipe; the Accelerate config it launches with stands in
+    as ``--launch-config`` does. False where the command is no training job (a download script)."""
+    from vramlint.readers.launch import arguments_data
+    from vramlint.rules.scripts import value_unknown
+    path = one.path
+    if launch.unread:
+        return _unread_launch(launch, one)
+    data, positions, unknown = arguments_data(launch)
+    recipe = launch.recipe
+    if recipe is not None and recipe.text is None:
+        one.findings.append(value_unknown(path, "the recipe file", recipe, "no estimate without it"))
+        return _unread_launch(replace(launch, unread="the recipe file it runs is known only when it runs"), one)
+    if recipe is not None:
+        target = find_referenced(recipe.text, path)
+        if target is None:
+            one.findings.append(missing_reference(Location(path, "$", recipe.line, recipe.column), recipe.text,
+                                                  key="the recipe file"))
+            return True
+        base = _load(str(target), one)
+        if base is None or not isinstance(base.data, dict):
+            return True
+        document = Document(_shown(target), base.text, {**base.data, **data}, {**base.positions, **positions},
+                            list(base.lenient), {key: path for key in positions})
+    else:
+        document = Document(path, text, data, positions)
+    kind = detect(document.data)
+    if kind not in RECIPES:
+        if not launch.distributed:
+            return False                  # python setup.py, a download script: not a job
+        program = launch.program.text if launch.program is not None else launch.launcher
+        return _unread_launch(replace(launch, unread=f"{program} gets arguments that are no recipe vramlint reads"),
+                              one)
+    values = dict(ctx.values)
+    config = launch.options.get("config_file")
+    if launch.launcher == "accelerate" and config is not None and config.text:
+        found = find_referenced(config.text, path)
+        if found is None:
+            one.findings.append(missing_reference(Location(path, "$", config.line, config.column), config.text,
+                                                  key="--config_file"))
+            return True
+        values["launch_config"] = _shown(found)
+    ds_file = launch.options.get("deepspeed_config_file")
+    if ds_file is not None and ds_file.text and "deepspeed" not in document.data:
+        document.data["deepspeed"] = ds_file.text
+        document.positions["$.deepspeed"] = (ds_file.line, ds_file.column)
+        document.elsewhere["$.deepspeed"] = path
+    for key, word in unknown:
+        one.findings.append(value_unknown(path, f"--{key}", word, "the estimate takes the default or the flag that "
+                                                                  "states it"))
+    cluster = _launch_cluster(launch, one, ctx, options, config_counts="launch_config" in values)
+    if cluster is None:
+        return True
+    _check(document, one, replace(ctx, cluster=cluster, values=values, kind=kind))
+    return True
+
+
+def _shown(path: Path) -> str:
+    """A file a script names, as the run shows paths: relative to the working directory when under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _unread_launch(launch, one: FileResult) -> bool:
+    """A launch that starts a job vramlint cannot read: not estimated (VL011), never skipped."""
+    one.findings.append(not_estimated(Location(one.path, "$", launch.line, 1),
+                                      f"{launch.launcher} at line {launch.line} starts a job vramlint does not read: "
+                                      f"{launch.unread}", "check the recipe or config file it runs, or vramlint "
+                                      "estimate with the same arguments; --warn VL011 reports this as a warning"))
+    one.unplanned(launch.unread)
+    return True
+
+
+def _check_serving_launch(launch, text: str, one: FileResult, ctx: Context, options: dict) -> bool:
+    """``vllm serve``: its arguments read as the same keys in a ``vllm serve --config`` file."""
+    from vramlint.readers.launch import arguments_data, stated_gpus
+    from vramlint.rules.scripts import value_unknown
+    data, positions, unknown = arguments_data(launch)
+    for key, word in unknown:
+        one.findings.append(value_unknown(one.path, f"--{key}", word, "the estimate takes vLLM's default"))
+    document = Document(one.path, text, _as_vllm_parses(data), positions)
+    stated = stated_gpus(launch, options)
+    cluster = ctx.cluster
+    if stated.per_node is not None and not ctx.cluster.counted:
+        cluster = Cluster(ctx.cluster.gpu, stated.per_node, stated.nodes)
+        one.cluster = cluster
+    _check(document, one, replace(ctx, cluster=cluster, kind="vllm"))
+    return True
+
+
+def _as_vllm_parses(data: dict) -> dict:
+    """Command-line values as vLLM's argument parser types them: a string option stays a string
+    (``--api-key 123``), whatever it looks like (the types are the schema's, from vLLM's own)."""
+    from vramlint.schemas import load_schema
+    properties = load_schema("vllm").get("properties", {})
+    out = {}
+    for key, value in data.items():
+        spec = properties.get(key.replace("-", "_"), {})
+        if spec.get("type") == "string" and not isinstance(value, str):
+            value = str(value) if not isinstance(value, bool) else value
+        out[key] = value
+    return out

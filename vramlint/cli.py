@@ -237,8 +237,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _unread(results: list, left: list[str], rules: frozenset[str]) -> list:
-    """A walk that estimated no job beside launch scripts or Python configs says what it left
-    unread (VL012), as one more result for the run's report: the jobs are likely stated there."""
+    """A walk that estimated no job beside Python configs says what it left unread (VL012), as
+    one more result for the run's report: the jobs are likely stated there."""
     from vramlint.checker import ESTIMATED, FileResult
     from vramlint.documents import Location
     from vramlint.rules.inputs import launches_not_read
@@ -246,7 +246,7 @@ def _unread(results: list, left: list[str], rules: frozenset[str]) -> list:
         return []
     finding = launches_not_read(Location(left[0]), left)        # at the first of them: a file annotations can show
     return [FileResult(finding.location.path, findings=[finding] if finding.code in rules else [],
-                       notes=[f"{len(left)} launch script(s) or Python config(s) not read"])]
+                       notes=[f"{len(left)} Python config(s) not read"])]
 
 
 def _stdin() -> str:

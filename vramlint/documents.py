@@ -43,6 +43,8 @@ class Document:
     data: Any
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)
     lenient: list[str] = field(default_factory=list)   # non-JSON syntax that was accepted
+    elsewhere: dict[str, str] = field(default_factory=dict)   # key -> the file that states it, where not ``path``
+    # (a launch script's arguments over the recipe it runs: one job, each value where it is written)
 
     def locate(self, json_path: str) -> Location:
         """The key's own position, else its nearest ancestor's, else the top of the file."""
@@ -50,7 +52,7 @@ class Document:
         while probe not in self.positions and "." in probe:
             probe = probe.rsplit(".", 1)[0]
         line, column = self.positions.get(probe, (1, 1))
-        return Location(self.path, json_path, line, column)
+        return Location(self.elsewhere.get(probe, self.path), json_path, line, column)
 
     def has(self, json_path: str) -> bool:
         return json_path in self.positions

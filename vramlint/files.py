@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from vramlint.errors import UsageError
-from vramlint.patterns import launches, unread, wanted
+from vramlint.patterns import launches, script, unread, wanted
 from vramlint.repository import SKIP_DIRS
 
 STDIN = "-"
@@ -41,7 +41,8 @@ def _is_dir(path: str) -> bool:
 
 
 def _launches(path: str) -> bool:
-    """A walked shell script that names a launcher (its first 64 KiB: scripts are short)."""
+    """A walked shell script that names a launcher (its first 64 KiB: scripts are short); one that
+    names none (setup.sh) is not walked into the run."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return launches(handle.read(1 << 16))
@@ -64,8 +65,8 @@ def _walk(folder: str, left: list[str] | None = None) -> list[str]:
         for name in sorted(names):
             path = os.path.join(root, name)
             relative = Path(os.path.relpath(path, folder)).as_posix()
-            if wanted(relative) and os.path.isfile(path):
+            if wanted(relative) and os.path.isfile(path) and (not script(relative) or _launches(path)):
                 found.append(path)        # regular files only: a FIFO, a device, a dangling or looping link is no config
-            elif left is not None and unread(relative) and (relative.endswith(".py") or _launches(path)):
+            elif left is not None and unread(relative):
                 left.append(path)
     return found

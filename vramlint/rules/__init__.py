@@ -7,10 +7,11 @@ VL4xx vLLM serving.
 
 from __future__ import annotations
 
-from vramlint.rules import batch, consistency, fit, inputs, launch, llamafactory, recipe, schema, serving, syntax
+from vramlint.rules import (batch, consistency, fit, inputs, launch, llamafactory, recipe, schema, scripts, serving,
+                            syntax)
 from vramlint.rules.base import Rule
 
-MODULES = (syntax, inputs, schema, fit, recipe, llamafactory, batch, launch, consistency, serving)
+MODULES = (syntax, inputs, schema, fit, recipe, llamafactory, batch, launch, scripts, consistency, serving)
 RULES: dict[str, Rule] = {rule.code: rule for rule in sorted((r for m in MODULES for r in m.RULES),
                                                              key=lambda rule: rule.code)}
 

@@ -60,10 +60,9 @@ RULES = (
          bad='{"zero_optimization": {"stage": 3}}   # no recipe runs it, no --model',
          good='[tool.vramlint]\nmodel = "meta-llama/Llama-3.1-8B"   # the model the DeepSpeed file trains'),
     Rule(*NOT_READ, summary="A folder was walked and no job could be estimated from the files vramlint reads, but "
-                            "it holds shell scripts that run a launcher (torchrun, deepspeed, accelerate, "
-                            "llamafactory-cli, ...) or Python configs, which vramlint does not read yet: the jobs "
-                            "they state were not checked, so the run does not pass (--warn VL012 lets it).",
-         bad="scripts/train.sh   # torchrun ... --per_device_train_batch_size 8",
+                            "it holds Python configs (mmengine / xtuner style), which vramlint does not read yet: "
+                            "the jobs they state were not checked, so the run does not pass (--warn VL012 lets it).",
+         bad="configs/sft_config.py   # model = dict(type='llama'), batch_size=8",
          good="configs/sft.yaml  # the same arguments in a recipe vramlint reads"),
     Rule(*COUNT_ASSUMED, summary="--gpus (or gpus in the settings) names the GPU type but no count, and the file states "
                                  "none (an Accelerate file's num_processes would): the job is checked on one GPU, which "
@@ -85,10 +84,10 @@ def not_estimated(where: Location, why: str, hint: str) -> Finding:
 
 
 def launches_not_read(where: Location, unread: list[str]) -> Finding:
-    """A walk that found no job, beside files that may state them (shell scripts, Python configs)."""
+    """A walk that found no job, beside files that may state them (Python configs)."""
     shown = ", ".join(unread[:5]) + (f" and {len(unread) - 5} more" if len(unread) > 5 else "")
-    return Finding(*NOT_READ, where, f"no job estimated from the files vramlint reads; {len(unread)} launch script(s) or "
-                   f"Python config(s) were not read: {shown}",
+    return Finding(*NOT_READ, where, f"no job estimated from the files vramlint reads; {len(unread)} Python config(s) "
+                   f"were not read: {shown}",
                    hint="check the recipe or config files they launch, or vramlint estimate with the same "
                         "arguments; --warn VL012 reports this as a warning")
 

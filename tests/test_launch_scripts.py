@@ -1,0 +1,218 @@
+"""Launch scripts (readers/shell.py, readers/launch.py): the jobs real shell and sbatch scripts start,
+the GPUs they state and where, and the same job stated in a recipe or on a launch line giving one
+answer. The files under tests/data/launch are byte-exact copies from 25 public repositories, laid
+out as in their repository (tests/data/launch/SOURCES.tsv names each file's repository, path and
+commit), so the config files a script names resolve as they do there."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import DATA, ROOT
+from vramlint.readers.launch import launches, sbatch_options, slurm_variables, stated_gpus
+from vramlint.readers.shell import read_script, sbatch_lines
+
+LAUNCH = DATA / "launch"
+
+# For each script, each job it starts, read by hand from the file: (launcher, line, GPUs per node,
+# nodes, what states the per-node count, whether vramlint does not read the job yet). None: the
+# count is only known when the script runs.
+EXPECTED = {
+    "OpenRLHF__OpenRLHF/examples/scripts/train_dpo_llama.sh": [("deepspeed", 36, None, 1, None, True)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_nonrl_slurm.sh": [("torchrun", 38, 8, 1, "--nproc_per_node", True)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_ray_hybrid_engine.sh": [
+        ("python", 3, 1, 1, "a single python process", True)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_ray_slurm.sh": [("ray", 55, None, 2, None, True)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_sft.sh": [("deepspeed", 30, None, 1, None, True)],
+    "QwenLM__Qwen/finetune/finetune_ds.sh": [("torchrun", 67, None, 1, None, False)],
+    "QwenLM__Qwen/finetune/finetune_lora_ds.sh": [("torchrun", 72, None, 1, None, False)],
+    "QwenLM__Qwen/finetune/finetune_qlora_single_gpu.sh": [("python", 41, 1, 1, "a single python process", False)],
+    "THUDM__ChatGLM-6B/ptuning/ds_train_finetune.sh": [("deepspeed", 6, 4, 1, "deepspeed --num_gpus", False)],
+    "THUDM__ChatGLM-6B/ptuning/train.sh": [("python", 4, 1, 1, "a single python process", False)],
+    "allenai__open-instruct/scripts/finetune_qlora_with_accelerate.sh": [
+        ("accelerate", 12, 8, 1, "accelerate launch --num_processes", False),
+        ("python", 40, 1, 1, "a single python process", False)],
+    "allenai__open-instruct/scripts/finetune_with_accelerate.sh": [
+        ("accelerate", 13, 4, 1, "accelerate launch --num_processes", False)],
+    "allenai__open-instruct/scripts/slurm/sft/train_dolci_instruct.sh": [("torchrun", 72, 8, 1, "--nproc_per_node",
+                                                                           True)],
+    "bigscience-workshop__bigscience/train/tr11-176B-ml/tr11-176B-ml.slurm": [
+        ("torchrun", 173, 8, 24, "--nproc_per_node", True)],
+    "chtmp223__suri/ft/sft/run_sft.sh": [("accelerate", 21, 4, 1, "#SBATCH", False)],
+    "cmu-flame__FLAME-MoE/scripts/training/flame-moe.sh": [],
+    "cmu-flame__FLAME-MoE/scripts/training/modules/flame-moe_step2.sh": [
+        ("torchrun", 34, 1, 1, "torchrun's default --nproc_per_node 1", True)],
+    "dfy37__lifesim/scripts/run_user_model.sh": [("vllm", 5, 4, 1, "CUDA_VISIBLE_DEVICES", False)],
+    "haotian-liu__LLaVA/scripts/v1_5/finetune.sh": [("deepspeed", 3, None, 1, None, False)],
+    "haotian-liu__LLaVA/scripts/v1_5/finetune_task_lora.sh": [("deepspeed", 3, None, 1, None, False)],
+    "hiyouga__LLaMA-Factory/examples/extras/fsdp_qlora/train.sh": [("accelerate", 4, 2, 1, "CUDA_VISIBLE_DEVICES",
+                                                                     False)],
+    "hiyouga__LLaMA-Factory/examples/full_multi_gpu/multi_node.sh": [("torchrun", 9, 4, 2, "--nproc_per_node", False)],
+    "hiyouga__LLaMA-Factory/examples/train_lora/qwen3_lora_sft.sh": [("llamafactory-cli", 7, None, 1, None, False)],
+    "hkust-nlp__deita/examples/train/sft.sh": [("deepspeed", 15, None, 1, None, False)],
+    "hmosousa__tradutor/scripts/train/llama3_fft.sh": [("python", 3, 1, 1, "a single python process", False),
+                                                       ("tune", 6, 4, 1, "--nproc_per_node", False)],
+    "huggingface__alignment-handbook/recipes/launch.slurm": [("trl", 128, 8, 1, "#SBATCH", True),
+                                                             ("accelerate", 144, 8, 1, "#SBATCH", False)],
+    "huggingface__nanotron/examples/mamba/run_multinode.sh": [("torchrun", 143, 8, 2, "--nproc_per_node", True),
+                                                              ("torchrun", 162, 8, 2, "--nproc_per_node", True)],
+    "huggingface__open-r1/slurm/train.slurm": [("trl", 133, 8, 1, "#SBATCH", True),
+                                               ("accelerate", 150, 8, 1, "#SBATCH", False)],
+    "huggingface__picotron/template/base_job.slurm": [("torchrun", 76, None, 1, None, False)],
+    "lm-sys__FastChat/scripts/train_lora.sh": [("deepspeed", 1, None, 1, None, False)],
+    "lm-sys__FastChat/scripts/train_vicuna_7b.sh": [("torchrun", 1, 4, 1, "--nproc_per_node", False)],
+    "offendo__formalize/run_em.sh": [("axolotl", 8, None, 1, None, False)],
+    "pytorch__torchtitan/multinode_trainer.slurm": [("torchrun", 63, 8, 4, "--nproc_per_node", True)],
+    "pytorch__torchtitan/run_train.sh": [("python", 40, 1, 1, "a single python process", True),
+                                         ("torchrun", 43, 8, 1, "--nproc_per_node", True)],
+    "shibing624__MedicalGPT/scripts/run_sft.sh": [("torchrun", 1, 2, 1, "--nproc_per_node", False)],
+    "shibing624__MedicalGPT/scripts/vllm_deployment.sh": [("vllm", 19, 2, 1, "CUDA_VISIBLE_DEVICES", False)],
+    "simplescaling__s1/train/launch.sh": [],
+    "simplescaling__s1/train/sft.sh": [("torchrun", 15, None, 1, None, False)],
+    "simplescaling__s1/train/sft_multinode.sh": [("torchrun", 12, None, 1, None, False)],
+    "simplescaling__s1/train/sft_slurm.sh": [("torchrun", 42, None, 1, None, False)],
+    "stas00__ml-engineering/orchestration/slurm/launchers/accelerate-launcher.slurm": [
+        ("accelerate", 46, 8, 2, "accelerate launch --num_processes", False)],
+    "stas00__ml-engineering/orchestration/slurm/launchers/torchrun-launcher.slurm": [
+        ("torchrun", 42, 8, 2, "--nproc_per_node", False)],
+    "uclaml__SPIN/scripts/finetune.sh": [("accelerate", 21, 8, 1, "accelerate launch --num_processes", False)],
+    "volcengine__verl/examples/grpo_trainer/run_qwen2-7b.sh": [("python", 4, 1, 1, "a single python process", True)],
+    "volcengine__verl/examples/slurm/ray_on_slurm.slurm": [("python", 71, 1, 2, "a single python process", True)],
+}
+
+
+def _jobs(relative: str) -> list[tuple]:
+    path = LAUNCH / relative
+    text = path.read_text(encoding="utf-8", errors="replace")
+    options = sbatch_options(sbatch_lines(text))
+    script = read_script(text, str(path), known=slurm_variables(options))
+    out = []
+    for launch in launches(script.commands):
+        gpus = stated_gpus(launch, options)
+        out.append((launch.launcher, launch.line, gpus.per_node, gpus.nodes, gpus.by if gpus.per_node else None,
+                    bool(launch.unread)))
+    return out
+
+
+def _check(*argv: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", *argv, "--format", "json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_the_files_are_the_sources_bytes_from_25_repositories():
+    """Each file's git object id is the one its repository holds at the recorded commit (checked
+    against the repositories when they were copied): the bytes are the source's, CRLF and all."""
+    rows = list(csv.DictReader((LAUNCH / "SOURCES.tsv").open(), delimiter="\t"))
+    assert len({row["repo"] for row in rows}) >= 25
+    for row in rows:
+        data = (LAUNCH / row["file"]).read_bytes()
+        assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == row["blob"], row["file"]
+        assert len(row["commit"]) == 40 and row["url"].endswith(row["path"]), row["file"]
+
+
+@pytest.mark.parametrize("relative", sorted(EXPECTED))
+def test_each_script_states_its_jobs_and_gpus(relative):
+    assert _jobs(relative) == EXPECTED[relative]
+
+
+def test_a_recipe_and_its_launch_line_give_one_answer():
+    """LLaMA-Factory's multi_node.sh runs llama3_full_sft.yaml under torchrun on 4 GPUs x 2 nodes;
+    SPIN's finetune.sh runs config.yaml under accelerate launch with its ZeRO-3 config on 8: the
+    scripts give the peaks of the recipes checked with those GPUs and that launch config."""
+    factory = "tests/data/launch/hiyouga__LLaMA-Factory/examples/full_multi_gpu/"
+    spin = "tests/data/launch/uclaml__SPIN/"
+    pairs = [((factory + "multi_node.sh", "--gpus", "H100"), (factory + "llama3_full_sft.yaml", "--gpus", "2x4xH100")),
+             ((spin + "scripts/finetune.sh", "--gpus", "H100"),
+              (spin + "configs/config.yaml", "--gpus", "8xH100", "--launch-config", spin + "configs/deepspeed_zero3.yaml"))]
+    for script, recipe in pairs:
+        launched, alone = _check(*script)["files"][0], _check(*recipe)["files"][0]
+        assert launched["status"] == alone["status"] == "estimated"
+        assert launched["estimate"]["per_gpu_peak_bytes"] == alone["estimate"]["per_gpu_peak_bytes"]
+
+
+def test_the_gpus_come_from_the_script_with_their_line():
+    run = _check("tests/data/launch/hiyouga__LLaMA-Factory/examples/full_multi_gpu/multi_node.sh", "--gpus", "H100")
+    entry = run["files"][0]
+    assert "GPUs: 4 per node x 2 node(s), from --nproc_per_node at line 3" in entry["notes"]
+
+
+def test_a_count_only_the_run_knows_is_named_and_not_guessed():
+    """Qwen's finetune_ds.sh counts GPUs with $(python -c 'import torch; ...') at line 12: VL014
+    names it there, and with --gpus naming only the type the job is not estimated (VL011)."""
+    entry = _check("tests/data/launch/QwenLM__Qwen/finetune/finetune_ds.sh", "--gpus", "H100")["files"][0]
+    codes = {(f["code"], f["line"]) for f in entry["findings"]}
+    assert {("VL014", 12), ("VL011", 12)} <= codes and entry["status"] == "not estimated"
+    counted = _check("tests/data/launch/QwenLM__Qwen/finetune/finetune_ds.sh", "--gpus", "8xH100",
+                     "--model", "Qwen/Qwen2.5-7B")["files"][0]
+    assert counted["status"] == "estimated" and ("VL014", 12) in {(f["code"], f["line"]) for f in counted["findings"]}
+
+
+def test_a_job_vramlint_does_not_read_yet_is_not_estimated_never_skipped():
+    entry = _check("tests/data/launch/pytorch__torchtitan/multinode_trainer.slurm", "--gpus", "H100")["files"][0]
+    assert entry["status"] == "not estimated"
+    assert any(f["code"] == "VL011" and f["line"] == 63 and "torchtitan" in f["message"] for f in entry["findings"])
+
+
+def test_a_walk_checks_the_scripts_and_skips_what_launches_nothing(tmp_path):
+    (tmp_path / "setup.sh").write_text("pip install -e .\n")
+    (tmp_path / "train.sh").write_text("CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun --nproc_per_node 8 train.py \\\n"
+                                       "  --model_name_or_path meta-llama/Llama-3.1-8B --per_device_train_batch_size 1"
+                                       " \\\n  --bf16 True --gradient_checkpointing True --deepspeed ds.json\n")
+    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto"}')
+    run = _check(str(tmp_path), "--gpus", "H100")
+    paths = {f["path"].rsplit("/", 1)[-1]: f for f in run["files"]}
+    assert "setup.sh" not in paths                            # names no launcher: not walked
+    train = paths["train.sh"]
+    assert ("VL315", 1) in {(f["code"], f["line"]) for f in train["findings"]}     # 8 processes, 4 visible GPUs
+
+
+# -- the shell as bash reads it ------------------------------------------------------------------
+
+def _words(text: str) -> list[list[str | None]]:
+    return [[w.text for w in command.words] for command in read_script(text).commands]
+
+
+def test_defaults_exports_arrays_and_arithmetic():
+    text = ('export GPUS=${GPUS:-8}\nNODES=2\nARGS=(--nproc_per_node "$GPUS" --nnodes $NODES)\n'
+            'torchrun "${ARGS[@]}" train.py --gradient_accumulation_steps $((64 / GPUS / NODES))\n')
+    assert _words(text)[-1] == ["torchrun", "--nproc_per_node", "8", "--nnodes", "2", "train.py",
+                                "--gradient_accumulation_steps", "4"]
+
+
+def test_an_unquoted_variable_splits_and_keeps_what_is_known():
+    text = 'N=$(nvidia-smi -L | wc -l)\nDIST="--nproc_per_node $N \\\n  --nnodes 1"\ntorchrun $DIST train.py\n'
+    (words,) = _words(text)[-1:]
+    assert words == ["torchrun", "--nproc_per_node", None, "--nnodes", "1", "train.py"]
+
+
+def test_a_branch_does_not_replace_what_was_set_before_it():
+    text = 'MODEL="Qwen/Qwen-7B"\nwhile [[ "$1" != "" ]]; do\n  case $1 in\n    -m) shift; MODEL=$1 ;;\n  esac\n' \
+           '  shift\ndone\npython finetune.py --model_name_or_path $MODEL\n'
+    assert _words(text)[-1] == ["python", "finetune.py", "--model_name_or_path", "Qwen/Qwen-7B"]
+
+
+def test_bash_c_and_srun_are_read_through():
+    text = '#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:8\nCMD="torchrun --nnodes $SLURM_NNODES ' \
+           '--nproc_per_node $SLURM_GPUS_ON_NODE train.py"\nsrun --jobid $SLURM_JOB_ID bash -c "$CMD"\n'
+    options = sbatch_options(sbatch_lines(text))
+    script = read_script(text, known=slurm_variables(options))
+    (launch,) = launches(script.commands)
+    gpus = stated_gpus(launch, options)
+    assert (launch.launcher, gpus.per_node, gpus.nodes, launch.distributed) == ("torchrun", 8, 2, True)
+
+
+def test_an_sbatch_line_with_a_variable_is_a_finding(tmp_path):
+    script = tmp_path / "job.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=$NNODES\n#SBATCH --gpus-per-node=8\nsrun torchrun "
+                      "--nproc_per_node 8 train.py --model_name_or_path meta-llama/Llama-3.1-8B "
+                      "--per_device_train_batch_size 1\n")
+    entry = _check(str(script), "--gpus", "H100")["files"][0]
+    assert ("VL316", 2) in {(f["code"], f["line"]) for f in entry["findings"]}

@@ -1,0 +1,521 @@
+"""Launch commands: which job a shell or sbatch script starts, on how many GPUs, with which files.
+
+A launcher's own options are told apart from the program's by each launcher's own rules (the
+options that take a value, read from its argument parser at a named release), and what the
+program gets is read as the ``--key value`` arguments ``HfArgumentParser`` takes (``--key=value``,
+a bare ``--flag`` for True, a positional YAML or JSON file it parses first). Each job becomes a
+:class:`Launch`: the GPUs it states per node and the nodes (each with the word that states it),
+the config files it names, and the program's arguments with their positions in the script, so the
+checker reads them as it reads the same keys written in a recipe (one job, two ways, one answer).
+
+Launchers, and the release whose parser their options come from:
+- ``torchrun`` / ``python -m torch.distributed.run`` (torch 2.13 ``torch/distributed/run.py``);
+- ``accelerate launch`` (accelerate 1.16 ``commands/launch.py``);
+- ``deepspeed`` (deepspeed 0.19.8 ``launcher/runner.py``);
+- ``llamafactory-cli train`` (LLaMA-Factory 0.9.5 ``cli.py``: torchrun over every visible GPU
+  when there are several, ``NPROC_PER_NODE`` / ``NNODES`` / ``FORCE_TORCHRUN``);
+- ``vllm serve`` / ``python -m vllm.entrypoints.openai.api_server``;
+- ``python script.py`` (one process), behind ``srun``, ``env``, ``nohup``, ``exec``, ``time``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from vramlint.readers.shell import Command, Word
+
+# Options that take no value, per launcher (all others take one: ``--opt v`` or ``--opt=v``).
+FLAGS = {
+    "torchrun": {"standalone", "no_python", "run_path", "m", "module", "use_env", "no-python", "run-path"},
+    "accelerate": {"multi_gpu", "use_deepspeed", "use_fsdp", "use_megatron_lm", "use_xpu", "cpu", "m", "module",
+                   "no_python", "debug", "quiet", "q", "same_network", "tpu", "tpu_use_cluster", "tpu_use_sudo",
+                   "enable_cpu_affinity", "deepspeed_moe_layer_cls_names", "dynamo_use_fullgraph",
+                   "dynamo_use_dynamic", "dynamo_use_regional_compilation"},
+    "deepspeed": {"module", "no_python", "no_local_rank", "bind_cores_to_rank", "force_multi", "elastic_training",
+                  "save_pid", "no_ssh", "no_ssh_check", "enable_each_rank_log"},
+    "srun": {"exclusive", "overlap", "unbuffered", "u", "l", "label", "verbose", "v", "quiet", "Q", "K",
+             "kill-on-bad-exit", "no-kill", "pty", "x11"},
+}
+WRAPPERS = {"nohup", "exec", "time", "nice", "stdbuf", "setsid", "command", "builtin", "eval"}
+CONTAINERS = {"apptainer", "singularity"}          # ``apptainer run|exec [options] IMAGE command``
+# Commands an srun line runs: an unknown word before one of them is an option only the run knows.
+COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepspeed", "ray", "apptainer",
+            "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl"}
+PYTHONS = re.compile(r"^python(\d(\.\d+)?)?$")
+TRAINING, SERVING = "training", "serving"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One job a script starts: the launcher, what it runs, its GPUs and its arguments."""
+
+    launcher: str                                   # torchrun, accelerate, deepspeed, python, llamafactory-cli, vllm
+    kind: str                                       # training or serving
+    command: Command
+    program: Word | None = None                     # the script or module run (vLLM: the model)
+    options: dict[str, Word | None] = field(default_factory=dict)     # the launcher's own
+    arguments: tuple[tuple[str, Word | None, Word], ...] = ()         # (key, value or None for a bare flag, key word)
+    positional: tuple[Word, ...] = ()               # the program's positional words (a recipe file)
+    per_node: Word | None = None                    # processes per node as stated, and where
+    per_node_by: str = ""                           # what states it: --nproc_per_node, CUDA_VISIBLE_DEVICES, ...
+    nodes: Word | None = None
+    total: bool = False                             # per_node holds the total over nodes (accelerate --num_processes)
+    recipe: Word | None = None                      # the recipe file it runs, where the launcher names one
+    distributed: bool = False                       # a launcher (or srun) starts it: a job, read or not
+    unread: str = ""                                # a job vramlint does not read yet, and why
+
+    @property
+    def line(self) -> int:
+        return self.command.line
+
+
+def launches(commands: list[Command]) -> list[Launch]:
+    """The jobs the commands start, in order (commands that start none are left out)."""
+    out = []
+    for command in commands:
+        launch = read_command(command)
+        if launch is not None:
+            out.append(launch)
+    return out
+
+
+# Jobs started through launchers vramlint does not read yet, by the module or command (issue 31:
+# RL frameworks; issue 32: pretraining frameworks): they are jobs, never skipped as nothing.
+UNREAD_MODULES = (("verl.", "verl (Hydra overrides)"), ("openrlhf.", "OpenRLHF"), ("torchtitan.", "torchtitan"),
+                  ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"),
+                  ("trl.scripts.vllm_serve", "trl vllm-serve"))
+UNREAD_SCRIPTS = (("pretrain_gpt", "Megatron"), ("run_train", "nanotron"), ("pretrain_", "Megatron"))
+
+
+def read_command(command: Command) -> Launch | None:
+    words, prefix = list(command.words), dict(command.prefix)
+    srun = command.under == "srun" or (bool(words) and (words[0].text or "").rsplit("/", 1)[-1] == "srun")
+    words = _unwrapped(words, prefix)
+    if not words:
+        return None
+    if words[0].text is None:
+        return Launch("?", TRAINING, command, distributed=srun,
+                      unread=f"the command is {words[0].unknown}, known only when it runs") if srun else None
+    command = Command(tuple(words), prefix, command.variables, command.line, command.under)
+    launch = _read(command, words)
+    if launch is not None and srun and not launch.distributed:
+        launch = replace(launch, distributed=True)
+    return launch
+
+
+def _read(command: Command, words: list[Word]) -> Launch | None:
+    name = words[0].text.rsplit("/", 1)[-1]
+    rest = words[1:]
+    if PYTHONS.match(name):
+        rest = [w for w in rest if w.text not in ("-u", "-O", "-B")]
+        if len(rest) >= 2 and rest[0].text == "-m":
+            module = rest[1].text or ""
+            if module in ("torch.distributed.run", "torch.distributed.launch"):
+                return _torchrun(command, rest[2:])
+            if module.startswith("vllm.entrypoints"):
+                return _vllm(command, rest[2:], None)
+            if module == "accelerate.commands.launch":
+                return _accelerate(command, rest[2:])
+            if module.startswith("axolotl.cli.train"):
+                return _axolotl(command, rest[2:])
+            return _program(command, "python", rest[1], rest[2:], _one_process(command))
+        if rest and rest[0].text and rest[0].text.endswith(".py"):
+            return _program(command, "python", rest[0], rest[1:], _one_process(command))
+        return None
+    if name == "torchrun":
+        return _torchrun(command, rest)
+    if name == "accelerate" and rest and rest[0].text == "launch":
+        return _accelerate(command, rest[1:])
+    if name == "deepspeed":
+        return _deepspeed(command, rest)
+    if name == "llamafactory-cli" and rest and rest[0].text == "train":
+        return _llamafactory(command, rest[1:])
+    if name == "vllm" and rest and rest[0].text == "serve":
+        return _vllm(command, rest[2:], rest[1] if len(rest) > 1 else None)
+    if name == "tune" and rest and rest[0].text == "run":
+        return _tune(command, rest[1:])
+    if name == "axolotl" and rest and rest[0].text == "train":
+        return _axolotl(command, rest[1:])
+    if name == "trl" and rest and rest[0].text:
+        return Launch("trl", TRAINING, command, distributed=True, unread=f"trl {rest[0].text}: the TRL command line "
+                      "is not read yet (a recipe file it is given with --config is)")
+    if name == "sglang" or (name == "ray" and any(w.text == "submit" for w in rest[:2])):
+        return Launch(name, TRAINING, command, distributed=True, unread=f"{name} launches are not read yet")
+    return None
+
+
+def _unwrapped(words: list[Word], prefix: dict[str, Word]) -> list[Word]:
+    """The command under ``srun [options]``, ``env A=B``, ``nohup``, ``exec``, ``time``, ``timeout D``."""
+    while words and words[0].text is not None:
+        head = words[0].text.rsplit("/", 1)[-1]
+        if head in WRAPPERS:
+            words = words[1:]
+        elif head == "timeout" and len(words) > 2:
+            words = words[2:]
+        elif head == "env":
+            words = words[1:]
+            while words and words[0].text and re.match(r"^[A-Za-z_]\w*=", words[0].text):
+                key, value = words[0].text.split("=", 1)
+                prefix[key] = Word(value, words[0].line, words[0].column)
+                words = words[1:]
+        elif head == "srun":
+            _, words = _options(words[1:], "srun")
+            known = [i for i, w in enumerate(words) if (w.text or "").rsplit("/", 1)[-1] in COMMANDS]
+            if words and known and (words[0].text or "").rsplit("/", 1)[-1] not in COMMANDS:
+                words = words[known[0]:]          # ``srun $EXTRA_ARGS python ...``, ``srun env.sh apptainer ...``
+        elif head in CONTAINERS and len(words) > 1 and words[1].text in ("run", "exec"):
+            _, words = _options(words[2:], "srun")
+            words = words[1:]                     # the image
+        else:
+            break
+    return words
+
+
+def _options(words: list[Word], launcher: str) -> tuple[dict[str, Word | None], list[Word]]:
+    """A launcher's own options (until the first word that is not one) and the words after them."""
+    options: dict[str, Word | None] = {}
+    flags = FLAGS.get(launcher, set())
+    i = 0
+    while i < len(words):
+        text = words[i].head
+        if text is None or not text.startswith("-") or text == "-":
+            break
+        key, eq, value = text.lstrip("-").partition("=")
+        if eq:
+            options[_key(key)] = _after_equals(words[i], value)
+            i += 1
+        elif key in flags or _key(key) in flags or i + 1 >= len(words) or (words[i + 1].head or "").startswith("--"):
+            options[_key(key)] = None
+            i += 1
+        else:
+            options[_key(key)] = words[i + 1]
+            i += 2
+    return options, words[i:]
+
+
+def _after_equals(word: Word, value: str) -> Word:
+    """The value of ``--key=value``: known, or what makes it unknown (``--nnodes=$N``)."""
+    if word.text is not None:
+        return Word(value, word.line, word.column)
+    return Word(None, word.line, word.column, unknown=word.unknown, parts=word.parts)
+
+
+def _key(key: str) -> str:
+    return key.replace("-", "_")
+
+
+def _arguments(words: list[Word]) -> tuple[tuple[tuple[str, Word | None, Word], ...], tuple[Word, ...]]:
+    """``HfArgumentParser``'s reading: ``--key value``, ``--key=value``, a bare ``--flag`` (True)
+    where the next word is another option; positional words apart."""
+    pairs, positional = [], []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        text = word.head
+        if text is not None and text.startswith("--") and len(text) > 2:
+            key, eq, value = text[2:].partition("=")
+            if eq:
+                pairs.append((_key(key), _after_equals(word, value), word))
+                i += 1
+                continue
+            following = words[i + 1] if i + 1 < len(words) else None
+            if following is None or (following.text is not None and following.text.startswith("--")):
+                pairs.append((_key(key), None, word))
+                i += 1
+            else:
+                pairs.append((_key(key), following, word))
+                i += 2
+            continue
+        positional.append(word)
+        i += 1
+    return tuple(pairs), tuple(positional)
+
+
+def _visible(command: Command) -> Word | None:
+    """``CUDA_VISIBLE_DEVICES`` as the command sees it: its own prefix, else an exported variable."""
+    return command.prefix.get("CUDA_VISIBLE_DEVICES") or command.variables.get("CUDA_VISIBLE_DEVICES")
+
+
+def visible_count(word: Word | None) -> int | None:
+    """How many GPUs ``CUDA_VISIBLE_DEVICES`` leaves visible (None where it is not known)."""
+    if word is None or word.text is None:
+        return None
+    ids = [part for part in word.text.split(",") if part.strip()]
+    return len(ids)
+
+
+def _one_process(command: Command) -> tuple[Word | None, str]:
+    """``python train.py``: one process, on one GPU (the first visible one)."""
+    return Word("1", command.line, 1), "a single python process"
+
+
+def _program(command: Command, launcher: str, program: Word | None, words: list[Word],
+             count: tuple[Word | None, str], options: dict | None = None, nodes: Word | None = None,
+             total: bool = False) -> Launch:
+    arguments, positional = _arguments(words)
+    distributed = launcher != "python"
+    unread = ""
+    if program is None or program.text is None:
+        unread = f"the program it runs is {program.unknown if program else 'not named'}, known only when it runs"
+    else:
+        name = program.text.rsplit("/", 1)[-1].lower()
+        unread = next((f"{what} jobs are not read yet" for prefix, what in UNREAD_MODULES
+                       if program.text.lower().startswith(prefix)), "") or next(
+            (f"{what} jobs are not read yet" for prefix, what in UNREAD_SCRIPTS if name.startswith(prefix)), "")
+        distributed = distributed or bool(unread)
+    return Launch(launcher, TRAINING, command, program, options or {}, arguments, positional, count[0], count[1],
+                  nodes, total, recipe_word(positional), distributed, unread)
+
+
+def _tune(command: Command, words: list[Word]) -> Launch:
+    """``tune run [torchrun options] RECIPE --config FILE [key=value ...]`` (torchtune 0.6 ``tune run``:
+    torchrun's options before the recipe; one process without ``--nproc_per_node``)."""
+    launch = _torchrun(command, words)
+    config = next((value for key, value, _ in launch.arguments if key == "config"), None)
+    return replace(launch, launcher="tune", recipe=config, distributed=True,
+                   unread="" if config is not None else "tune run without --config: the recipe's own defaults")
+
+
+def _axolotl(command: Command, words: list[Word]) -> Launch:
+    """``axolotl train CONFIG.yml`` (``python -m axolotl.cli.train``): the recipe file, over every
+    visible GPU (axolotl starts accelerate)."""
+    arguments, positional = _arguments(words)
+    recipe = positional[0] if positional else None
+    count = Word(None, command.line, 1, unknown="axolotl launches accelerate over every visible GPU")
+    return Launch("axolotl", TRAINING, command, recipe, {}, arguments, positional[1:], count, "axolotl", None,
+                  recipe=recipe, distributed=True)
+
+
+def _module_and_rest(options: dict, rest: list[Word]) -> tuple[Word | None, list[Word]]:
+    """The program (a script, or with ``-m`` a module) and its words."""
+    return (rest[0], rest[1:]) if rest else (None, rest)
+
+
+def _torchrun(command: Command, words: list[Word]) -> Launch:
+    options, rest = _options(words, "torchrun")
+    program, rest = _module_and_rest(options, rest)
+    per_node = options.get("nproc_per_node")
+    by = "--nproc_per_node"
+    if per_node is not None and per_node.text in ("gpu", "auto"):
+        per_node = Word(None, per_node.line, per_node.column, unknown=f"--nproc_per_node {per_node.text} (every "
+                        "visible GPU, counted when it runs)")
+    if per_node is None:                   # torchrun's default is 1 process per node
+        per_node, by = Word("1", command.line, 1), "torchrun's default --nproc_per_node 1"
+    nodes = options.get("nnodes")
+    if nodes is not None and nodes.text and ":" in nodes.text:          # elastic MIN:MAX: the most it may run on
+        nodes = Word(nodes.text.split(":")[-1], nodes.line, nodes.column)
+    return _program(command, "torchrun", program, rest, (per_node, by), options, nodes)
+
+
+def _accelerate(command: Command, words: list[Word]) -> Launch:
+    options, rest = _options(words, "accelerate")
+    program, rest = _module_and_rest(options, rest)
+    processes = options.get("num_processes")
+    return _program(command, "accelerate", program, rest, (processes, "accelerate launch --num_processes"), options,
+                    options.get("num_machines"), total=True)
+
+
+def _deepspeed(command: Command, words: list[Word]) -> Launch:
+    options, rest = _options(words, "deepspeed")
+    program, rest = _module_and_rest(options, rest)
+    per_node, by = options.get("num_gpus"), "deepspeed --num_gpus"
+    include = options.get("include")
+    if per_node is None and include is not None:
+        if include.text is None:
+            per_node = include
+        else:
+            hosts = [h for h in include.text.split("@") if h]
+            slots = [h.split(":", 1)[1] for h in hosts if ":" in h]
+            counted = [len([s for s in slot.split(",") if s.strip()]) for slot in slots]
+            per_node = Word(str(max(counted)), include.line, include.column) if counted and all(counted) else \
+                Word(None, include.line, include.column, unknown=f"--include {include.text} (no GPU listed)")
+        by = "deepspeed --include"
+    if per_node is None:
+        per_node = Word(None, command.line, 1, unknown="deepspeed without --num_gpus / --include: every visible GPU")
+    return _program(command, "deepspeed", program, rest, (per_node, by), options, options.get("num_nodes"))
+
+
+def _llamafactory(command: Command, words: list[Word]) -> Launch:
+    """``llamafactory-cli train [recipe.yaml] [key=value ...] [--key value ...]``: torchrun over
+    ``NPROC_PER_NODE`` processes, else every visible GPU (0.9.5 ``launcher``)."""
+    variables = {**command.variables, **command.prefix}
+    per_node, by = variables.get("NPROC_PER_NODE"), "NPROC_PER_NODE"
+    if per_node is None:
+        per_node, by = Word(None, command.line, 1, unknown="llamafactory-cli runs torchrun over every visible "
+                            "GPU"), "llamafactory-cli"
+    overrides = []
+    for word in words:
+        if word.text and "=" in word.text and not word.text.startswith("-"):
+            key, value = word.text.split("=", 1)
+            overrides.append(Word(f"--{key}={value}", word.line, word.column))
+        else:
+            overrides.append(word)
+    return _program(command, "llamafactory-cli", command.words[0], overrides, (per_node, by), {},
+                    variables.get("NNODES"))
+
+
+def _vllm(command: Command, words: list[Word], model: Word | None) -> Launch:
+    """``vllm serve MODEL --opt v`` (vLLM's own short spellings ``-tp`` / ``-pp`` / ``-dp`` too),
+    or the API server module with ``--model``: the arguments a ``vllm serve --config`` YAML holds."""
+    short = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size"}
+    spelled = [Word(short[w.text], w.line, w.column) if w.text in short else w for w in words]
+    arguments, positional = _arguments(spelled)
+    if model is not None:
+        arguments = (("model", model, model),) + arguments
+    return Launch("vllm", SERVING, command, model, {}, arguments, positional, None, "vllm", None)
+
+
+# -- the job's files and GPUs ------------------------------------------------------------------
+
+RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def value_of(word: Word | None) -> object:
+    """An argument as ``HfArgumentParser`` and YAML read it: a bare flag is True, ``True`` /
+    ``false`` booleans, whole and decimal numbers, else the text."""
+    if word is None:
+        return True
+    text = word.text or ""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?", text):
+        return float(text)
+    return text
+
+
+def recipe_word(positional: tuple[Word, ...]) -> Word | None:
+    """The recipe file a program parses first (``src/train.py recipe.yaml``, ``llamafactory-cli
+    train recipe.yaml``, ``run_spin.py config.yaml``): its first positional YAML or JSON word."""
+    return next((w for w in positional if w.text and w.text.endswith(RECIPE_SUFFIXES)), None)
+
+
+def arguments_data(launch: Launch) -> tuple[dict, dict[str, tuple[int, int]], list[tuple[str, Word]]]:
+    """The program's known arguments as a recipe mapping, their positions in the script, and the
+    arguments whose values only the run knows."""
+    data: dict = {}
+    positions: dict[str, tuple[int, int]] = {}
+    unknown: list[tuple[str, Word]] = []
+    for key, value, word in launch.arguments:
+        if value is not None and value.text is None:
+            unknown.append((key, value))
+            continue
+        data[key] = value_of(value)
+        positions[f"$.{key}"] = (word.line, word.column)
+    return data, positions, unknown
+
+
+@dataclass(frozen=True)
+class StatedGpus:
+    """The GPUs a launch states: processes per node and nodes, each with the word that states it
+    (None where nothing does), the word that makes the count unknown, and contradictions."""
+
+    per_node: int | None
+    nodes: int
+    per_node_at: Word | None = None
+    nodes_at: Word | None = None
+    unknown: Word | None = None
+    conflicts: tuple[tuple[Word, str], ...] = ()
+    by: str = ""
+
+
+def sbatch_options(lines: list[tuple[str, int]]) -> dict[str, Word]:
+    """``#SBATCH`` options by their long name (``-N 2`` is ``nodes``), each a word at its line."""
+    short = {"N": "nodes", "G": "gpus", "n": "ntasks", "c": "cpus-per-task", "p": "partition", "C": "constraint"}
+    out = {}
+    for text, line in lines:
+        for match in re.finditer(r"(?:--([\w-]+)(?:[= ]([^\s]+))?|-([A-Za-z])\s*([^\s-][^\s]*)?)", text):
+            name = match.group(1) or short.get(match.group(3) or "", match.group(3) or "")
+            value = match.group(2) if match.group(1) else match.group(4)
+            out[name] = Word(value or "", line, match.start() + 9)
+    return out
+
+
+def _count(text: str | None) -> int | None:
+    """A GPU count as SLURM writes it: ``8``, ``gpu:8``, ``gpu:h100:8``, ``h100:8``."""
+    if text is None:
+        return None
+    last = text.split(",")[0].split(":")[-1]
+    return int(last) if last.isdigit() and int(last) > 0 else None
+
+
+def slurm_variables(options: dict[str, Word]) -> dict[str, Word]:
+    """What SLURM sets in the job's environment from its ``#SBATCH`` options (the ones a launch
+    line uses for its counts): ``SLURM_NNODES``, ``SLURM_GPUS_ON_NODE``, ..."""
+    out = {}
+    nodes = options.get("nodes")
+    if nodes is not None and nodes.text and nodes.text.split("-")[-1].isdigit():
+        word = Word(nodes.text.split("-")[-1], nodes.line, nodes.column)
+        out.update(SLURM_NNODES=word, SLURM_JOB_NUM_NODES=word)
+    per_node = _sbatch_per_node(options)
+    if per_node is not None:
+        out.update(SLURM_GPUS_ON_NODE=per_node, SLURM_GPUS_PER_NODE=per_node)
+    tasks = options.get("ntasks-per-node")
+    if tasks is not None and tasks.text and tasks.text.isdigit():
+        out["SLURM_NTASKS_PER_NODE"] = tasks
+    return out
+
+
+def _sbatch_per_node(options: dict[str, Word]) -> Word | None:
+    for name in ("gpus-per-node", "gres"):
+        word = options.get(name)
+        if word is not None and _count(word.text):
+            return Word(str(_count(word.text)), word.line, word.column)
+    total, nodes = options.get("gpus"), options.get("nodes")
+    whole = nodes.text.split("-")[-1] if nodes is not None and nodes.text else "1"
+    if total is not None and _count(total.text) and whole.isdigit() and _count(total.text) % int(whole) == 0:
+        return Word(str(_count(total.text) // int(whole)), total.line, total.column)
+    return None
+
+
+def stated_gpus(launch: Launch, options: dict[str, Word]) -> StatedGpus:
+    """The processes per node and the nodes a launch runs on: the launcher's own count, else
+    ``CUDA_VISIBLE_DEVICES``, else the ``#SBATCH`` request; a count past the visible GPUs (or the
+    GPUs sbatch allocates) is a contradiction, said as the launch would fail."""
+    visible_word = _visible(launch.command)
+    visible = visible_count(visible_word)
+    sbatch = _sbatch_per_node(options)
+    nodes_word = launch.nodes or slurm_variables(options).get("SLURM_NNODES")
+    nodes = int(nodes_word.text) if nodes_word is not None and nodes_word.text and nodes_word.text.isdigit() else 1
+    unknown_nodes = nodes_word if nodes_word is not None and nodes_word.text is None else None
+    word, by = launch.per_node, launch.per_node_by
+    per_node = None
+    if word is not None and word.text is not None and word.text.isdigit() and int(word.text) > 0:
+        per_node = int(word.text)
+        if launch.total:
+            per_node = per_node // nodes if per_node % nodes == 0 else None
+    elif visible:
+        word, by, per_node = visible_word, "CUDA_VISIBLE_DEVICES", visible
+    elif sbatch is not None:
+        word, by, per_node = sbatch, "#SBATCH", int(sbatch.text)
+    conflicts = []
+    if per_node is not None and visible and per_node > visible and by != "CUDA_VISIBLE_DEVICES":
+        conflicts.append((word, f"{by} {per_node} but CUDA_VISIBLE_DEVICES={visible_word.text} shows {visible} GPU(s): "
+                                f"processes {visible} to {per_node - 1} fail at torch.cuda.set_device "
+                                "(CUDA error: invalid device ordinal)"))
+    if per_node is not None and sbatch is not None and per_node > int(sbatch.text) and by != "#SBATCH":
+        conflicts.append((word, f"{by} {per_node} but #SBATCH allocates {sbatch.text} GPU(s) per node (line "
+                                f"{sbatch.line}): processes past them fail at torch.cuda.set_device"))
+    unknown = word if per_node is None and word is not None and word.text is None else unknown_nodes
+    return StatedGpus(per_node, nodes, word if per_node is not None else None, nodes_word, unknown,
+                      tuple(conflicts), by)
+
+
+def submitted(commands: list[Command]) -> list[str]:
+    """The scripts a script hands the job to (``sbatch job.slurm``, ``srun ./train/sft.sh``,
+    ``bash run.sh``): checked as files of their own."""
+    out = []
+    for command in commands:
+        words = [w for w in command.words if w.text is not None]
+        names = [w.text for w in words]
+        if not names:
+            continue
+        head = names[0].rsplit("/", 1)[-1]
+        if head in ("sbatch", "srun", "bash", "sh") or names[0].endswith((".sh", ".slurm", ".sbatch")):
+            found = next((n for n in names if n.endswith((".sh", ".slurm", ".sbatch"))), None)
+            if found:
+                out.append(found)
+    return out

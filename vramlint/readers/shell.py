@@ -1,0 +1,422 @@
+"""A bash script read as bash reads it, statically: its commands with their words expanded, each
+word with the line and column it was written at, and what cannot be known before it runs named.
+
+Parsed with tree-sitter-bash (a real grammar: line continuations, quoting, ``$(...)``, arrays,
+heredocs), never with regular expressions. The script is walked top to bottom keeping the
+variables it assigns (``X=1``, ``export X=1``, ``declare``, arrays), and each command's words are
+expanded as bash would: ``$X``, ``${X}``, ``${X:-default}`` / ``${X:=default}``, ``"${ARGS[@]}"``,
+``$((...))`` over known integers, word splitting of an unquoted expansion, ``\\``-newline inside
+quotes. What only the run knows (``$(nvidia-smi ...)``, ``$1``, a variable the script never sets)
+is a :class:`Word` whose ``text`` is None and whose ``unknown`` says why. An assignment inside a
+condition or a loop only fills a variable the script has not set yet (``MODEL=$1`` inside an
+argument loop leaves ``MODEL="Qwen/Qwen-7B"`` set above it). ``bash -c '...'`` is read as the
+script it runs. ``#SBATCH`` lines, read by sbatch before the script runs, are kept apart.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+MOST_COMMANDS = 10_000        # commands a script may expand: a launch file has dozens
+MOST_DEPTH = 8                # nested ``bash -c`` and expansions followed
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word of a command: its text, or None where only the run knows it (``unknown`` says
+    why, e.g. ``$(nvidia-smi -L | wc -l)``); where it was written (1-based line and column:
+    a word from a variable points at the assignment)."""
+
+    text: str | None
+    line: int
+    column: int
+    unknown: str = ""
+    quoted: bool = False
+    parts: tuple[Word, ...] = ()       # an unknown word's pieces, known and not ("--nnodes=" + "$N")
+
+    @property
+    def head(self) -> str | None:
+        """The text the word starts with, known even where the rest is not (``--node_rank=$R``)."""
+        if self.text is not None:
+            return self.text
+        return self.parts[0].text if self.parts and self.parts[0].text is not None else None
+
+
+@dataclass(frozen=True)
+class Command:
+    """A simple command as it would run: its words after expansion, the ``NAME=value`` words
+    before it (its own environment), and the variables set when it runs."""
+
+    words: tuple[Word, ...]
+    prefix: dict[str, Word]
+    variables: dict[str, Word]
+    line: int
+    under: str = ""             # the command whose ``bash -c`` string this came from (``srun``), if any
+
+
+@dataclass
+class Script:
+    """What a shell file states: its commands in order and its ``#SBATCH`` options."""
+
+    path: str
+    text: str
+    commands: list[Command] = field(default_factory=list)
+    sbatch: list[tuple[str, int]] = field(default_factory=list)     # (the option text, line)
+    errors: int = 0                                                 # parse error nodes
+
+
+@lru_cache(maxsize=1)
+def _parser():
+    """tree-sitter with the bash grammar, built once (imported here: only scripts need it)."""
+    import tree_sitter
+    import tree_sitter_bash
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+
+def read_script(text: str, path: str = "<string>", known: dict[str, Word] | None = None) -> Script:
+    """The script's commands and ``#SBATCH`` lines; ``known``: variables the platform sets
+    before the script runs (``$SLURM_NNODES`` from its ``#SBATCH --nodes``, ...)."""
+    script = Script(path, text)
+    script.sbatch = sbatch_lines(text)
+    _Walker(script, dict(known or {})).program(text.encode("utf-8", "surrogateescape"), 0, 0)
+    return script
+
+
+_SBATCH = re.compile(r"^#SBATCH\s+(.*?)\s*$")
+
+
+def sbatch_lines(text: str) -> list[tuple[str, int]]:
+    """The ``#SBATCH`` options sbatch reads: the comment lines at the top of the script, before
+    its first command (sbatch stops at the first line that is neither a comment nor blank)."""
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        found = _SBATCH.match(stripped)
+        if found:
+            out.append((found.group(1).split(" #", 1)[0].strip(), number))
+    return out
+
+
+class _Walker:
+    """Walks the syntax tree in order, expanding each command's words with the variables so far."""
+
+    def __init__(self, script: Script, variables: dict[str, Word]) -> None:
+        self.script = script
+        self.variables: dict[str, Word | tuple[Word, ...]] = variables
+        self.src = b""
+        self.line0 = self.col0 = 0
+        self.depth = 0
+        self.under = ""
+
+    # the tree -------------------------------------------------------------------------------------
+    def program(self, src: bytes, line0: int, col0: int) -> None:
+        saved = self.src, self.line0, self.col0
+        self.src, self.line0, self.col0 = src, line0, col0
+        self.depth += 1
+        try:
+            if self.depth <= MOST_DEPTH:
+                tree = _parser().parse(src)
+                self.statements(tree.root_node, conditional=False)
+        finally:
+            self.depth -= 1
+            self.src, self.line0, self.col0 = saved
+
+    def statements(self, node, conditional: bool) -> None:
+        for child in node.children:
+            self.statement(child, conditional)
+
+    def statement(self, node, conditional: bool) -> None:
+        kind = node.type
+        if kind == "ERROR":
+            self.script.errors += 1
+        if kind == "variable_assignment":
+            self.assign(node, conditional)
+        elif kind == "declaration_command":
+            for child in node.children:
+                if child.type == "variable_assignment":
+                    self.assign(child, conditional)
+        elif kind == "command":
+            self.command(node)
+        elif kind == "function_definition":
+            return                       # a function's commands run where it is called: not followed
+        elif kind in ("if_statement", "elif_clause", "else_clause", "case_statement", "case_item", "while_statement",
+                      "for_statement", "c_style_for_statement", "do_group"):
+            self.statements(node, conditional=True)
+        elif kind in ("heredoc_body", "comment", "test_command"):
+            return
+        else:                             # lists, pipelines, subshells, redirections, compound statements
+            self.statements(node, conditional)
+
+    def text(self, node) -> str:
+        return self.src[node.start_byte:node.end_byte].decode("utf-8", "surrogateescape")
+
+    def where(self, node) -> tuple[int, int]:
+        row, column = node.start_point
+        return self.line0 + row + 1, (self.col0 if row == 0 else 0) + column + 1
+
+    # assignments ----------------------------------------------------------------------------------
+    def assign(self, node, conditional: bool) -> None:
+        name_node = node.child_by_field_name("name")
+        value_node = node.child_by_field_name("value")
+        if name_node is None:
+            return
+        name = self.text(name_node)
+        if name_node.type == "subscript":
+            return                        # ARR[i]=x: an element, not followed
+        if value_node is None:
+            value: Word | tuple[Word, ...] = Word("", *self.where(node))
+        elif value_node.type == "array":
+            value = tuple(w for child in value_node.named_children for w in self.expand(child))
+        else:
+            words = self.expand(value_node, split=False)
+            # quoting is the use's, not the value's: ``"$X"`` stays one word, ``$X`` is split
+            value = replace(words[0], quoted=False) if words else Word("", *self.where(value_node))
+        old = self.variables.get(name)
+        if conditional and old is not None and _known(old):
+            return                        # a branch may not run: the value set before stands
+        self.variables[name] = value
+
+    # commands -------------------------------------------------------------------------------------
+    def command(self, node) -> None:
+        if len(self.script.commands) >= MOST_COMMANDS:
+            return
+        prefix: dict[str, Word] = {}
+        words: list[Word] = []
+        for child in node.children:
+            if child.type == "variable_assignment":
+                name = child.child_by_field_name("name")
+                value = child.child_by_field_name("value")
+                if name is not None:
+                    expanded = self.expand(value, split=False) if value is not None else []
+                    prefix[self.text(name)] = expanded[0] if expanded else Word("", *self.where(child))
+            elif child.type == "command_name":
+                words += self.expand(child.named_children[0] if child.named_children else child)
+            elif child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                continue
+            elif child.is_named:
+                words += self.expand(child)
+        if not words:
+            for name, value in prefix.items():       # `X=1` alone parses as a command in some places
+                self.variables[name] = value
+            return
+        line = self.where(node)[0]
+        variables = {k: v for k, v in self.variables.items() if isinstance(v, Word)}
+        shell = next((i for i in range(len(words) - 2) if words[i].text in ("bash", "sh")
+                      and words[i + 1].text == "-c" and (words[i + 2].text or words[i + 2].parts)), None)
+        if shell is not None and (shell == 0 or words[0].text == "srun"):
+            under, self.under = self.under, self.under or (words[0].text if shell else "")
+            try:
+                self._nested(words[shell + 2])
+            finally:
+                self.under = under
+            return
+        self.script.commands.append(Command(tuple(words), prefix, {**variables, **prefix}, line, self.under))
+
+    def _nested(self, word: Word) -> None:
+        """``bash -c '...'``: the string is a script of its own, run with the variables so far; a
+        piece only the run knows (``bash -c "$LAUNCHER $CMD"`` with ``$CMD`` partly unknown) stands
+        in it as a variable that holds the unknown word."""
+        if word.text is not None:
+            source = word.text
+        else:
+            pieces = []
+            for index, part in enumerate(word.parts):
+                if part.text is None:
+                    self.variables[f"_vramlint_unknown_{index}"] = part
+                    pieces.append(f"${{_vramlint_unknown_{index}}}")
+                else:
+                    pieces.append(part.text)
+            source = "".join(pieces)
+        first = word.parts[0] if word.text is None and word.parts else word
+        self.program(source.encode("utf-8", "surrogateescape"), first.line - 1, first.column)
+
+    # words ----------------------------------------------------------------------------------------
+    def expand(self, node, split: bool = True) -> list[Word]:
+        """A word node as the words it becomes: one, several (an unquoted expansion split on
+        whitespace, ``"${ARR[@]}"``), or one unknown."""
+        kind = node.type
+        line, column = self.where(node)
+        if kind in ("word", "number", "extglob_pattern"):
+            return [Word(_unescape(self.text(node)), line, column)]
+        if kind == "raw_string":
+            return [Word(self.text(node)[1:-1], line, column, quoted=True)]
+        if kind == "ansi_c_string":
+            return [Word(self.text(node)[2:-1], line, column, quoted=True)]
+        if kind in ("simple_expansion", "expansion"):
+            value = self.variable(node)
+            if isinstance(value, tuple):
+                return list(value)
+            return _split(value) if split else [value]
+        if kind == "string":
+            inner = [c for c in node.children if c.type != '"']
+            if len(inner) == 1 and inner[0].type == "expansion":
+                value = self.variable(inner[0])
+                if isinstance(value, tuple):
+                    return list(value)            # "${ARGS[@]}": one word per element
+            return [self.string(node)]
+        if kind == "concatenation":
+            parts = [w for child in node.children for w in self.expand(child, split=False)]
+            return [_joined(parts, line, column)]
+        if kind == "command_substitution":
+            return [Word(None, line, column, unknown=self.text(node))]
+        if kind == "arithmetic_expansion":
+            return [self.arithmetic(node)]
+        return [Word(_unescape(self.text(node)), line, column)]
+
+    def string(self, node) -> Word:
+        line, column = self.where(node)
+        parts = []
+        for child in node.children:
+            if child.type == '"':
+                continue
+            if child.type == "string_content":
+                raw = self.text(child).replace("\\\n", "")          # a line continuation inside quotes
+                parts.append(Word(re.sub(r'\\([$`"\\])', r"\1", raw), line, column))
+            else:
+                parts.extend(self.expand(child, split=False))
+        joined = _joined(parts, line, column)
+        if len(parts) == 1 and parts[0].text is not None and node.child_count == 3 and node.children[1].type != \
+                "string_content":
+            return Word(parts[0].text, parts[0].line, parts[0].column, quoted=True)   # "$X": where X was set
+        return Word(joined.text, joined.line, joined.column, joined.unknown, quoted=True, parts=joined.parts)
+
+    def variable(self, node) -> Word | tuple[Word, ...]:
+        """``$X`` / ``${X}`` / ``${X:-default}`` / ``${X:=default}`` / ``${X[@]}`` / ``${#X}``."""
+        line, column = self.where(node)
+        text = self.text(node)
+        names = [c for c in node.children if c.type in ("variable_name", "special_variable_name", "subscript")]
+        if not names:
+            return Word(None, line, column, unknown=text)
+        target = names[0]
+        if target.type == "subscript":
+            name = self.text(target.child_by_field_name("name") or target)
+            index = self.text(target.child_by_field_name("index")) if target.child_by_field_name("index") else ""
+            value = self.variables.get(name)
+            if isinstance(value, tuple) and index in ("@", "*"):
+                return value
+            return Word(None, line, column, unknown=text)
+        name = self.text(target)
+        value = self.variables.get(name)
+        if isinstance(value, tuple):
+            value = value[0] if value else Word("", line, column)
+        if text.startswith("${#"):
+            known = isinstance(value, Word) and value.text is not None
+            return Word(str(len(value.text)), line, column) if known else Word(None, line, column, unknown=text)
+        rest = [c.type for c in node.children if c.type not in ("$", "${", "}", target.type)]
+        operator = rest[0] if rest else None
+        if operator in (":-", "-", ":=", "="):
+            if value is None or (operator.startswith(":") and value.text == ""):
+                default = self._default(node, operator, line, column)
+                if operator in (":=", "="):
+                    self.variables[name] = default
+                return default
+            return value
+        if operator is not None:
+            return Word(None, line, column, unknown=text)          # ${X:+y}, ${X%.*}, ${X/a/b}: not followed
+        return value if value is not None else Word(None, line, column, unknown=f"${name}")
+
+    def _default(self, node, operator: str, line: int, column: int) -> Word:
+        seen, parts = False, []
+        for child in node.children:
+            if child.type == operator:
+                seen = True
+            elif seen and child.type != "}":
+                parts.extend(self.expand(child, split=False))
+        return _joined(parts, line, column) if parts else Word("", line, column)
+
+    def arithmetic(self, node) -> Word:
+        """``$((...))`` over integers the script knows: + - * / % and parentheses."""
+        line, column = self.where(node)
+        text = self.text(node)[3:-2]
+
+        def value(match: re.Match) -> str:
+            word = self.variables.get(match.group(1))
+            if isinstance(word, Word) and word.text is not None and word.text.strip().lstrip("-").isdigit():
+                return word.text.strip()
+            raise ValueError(match.group(1))
+        try:
+            expression = re.sub(r"\$?\{?([A-Za-z_][A-Za-z_0-9]*)\}?", value, text)
+            if not re.fullmatch(r"[\d\s+\-*/%()]+", expression) or len(expression) > 200:
+                raise ValueError(text)
+            result = _integer(expression)
+        except (ValueError, ZeroDivisionError, SyntaxError):
+            return Word(None, line, column, unknown=self.text(node))
+        return Word(str(result), line, column)
+
+
+def _integer(expression: str) -> int:
+    """An integer expression of + - * / % and parentheses, as bash computes it (``/`` truncates)."""
+    import ast
+    tree = ast.parse(expression.replace("/", "//"), mode="eval")
+
+    def value(node) -> int:
+        if isinstance(node, ast.Expression):
+            return value(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return -value(node.operand) if isinstance(node.op, ast.USub) else value(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)):
+            left, right = value(node.left), value(node.right)
+            if abs(left) > 1 << 62 or abs(right) > 1 << 62:
+                raise ValueError("too large")
+            return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}.get(type(node.op)) \
+                if not isinstance(node.op, (ast.FloorDiv, ast.Mod)) else (
+                int(left / right) if isinstance(node.op, ast.FloorDiv) else left % right)
+        raise ValueError("not an integer expression")
+    return value(tree)
+
+
+def _known(value) -> bool:
+    if isinstance(value, tuple):
+        return all(_known(v) for v in value)
+    return value.text is not None
+
+
+def _joined(parts: list[Word], line: int, column: int) -> Word:
+    """Words written together as one (``a$X"b"``): known where every piece is, else unknown
+    with its pieces kept (so splitting it later keeps what is known)."""
+    flat = [q for p in parts for q in (p.parts if p.text is None and p.parts else (p,))]
+    unknown = next((p for p in flat if p.text is None), None)
+    if unknown is not None:
+        return Word(None, line, column, unknown=unknown.unknown, parts=tuple(flat))
+    if len(parts) == 1:
+        return parts[0]
+    return Word("".join(p.text for p in parts), line, column)
+
+
+def _split(value: Word) -> list[Word]:
+    """An unquoted expansion's words: its value split on whitespace (bash's word splitting), the
+    pieces of a partly unknown value kept apart (``"--nproc_per_node $N --nnodes 1"``)."""
+    if value.quoted:
+        return [value]
+    if value.text is not None:
+        pieces = value.text.split()
+        return [Word(p, value.line, value.column) for p in pieces] if len(pieces) != 1 else [value]
+    if not value.parts:
+        return [value]
+    words: list[Word] = []
+    current: list[Word] = []
+    for part in value.parts:
+        if part.text is None:
+            current.append(part)
+            continue
+        for piece in re.split(r"(\s+)", part.text):
+            if piece.isspace():
+                if current:
+                    words.append(_joined(current, current[0].line, current[0].column))
+                current = []
+            elif piece:
+                current.append(Word(piece, part.line, part.column))
+    if current:
+        words.append(_joined(current, current[0].line, current[0].column))
+    return words
+
+
+def _unescape(text: str) -> str:
+    """An unquoted word's backslashes: ``\\x`` is ``x``; a backslash-newline disappears."""
+    return re.sub(r"\\(.)", r"\1", text.replace("\\\n", ""), flags=re.S)
