@@ -354,6 +354,56 @@ def _filesystem_case(draw):
     return Case("filesystem", argv, tuple(files) + (("ds.json", ds),), tuple(specials))
 
 
+SCRIPTS = sorted(p for p in (DATA / "launch").rglob("*") if p.suffix in (".sh", ".slurm", ".sbatch"))
+# Shell that stretches a static reader: growth, nesting, quoting, arithmetic, wrappers.
+SHELL_EDGES = (
+    "X=a\n" + "X=$X$X\n" * 70 + "torchrun --nproc_per_node 8 train.py --model_name_or_path $X\n",
+    "(" * 3000 + "torchrun x.py" + ")" * 3000 + "\n",
+    "A=" + "${B:-" * 2000 + "x" + "}" * 2000 + "\ntorchrun --nproc_per_node $A t.py\n",
+    "N=$((" + "(" * 2000 + "8" + ")" * 2000 + "))\ntorchrun --nproc_per_node $N t.py --per_device_train_batch_size 1\n",
+    "N=$((2**64 * 2**64 / 0))\ntorchrun --nproc_per_node $N t.py\n",
+    'bash -c "bash -c \'bash -c \\"torchrun --nproc_per_node 8 t.py\\"\'"\n',
+    "A=(" + " --x" * 50000 + ")\ntorchrun \"${A[@]}\" t.py\n",
+    "CUDA_VISIBLE_DEVICES=,,,, torchrun --nproc_per_node 999999999999999999999 t.py --per_device_train_batch_size -1\n",
+    "#SBATCH --nodes=99999999999999999999\n#SBATCH --gres=gpu:0\nsrun torchrun t.py\n",
+    "deepspeed --include localhost:" + ",".join(str(i) for i in range(5000)) + " t.py --deepspeed ds.json\n",
+    "accelerate launch --num_processes 7 --num_machines 0 t.py --bf16\n",
+    "vllm serve m --tensor-parallel-size 0 --max-model-len -5 -tp x\n",
+    "srun srun srun env env A=1 nohup time timeout 5 torchrun --nnodes 1:999999 t.py\n",
+    "torchrun \\\n" * 5000 + "t.py\n",
+    "llamafactory-cli train missing.yaml " + " ".join(f"k{i}=v" for i in range(3000)) + "\n",
+)
+
+
+@st.composite
+def _script_case(draw):
+    """A real launch script (tests/data/launch), its bytes or lines mutated, or shell at the edges."""
+    data = _Draw(draw)
+    kind = draw(st.sampled_from(["real", "bytes", "lines", "edge"]))
+    if kind == "edge":
+        raw = draw(st.sampled_from(SHELL_EDGES)).encode()
+    else:
+        raw = draw(st.sampled_from(SCRIPTS)).read_bytes()
+        if kind == "bytes":
+            raw = _bytes_mutated(data, raw)
+        elif kind == "lines":
+            lines = raw.splitlines(keepends=True)
+            at = draw(st.integers(0, max(0, len(lines) - 1)))
+            edit = draw(st.sampled_from(["drop", "double", "swap", "cut-quote"]))
+            if edit == "drop" and lines:
+                del lines[at]
+            elif edit == "double" and lines:
+                lines.insert(at, lines[at] * draw(st.integers(2, 200)))
+            elif edit == "swap" and len(lines) > 1:
+                lines[at], lines[-1] = lines[-1], lines[at]
+            elif lines:
+                lines[at] = lines[at].replace(b'"', b"", 1)
+            raw = b"".join(lines)
+    name = draw(st.sampled_from(["train.sh", "job.sbatch", "run.slurm", "launch.bash"]))
+    gpus = draw(st.sampled_from(["H100", "8xH100", "2x8xH100", "1xL4"]))
+    return Case("script", ("check", name, "--gpus", gpus, "--format", draw(FORMATS)), ((name, raw),))
+
+
 def _names(family: str) -> callable:
     return {"deepspeed": lambda n: "ds_config.json", "accelerate": lambda n: "accelerate.yaml",
             "vllm": lambda n: "vllm.yaml", "recipe": lambda n: n}[family]
@@ -369,9 +419,10 @@ FAMILIES = {
     "cli": _cli_case(),
     "hostile": _hostile_case(),
     "filesystem": _filesystem_case(),
+    "script": _script_case(),
 }
-SHARES = {"deepspeed": 0.16, "accelerate": 0.1, "vllm": 0.1, "recipe": 0.16, "model": 0.12, "settings": 0.1,
-          "cli": 0.14, "hostile": 0.08, "filesystem": 0.04}
+SHARES = {"deepspeed": 0.14, "accelerate": 0.1, "vllm": 0.1, "recipe": 0.14, "model": 0.12, "settings": 0.1,
+          "cli": 0.12, "hostile": 0.08, "filesystem": 0.04, "script": 0.06}
 
 
 # Running ----------------------------------------------------------------------------------------

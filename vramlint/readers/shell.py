@@ -20,7 +20,9 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 MOST_COMMANDS = 10_000        # commands a script may expand: a launch file has dozens
-MOST_DEPTH = 8                # nested ``bash -c`` and expansions followed
+MOST_DEPTH = 8                # nested ``bash -c`` followed
+MOST_NESTING = 200            # nested blocks, subshells and lists walked: deeper is no launch file
+MOST_VALUE = 1 << 16          # characters a variable may hold (``X=$X$X`` sixty times would not fit in memory)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class _Walker:
         self.variables: dict[str, Word | tuple[Word, ...]] = variables
         self.src = b""
         self.line0 = self.col0 = 0
-        self.depth = 0
+        self.depth = self.nesting = 0
         self.under = ""
 
     # the tree -------------------------------------------------------------------------------------
@@ -126,8 +128,13 @@ class _Walker:
             self.src, self.line0, self.col0 = saved
 
     def statements(self, node, conditional: bool) -> None:
-        for child in node.children:
-            self.statement(child, conditional)
+        self.nesting += 1
+        try:
+            if self.nesting <= MOST_NESTING:
+                for child in node.children:
+                    self.statement(child, conditional)
+        finally:
+            self.nesting -= 1
 
     def statement(self, node, conditional: bool) -> None:
         kind = node.type
@@ -170,7 +177,7 @@ class _Walker:
         if value_node is None:
             value: Word | tuple[Word, ...] = Word("", *self.where(node))
         elif value_node.type == "array":
-            value = tuple(w for child in value_node.named_children for w in self.expand(child))
+            value = tuple(w for child in value_node.named_children[:MOST_VALUE] for w in self.expand(child))
         else:
             words = self.expand(value_node, split=False)
             # quoting is the use's, not the value's: ``"$X"`` stays one word, ``$X`` is split
@@ -178,7 +185,7 @@ class _Walker:
         old = self.variables.get(name)
         if conditional and old is not None and _known(old):
             return                        # a branch may not run: the value set before stands
-        self.variables[name] = value
+        self.variables[name] = _capped(value)
 
     # commands -------------------------------------------------------------------------------------
     def command(self, node) -> None:
@@ -237,7 +244,16 @@ class _Walker:
     # words ----------------------------------------------------------------------------------------
     def expand(self, node, split: bool = True) -> list[Word]:
         """A word node as the words it becomes: one, several (an unquoted expansion split on
-        whitespace, ``"${ARR[@]}"``), or one unknown."""
+        whitespace, ``"${ARR[@]}"``), or one unknown (also past ``MOST_NESTING`` nested expansions)."""
+        self.nesting += 1
+        try:
+            if self.nesting > MOST_NESTING:
+                return [Word(None, *self.where(node), unknown="expansions nested too deep to follow")]
+            return self._expand(node, split)
+        finally:
+            self.nesting -= 1
+
+    def _expand(self, node, split: bool) -> list[Word]:
         kind = node.type
         line, column = self.where(node)
         if kind in ("word", "number", "extglob_pattern"):
@@ -371,6 +387,15 @@ def _integer(expression: str) -> int:
     return value(tree)
 
 
+def _capped(value):
+    """A value past ``MOST_VALUE`` characters (or pieces) is one no launch needs: unknown."""
+    if isinstance(value, tuple):
+        return value[:MOST_VALUE] if len(value) > MOST_VALUE else value
+    if (value.text is not None and len(value.text) > MOST_VALUE) or len(value.parts) > MOST_VALUE:
+        return Word(None, value.line, value.column, unknown="a value too long to follow")
+    return value
+
+
 def _known(value) -> bool:
     if isinstance(value, tuple):
         return all(_known(v) for v in value)
@@ -386,7 +411,7 @@ def _joined(parts: list[Word], line: int, column: int) -> Word:
         return Word(None, line, column, unknown=unknown.unknown, parts=tuple(flat))
     if len(parts) == 1:
         return parts[0]
-    return Word("".join(p.text for p in parts), line, column)
+    return _capped(Word("".join(p.text for p in parts), line, column))
 
 
 def _split(value: Word) -> list[Word]:
