@@ -216,3 +216,46 @@ def test_an_sbatch_line_with_a_variable_is_a_finding(tmp_path):
                       "--per_device_train_batch_size 1\n")
     entry = _check(str(script), "--gpus", "H100")["files"][0]
     assert ("VL316", 2) in {(f["code"], f["line"]) for f in entry["findings"]}
+
+
+# -- cloud task specs (readers/cloud.py) ------------------------------------------------------------
+
+DSTACK = "tests/data/launch/dstackai__dstack/examples/"
+
+
+@pytest.mark.parametrize("relative, gpus, line, launcher, status", [
+    ("distributed-training/trl/fsdp.dstack.yml", "2x8x80GB", 48, "accelerate, line 23", "not estimated"),
+    ("distributed-training/axolotl/.dstack.yml", "2x8x80GB", 45, "accelerate, line 31", "not estimated"),
+    ("inference/vllm/.dstack.yml", "1x24GB", 26, "vllm, line 11", "estimated"),
+    ("llms/llama/vllm/nvidia/.dstack.yml", "2xH200", 23, "vllm, line 12", "estimated"),
+    ("llms/deepseek/trl/nvidia/deepseek_v2.dstack.yml", "1x48GB", 64, "python, line 22", "estimated"),
+])
+def test_a_dstack_task_states_its_gpus_and_its_job_without_gpus_on_the_command_line(relative, gpus, line, launcher,
+                                                                                     status):
+    (entry,) = _check(DSTACK + relative)["files"]
+    assert f"GPUs: {gpus}" in " ".join(entry["notes"]) and f"resources at line {line}" in " ".join(entry["notes"])
+    assert (entry["via"], entry["status"]) == (launcher, status)
+
+
+def test_a_dstack_task_that_runs_files_of_a_cloned_repository_says_they_are_missing():
+    """trl's FSDP example runs examples/accelerate_configs/fsdp1.yaml of the trl tree it clones:
+    not in this repository, VL304 at the --config_file line (24), not a pass."""
+    (entry,) = _check(DSTACK + "distributed-training/trl/fsdp.dstack.yml")["files"]
+    assert ("VL304", 24) in {(f["code"], f["line"]) for f in entry["findings"]}
+
+
+def test_a_skypilot_task_maps_its_variables_and_names_what_it_does_not_read():
+    """verl's SkyPilot example: H100:1 on 2 nodes; verl's trainer is VL011 at its line (52)."""
+    (entry,) = _check("tests/data/launch/volcengine__verl/examples/skypilot/verl-grpo.yaml")["files"]
+    assert "GPUs: 2x1xH100-80GB (79.19 GiB each), from SkyPilot's resources at line 3" in entry["notes"]
+    assert entry["status"] == "not estimated" and ("VL011", 52) in {(f["code"], f["line"]) for f in entry["findings"]}
+
+
+def test_a_task_with_no_gpu_type_and_a_file_without_gpus_need_gpus():
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", DSTACK + "distributed-training/torchrun/.dstack.yml"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "names no GPU type vramlint knows; give --gpus" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", "examples/llama8b-zero3-8xh100.json",
+                           "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "4096"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "--gpus not given" in proc.stderr

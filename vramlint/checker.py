@@ -27,10 +27,11 @@ from vramlint.models.shape import ModelShape
 from vramlint.plan import (OPTIMIZERS, RUNTIMES, Flags, Origin, Plan, flag_text, plan_from_accelerate,
                            plan_from_deepspeed, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, read_accelerate
+from vramlint.readers import SCRIPT_KIND
 from vramlint.readers.deepspeed import Fact, read_deepspeed
 from vramlint.readers.llamafactory import at_release, preprocess_only
 from vramlint.readers.recipe import Recipe
-from vramlint.readers.registry import RECIPES, detect, skipped_because
+from vramlint.readers.registry import CLOUD, RECIPES, detect, skipped_because
 from vramlint.readers.vllm import normalised_document, read_vllm
 from vramlint.recipe_plan import plan_from_recipe
 from vramlint.repository import find_referenced, real, recipes_using, root_of
@@ -130,7 +131,7 @@ def check_file(path: str, ctx: Context, text: str | None = None) -> list[FileRes
     inline ``# vramlint: disable=CODE`` comment (a JSON file's ``"vramlint": {"disable": [...]}``)
     switches off, are dropped."""
     result = FileResult(path, cluster=ctx.cluster)
-    if is_script(path, text) and ctx.kind in (None, "launch"):
+    if (ctx.kind is None and is_script(path, text)) or ctx.kind == SCRIPT_KIND:
         return _check_script_file(path, ctx, result, text)
     document = _load(path, result) if text is None else _parse(text, path, result)
     results = [result]
@@ -226,6 +227,10 @@ def _parse(text: str, path: str, result: FileResult) -> Document | None:
 def _check(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
     kind = result.kind = ctx.kind or detect(document.data)
     result.job = kind is not None
+    if kind in CLOUD:
+        return _check_cloud(document, result, ctx)
+    if ctx.cluster is None and kind is not None:
+        raise UsageError(NO_GPUS)
     if kind in RECIPES:
         _check_recipe(_at_release(RECIPES[kind].read(document), ctx), result, ctx)
     elif kind == "deepspeed":
@@ -596,32 +601,82 @@ def _check_script_file(path: str, ctx: Context, result: FileResult, text: str | 
 
 
 def _check_script(text: str, result: FileResult, ctx: Context) -> list[FileResult]:
-    from vramlint.readers.launch import SERVING, launches, sbatch_options, slurm_variables, submitted
+    """A shell or sbatch script: its ``#SBATCH`` request and the jobs its commands start."""
+    from vramlint.readers.launch import sbatch_options, slurm_variables
     from vramlint.readers.shell import read_script, sbatch_lines
     from vramlint.rules.scripts import sbatch_variable
-    path = result.path
+    if ctx.cluster is None:
+        raise UsageError(NO_GPUS)
     result.kind = "launch"
     lines = sbatch_lines(text)
     options = sbatch_options(lines)
-    script = read_script(text, path, known=slurm_variables(options))
+    script = read_script(text, result.path, known=slurm_variables(options))
+    out = _check_commands(script.commands, text, result, ctx, options)
+    out[0].findings.extend(sbatch_variable(result.path, option, line) for option, line in lines if "$" in option)
+    return out
+
+
+NO_GPUS = "--gpus not given and no gpus in [tool.vramlint] of pyproject.toml"
+
+
+def _check_commands(commands: list, text: str, result: FileResult, ctx: Context, options: dict) -> list[FileResult]:
+    """One result per job the commands start; the script's own result, skipped, where none."""
+    from vramlint.readers.launch import SERVING, launches, submitted
     out = []
-    for launch in launches(script.commands):
-        one = FileResult(path, kind="launch", via=f"{launch.launcher}, line {launch.line}", cluster=ctx.cluster,
-                         job=True)
+    for launch in launches(commands):
+        one = FileResult(result.path, kind="launch", via=f"{launch.launcher}, line {launch.line}",
+                         cluster=ctx.cluster, job=True, notes=list(result.notes))
         checked = _check_serving_launch(launch, text, one, ctx, options) if launch.kind == SERVING else \
             _check_training_launch(launch, text, one, ctx, options)
         if checked:
             out.append(one)
-    first = out[0] if out else result
-    first.findings.extend(sbatch_variable(path, option, line) for option, line in lines if "$" in option)
-    if not out:
-        result.job = False
-        handed = submitted(script.commands)
-        result.skip(f"hands its job to {', '.join(dict.fromkeys(handed))}, checked as a file of its own: skipped"
-                    if handed else "a shell script that starts no training or serving job (torchrun, accelerate "
-                    "launch, deepspeed, python, llamafactory-cli, tune, axolotl, vllm serve): skipped")
-        return [result]
-    return out
+    if out:
+        return out
+    result.job = False
+    handed = submitted(commands)
+    result.skip(f"hands its job to {', '.join(dict.fromkeys(handed))}, checked as a file of its own: skipped"
+                if handed else "starts no training or serving job (torchrun, accelerate launch, deepspeed, python, "
+                "llamafactory-cli, tune, axolotl, vllm serve): skipped")
+    return [result]
+
+
+def _check_cloud(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
+    """A SkyPilot or dstack task: its GPUs (type, count, nodes) stand for ``--gpus`` where the
+    command line states no count, and its commands are read as a script with the platform's
+    variables (``readers/cloud.py``)."""
+    from vramlint.hardware import gpu_from_text
+    from vramlint.readers.cloud import READERS
+    from vramlint.readers.shell import read_script
+    task = READERS[result.kind](document)
+    gpu = ctx.cluster.gpu if ctx.cluster is not None else None
+    if task.gpu is not None and task.gpu.text and (ctx.cluster is None or not ctx.cluster.counted):
+        try:
+            stated = gpu_from_text(task.gpu.text)
+        except UsageError:
+            stated = None
+            result.notes.append(f"{task.platform} asks for {task.gpu.text!r} (line {task.gpu.line}), a GPU vramlint "
+                                "does not know: checked on --gpus")
+        if stated is not None and (gpu is None or ctx.cluster is None or "gpus" not in ctx.stated):
+            gpu = stated
+    if gpu is None:
+        raise UsageError(f"{result.path}: the task names no GPU type vramlint knows; give --gpus")
+    per_node = task.per_node.text if task.per_node is not None else None
+    nodes = task.nodes.text if task.nodes is not None else "1"
+    if ctx.cluster is not None and ctx.cluster.counted:
+        cluster = ctx.cluster
+    elif per_node and per_node.isdigit() and nodes and str(nodes).isdigit() and int(per_node) >= 1:
+        cluster = Cluster(gpu, min(int(per_node), 1024), max(1, min(int(nodes), 1 << 20) // 1))
+        where = task.per_node.line if task.per_node is not None else 1
+        result.notes.append(f"GPUs: {cluster.describe()}, from {task.platform}'s resources at line {where}"
+                            + (f" (it also accepts {', '.join(task.alternatives)})" if task.alternatives else ""))
+    else:
+        cluster = Cluster(gpu, ctx.cluster.per_node, ctx.cluster.nodes, counted=False) if ctx.cluster else \
+            Cluster(gpu, 1, 1, counted=False)
+    task_ctx = replace(ctx, cluster=cluster, kind=None)
+    result.cluster = cluster
+    commands = [c for script in task.scripts
+                for c in read_script(script.text, result.path, known=task.variables, line0=script.line0).commands]
+    return _check_commands(commands, document.text, result, task_ctx, {})
 
 
 def _launch_cluster(launch, one: FileResult, ctx: Context, options: dict, config_counts: bool = False):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from vramlint import __version__
 from vramlint.errors import UsageError
 from vramlint.findings import SEVERITY_RANK
-from vramlint.readers import KINDS
+from vramlint.readers import KINDS, SCRIPT_KIND
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -143,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--launch-config", metavar="PATH",
                        help="the Accelerate config (accelerate launch --config_file) or DeepSpeed JSON a training "
                             "recipe is launched with, when the recipe names neither ([tool.vramlint] launch_config)")
-    check.add_argument("--kind", choices=KINDS,
+    check.add_argument("--kind", choices=(*KINDS, SCRIPT_KIND),
                        help="read every file as this format (default: detected from the content)")
     check.add_argument("--host-ram", help="host RAM per node, e.g. 512GB or 1TB, for offload checks (host-ram-exceeded)")
     check.add_argument("--format", choices=["auto", *sorted(REPORTERS)],
@@ -217,7 +217,7 @@ def _check(args: argparse.Namespace) -> int:
         shown = (args.stdin_filename or STDIN) if path == STDIN else path
         values = merge(settings.for_file(shown), cli)
         try:
-            model, cluster = _resolve(values, models, model_optional=True)
+            model, cluster = _resolve(values, models, model_optional=True, gpus_optional=True)
             ctx = Context(cluster, values, frozenset(given | set(settings.override_for(shown))), model,
                           values["near_threshold"], _size(values.get("host_ram")), values.get("kind"), run,
                           rules=enabled(values) if settings.override_for(shown) else rules, warn=warned(values))
@@ -265,21 +265,23 @@ def _verbosity(values: dict) -> str:
     return "quiet" if values.get("quiet") else "verbose" if values.get("verbose") else "normal"
 
 
-def _resolve(values: dict, models: dict | None = None, model_optional: bool = False):
+def _resolve(values: dict, models: dict | None = None, model_optional: bool = False, gpus_optional: bool = False):
     """The model and GPUs a file is checked against, from flags or settings; ``models`` caches
     model shapes across the files of one run. ``check`` may leave the model to the file (vLLM
-    configs name theirs)."""
+    configs name theirs) and the GPUs to a task spec that states them (SkyPilot, dstack: a
+    file of another kind without them is a usage error of its own)."""
     from vramlint.hardware import parse_gpus
     from vramlint.models import read_model
     for key in ("gpus", "model"):
-        if not values.get(key) and not (key == "model" and model_optional):
+        if not values.get(key) and not (key == "model" and model_optional) and not (key == "gpus" and gpus_optional):
             raise UsageError(f"--{key} not given and no {key} in [tool.vramlint] of pyproject.toml")
+    cluster = parse_gpus(values["gpus"]) if values.get("gpus") else None
     if not values.get("model"):
-        return None, parse_gpus(values["gpus"])
+        return None, cluster
     models = {} if models is None else models
     if values["model"] not in models:
         models[values["model"]] = read_model(values["model"], download=bool(values.get("download")))
-    return models[values["model"]], parse_gpus(values["gpus"])
+    return models[values["model"]], cluster
 
 
 def _size(text: str | None) -> int | None:

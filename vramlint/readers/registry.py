@@ -17,13 +17,14 @@ from typing import Any
 
 from vramlint.readers import axolotl, deepspeed, glm_finetune, llamafactory, torchtune, trl
 from vramlint.readers.accelerate import looks_like_accelerate
+from vramlint.readers.cloud import looks_like_dstack, looks_like_skypilot
 from vramlint.readers.vllm import looks_like_vllm
 
 
 @dataclass(frozen=True)
 class Format:
     name: str                           # what ``--kind`` calls it
-    family: str                         # "recipe", "launcher" (DeepSpeed, Accelerate) or "serving"
+    family: str                         # "recipe", "launcher" (DeepSpeed, Accelerate), "serving" or "cloud"
     looks_like: Callable[[Any], bool]
     read: Callable | None = None        # recipes: Document -> Recipe
 
@@ -37,9 +38,12 @@ FORMATS: tuple[Format, ...] = (
     Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed),
     Format("accelerate", "launcher", looks_like_accelerate),
     Format("vllm", "serving", looks_like_vllm),
+    Format("skypilot", "cloud", looks_like_skypilot),
+    Format("dstack", "cloud", looks_like_dstack),
 )
 BY_NAME = {fmt.name: fmt for fmt in FORMATS}
 RECIPES = {fmt.name: fmt for fmt in FORMATS if fmt.family == "recipe"}
+CLOUD = {fmt.name: fmt for fmt in FORMATS if fmt.family == "cloud"}       # task specs: GPUs and commands
 
 
 def detect(data: Any) -> str | None:

@@ -77,12 +77,13 @@ def _parser():
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
-def read_script(text: str, path: str = "<string>", known: dict[str, Word] | None = None) -> Script:
+def read_script(text: str, path: str = "<string>", known: dict[str, Word] | None = None, line0: int = 0) -> Script:
     """The script's commands and ``#SBATCH`` lines; ``known``: variables the platform sets
-    before the script runs (``$SLURM_NNODES`` from its ``#SBATCH --nodes``, ...)."""
+    before the script runs (``$SLURM_NNODES`` from its ``#SBATCH --nodes``, ...); ``line0``: the
+    line before the script's first in the file that holds it (a task YAML's ``run`` block)."""
     script = Script(path, text)
     script.sbatch = sbatch_lines(text)
-    _Walker(script, dict(known or {})).program(text.encode("utf-8", "surrogateescape"), 0, 0)
+    _Walker(script, dict(known or {})).program(text.encode("utf-8", "surrogateescape"), line0, 0)
     return script
 
 
