@@ -259,3 +259,25 @@ def test_a_task_with_no_gpu_type_and_a_file_without_gpus_need_gpus():
                            "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "4096"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "--gpus not given" in proc.stderr
+
+
+def test_a_recipe_and_its_configs_are_the_job_the_script_starts():
+    """SPIN's config.yaml alone would be judged under plain DDP (196 GiB on 8 H100: VL201); its
+    repository launches it with accelerate launch --config_file configs/deepspeed_zero3.yaml on 8
+    GPUs (scripts/finetune.sh), which fits. Walked together, the recipe and the Accelerate config
+    say they are checked there; checked alone (a hook that sees only the recipe), each is checked
+    through the script; a GPU count on the command line checks the recipe as the command says."""
+    spin = "tests/data/launch/uclaml__SPIN/"
+    run = _check(spin, "--gpus", "H100")
+    by_path = {f["path"]: f for f in run["files"]}
+    for name in ("configs/config.yaml", "configs/deepspeed_zero3.yaml"):
+        assert by_path[spin + name]["status"] == "skipped"
+        assert "not a job of its own: " + spin + "scripts/finetune.sh launch(es) it" in by_path[spin + name]["notes"][0]
+    script = by_path[spin + "scripts/finetune.sh"]
+    assert script["status"] == "estimated" and script["reads"] == [spin + "configs/config.yaml",
+                                                                   spin + "configs/deepspeed_zero3.yaml"]
+    (alone,) = _check(spin + "configs/config.yaml", "--gpus", "H100")["files"]
+    assert alone["via"] == spin + "scripts/finetune.sh, accelerate, line 21"
+    assert alone["estimate"]["per_gpu_peak_bytes"] == script["estimate"]["per_gpu_peak_bytes"]
+    (stated,) = _check(spin + "configs/config.yaml", "--gpus", "8xH100")["files"]
+    assert stated["via"] is None and any(f["code"] == "VL201" for f in stated["findings"])

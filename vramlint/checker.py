@@ -95,6 +95,8 @@ class FileResult:
     model_at: Location | None = None                  # the line that names the model, where a file names it
     job: bool = False                                 # the file states a job (not only settings, not another kind)
     why_not: str = ""                                 # why a job has no estimate, where no finding says it
+    recipe: str | None = None                         # the recipe file a launch script's job runs, if it names one
+    reads: list[str] = field(default_factory=list)    # the other files the job is read from (recipe, configs)
 
     @property
     def model(self) -> ModelShape | None:
@@ -232,16 +234,47 @@ def _check(document: Document, result: FileResult, ctx: Context) -> list[FileRes
     if ctx.cluster is None and kind is not None:
         raise UsageError(NO_GPUS)
     if kind in RECIPES:
+        launched = _launched_by(document.path, result, ctx)
+        if launched is not None:
+            return launched
         _check_recipe(_at_release(RECIPES[kind].read(document), ctx), result, ctx)
     elif kind == "deepspeed":
         return _check_deepspeed(document, result, ctx)
     elif kind == "accelerate":
-        _check_accelerate(document, result, ctx)
+        return _check_accelerate(document, result, ctx) or [result]
     elif kind == "vllm":
         _check_vllm(document, result, ctx)
     else:
         result.skip(skipped_because(document.data))
     return [result]
+
+
+def _launched_by(path: str, result: FileResult, ctx: Context, own: list | tuple = ()) -> list[FileResult] | None:
+    """A recipe that launch scripts of its repository run is the job they start, with their GPUs
+    and launch config, not the recipe under plain DDP on ``--gpus``: checked there when a script
+    is in this run, else through the scripts here. None where the command line says how to run it
+    (a GPU count or ``--launch-config``), or where no script runs it."""
+    if ctx.cluster is None or (ctx.cluster.counted and "gpus" in ctx.stated) or ctx.values.get("launch_config") \
+            or "model" in ctx.stated or not Path(path).is_file():
+        return None
+    from vramlint.repository import _shown, scripts_launching
+    scripts = scripts_launching(path)
+    if not scripts:
+        return None
+    named = ", ".join(str(_shown(script)) for script in scripts)
+    if any(str(real(script)) in ctx.run_paths for script in scripts):
+        result.job = False
+        result.skip(f"not a job of its own: {named} launch(es) it, checked there")
+        result.findings.extend(own)            # the file's own syntax and schema findings stay its own
+        return [result]
+    out = []
+    for script in scripts[:4]:
+        shown = str(_shown(script))
+        for one in _check_script(read_text(script), FileResult(shown, cluster=ctx.cluster), ctx):
+            if any(real(read) == real(path) for read in one.reads):
+                one.via, one.path = f"{shown}, {one.via}", path
+                out.append(one)
+    return out or None
 
 
 def _needs_model(ctx: Context, result: FileResult, document: Document, what: str) -> ModelShape | None:
@@ -258,6 +291,10 @@ def _needs_model(ctx: Context, result: FileResult, document: Document, what: str
 def _check_deepspeed(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
     """A DeepSpeed file: once per recipe of the repository that runs it (unless --model says which
     model to check it with), else with the model and workload the flags and settings give."""
+    launched = _launched_by(document.path, result, ctx, own=[*hjson_syntax(document), *check_schema(document,
+                                                                                                     "deepspeed")])
+    if launched is not None:
+        return launched
     users = [] if "model" in ctx.stated else recipes_using(document.path)
     pending = [u for u in users if str(real(u.document.path)) not in ctx.run_paths]
     if users and not pending:
@@ -298,7 +335,10 @@ def _own_size(ctx: Context, acc, result: FileResult) -> Context:
 OFF_GPU = ("MULTI_CPU", "XLA", "TPU", "MULTI_XPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_HPU")
 
 
-def _check_accelerate(document: Document, result: FileResult, ctx: Context) -> None:
+def _check_accelerate(document: Document, result: FileResult, ctx: Context) -> list[FileResult] | None:
+    launched = _launched_by(document.path, result, ctx, own=check_schema(document, "accelerate"))
+    if launched is not None:
+        return launched
     result.findings.extend(check_schema(document, "accelerate"))
     acc = read_accelerate(document)
     result.findings.extend(check_refusals(acc, document.path))
@@ -521,6 +561,7 @@ def _recipe_deepspeed(recipe: Recipe, result: FileResult, stand_in: object = Non
         return sub_document(recipe.document, "$." + recipe.deepspeed.location.json_path.split(".", 1)[1])
     target = find_referenced(str(value), recipe.document.path)
     if target is not None:
+        result.reads.append(str(target))
         return _load(str(target), result)
     copy = shipped_copy(str(value))
     if copy is not None:
@@ -744,6 +785,8 @@ def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, opt
             return True
         document = Document(_shown(target), base.text, {**base.data, **data}, {**base.positions, **positions},
                             list(base.lenient), {key: path for key in positions})
+        one.recipe = str(target)
+        one.reads.append(_shown(target))
     else:
         document = Document(path, text, data, positions)
     kind = detect(document.data)
@@ -762,6 +805,7 @@ def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, opt
                                                   key="--config_file"))
             return True
         values["launch_config"] = _shown(found)
+        one.reads.append(_shown(found))
     ds_file = launch.options.get("deepspeed_config_file")
     if ds_file is not None and ds_file.text and "deepspeed" not in document.data:
         document.data["deepspeed"] = ds_file.text

@@ -118,3 +118,49 @@ def _shown(path: Path) -> Path:
         return path.relative_to(real(Path.cwd()))
     except ValueError:
         return path
+
+
+SCRIPT_SUFFIXES = (".sh", ".bash", ".sbatch", ".slurm")
+
+
+@lru_cache(maxsize=8)
+def _repository_scripts(root: Path) -> tuple[Path, ...]:
+    out = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
+        out += [Path(folder) / n for n in names if n.endswith(SCRIPT_SUFFIXES)]
+    return tuple(sorted(out))
+
+
+def scripts_launching(path: str) -> list[Path]:
+    """The launch scripts of the repository that run the file at ``path``: a recipe (``torchrun
+    src/train.py recipe.yaml``, ``llamafactory-cli train recipe.yaml``, ``tune run ... --config``),
+    an Accelerate config (``--config_file``) or a DeepSpeed JSON (``--deepspeed``): the job is
+    the one they start, with the GPUs and the files they give it."""
+    from vramlint.documents import ParseError, read_text
+    from vramlint.readers.launch import launches
+    from vramlint.readers.shell import read_script
+    target = real(path)
+    out = []
+    for candidate in _repository_scripts(scan_root(path)):
+        try:
+            if candidate.stat().st_size > SCAN_LIMIT:
+                continue
+            text = read_text(candidate)
+        except (OSError, ParseError):
+            continue
+        if target.name not in text:
+            continue
+        for launch in launches(read_script(text, str(candidate)).commands):
+            if any((found := find_referenced(named, str(candidate))) is not None and real(found) == target
+                   for named in launched_files(launch)):
+                out.append(candidate)
+                break
+    return out
+
+
+def launched_files(launch) -> list[str]:
+    """The files a launch names as its job's: the recipe, the Accelerate config, the DeepSpeed JSON."""
+    words = [launch.recipe, launch.options.get("config_file"), launch.options.get("deepspeed_config_file")]
+    words += [value for key, value, _ in launch.arguments if key in ("deepspeed", "config_file")]
+    return [w.text for w in words if w is not None and w.text]

@@ -4,6 +4,7 @@
 
     {"version": "...", "files": [{"path", "kind", "via", "model", "gpus": {...}, "precision",
      "findings": [{code, name, severity, path, line, column, message, hint}], "notes": [...],
+     "reads": [the other files the job was read from: the recipe a script runs, its launch and DeepSpeed configs],
      "estimate": {"per_gpu_peak_bytes", "host_ram_bytes", "components": [{name, bytes, formula,
      source, where}], "assumptions": [...]}, "plan": {...}}]}
 
@@ -85,7 +86,8 @@ def report(results, out: TextIO, verbosity: str = "normal") -> None:
     files = []
     for result in results:
         entry = {"path": result.path, **checked_with(result), "status": result.status,
-                 "findings": [f.as_dict() for f in result.findings], "notes": result.notes}
+                 "findings": [f.as_dict() for f in result.findings], "notes": result.notes,
+                 "reads": list(dict.fromkeys(result.reads))}
         if result.estimate is not None:
             entry["estimate"] = estimate_dict(result.estimate)
             entry["plan"] = _plan(result.plan)
