@@ -281,3 +281,41 @@ def test_a_recipe_and_its_configs_are_the_job_the_script_starts():
     assert alone["estimate"]["per_gpu_peak_bytes"] == script["estimate"]["per_gpu_peak_bytes"]
     (stated,) = _check(spin + "configs/config.yaml", "--gpus", "8xH100")["files"]
     assert stated["via"] is None and any(f["code"] == "VL201" for f in stated["findings"])
+
+
+# -- Kubernetes manifests (readers/kubernetes.py) ------------------------------------------------
+
+GKE = "tests/data/launch/GoogleCloudPlatform__kubernetes-engine-samples/ai-ml/"
+
+
+@pytest.mark.parametrize("relative, gpus, model, parallel", [
+    ("llm-serving-gemma/vllm/vllm-2-2b-it.yaml", "1xL4", "google/gemma-2-2b-it", "TP 1 x PP 1"),
+    ("llm-serving-gemma/vllm/vllm-2-27b-it.yaml", "4xL4", "google/gemma-2-27b-it", "TP 4 x PP 1"),
+    ("llm-multihost-gpus/vllm-llama3-405b-A3.yaml", "2x8xH100-80GB", "meta-llama/Meta-Llama-3.1-405B-Instruct",
+     "TP 8 x PP 2"),
+])
+def test_a_manifest_states_its_gpus_by_node_selector_and_limits(relative, gpus, model, parallel):
+    """GKE's samples: the accelerator label names the GPU, the nvidia.com/gpu limit the count, a
+    LeaderWorkerSet's group size the nodes; the vLLM image's entrypoint with the container's args
+    and env ($(MODEL_ID)) is the job. No --gpus needed."""
+    (entry,) = _check(GKE + relative)["files"]
+    assert entry["status"] == "estimated" and entry["model"] == model
+    assert any(note.startswith(f"GPUs: {gpus}") for note in entry["notes"])
+    assert entry["via"].startswith("vllm, line") and parallel in json.dumps(entry)
+
+
+def test_a_multi_document_manifest_is_no_parse_error_and_a_ray_service_is_not_skipped():
+    """A Deployment and its Service in one file (---) were VL001 before: they are read; a
+    RayService's job (Ray Serve, from Python) is VL011, named, never a pass."""
+    (gemma,) = _check(GKE + "llm-serving-gemma/vllm/vllm-2-2b-it.yaml")["files"]
+    assert not any(f["code"] == "VL001" for f in gemma["findings"])
+    (ray,) = _check("tests/data/launch/ray-project__kuberay/ray-operator/config/samples/ray-service.llm-serve.yaml")[
+        "files"]
+    assert ray["status"] == "not estimated" and ("VL011", 2) in {(f["code"], f["line"]) for f in ray["findings"]}
+
+
+def test_a_pytorchjob_counts_its_master_and_workers_as_nodes():
+    path = "tests/data/launch/ServiceNow__Fast-LLM/examples/fast-llm.pytorchjob.yaml"
+    (entry,) = _check(path, "--gpus", "H100")["files"]
+    assert any(note.startswith("GPUs: 4x8xH100-80GB") for note in entry["notes"])
+    assert entry["status"] == "not estimated"          # Fast-LLM's own CLI: not read yet, VL011

@@ -682,13 +682,31 @@ def _check_commands(commands: list, text: str, result: FileResult, ctx: Context,
 
 
 def _check_cloud(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
-    """A SkyPilot or dstack task: its GPUs (type, count, nodes) stand for ``--gpus`` where the
-    command line states no count, and its commands are read as a script with the platform's
-    variables (``readers/cloud.py``)."""
+    """A SkyPilot or dstack task, or a Kubernetes manifest's workloads: each one's GPUs (type,
+    count, nodes) stand for ``--gpus`` where the command line states no count, and its commands
+    are read as a script with the platform's variables (``readers/cloud.py``, ``kubernetes.py``)."""
+    from vramlint.readers.cloud import read_tasks
+    tasks = read_tasks(result.kind, document)
+    out = []
+    for task in tasks:
+        one = result if len(tasks) == 1 else FileResult(result.path, kind=result.kind, cluster=ctx.cluster, job=True)
+        out += _check_task(task, document, one, ctx)
+    if not out:
+        result.job = False
+        result.skip("a manifest with no workload that runs a job: skipped")
+        return [result]
+    return out
+
+
+def _check_task(task, document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
     from vramlint.hardware import gpu_from_text
-    from vramlint.readers.cloud import READERS
     from vramlint.readers.shell import read_script
-    task = READERS[result.kind](document)
+    if task.unread:
+        result.findings.append(not_estimated(Location(result.path, "$", task.line, 1), f"{task.platform}: "
+                                             f"{task.unread}", "check the recipe or config it runs; --warn VL011 "
+                                             "reports this as a warning"))
+        result.unplanned(task.unread)
+        return [result]
     gpu = ctx.cluster.gpu if ctx.cluster is not None else None
     if task.gpu is not None and task.gpu.text and (ctx.cluster is None or not ctx.cluster.counted):
         try:
@@ -700,13 +718,13 @@ def _check_cloud(document: Document, result: FileResult, ctx: Context) -> list[F
         if stated is not None and (gpu is None or ctx.cluster is None or "gpus" not in ctx.stated):
             gpu = stated
     if gpu is None:
-        raise UsageError(f"{result.path}: the task names no GPU type vramlint knows; give --gpus")
+        raise UsageError(f"{result.path}: {task.platform} names no GPU type vramlint knows; give --gpus")
     per_node = task.per_node.text if task.per_node is not None else None
     nodes = task.nodes.text if task.nodes is not None else "1"
     if ctx.cluster is not None and ctx.cluster.counted:
         cluster = ctx.cluster
     elif per_node and per_node.isdigit() and nodes and str(nodes).isdigit() and int(per_node) >= 1:
-        cluster = Cluster(gpu, min(int(per_node), 1024), max(1, min(int(nodes), 1 << 20) // 1))
+        cluster = Cluster(gpu, min(int(per_node), 1024), max(1, min(int(nodes), 1 << 20)))
         where = task.per_node.line if task.per_node is not None else 1
         result.notes.append(f"GPUs: {cluster.describe()}, from {task.platform}'s resources at line {where}"
                             + (f" (it also accepts {', '.join(task.alternatives)})" if task.alternatives else ""))

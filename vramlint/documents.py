@@ -269,8 +269,17 @@ def parse_yaml(text: str, path: str = "<string>") -> Document:
     _yaml_shape(text)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
-        root = loader.get_single_node()
-        _expanded_size(root)
+        roots = []
+        while loader.check_node():           # several documents (``---``): Kubernetes manifests and the like
+            roots.append(loader.get_node())
+            _expanded_size(roots[-1])
+        if len(roots) > 1:
+            data = [loader.construct_document(root) for root in roots]
+            positions = {"$": (1, 1)}
+            for index, root in enumerate(roots):
+                positions.update({f"$[{index}]" + key[1:]: where for key, where in _yaml_positions(root).items()})
+            return Document(path, text, YamlDocuments(data), positions)
+        root = roots[0] if roots else None
         data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
@@ -284,6 +293,11 @@ def parse_yaml(text: str, path: str = "<string>") -> Document:
     finally:
         loader.dispose()
     return Document(path, text, data, _yaml_positions(root))
+
+
+class YamlDocuments(list):
+    """The documents of a YAML stream of several (``---``), in order: a list that says where it
+    came from, so it is told from a YAML file whose one document is a list."""
 
 
 def _yaml_shape(text: str) -> None:

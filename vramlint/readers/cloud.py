@@ -41,6 +41,8 @@ class CloudTask:
     alternatives: tuple[str, ...] = ()                  # other GPU types the task accepts
     scripts: list[Script] = field(default_factory=list)
     variables: dict[str, Word] = field(default_factory=dict)
+    line: int = 1                                       # where the task (a manifest's object) begins
+    unread: str = ""                                    # a job stated in a way vramlint does not read yet
 
 
 def looks_like_skypilot(data: Any) -> bool:
@@ -148,4 +150,9 @@ def read_dstack(document: Document) -> CloudTask:
     return task
 
 
-READERS = {"skypilot": read_skypilot, "dstack": read_dstack}
+def read_tasks(kind: str, document: Document) -> list[CloudTask]:
+    """The tasks a spec of ``kind`` holds: one SkyPilot or dstack task, a manifest's workloads."""
+    if kind == "kubernetes":
+        from vramlint.readers.kubernetes import read_kubernetes
+        return read_kubernetes(document)
+    return [{"skypilot": read_skypilot, "dstack": read_dstack}[kind](document)]

@@ -18,6 +18,7 @@ from typing import Any
 from vramlint.readers import axolotl, deepspeed, glm_finetune, llamafactory, torchtune, trl
 from vramlint.readers.accelerate import looks_like_accelerate
 from vramlint.readers.cloud import looks_like_dstack, looks_like_skypilot
+from vramlint.readers.kubernetes import looks_like_kubernetes
 from vramlint.readers.vllm import looks_like_vllm
 
 
@@ -40,6 +41,7 @@ FORMATS: tuple[Format, ...] = (
     Format("vllm", "serving", looks_like_vllm),
     Format("skypilot", "cloud", looks_like_skypilot),
     Format("dstack", "cloud", looks_like_dstack),
+    Format("kubernetes", "cloud", looks_like_kubernetes),
 )
 BY_NAME = {fmt.name: fmt for fmt in FORMATS}
 RECIPES = {fmt.name: fmt for fmt in FORMATS if fmt.family == "recipe"}
@@ -64,6 +66,10 @@ OTHER_FILES = (
 
 def skipped_because(data: Any) -> str:
     """Why a file of none of the formats is skipped, in one phrase."""
+    from vramlint.documents import YamlDocuments
+    if isinstance(data, YamlDocuments):
+        return (f"{len(data)} YAML documents (Kubernetes manifests or the like), none a config vramlint reads: "
+                "skipped")
     if isinstance(data, dict):
         for test, said in OTHER_FILES:
             if test(data):
