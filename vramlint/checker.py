@@ -134,22 +134,30 @@ def check_file(path: str, ctx: Context, text: str | None = None) -> list[FileRes
     switches off, are dropped."""
     result = FileResult(path, cluster=ctx.cluster)
     if (ctx.kind is None and is_script(path, text)) or ctx.kind == SCRIPT_KIND:
-        return _check_script_file(path, ctx, result, text)
-    document = _load(path, result) if text is None else _parse(text, path, result)
-    results = [result]
-    if document is not None:
-        try:
-            results = _check(document, result, ctx)
-        except UsageError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - one file's crash must not hide the others' findings
-            if os.environ.get("VRAMLINT_DEBUG"):
-                raise
-            result.findings.append(internal_error(path, exc))
-    texts = {path: document.text} if document is not None else {}      # standard input's too, not a file's on disk
+        text = _script_text(path, result) if text is None else text
+        results = _guarded(lambda: _check_script(text, result, ctx), result) if text is not None else [result]
+    else:
+        document = _load(path, result) if text is None else _parse(text, path, result)
+        results = _guarded(lambda: _check(document, result, ctx), result) if document is not None else [result]
+        text = document.text if document is not None else None
+    texts = {path: text} if text is not None else {}      # standard input's too, not a file's on disk
     for one in results:
         _finish(one, ctx, texts)
     return results
+
+
+def _guarded(check, result: FileResult) -> list[FileResult]:
+    """``check()``'s results; a crash while checking one file becomes an internal-error finding for
+    it (``VRAMLINT_DEBUG`` shows the traceback instead), so it cannot hide the other files'."""
+    try:
+        return check()
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one file's crash must not hide the others' findings
+        if os.environ.get("VRAMLINT_DEBUG"):
+            raise
+        result.findings.append(internal_error(result.path, exc))
+        return [result]
 
 
 def _versions(stack: Stack, packages: tuple[str, ...], result: FileResult) -> list[Finding]:
@@ -615,30 +623,15 @@ def is_script(path: str, text: str | None = None) -> bool:
     return text is not None and text.lstrip().startswith(_SHEBANG)
 
 
-def _check_script_file(path: str, ctx: Context, result: FileResult, text: str | None) -> list[FileResult]:
-    """A launch script: one result per job it starts, each checked as its recipe would be."""
-    if text is None:
-        try:
-            text = read_text(Path(path))
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
-        except ParseError as exc:
-            result.findings.append(parse_error(path, exc))
-            results = [result]
-            text = None
-    results = [result]
-    if text is not None:
-        try:
-            results = _check_script(text, result, ctx)
-        except UsageError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - one file's crash must not hide the others' findings
-            if os.environ.get("VRAMLINT_DEBUG"):
-                raise
-            result.findings.append(internal_error(path, exc))
-    for one in results:
-        _finish(one, ctx, {path: text} if text is not None else {})
-    return results
+def _script_text(path: str, result: FileResult) -> str | None:
+    """A script's text, or None with its VL001 / VL004 finding where it cannot be read as text."""
+    try:
+        return read_text(Path(path))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except ParseError as exc:
+        result.findings.append(parse_error(path, exc))
+        return None
 
 
 def _check_script(text: str, result: FileResult, ctx: Context) -> list[FileResult]:
