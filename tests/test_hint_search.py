@@ -2,7 +2,8 @@
 tests/data/golden/hints.json (reviewed by reading; recorded with the search that walked down from
 the tensors' bound one replay at a time, before the replay-guided guess of ``fit._nearest``) on
 every golden case: the corpus DeepSpeed and Accelerate files as 8 x H100 training Llama-3.1-70B
-and as one H100 training Llama-3.1-8B, at 4,096 tokens, and every example with its README command."""
+and as one H100 training Llama-3.1-8B, at 4,096 tokens, and every example with its README command
+(an example added later is recorded, read, when it is added: examples/launch's two)."""
 
 from __future__ import annotations
 

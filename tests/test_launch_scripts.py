@@ -319,3 +319,13 @@ def test_a_pytorchjob_counts_its_master_and_workers_as_nodes():
     (entry,) = _check(path, "--gpus", "H100")["files"]
     assert any(note.startswith("GPUs: 4x8xH100-80GB") for note in entry["notes"])
     assert entry["status"] == "not estimated"          # Fast-LLM's own CLI: not read yet, VL011
+
+
+def test_hints_speak_the_launch_line():
+    """A job stated on a launch line is told what to change as a command line, not as a YAML key."""
+    (entry,) = _check("examples/launch/train-ddp.sbatch", "--gpus", "H100")["files"]
+    (hint,) = [f["hint"] for f in entry["findings"] if f["code"] == "VL201"]
+    assert hint.startswith('--fsdp "full_shard auto_wrap" fits at')
+    (sky_entry,) = _check("examples/launch/sky-sft.yaml")["files"]
+    (sky_hint,) = [f["hint"] for f in sky_entry["findings"] if f["code"] == "VL201"]
+    assert "--per_device_train_batch_size 3 fits at" in sky_hint and "per_device_train_batch_size:" not in sky_hint

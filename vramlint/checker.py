@@ -799,7 +799,7 @@ def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, opt
         one.recipe = str(target)
         one.reads.append(_shown(target))
     else:
-        document = Document(path, text, data, positions)
+        document = Document(path, text, data, positions, on_command_line=True)
     kind = detect(document.data)
     if kind not in RECIPES:
         if not launch.distributed:

@@ -45,6 +45,7 @@ class Document:
     lenient: list[str] = field(default_factory=list)   # non-JSON syntax that was accepted
     elsewhere: dict[str, str] = field(default_factory=dict)   # key -> the file that states it, where not ``path``
     # (a launch script's arguments over the recipe it runs: one job, each value where it is written)
+    on_command_line: bool = False     # its keys are a launch line's ``--key value`` arguments (as hints spell them)
 
     def locate(self, json_path: str) -> Location:
         """The key's own position, else its nearest ancestor's, else the top of the file."""

@@ -143,8 +143,18 @@ def _flags(job: dict, origins: dict, values: dict) -> Flags:
 def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
     """Each setting a hint may change, spelled by the file that holds it: the recipe's own, or
     the DeepSpeed file's where that file sets it."""
-    vocab = {setting: recipe.framework for setting in ("micro_batch", "grad_checkpointing", "no_grad_checkpointing",
-                                                        "to_deepspeed", "to_fsdp", "fsdp_strategy", "fsdp_offload")}
+    settings = ("micro_batch", "grad_checkpointing", "no_grad_checkpointing", "to_deepspeed", "to_fsdp",
+                "fsdp_strategy", "fsdp_offload")
+    # a launch line's arguments are spelled as a command line: all of them where the job is the
+    # line's alone, a key the line sets over the recipe file it runs (``Document.elsewhere``)
+    document = recipe.document
+    line = recipe.framework in ("trl", "llamafactory")
+    vocab = {setting: "cli" if line and document.on_command_line else recipe.framework for setting in settings}
+    for setting in settings:
+        origin = plan.origins.get(setting)
+        if line and origin is not None and origin.location is not None \
+                and origin.location.json_path in document.elsewhere:
+            vocab[setting] = "cli"
     origin = plan.origins.get("micro_batch")
     if plan.runtime == "deepspeed" and origin is not None and origin.location is not None \
             and origin.location.path != recipe.document.path:
