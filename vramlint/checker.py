@@ -33,7 +33,6 @@ from vramlint.readers.llamafactory import at_release, preprocess_only
 from vramlint.readers.recipe import Recipe
 from vramlint.readers.registry import CLOUD, RECIPES, detect, skipped_because
 from vramlint.readers.vllm import normalised_document, read_vllm
-from vramlint.recipe_plan import plan_from_recipe
 from vramlint.repository import find_referenced, real, recipes_using, root_of
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency, fp32_by_auto
@@ -457,6 +456,7 @@ def _check_recipe(recipe: Recipe, result: FileResult, ctx: Context, deepspeed_do
     if acc is not None:
         ctx = _own_size(ctx, acc, result)
     try:
+        from vramlint.recipe_plan import plan_from_recipe        # imported by the files that are recipes
         job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc)
     except UnplannableError as exc:
         result.findings.append(not_plannable(recipe, str(exc)))

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramlint.documents import Document
-from vramlint.readers.shell import Word
+
+if TYPE_CHECKING:                   # the shell reader (and its parser) is imported by the checks that read one
+    from vramlint.readers.shell import Word
 
 SKYPILOT_KEYS = frozenset({"run", "setup", "resources", "num_nodes", "envs", "file_mounts", "workdir", "secrets"})
 DSTACK_TYPES = frozenset({"task", "service", "dev-environment"})
@@ -57,6 +59,7 @@ def looks_like_dstack(data: Any) -> bool:
 
 
 def _word(document: Document, path: str, value: Any) -> Word:
+    from vramlint.readers.shell import Word
     where = document.locate(path)
     return Word(None if value is None else str(value), where.line, where.column)
 
@@ -68,6 +71,7 @@ def _split_count(text: str) -> tuple[str, str | None]:
 
 
 def read_skypilot(document: Document) -> CloudTask:
+    from vramlint.readers.shell import Word
     data = document.data
     task = CloudTask("SkyPilot")
     resources = data.get("resources") if isinstance(data.get("resources"), dict) else {}
@@ -104,6 +108,7 @@ _DSTACK_GPU = re.compile(r"^(?:(?P<name>[A-Za-z][\w-]*)(?::|$))?(?:(?P<memory>\d
 
 
 def read_dstack(document: Document) -> CloudTask:
+    from vramlint.readers.shell import Word
     data = document.data
     task = CloudTask("dstack")
     resources = data.get("resources") if isinstance(data.get("resources"), dict) else {}

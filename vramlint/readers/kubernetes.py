@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramlint.documents import Document, YamlDocuments
-from vramlint.readers.cloud import CloudTask, Script
-from vramlint.readers.shell import Word
+
+if TYPE_CHECKING:
+    from vramlint.readers.cloud import CloudTask
 
 WORKLOADS = frozenset({"Deployment", "StatefulSet", "Job", "Pod", "PyTorchJob", "LeaderWorkerSet", "CronJob"})
 UNREAD_KINDS = frozenset({"RayService", "RayJob", "RayCluster", "InferenceService", "TrainJob", "MPIJob"})
@@ -108,6 +109,8 @@ def _script(container: dict) -> tuple[str, str] | None:
 
 def read_kubernetes(document: Document) -> list[CloudTask]:
     """One task per workload of the manifest (its Services, ConfigMaps, ... left out)."""
+    from vramlint.readers.cloud import CloudTask, Script
+    from vramlint.readers.shell import Word
     tasks = []
     for index, obj in _objects(document.data):
         prefix = "$" if index is None else f"$[{index}]"

@@ -17,9 +17,16 @@ from typing import Any
 
 from vramlint.readers import axolotl, deepspeed, glm_finetune, llamafactory, torchtune, trl
 from vramlint.readers.accelerate import looks_like_accelerate
-from vramlint.readers.cloud import looks_like_dstack, looks_like_skypilot
-from vramlint.readers.kubernetes import looks_like_kubernetes
 from vramlint.readers.vllm import looks_like_vllm
+
+
+def _lazy(module: str, name: str) -> Callable:
+    """A reader's function, imported when first called: detection stops at the first format that
+    matches, so a DeepSpeed file never imports the readers of the task specs tried after it."""
+    def call(*args):
+        from importlib import import_module
+        return getattr(import_module(module), name)(*args)
+    return call
 
 
 @dataclass(frozen=True)
@@ -39,9 +46,9 @@ FORMATS: tuple[Format, ...] = (
     Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed),
     Format("accelerate", "launcher", looks_like_accelerate),
     Format("vllm", "serving", looks_like_vllm),
-    Format("skypilot", "cloud", looks_like_skypilot),
-    Format("dstack", "cloud", looks_like_dstack),
-    Format("kubernetes", "cloud", looks_like_kubernetes),
+    Format("skypilot", "cloud", _lazy("vramlint.readers.cloud", "looks_like_skypilot")),
+    Format("dstack", "cloud", _lazy("vramlint.readers.cloud", "looks_like_dstack")),
+    Format("kubernetes", "cloud", _lazy("vramlint.readers.kubernetes", "looks_like_kubernetes")),
 )
 BY_NAME = {fmt.name: fmt for fmt in FORMATS}
 RECIPES = {fmt.name: fmt for fmt in FORMATS if fmt.family == "recipe"}

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from vramlint.documents import Location
 from vramlint.findings import ERROR, WARNING, Finding
 from vramlint.memory import Estimate
-from vramlint.memory.fit import fitting_changes, fused_loss_change
 from vramlint.plan import Plan
 from vramlint.rules.base import Rule
 from vramlint.units import GiB
@@ -52,6 +51,7 @@ def _breakdown(estimate: Estimate) -> str:
 
 def _with_loss(plan: Plan) -> str:
     """What the search tried beside full sharding and checkpointing, said in "nothing fits"."""
+    from vramlint.memory.fit import fused_loss_change
     return " and the framework's fused loss" if fused_loss_change(plan) else ""
 
 
@@ -61,6 +61,7 @@ def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRE
     where = _where(plan, path)
     gpus = plan.cluster.describe()
     if peak > budget:
+        from vramlint.memory.fit import fitting_changes      # the search: imported by the jobs that need a hint
         changes = fitting_changes(plan, int(near * budget))     # suggest only what stays clear of the warning
         hint = "; or ".join(f"{c.text} fits at {c.peak / GiB:.1f} GiB" for c in changes) or (
             "the framework refuses this launch (its own finding says why): no change to it is proposed"
@@ -70,6 +71,7 @@ def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRE
         yield Finding(*EXCEEDS, where, f"per-GPU peak {peak / GiB:.1f} GiB exceeds {budget / GiB:.1f} GiB on {gpus}",
                       hint=hint, detail=_breakdown(estimate))
     elif estimate.uncapped_peak > budget:
+        from vramlint.memory.fit import fitting_changes
         changes = fitting_changes(plan, int(near * budget))
         ways = "; or ".join(f"{c.text} fits at {c.peak / GiB:.1f} GiB" for c in changes)
         yield Finding(*RESERVE, where, f"per-GPU peak {peak / GiB:.1f} GiB fits {budget / GiB:.1f} GiB on {gpus} only "

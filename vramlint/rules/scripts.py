@@ -3,10 +3,14 @@ GPU counts that contradict each other, said as the launch would fail."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from vramlint.documents import Location
 from vramlint.findings import ERROR, WARNING, Finding
-from vramlint.readers.shell import Word
 from vramlint.rules.base import Rule
+
+if TYPE_CHECKING:
+    from vramlint.readers.shell import Word
 
 VALUE_UNKNOWN = ("VL014", "launch-value-unknown", WARNING)
 GPUS_CONTRADICT = ("VL315", "launch-gpus-contradict", ERROR)
