@@ -142,6 +142,12 @@ def test_the_gpus_come_from_the_script_with_their_line():
     run = _check("tests/data/launch/hiyouga__LLaMA-Factory/examples/full_multi_gpu/multi_node.sh", "--gpus", "H100")
     entry = run["files"][0]
     assert "GPUs: 4 per node x 2 node(s), from --nproc_per_node at line 3" in entry["notes"]
+    assert entry["gpus"]["from"] == "tests/data/launch/hiyouga__LLaMA-Factory/examples/full_multi_gpu/multi_node.sh:3"
+    sky = _check("examples/launch/sky-sft.yaml")["files"][0]["gpus"]
+    assert (sky["name"], sky["per_node"], sky["from"]) == ("A100-40GB", 8, "examples/launch/sky-sft.yaml:4")
+    flagged = _check("examples/llama8b-zero3-8xh100.json", "--gpus", "8xH100", "--model", "meta-llama/Llama-3.1-8B",
+                     "--seq-len", "4096")["files"][0]["gpus"]
+    assert flagged["from"] is None                    # the command line's
 
 
 def test_a_count_only_the_run_knows_is_named_and_not_guessed():

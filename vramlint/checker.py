@@ -96,6 +96,7 @@ class FileResult:
     why_not: str = ""                                 # why a job has no estimate, where no finding says it
     recipe: str | None = None                         # the recipe file a launch script's job runs, if it names one
     reads: list[str] = field(default_factory=list)    # the other files the job is read from (recipe, configs)
+    gpus_from: str | None = None                      # path:line of what states the GPUs, where a file does
 
     @property
     def model(self) -> ModelShape | None:
@@ -333,6 +334,7 @@ def _own_size(ctx: Context, acc, result: FileResult) -> Context:
         return ctx
     result.cluster = cluster
     result.notes.append(f"GPUs: {cluster.describe()}, from num_processes at {acc.num_processes.location}")
+    result.gpus_from = str(acc.num_processes.location)
     return replace(ctx, cluster=cluster)
 
 
@@ -659,7 +661,7 @@ def _check_commands(commands: list, text: str, result: FileResult, ctx: Context,
     out = []
     for launch in launches(commands):
         one = FileResult(result.path, kind="launch", via=f"{launch.launcher}, line {launch.line}",
-                         cluster=ctx.cluster, job=True, notes=list(result.notes))
+                         cluster=ctx.cluster, job=True, notes=list(result.notes), gpus_from=result.gpus_from)
         checked = _check_serving_launch(launch, text, one, ctx, options) if launch.kind == SERVING else \
             _check_training_launch(launch, text, one, ctx, options)
         if checked:
@@ -719,6 +721,7 @@ def _check_task(task, document: Document, result: FileResult, ctx: Context) -> l
     elif per_node and per_node.isdigit() and nodes and str(nodes).isdigit() and int(per_node) >= 1:
         cluster = Cluster(gpu, min(int(per_node), 1024), max(1, min(int(nodes), 1 << 20)))
         where = task.per_node.line if task.per_node is not None else 1
+        result.gpus_from = f"{result.path}:{where}"
         result.notes.append(f"GPUs: {cluster.describe()}, from {task.platform}'s resources at line {where}"
                             + (f" (it also accepts {', '.join(task.alternatives)})" if task.alternatives else ""))
     else:
@@ -759,6 +762,7 @@ def _launch_cluster(launch, one: FileResult, ctx: Context, options: dict, config
     if stated.nodes_at is not None and stated.nodes_at.text is None:
         one.findings.append(value_unknown(path, "the node count", stated.nodes_at,
                                           f"checked on {ctx.cluster.nodes if ctx.cluster.counted else 1} node(s)"))
+    one.gpus_from = one.gpus_from or f"{path}:{at.line if at else launch.line}"
     one.notes.append(f"GPUs: {stated.per_node} per node x {stated.nodes} node(s), from {stated.by} at line "
                      f"{at.line if at else launch.line}")
     if ctx.cluster.counted:

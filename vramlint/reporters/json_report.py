@@ -5,6 +5,7 @@
     {"version": "...", "files": [{"path", "kind", "via", "model", "gpus": {...}, "precision",
      "findings": [{code, name, severity, path, line, column, message, hint}], "notes": [...],
      "reads": [the other files the job was read from: the recipe a script runs, its launch and DeepSpeed configs],
+     "gpus": {..., "from": "path:line" of what states them where a file does, else null (--gpus)},
      "estimate": {"per_gpu_peak_bytes", "host_ram_bytes", "components": [{name, bytes, formula,
      source, where}], "assumptions": [...]}, "plan": {...}}]}
 
@@ -73,7 +74,7 @@ def checked_with(result) -> dict:
     plan, model, gpus = result.plan, result.model, result.cluster
     return {"kind": result.kind, "via": result.via,
             "model": (model.name or model.model_type) if model else None,
-            "gpus": gpus_dict(plan.cluster if plan else gpus) if (plan or gpus) else None,
+            "gpus": {**gpus_dict(plan.cluster if plan else gpus), "from": result.gpus_from} if (plan or gpus) else None,
             "precision": plan.precision if plan else None}
 
 
