@@ -335,3 +335,26 @@ def test_hints_speak_the_launch_line():
     (sky_entry,) = _check("examples/launch/sky-sft.yaml")["files"]
     (sky_hint,) = [f["hint"] for f in sky_entry["findings"] if f["code"] == "VL201"]
     assert "--per_device_train_batch_size 3 fits at" in sky_hint and "per_device_train_batch_size:" not in sky_hint
+
+
+def test_accelerate_launch_flags_are_the_deepspeed_and_fsdp_settings_they_stand_for(tmp_path):
+    """``accelerate launch --use_deepspeed --zero_stage 3`` is the ZeRO-3 job a DeepSpeed file of
+    "auto" values states (one peak for both); ``--use_fsdp`` is FSDP FULL_SHARD; without either,
+    plain DDP, which does not fit."""
+    args = ("train.py --model_name_or_path meta-llama/Llama-3.1-8B --per_device_train_batch_size 4 "
+            "--max_length 4096 --gradient_checkpointing True")
+    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 3}, "train_micro_batch_size_per_gpu": "auto", '
+                                      '"gradient_accumulation_steps": "auto", "bf16": {"enabled": "auto"}, '
+                                      '"fp16": {"enabled": "auto"}}')
+    scripts = {"flags.sh": f"accelerate launch --use_deepspeed --zero_stage 3 --num_processes 8 "
+                           f"--mixed_precision bf16 {args}\n",
+               "file.sh": f"torchrun --nproc_per_node 8 {args} --bf16 True --deepspeed ds.json\n",
+               "fsdp.sh": f"accelerate launch --use_fsdp --num_processes 8 --mixed_precision bf16 {args}\n",
+               "ddp.sh": f"accelerate launch --num_processes 8 --mixed_precision bf16 {args}\n"}
+    peaks = {}
+    for name, text in scripts.items():
+        (tmp_path / name).write_text(text)
+        (entry,) = _check(str(tmp_path / name), "--gpus", "H100")["files"]
+        peaks[name] = entry["estimate"]["per_gpu_peak_bytes"]
+    assert peaks["flags.sh"] == peaks["file.sh"]
+    assert peaks["fsdp.sh"] < 80e9 < peaks["ddp.sh"]

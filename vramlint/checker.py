@@ -779,7 +779,7 @@ def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, opt
     """A training launch: the program's arguments (over the recipe file it parses first, where it
     names one) read as the same keys in a recipe; the Accelerate config it launches with stands in
     as ``--launch-config`` does. False where the command is no training job (a download script)."""
-    from vramlint.readers.launch import arguments_data
+    from vramlint.readers.launch import accelerate_settings, arguments_data
     from vramlint.rules.scripts import value_unknown
     path = one.path
     if launch.unread:
@@ -821,11 +821,11 @@ def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, opt
             return True
         values["launch_config"] = _shown(found)
         one.reads.append(_shown(found))
-    ds_file = launch.options.get("deepspeed_config_file")
-    if ds_file is not None and ds_file.text and "deepspeed" not in document.data:
-        document.data["deepspeed"] = ds_file.text
-        document.positions["$.deepspeed"] = (ds_file.line, ds_file.column)
-        document.elsewhere["$.deepspeed"] = path
+    for key, value, word in accelerate_settings(launch):        # accelerate's own flags, as the Trainer gets them
+        if key not in document.data and not (key == "deepspeed" and "fsdp" in document.data):
+            document.data[key] = value
+            document.positions[f"$.{key}"] = (word.line, word.column)
+            document.elsewhere[f"$.{key}"] = path
     for key, word in unknown:
         one.findings.append(value_unknown(path, f"--{key}", word, "the estimate takes the default or the flag that "
                                                                   "states it"))

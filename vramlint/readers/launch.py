@@ -519,3 +519,46 @@ def submitted(commands: list[Command]) -> list[str]:
             if found:
                 out.append(found)
     return out
+
+
+# accelerate 1.16 ``DeepSpeedPlugin``: ``zero_stage`` 2 when ``--use_deepspeed`` names none.
+ACCELERATE_ZERO_STAGE = 2
+FSDP_STRATEGIES = {"1": "full_shard", "2": "shard_grad_op", "3": "no_shard", "4": "hybrid_shard",
+                   "full_shard": "full_shard", "shard_grad_op": "shard_grad_op", "no_shard": "no_shard",
+                   "hybrid_shard": "hybrid_shard"}
+
+
+def accelerate_settings(launch: Launch) -> list[tuple[str, object, Word]]:
+    """What ``accelerate launch``'s own flags set, as the training arguments that say the same
+    (key, value, the flag's word): its DeepSpeed plugin (``--deepspeed_config_file``, or
+    ``--use_deepspeed`` with ``--zero_stage`` and the offload devices) as a ``deepspeed`` config,
+    ``--use_fsdp`` as ``fsdp``, ``--mixed_precision`` as ``bf16`` / ``fp16``. Accelerate hands
+    these to the script's Trainer, so the job is the same as with the keys written out."""
+    if launch.launcher != "accelerate":
+        return []
+    options, out = launch.options, []
+    text = lambda key: (options.get(key).text if options.get(key) is not None else None)  # noqa: E731
+    ds_file = options.get("deepspeed_config_file")
+    if ds_file is not None and ds_file.text:
+        out.append(("deepspeed", ds_file.text, ds_file))
+    elif "use_deepspeed" in options:
+        stage = text("zero_stage")
+        config: dict = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+                        "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+                        "zero_optimization": {"stage": int(stage) if stage and stage.isdigit() else
+                                              ACCELERATE_ZERO_STAGE}}
+        for device in ("offload_optimizer", "offload_param"):
+            chosen = text(f"{device}_device")
+            if chosen and chosen != "none":
+                config["zero_optimization"][device] = {"device": chosen}
+        flag = options.get("zero_stage") or next(w for w in launch.command.words if w.text == "--use_deepspeed")
+        out.append(("deepspeed", config, flag))
+    if "use_fsdp" in options:
+        strategy = FSDP_STRATEGIES.get((text("fsdp_sharding_strategy") or "full_shard").lower(), "full_shard")
+        offload = " offload" if (text("fsdp_offload_params") or "").lower() == "true" else ""
+        flag = options.get("fsdp_sharding_strategy") or next(w for w in launch.command.words if w.text == "--use_fsdp")
+        out.append(("fsdp", f"{strategy}{offload} auto_wrap", flag))
+    precision = options.get("mixed_precision")
+    if precision is not None and precision.text in ("bf16", "fp16"):
+        out.append((precision.text, True, precision))
+    return out
