@@ -358,3 +358,20 @@ def test_accelerate_launch_flags_are_the_deepspeed_and_fsdp_settings_they_stand_
         peaks[name] = entry["estimate"]["per_gpu_peak_bytes"]
     assert peaks["flags.sh"] == peaks["file.sh"]
     assert peaks["fsdp.sh"] < 80e9 < peaks["ddp.sh"]
+
+
+def test_the_real_pre_commit_hook_takes_launch_scripts(tmp_path_factory):
+    """The hook as published (.pre-commit-hooks.yaml), run by the real pre-commit: a script that
+    starts more processes than visible GPUs fails at its line; one that launches nothing passes."""
+    import subprocess
+
+    from test_precommit import _git_repo, try_repo
+    repo, env = _git_repo(tmp_path_factory, "launch-repo")
+    (repo / "pyproject.toml").write_text('[tool.vramlint]\ngpus = "H100"\n')
+    (repo / "train.sh").write_bytes((ROOT / "examples" / "launch" / "gpus-contradict.sh").read_bytes())
+    (repo / "setup.sh").write_text("pip install -r requirements.txt\n")
+    subprocess.run(["git", "add", "."], cwd=repo, check=True, env=env)
+    proc = try_repo((repo, env), "train.sh", "setup.sh")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "train.sh:4:27  VL315 error" in proc.stdout
+    assert try_repo((repo, env), "setup.sh").returncode == 0
