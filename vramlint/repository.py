@@ -137,26 +137,36 @@ def scripts_launching(path: str) -> list[Path]:
     src/train.py recipe.yaml``, ``llamafactory-cli train recipe.yaml``, ``tune run ... --config``),
     an Accelerate config (``--config_file``) or a DeepSpeed JSON (``--deepspeed``): the job is
     the one they start, with the GPUs and the files they give it."""
-    from vramlint.documents import ParseError, read_text
-    from vramlint.readers.launch import launches
-    from vramlint.readers.shell import read_script
     target = real(path)
     out = []
     for candidate in _repository_scripts(scan_root(path)):
         try:
-            if candidate.stat().st_size > SCAN_LIMIT:
-                continue
-            text = read_text(candidate)
-        except (OSError, ParseError):
+            stat = candidate.stat()
+        except OSError:
             continue
-        if target.name not in text:
-            continue
-        for launch in launches(read_script(text, str(candidate)).commands):
-            if any((found := find_referenced(named, str(candidate))) is not None and real(found) == target
-                   for named in launched_files(launch)):
-                out.append(candidate)
-                break
+        if stat.st_size <= SCAN_LIMIT and target in _launched_by_script(candidate, stat.st_mtime_ns, stat.st_size):
+            out.append(candidate)
     return out
+
+
+@lru_cache(maxsize=4096)
+def _launched_by_script(script: Path, mtime_ns: int, size: int) -> frozenset[Path]:
+    """Every file a script's launches name, resolved: each script read and parsed once a run
+    (keyed by its modification time and size), however many recipes ask."""
+    from vramlint.documents import ParseError, read_text
+    from vramlint.readers.launch import launches
+    from vramlint.readers.shell import read_script
+    try:
+        text = read_text(script)
+    except (OSError, ParseError):
+        return frozenset()
+    found = set()
+    for launch in launches(read_script(text, str(script)).commands):
+        for named in launched_files(launch):
+            target = find_referenced(named, str(script))
+            if target is not None:
+                found.add(real(target))
+    return frozenset(found)
 
 
 def launched_files(launch) -> list[str]:
