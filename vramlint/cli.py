@@ -115,14 +115,21 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                                              "/ parallelism_config wins)")
 
 
-def _parser() -> argparse.ArgumentParser:
-    from vramlint.reporters import REPORTERS
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; ``only``: the command being run, the one whose options are built (each
+    ``add_argument`` builds a help formatter: the other commands' would cost every hook run)."""
     parser = argparse.ArgumentParser(prog="vramlint", description="Lint training configs for GPU memory.")
     parser.add_argument("--version", action="version", version=f"vramlint {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (summary, options) in SUBCOMMANDS.items():
+        command = sub.add_parser(name, help=summary)
+        if options is not None and only in (None, name):
+            options(command)
+    return parser
 
-    check = sub.add_parser("check", help="predict the per-GPU peak of training recipes, DeepSpeed, Accelerate and "
-                                         "vLLM configs and fail if it will not fit")
+
+def _check_options(check: argparse.ArgumentParser) -> None:
+    from vramlint.reporters import REPORTERS
     check.add_argument("files", nargs="+", metavar="FILE",
                        help="files, folders (walked with the hook's patterns) or - for standard input")
     check.add_argument("--stdin-filename", metavar="PATH", help="the name a file read from - is reported under")
@@ -149,7 +156,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=["auto", *sorted(REPORTERS)],
                        help="auto (default): github annotations inside GitHub Actions, else text")
 
-    est = sub.add_parser("estimate", help="per-GPU peak of a training step or an inference forward, no config file")
+
+def _estimate_options(est: argparse.ArgumentParser) -> None:
     _add_common(est)
     mode = est.add_mutually_exclusive_group(required=True)
     mode.add_argument("--train", action="store_true", help="a training step (forward, backward, optimizer)")
@@ -172,25 +180,38 @@ def _parser() -> argparse.ArgumentParser:
     est.add_argument("--offload-param", choices=["none", "cpu", "nvme"], default="none")
     est.add_argument("--format", choices=["text", "json"], default="text")
 
-    plan = sub.add_parser("plan", help="list the training setups that fit, best first (for a recipe: the edits to it)")
+
+def _plan_options(plan: argparse.ArgumentParser) -> None:
     plan.add_argument("recipe", nargs="?", metavar="RECIPE", help="a training recipe: list the edits to it that fit")
     _add_common(plan)
     plan.add_argument("--near-threshold", type=_fraction, help="keep the peak under this share of memory (0.90)")
     plan.add_argument("--format", choices=["text", "json"], default="text")
 
-    model = sub.add_parser("model", help="what is in a model: parameters, layers, KV cache bytes per token")
+
+def _model_options(model: argparse.ArgumentParser) -> None:
+    from vramlint.reporters import REPORTERS
     model.add_argument("model", metavar="NAME|PATH")
     model.add_argument("--revision", help="a branch, tag or commit of a Hub repository (default main)")
     model.add_argument("--download", action="store_true", help="fetch its config.json from the Hub if the cache "
                                                               "lacks it")
     model.add_argument("--format", choices=sorted(REPORTERS), default="text")
 
-    rule = sub.add_parser("rule", help="explain a rule (or list them all)")
+
+def _rule_options(rule: argparse.ArgumentParser) -> None:
     rule.add_argument("code", nargs="?", metavar="CODE|NAME")
 
-    sub.add_parser("models", help="list the offline model catalog")
-    sub.add_parser("gpus", help="list the GPU catalog with the memory their drivers report")
-    return parser
+
+# The subcommands: what each does (the top help) and the function that adds its options.
+SUBCOMMANDS = {
+    "check": ("predict the per-GPU peak of training recipes, DeepSpeed, Accelerate and vLLM configs and fail if it "
+              "will not fit", _check_options),
+    "estimate": ("per-GPU peak of a training step or an inference forward, no config file", _estimate_options),
+    "plan": ("list the training setups that fit, best first (for a recipe: the edits to it)", _plan_options),
+    "model": ("what is in a model: parameters, layers, KV cache bytes per token", _model_options),
+    "rule": ("explain a rule (or list them all)", _rule_options),
+    "models": ("list the offline model catalog", None),
+    "gpus": ("list the GPU catalog with the memory their drivers report", None),
+}
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -433,7 +454,9 @@ COMMANDS = {"check": _check, "estimate": _estimate, "plan": _plan, "model": _mod
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """Options anywhere among the files (``check a.json --format json b.json``), as linters take them."""
-    parser = _parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    named = next((w for w in words if not w.startswith("-")), None)
+    parser = _parser(named if named in SUBCOMMANDS else None)
     args, rest = parser.parse_known_args(argv)
     unknown = [word for word in rest if word.startswith("-") and word != "-"]
     if rest and (args.command != "check" or unknown):
