@@ -33,7 +33,8 @@ from vramlint.readers.llamafactory import at_release, preprocess_only
 from vramlint.readers.recipe import Recipe
 from vramlint.readers.registry import CLOUD, RECIPES, detect, skipped_because
 from vramlint.readers.vllm import normalised_document, read_vllm
-from vramlint.repository import find_referenced, real, recipes_using, root_of
+from vramlint.patterns import script
+from vramlint.repository import find_referenced, real, recipes_using, root_of, shown
 from vramlint.rules.batch import check_batch
 from vramlint.rules.consistency import check_autotp, check_consistency, fp32_by_auto
 from vramlint.rules.fit import NEAR_THRESHOLD, check_fit, check_host_ram
@@ -265,22 +266,22 @@ def _launched_by(path: str, result: FileResult, ctx: Context, own: list | tuple 
     if ctx.cluster is None or (ctx.cluster.counted and "gpus" in ctx.stated) or ctx.values.get("launch_config") \
             or "model" in ctx.stated or not Path(path).is_file():
         return None
-    from vramlint.repository import _shown, scripts_launching
+    from vramlint.repository import scripts_launching
     scripts = scripts_launching(path)
     if not scripts:
         return None
-    named = ", ".join(str(_shown(script)) for script in scripts)
-    if any(str(real(script)) in ctx.run_paths for script in scripts):
+    named = ", ".join(shown(launcher) for launcher in scripts)
+    if any(str(real(launcher)) in ctx.run_paths for launcher in scripts):
         result.job = False
         result.skip(f"not a job of its own: {named} launch(es) it, checked there")
         result.findings.extend(own)            # the file's own syntax and schema findings stay its own
         return [result]
     out = []
-    for script in scripts[:4]:
-        shown = str(_shown(script))
-        for one in _check_script(read_text(script), FileResult(shown, cluster=ctx.cluster), ctx):
+    for launcher in scripts[:4]:
+        name = shown(launcher)
+        for one in _check_script(read_text(launcher), FileResult(name, cluster=ctx.cluster), ctx):
             if any(real(read) == real(path) for read in one.reads):
-                one.via, one.path = f"{shown}, {one.via}", path
+                one.via, one.path = f"{name}, {one.via}", path
                 out.append(one)
     return out or None
 
@@ -614,13 +615,12 @@ def _check_vllm(document: Document, result: FileResult, ctx: Context) -> None:
 
 # -- launch scripts ----------------------------------------------------------------------------
 
-SCRIPT_SUFFIXES = (".sh", ".bash", ".sbatch", ".slurm")
 _SHEBANG = ("#!/bin/bash", "#!/usr/bin/env bash", "#!/bin/sh", "#!/usr/bin/bash", "#!/usr/bin/env sh")
 
 
 def is_script(path: str, text: str | None = None) -> bool:
     """A shell or sbatch script, by its name or its ``#!`` line."""
-    if path.lower().endswith(SCRIPT_SUFFIXES):
+    if script(path):
         return True
     return text is not None and text.lstrip().startswith(_SHEBANG)
 
@@ -798,10 +798,10 @@ def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, opt
         base = _load(str(target), one)
         if base is None or not isinstance(base.data, dict):
             return True
-        document = Document(_shown(target), base.text, {**base.data, **data}, {**base.positions, **positions},
+        document = Document(shown(target), base.text, {**base.data, **data}, {**base.positions, **positions},
                             list(base.lenient), {key: path for key in positions})
         one.recipe = str(target)
-        one.reads.append(_shown(target))
+        one.reads.append(shown(target))
     else:
         document = Document(path, text, data, positions, on_command_line=True)
     kind = detect(document.data)
@@ -819,8 +819,8 @@ def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, opt
             one.findings.append(missing_reference(Location(path, "$", config.line, config.column), config.text,
                                                   key="--config_file"))
             return True
-        values["launch_config"] = _shown(found)
-        one.reads.append(_shown(found))
+        values["launch_config"] = shown(found)
+        one.reads.append(shown(found))
     for key, value, word in accelerate_settings(launch):        # accelerate's own flags, as the Trainer gets them
         if key not in document.data and not (key == "deepspeed" and "fsdp" in document.data):
             document.data[key] = value
@@ -834,14 +834,6 @@ def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, opt
         return True
     _check(document, one, replace(ctx, cluster=cluster, values=values, kind=kind))
     return True
-
-
-def _shown(path: Path) -> str:
-    """A file a script names, as the run shows paths: relative to the working directory when under it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def _unread_launch(launch, one: FileResult) -> bool:

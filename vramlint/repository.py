@@ -17,6 +17,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from vramlint.patterns import script
+
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".nox",
                        "site-packages", "build", "dist", ".mypy_cache", ".pytest_cache", ".ruff_cache", "wandb",
                        "outputs", "checkpoints"})
@@ -97,7 +99,7 @@ def recipes_using(path: str) -> list:
             if candidate.stat().st_size > SCAN_LIMIT or real(candidate) == target:
                 continue
             text = read_text(candidate)          # a regular file only: a FIFO would block the scan
-            document = parse(text, str(_shown(candidate))) if target.name in text else None
+            document = parse(text, shown(candidate)) if target.name in text else None
         except (OSError, ParseError):
             continue
         kind = detect(document.data) if document is not None else None
@@ -112,15 +114,12 @@ def recipes_using(path: str) -> list:
     return out
 
 
-def _shown(path: Path) -> Path:
+def shown(path: Path) -> str:
     """A path as a finding shows it: relative to the working directory when it lies below it."""
     try:
-        return path.relative_to(real(Path.cwd()))
+        return str(real(path).relative_to(real(Path.cwd())))
     except ValueError:
-        return path
-
-
-SCRIPT_SUFFIXES = (".sh", ".bash", ".sbatch", ".slurm")
+        return str(path)
 
 
 @lru_cache(maxsize=8)
@@ -128,7 +127,7 @@ def _repository_scripts(root: Path) -> tuple[Path, ...]:
     out = []
     for folder, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
-        out += [Path(folder) / n for n in names if n.endswith(SCRIPT_SUFFIXES)]
+        out += [Path(folder) / n for n in names if script(n)]
     return tuple(sorted(out))
 
 

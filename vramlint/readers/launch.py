@@ -85,7 +85,7 @@ def launches(commands: list[Command]) -> list[Launch]:
 UNREAD_MODULES = (("verl.", "verl (Hydra overrides)"), ("openrlhf.", "OpenRLHF"), ("torchtitan.", "torchtitan"),
                   ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"),
                   ("trl.scripts.vllm_serve", "trl vllm-serve"))
-UNREAD_SCRIPTS = (("pretrain_gpt", "Megatron"), ("run_train", "nanotron"), ("pretrain_", "Megatron"))
+UNREAD_SCRIPTS = (("pretrain_", "Megatron"), ("run_train", "nanotron"))
 
 
 def read_command(command: Command) -> Launch | None:
