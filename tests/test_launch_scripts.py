@@ -7,6 +7,7 @@ commit), so the config files a script names resolve as they do there."""
 from __future__ import annotations
 
 import csv
+import os
 import hashlib
 import json
 import subprocess
@@ -375,3 +376,29 @@ def test_the_real_pre_commit_hook_takes_launch_scripts(tmp_path_factory):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "train.sh:4:27  VL315 error" in proc.stdout
     assert try_repo((repo, env), "setup.sh").returncode == 0
+
+
+def test_a_gpu_count_or_type_the_command_line_puts_over_a_files_is_a_finding(tmp_path):
+    """--gpus 8xH100 over a launch of 4 processes: the estimate is for 8, and VL007 says so at the
+    --nproc_per_node line; the same count from the settings yields to the launch's (the file
+    states its job). --gpus H100 over a SkyPilot task's A100:8 is VL007 at its accelerators."""
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 4 train.py --model_name_or_path meta-llama/Llama-3.2-1B "
+                      "--per_device_train_batch_size 2 --max_length 2048\n")
+    (entry,) = _check(str(script), "--gpus", "8xH100")["files"]
+    assert entry["gpus"]["per_node"] == 8 and ("VL007", 1) in {(f["code"], f["line"]) for f in entry["findings"]}
+    (tmp_path / "pyproject.toml").write_text('[tool.vramlint]\ngpus = "8xH100"\n')
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", "train.sh", "--format", "json"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    (settled,) = json.loads(proc.stdout)["files"]
+    assert settled["gpus"]["per_node"] == 4 and not any(f["code"] == "VL007" for f in settled["findings"])
+    (sky,) = _check("examples/launch/sky-sft.yaml", "--gpus", "H100")["files"]
+    assert sky["gpus"]["name"] == "H100-80GB" and ("VL007", 4) in {(f["code"], f["line"]) for f in sky["findings"]}
+
+
+def test_a_task_past_any_machine_is_a_usage_error_not_a_clamped_count(tmp_path):
+    task = tmp_path / "sky.yaml"
+    task.write_text("resources:\n  accelerators: H100:4096\nrun: |\n  torchrun --nproc_per_node 8 train.py\n")
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", str(task)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2 and "at most 1024 GPUs a node" in proc.stderr

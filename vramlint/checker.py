@@ -667,6 +667,7 @@ def _check_commands(commands: list, text: str, result: FileResult, ctx: Context,
         if checked:
             out.append(one)
     if out:
+        out[0].findings[:0] = result.findings       # what the file itself says (a task's GPUs) goes with its first job
         return out
     result.job = False
     handed = submitted(commands)
@@ -694,7 +695,6 @@ def _check_cloud(document: Document, result: FileResult, ctx: Context) -> list[F
 
 
 def _check_task(task, document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
-    from vramlint.hardware import gpu_from_text
     from vramlint.readers.shell import read_script
     if task.unread:
         result.findings.append(not_estimated(Location(result.path, "$", task.line, 1), f"{task.platform}: "
@@ -702,36 +702,63 @@ def _check_task(task, document: Document, result: FileResult, ctx: Context) -> l
                                              "reports this as a warning"))
         result.unplanned(task.unread)
         return [result]
-    gpu = ctx.cluster.gpu if ctx.cluster is not None else None
-    if task.gpu is not None and task.gpu.text and (ctx.cluster is None or not ctx.cluster.counted):
-        try:
-            stated = gpu_from_text(task.gpu.text)
-        except UsageError:
-            stated = None
-            result.notes.append(f"{task.platform} asks for {task.gpu.text!r} (line {task.gpu.line}), a GPU vramlint "
-                                "does not know: checked on --gpus")
-        if stated is not None and (gpu is None or ctx.cluster is None or "gpus" not in ctx.stated):
-            gpu = stated
-    if gpu is None:
-        raise UsageError(f"{result.path}: {task.platform} names no GPU type vramlint knows; give --gpus")
+    gpu = _task_gpu(task, result, ctx)
     per_node = task.per_node.text if task.per_node is not None else None
     nodes = task.nodes.text if task.nodes is not None else "1"
-    if ctx.cluster is not None and ctx.cluster.counted:
-        cluster = ctx.cluster
-    elif per_node and per_node.isdigit() and nodes and str(nodes).isdigit() and int(per_node) >= 1:
-        cluster = Cluster(gpu, min(int(per_node), 1024), max(1, min(int(nodes), 1 << 20)))
-        where = task.per_node.line if task.per_node is not None else 1
-        result.gpus_from = f"{result.path}:{where}"
-        result.notes.append(f"GPUs: {cluster.describe()}, from {task.platform}'s resources at line {where}"
-                            + (f" (it also accepts {', '.join(task.alternatives)})" if task.alternatives else ""))
-    else:
-        cluster = Cluster(gpu, ctx.cluster.per_node, ctx.cluster.nodes, counted=False) if ctx.cluster else \
+    if per_node and per_node.isdigit() and nodes and str(nodes).isdigit():
+        at = task.per_node
+        base = ctx.cluster if ctx.cluster is not None else Cluster(gpu, 1, 1, counted=False)
+        cluster = _stated_cluster(replace(ctx, cluster=replace(base, gpu=gpu)), result, int(per_node), int(nodes),
+                                  Location(result.path, "$", at.line, at.column), f"{task.platform}'s resources")
+        if cluster is not ctx.cluster:
+            result.notes.append(f"GPUs: {cluster.describe()}, from {task.platform}'s resources at line {at.line}"
+                                + (f" (it also accepts {', '.join(task.alternatives)})" if task.alternatives else ""))
+    else:                               # no count (dstack's 1..8): the command line's, or the launches' own
+        cluster = replace(ctx.cluster, gpu=gpu, counted=ctx.cluster.counted) if ctx.cluster else \
             Cluster(gpu, 1, 1, counted=False)
     task_ctx = replace(ctx, cluster=cluster, kind=None)
     result.cluster = cluster
     commands = [c for script in task.scripts
                 for c in read_script(script.text, result.path, known=task.variables, line0=script.line0).commands]
     return _check_commands(commands, document.text, result, task_ctx, {})
+
+
+def _task_gpu(task, result: FileResult, ctx: Context):
+    """The GPU type a task runs on: the one it asks for, unless the command line names another
+    (VL007 says so); a type vramlint does not know leaves it to ``--gpus``."""
+    from vramlint.hardware import gpu_from_text
+    flagged = ctx.cluster.gpu if ctx.cluster is not None else None
+    stated = None
+    if task.gpu is not None and task.gpu.text:
+        try:
+            stated = gpu_from_text(task.gpu.text)
+        except UsageError:
+            result.notes.append(f"{task.platform} asks for {task.gpu.text!r} (line {task.gpu.line}), a GPU vramlint "
+                                "does not know: checked on --gpus")
+    if stated is None or flagged is None:
+        if (stated or flagged) is None:
+            raise UsageError(f"{result.path}: {task.platform} names no GPU type vramlint knows; give --gpus")
+        return stated or flagged
+    if "gpus" in ctx.stated:
+        if flagged.name != stated.name:
+            result.findings.append(overridden(Location(result.path, "$", task.gpu.line, task.gpu.column),
+                                              f"{task.platform}'s GPU", stated.name, "--gpus", flagged.name))
+        return flagged
+    return stated                       # the settings' type stands in only where a file names none
+
+
+def _stated_cluster(ctx: Context, result: FileResult, per_node: int, nodes: int, where: Location, what: str):
+    """The GPUs a file states (a launch's process count, a task's resources): they are the job's,
+    over the settings' count; a count given on the command line wins, with VL007 saying so."""
+    from vramlint.hardware import bounded
+    if ctx.cluster.counted and "gpus" in ctx.stated:
+        if (ctx.cluster.per_node, ctx.cluster.nodes) != (per_node, nodes):
+            result.findings.append(overridden(where, what, f"{per_node} per node x {nodes} node(s)", "--gpus",
+                                              ctx.cluster.describe()))
+        return ctx.cluster
+    cluster = bounded(ctx.cluster.gpu, per_node, nodes, f"{result.path}:{where.line}: {what}")
+    result.cluster, result.gpus_from = cluster, f"{result.path}:{where.line}"
+    return cluster
 
 
 def _launch_cluster(launch, one: FileResult, ctx: Context, options: dict, config_counts: bool = False):
@@ -758,21 +785,17 @@ def _launch_cluster(launch, one: FileResult, ctx: Context, options: dict, config
                                           "gpus for this file in [[tool.vramlint.overrides]]"))
         one.unplanned("the GPU count is not stated")
         return None
-    at = stated.per_node_at
+    at = stated.per_node_at or Word(None, launch.line, 1)
     if stated.nodes_at is not None and stated.nodes_at.text is None:
-        one.findings.append(value_unknown(path, "the node count", stated.nodes_at,
-                                          f"checked on {ctx.cluster.nodes if ctx.cluster.counted else 1} node(s)"))
-    one.gpus_from = one.gpus_from or f"{path}:{at.line if at else launch.line}"
-    one.notes.append(f"GPUs: {stated.per_node} per node x {stated.nodes} node(s), from {stated.by} at line "
-                     f"{at.line if at else launch.line}")
-    if ctx.cluster.counted:
-        if (ctx.cluster.per_node, ctx.cluster.nodes) != (stated.per_node, stated.nodes):
-            one.notes.append(f"--gpus {ctx.cluster.describe()} stands for the launch's {stated.per_node} x "
-                             f"{stated.nodes}")
+        one.findings.append(value_unknown(path, "the node count", stated.nodes_at, "checked on 1 node"))
+    one.notes.append(f"GPUs: {stated.per_node} per node x {stated.nodes} node(s), from {stated.by} at line {at.line}")
+    if one.gpus_from is not None and ctx.cluster.counted:      # a task spec's resources say: the launch runs on them
+        if stated.per_node > ctx.cluster.per_node:
+            one.findings.append(gpus_contradict(path, at, f"{stated.by} {stated.per_node} but the task gives "
+                                                          f"{ctx.cluster.per_node} GPU(s) per node ({one.gpus_from}): "
+                                                          "processes past them fail at torch.cuda.set_device"))
         return ctx.cluster
-    cluster = Cluster(ctx.cluster.gpu, stated.per_node, stated.nodes)
-    one.cluster = cluster
-    return cluster
+    return _stated_cluster(ctx, one, stated.per_node, stated.nodes, Location(path, "$", at.line, at.column), stated.by)
 
 
 def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, options: dict) -> bool:
@@ -849,16 +872,18 @@ def _unread_launch(launch, one: FileResult) -> bool:
 def _check_serving_launch(launch, text: str, one: FileResult, ctx: Context, options: dict) -> bool:
     """``vllm serve``: its arguments read as the same keys in a ``vllm serve --config`` file."""
     from vramlint.readers.launch import arguments_data, stated_gpus
-    from vramlint.rules.scripts import value_unknown
+    from vramlint.rules.scripts import gpus_contradict, value_unknown
     data, positions, unknown = arguments_data(launch)
     for key, word in unknown:
         one.findings.append(value_unknown(one.path, f"--{key}", word, "the estimate takes vLLM's default"))
     document = Document(one.path, text, _as_vllm_parses(data), positions)
     stated = stated_gpus(launch, options)
+    one.findings.extend(gpus_contradict(one.path, word, message) for word, message in stated.conflicts)
     cluster = ctx.cluster
-    if stated.per_node is not None and not ctx.cluster.counted:
-        cluster = Cluster(ctx.cluster.gpu, stated.per_node, stated.nodes)
-        one.cluster = cluster
+    if stated.per_node is not None and not (one.gpus_from is not None and ctx.cluster.counted):
+        at = stated.per_node_at
+        cluster = _stated_cluster(ctx, one, stated.per_node, stated.nodes, Location(one.path, "$", at.line, at.column),
+                                  stated.by)
     _check(document, one, replace(ctx, cluster=cluster, kind="vllm"))
     return True
 

@@ -149,22 +149,32 @@ def parse_gpus(spec: str) -> Cluster:
     if not match or not match.group(3):
         raise UsageError(f"cannot read --gpus {spec!r}: expected COUNTxGPU or NODESxCOUNTxGPU, e.g. 8xH100")
     first, second, gpu_text = match.groups()
-    too_many = UsageError(f"--gpus {clipped(spec)!r}: at most {MOST_PER_NODE} GPUs a node and {MOST_GPUS:,} in all "
-                          "(the largest clusters built hold about 100,000)")
+    what = f"--gpus {clipped(spec)!r}"
     if any(len(n) > 7 for n in (first, second) if n):      # int() of thousands of digits is refused anyway
-        raise too_many
+        raise UsageError(_too_many(what))
     if second is not None:
         nodes, per_node = int(first), int(second)
     else:
         nodes, per_node = 1, int(first) if first else 1
-    if nodes < 1 or per_node < 1:
-        raise UsageError(f"--gpus {clipped(spec)!r}: GPU and node counts must be at least 1")
-    if per_node > MOST_PER_NODE or nodes * per_node > MOST_GPUS:
-        raise too_many
     gpu = gpu_from_text(gpu_text)
     if gpu.memory_bytes < MIN_GPU_BYTES:
-        raise UsageError(f"--gpus {clipped(spec)!r}: {gpu.memory_bytes:,} bytes is no GPU's memory (at least 1 GiB)")
-    return Cluster(gpu, per_node, nodes, counted=first is not None)
+        raise UsageError(f"{what}: {gpu.memory_bytes:,} bytes is no GPU's memory (at least 1 GiB)")
+    return bounded(gpu, per_node, nodes, what, counted=first is not None)
+
+
+def bounded(gpu: Gpu, per_node: int, nodes: int, what: str, counted: bool = True) -> Cluster:
+    """A cluster inside the bounds of any real machine; past them a one-line usage error that
+    names ``what`` stated it (``--gpus '8x0GB'``, a task's ``accelerators``): never clamped."""
+    if nodes < 1 or per_node < 1:
+        raise UsageError(f"{what}: GPU and node counts must be at least 1")
+    if per_node > MOST_PER_NODE or nodes * per_node > MOST_GPUS:
+        raise UsageError(_too_many(what))
+    return Cluster(gpu, per_node, nodes, counted=counted)
+
+
+def _too_many(what: str) -> str:
+    return (f"{what}: at most {MOST_PER_NODE} GPUs a node and {MOST_GPUS:,} in all (the largest clusters built hold "
+            "about 100,000)")
 
 
 def sized(cluster: Cluster, processes: object, machines: object = 1) -> Cluster | None:
@@ -177,4 +187,4 @@ def sized(cluster: Cluster, processes: object, machines: object = 1) -> Cluster 
     return Cluster(cluster.gpu, processes // machines, machines)
 
 
-__all__ = ["Cluster", "GPUS", "Gpu", "architecture", "gpu_from_text", "parse_gpus", "sized"]
+__all__ = ["Cluster", "GPUS", "Gpu", "architecture", "bounded", "gpu_from_text", "parse_gpus", "sized"]
