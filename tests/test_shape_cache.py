@@ -66,3 +66,25 @@ def test_an_unusable_cache_folder_or_entry_is_rebuilt_silently(tmp_path):
     entry.write_text('{"$": "os.system", "x": 1}')                   # a hostile entry constructs nothing
     proc = _run(READ, cache, config)
     assert proc.returncode == 0 and json.loads(proc.stdout)[2] is True    # rebuilt
+
+
+def test_the_command_line_keeps_replays_and_the_memory_model_alone_writes_nothing(tmp_path):
+    """Replays are kept between runs by the command line (vramlint.cache.Replays as
+    memory.reserve.STORE), keyed by the plan and vramlint's code; the memory model used as a
+    library reads and writes no file; an entry that cannot be read is replayed again."""
+    argv = [sys.executable, "-m", "vramlint", "check", "examples/llama8b-zero3-8xh100.json", "--gpus", "8xH100",
+            "--model", "meta-llama/Llama-3.1-8B", "--seq-len", "4096", "--format", "json"]
+    env = {**os.environ, "VRAMLINT_CACHE_DIR": str(tmp_path / "cache")}
+    first = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    (entry,) = (tmp_path / "cache" / "replays").iterdir()
+    peak = json.loads(first.stdout)["files"][0]["estimate"]["per_gpu_peak_bytes"]
+    entry.write_text("[1, ")                                        # half a file: replayed again
+    again = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert json.loads(again.stdout)["files"][0]["estimate"]["per_gpu_peak_bytes"] == peak
+    library = ("from vramlint.models import read_model; from vramlint.hardware import parse_gpus; "
+               "from vramlint.plan import plan_from_flags; from vramlint.memory import estimate; "
+               "p = plan_from_flags(read_model('meta-llama/Llama-3.2-1B'), parse_gpus('1xH100'), "
+               "{'train': True, 'seq_len': 1024}); print(estimate(p).per_gpu_peak)")
+    proc = subprocess.run([sys.executable, "-c", library], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**env, "VRAMLINT_CACHE_DIR": str(tmp_path / "library")})
+    assert proc.returncode == 0 and int(proc.stdout) > 0 and not (tmp_path / "library").exists()

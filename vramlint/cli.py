@@ -217,6 +217,7 @@ SUBCOMMANDS = {
 def _check(args: argparse.Namespace) -> int:
     """Each file on its own: a file that cannot be read or checked is reported on stderr and the
     run goes on with the others; the exit code is the worst of them (2 > 1 > 0)."""
+    _keep_replays()
     from vramlint.checker import Context, FileResult, check_file
     from vramlint.files import STDIN, expand
     from vramlint.repository import real
@@ -324,6 +325,7 @@ def _flags(values: dict):
 
 
 def _estimate(args: argparse.Namespace) -> int:
+    _keep_replays()
     from vramlint.memory import estimate
     from vramlint.plan import plan_from_flags
     from vramlint.reporters import ESTIMATE_REPORTERS
@@ -337,6 +339,7 @@ def _estimate(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    _keep_replays()
     import json
 
     from vramlint.memory.fit import setup_edits, training_setups
@@ -500,6 +503,15 @@ def _unwritable(exc: OSError | None) -> int:
             pass
         sys.stdout = open(os.devnull, "w")   # noqa: SIM115 - the process's stdout from here on
     return EXIT_USAGE
+
+
+def _keep_replays() -> None:
+    """Replays kept between runs (``vramlint.cache.Replays``): the command line's choice, so the
+    memory model itself reads and writes no file."""
+    from vramlint.cache import Replays
+    from vramlint.memory import reserve
+    if reserve.STORE is None:
+        reserve.STORE = Replays()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
