@@ -402,3 +402,15 @@ def test_a_task_past_any_machine_is_a_usage_error_not_a_clamped_count(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "vramlint", "check", str(task)], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 2 and "at most 1024 GPUs a node" in proc.stderr
+
+
+def test_a_script_that_hands_its_job_to_another_is_checked_through_it():
+    """s1's launch.sh runs `srun ... ./train/sft_slurm.sh`: checked alone, the job of sft_slurm.sh
+    is checked as launch.sh's (its GPU count is the run's to know: VL011), never a pass; walked
+    with sft_slurm.sh, launch.sh says the job is checked in this run."""
+    s1 = "tests/data/launch/simplescaling__s1/train/"
+    (alone,) = _check(s1 + "launch.sh", "--gpus", "H100")["files"]
+    assert alone["status"] == "not estimated" and alone["via"].startswith(f"handed by {s1}launch.sh")
+    walked = {f["path"]: f for f in _check(s1, "--gpus", "H100")["files"]}
+    assert walked[s1 + "launch.sh"]["status"] == "skipped"
+    assert "checked in this run" in walked[s1 + "launch.sh"]["notes"][0]

@@ -669,12 +669,30 @@ def _check_commands(commands: list, text: str, result: FileResult, ctx: Context,
     if out:
         out[0].findings[:0] = result.findings       # what the file itself says (a task's GPUs) goes with its first job
         return out
+    handed = [found for name in dict.fromkeys(submitted(commands))
+              if (found := find_referenced(name, result.path)) is not None and real(found) != real(result.path)]
+    elsewhere = [target for target in handed if str(real(target)) not in ctx.run_paths]
+    if elsewhere:                       # this run does not check them: they are checked here, as this file's
+        return _handed_to(elsewhere, result, ctx)
     result.job = False
-    handed = submitted(commands)
-    result.skip(f"hands its job to {', '.join(dict.fromkeys(handed))}, checked as a file of its own: skipped"
-                if handed else "starts no training or serving job (torchrun, accelerate launch, deepspeed, python, "
+    result.skip(f"hands its job to {', '.join(shown(t) for t in handed)}, checked in this run: skipped" if handed
+                else "starts no training or serving job (torchrun, accelerate launch, deepspeed, python, "
                 "llamafactory-cli, tune, axolotl, vllm serve): skipped")
     return [result]
+
+
+def _handed_to(scripts: list, result: FileResult, ctx: Context) -> list[FileResult]:
+    """A script that hands its job to others (``sbatch job.slurm``, ``srun ./train.sh``) that this
+    run does not check: their jobs are checked here, so the file that starts them does not pass
+    unexamined (each once: the scripts already on the way are not followed again)."""
+    ctx = replace(ctx, run_paths=ctx.run_paths | {str(real(result.path))} | {str(real(s)) for s in scripts})
+    out = []
+    for target in scripts:
+        name = shown(target)
+        for one in _check_script(read_text(target), FileResult(name, cluster=ctx.cluster), ctx):
+            one.via = f"handed by {result.path}" + (f", {one.via}" if one.via else "")
+            out.append(one)
+    return out
 
 
 def _check_cloud(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
@@ -781,8 +799,9 @@ def _launch_cluster(launch, one: FileResult, ctx: Context, options: dict, config
         one.findings.append(value_unknown(path, "the GPU count per node", word, "no estimate without a count"))
         one.findings.append(not_estimated(Location(path, "$", word.line, word.column),
                                           f"the launch at line {launch.line} runs on a GPU count only the run knows",
-                                          f"give the count: --gpus N x{ctx.cluster.gpu.name} (per node), or "
-                                          "gpus for this file in [[tool.vramlint.overrides]]"))
+                                          f"give the count, e.g. --gpus 8x{ctx.cluster.gpu.name} (GPUs per node; "
+                                          f"NODESx8x{ctx.cluster.gpu.name} for several nodes), or gpus for this "
+                                          "file in [[tool.vramlint.overrides]]"))
         one.unplanned("the GPU count is not stated")
         return None
     at = stated.per_node_at or Word(None, launch.line, 1)
