@@ -66,3 +66,11 @@ def test_a_job_vramlint_cannot_judge_passes_with_a_warning_or_is_refused_when_st
     monkeypatch.setenv("VRAMLINT_POLICY_STRICT", "1")
     with pytest.raises(sky.exceptions.UserRequestRejectedByPolicy):
         VramlintPolicy.validate_and_mutate(request)
+
+
+def test_a_task_with_no_accelerator_is_passed_on(tmp_path, monkeypatch):
+    """A CPU task (data preparation) has no GPU memory to run out of: never refused."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cpu.yaml").write_text("name: prep\nresources:\n  cpus: 8\nrun: |\n  python prepare.py\n")
+    task, request = _request(tmp_path / "cpu.yaml")
+    assert VramlintPolicy.validate_and_mutate(request).task is task

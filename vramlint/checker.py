@@ -95,7 +95,6 @@ class FileResult:
     model_at: Location | None = None                  # the line that names the model, where a file names it
     job: bool = False                                 # the file states a job (not only settings, not another kind)
     why_not: str = ""                                 # why a job has no estimate, where no finding says it
-    recipe: str | None = None                         # the recipe file a launch script's job runs, if it names one
     reads: list[str] = field(default_factory=list)    # the other files the job is read from (recipe, configs)
     gpus_from: str | None = None                      # path:line of what states the GPUs, where a file does
 
@@ -643,7 +642,7 @@ def _check_script(text: str, result: FileResult, ctx: Context) -> list[FileResul
     from vramlint.rules.scripts import sbatch_variable
     if ctx.cluster is None:
         raise UsageError(NO_GPUS)
-    result.kind = "launch"
+    result.kind = SCRIPT_KIND
     lines = sbatch_lines(text)
     options = sbatch_options(lines)
     script = read_script(text, result.path, known=slurm_variables(options))
@@ -660,7 +659,7 @@ def _check_commands(commands: list, text: str, result: FileResult, ctx: Context,
     from vramlint.readers.launch import SERVING, launches, submitted
     out = []
     for launch in launches(commands):
-        one = FileResult(result.path, kind="launch", via=f"{launch.launcher}, line {launch.line}",
+        one = FileResult(result.path, kind=SCRIPT_KIND, via=f"{launch.launcher}, line {launch.line}",
                          cluster=ctx.cluster, job=True, notes=list(result.notes), gpus_from=result.gpus_from)
         checked = _check_serving_launch(launch, text, one, ctx, options) if launch.kind == SERVING else \
             _check_training_launch(launch, text, one, ctx, options)
@@ -842,7 +841,6 @@ def _check_training_launch(launch, text: str, one: FileResult, ctx: Context, opt
             return True
         document = Document(shown(target), base.text, {**base.data, **data}, {**base.positions, **positions},
                             list(base.lenient), {key: path for key in positions})
-        one.recipe = str(target)
         one.reads.append(shown(target))
     else:
         document = Document(path, text, data, positions, on_command_line=True)

@@ -13,7 +13,8 @@ SkyPilot reports as ``UserRequestRejectedByPolicy``): the task's ``resources.acc
 its ``workdir``, with the ``[tool.vramlint]`` settings found there. A job estimated not to fit (or
 a launch that fails by its own arithmetic) is refused with the findings; a job vramlint cannot
 judge is let through with a warning on standard error, unless ``VRAMLINT_POLICY_STRICT=1``
-refuses those too. Controller tasks (SkyPilot's own jobs and serve controllers) are not checked.
+refuses those too. Controller tasks (SkyPilot's own jobs and serve controllers) and tasks that
+ask for no accelerator (no GPU memory to run out of) are not checked.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import sys
 from pathlib import Path
 
 import sky
+
+from vramlint.errors import UsageError
 
 # Findings that say the job was not judged, rather than judged not to fit.
 UNJUDGED = frozenset({"VL005", "VL011", "VL012"})
@@ -79,8 +82,13 @@ class VramlintPolicy(sky.AdminPolicy):
     def validate_and_mutate(cls, user_request):
         task = user_request.task
         is_controller = getattr(task, "is_controller_task", None)
-        if not (callable(is_controller) and is_controller()):
-            refuse, warn = verdict(check_task(task), os.environ.get("VRAMLINT_POLICY_STRICT") == "1")
+        if not (callable(is_controller) and is_controller()) and "resources" in task_yaml(task):
+            try:
+                results = check_task(task)
+            except UsageError as exc:       # a task vramlint cannot read (a GPU it does not know): said, not refused
+                results = []
+                print(f"vramlint: warning: not checked: {exc}", file=sys.stderr)
+            refuse, warn = verdict(results, os.environ.get("VRAMLINT_POLICY_STRICT") == "1")
             for line in warn:
                 print(f"vramlint: warning: {line}", file=sys.stderr)
             if refuse:

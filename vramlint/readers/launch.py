@@ -287,14 +287,14 @@ def _axolotl(command: Command, words: list[Word]) -> Launch:
                   recipe=recipe, distributed=True)
 
 
-def _module_and_rest(options: dict, rest: list[Word]) -> tuple[Word | None, list[Word]]:
-    """The program (a script, or with ``-m`` a module) and its words."""
+def _program_and_words(rest: list[Word]) -> tuple[Word | None, list[Word]]:
+    """The program after a launcher's options (a script, or with ``-m`` a module) and its words."""
     return (rest[0], rest[1:]) if rest else (None, rest)
 
 
 def _torchrun(command: Command, words: list[Word]) -> Launch:
     options, rest = _options(words, "torchrun")
-    program, rest = _module_and_rest(options, rest)
+    program, rest = _program_and_words(rest)
     per_node = options.get("nproc_per_node")
     by = "--nproc_per_node"
     if per_node is not None and per_node.text in ("gpu", "auto"):
@@ -310,7 +310,7 @@ def _torchrun(command: Command, words: list[Word]) -> Launch:
 
 def _accelerate(command: Command, words: list[Word]) -> Launch:
     options, rest = _options(words, "accelerate")
-    program, rest = _module_and_rest(options, rest)
+    program, rest = _program_and_words(rest)
     processes = options.get("num_processes")
     return _program(command, "accelerate", program, rest, (processes, "accelerate launch --num_processes"), options,
                     options.get("num_machines"), total=True)
@@ -318,7 +318,7 @@ def _accelerate(command: Command, words: list[Word]) -> Launch:
 
 def _deepspeed(command: Command, words: list[Word]) -> Launch:
     options, rest = _options(words, "deepspeed")
-    program, rest = _module_and_rest(options, rest)
+    program, rest = _program_and_words(rest)
     per_node, by = options.get("num_gpus"), "deepspeed --num_gpus"
     include = options.get("include")
     if per_node is None and include is not None:
