@@ -279,14 +279,14 @@ def test_standard_input_with_a_name(capsys):
 # Unbreakable ------------------------------------------------------------------------------------
 
 def test_one_files_crash_is_its_own_finding_and_the_run_goes_on(tmp_path, capsys, monkeypatch):
-    import vramlint.checker as checker
-    real = checker._check
+    import vramlint.jobs as jobs
+    real = jobs.check_document
 
     def broken(document, result, ctx):
         if document.path.endswith("broken.json"):
             raise RuntimeError("a bug")
         return real(document, result, ctx)
-    monkeypatch.setattr(checker, "_check", broken)
+    monkeypatch.setattr(jobs, "check_document", broken)
     shutil.copy(FITS, tmp_path / "broken.json")
     assert main(["check", OVER, str(tmp_path / "broken.json"), *EIGHT, "--format", "json"]) == 1
     files = json.loads(capsys.readouterr().out)["files"]

@@ -414,3 +414,23 @@ def test_a_script_that_hands_its_job_to_another_is_checked_through_it():
     walked = {f["path"]: f for f in _check(s1, "--gpus", "H100")["files"]}
     assert walked[s1 + "launch.sh"]["status"] == "skipped"
     assert "checked in this run" in walked[s1 + "launch.sh"]["notes"][0]
+
+
+def test_a_recipe_that_many_scripts_run_is_checked_through_the_first_and_names_the_rest(tmp_path):
+    """A sweep: six copies of SPIN's finetune.sh run the same recipe. Checked alone, the recipe is
+    checked through the first four scripts (each a full check) and the first result names the two
+    left, rather than dropping them without a word."""
+    from vramlint.jobs.launched import MOST_SCRIPTS
+    spin = LAUNCH / "uclaml__SPIN"
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "scripts").mkdir()
+    for name in ("config.yaml", "deepspeed_zero3.yaml"):
+        (tmp_path / "configs" / name).write_bytes((spin / "configs" / name).read_bytes())
+    for i in range(MOST_SCRIPTS + 2):
+        (tmp_path / "scripts" / f"sweep_{i}.sh").write_bytes((spin / "scripts" / "finetune.sh").read_bytes())
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", "configs/config.yaml", "--gpus", "H100",
+                           "--format", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    files = json.loads(proc.stdout)["files"]
+    assert [f["via"].split(",")[0] for f in files] == [f"scripts/sweep_{i}.sh" for i in range(MOST_SCRIPTS)]
+    assert "6 scripts launch it: checked through the first 4; scripts/sweep_4.sh, scripts/sweep_5.sh not" in \
+        " ".join(files[0]["notes"])

@@ -57,6 +57,10 @@ SCRIPTS = r"(?i)\.(sh|bash|sbatch|slurm)$"
 _SCRIPTS = re.compile(SCRIPTS)
 
 
-def script(path: str) -> bool:
-    """Whether a path is a shell or sbatch script by its name."""
-    return bool(_SCRIPTS.search(path))
+def script(path: str, text: str | None = None) -> bool:
+    """Whether a path is a shell or sbatch script: by its name, or by its ``#!`` line where the
+    text is at hand (a script read from standard input, or named without a suffix)."""
+    return bool(_SCRIPTS.search(path)) or (text is not None and text.lstrip().startswith(_SHEBANG))
+
+
+_SHEBANG = ("#!/bin/bash", "#!/usr/bin/env bash", "#!/bin/sh", "#!/usr/bin/bash", "#!/usr/bin/env sh")

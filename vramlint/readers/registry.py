@@ -34,21 +34,22 @@ class Format:
     name: str                           # what ``--kind`` calls it
     family: str                         # "recipe", "launcher" (DeepSpeed, Accelerate), "serving" or "cloud"
     looks_like: Callable[[Any], bool]
+    job: str                            # the module of ``vramlint.jobs`` that turns its documents into jobs
     read: Callable | None = None        # recipes: Document -> Recipe
 
 
 FORMATS: tuple[Format, ...] = (
-    Format("torchtune", "recipe", torchtune.looks_like_torchtune, torchtune.read_torchtune),
-    Format("llamafactory", "recipe", llamafactory.looks_like_llamafactory, llamafactory.read_llamafactory),
-    Format("axolotl", "recipe", axolotl.looks_like_axolotl, axolotl.read_axolotl),
-    Format("glm", "recipe", glm_finetune.looks_like_glm_finetune, glm_finetune.read_glm_finetune),
-    Format("trl", "recipe", trl.looks_like_trl, trl.read_trl),
-    Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed),
-    Format("accelerate", "launcher", looks_like_accelerate),
-    Format("vllm", "serving", looks_like_vllm),
-    Format("skypilot", "cloud", _lazy("vramlint.readers.cloud", "looks_like_skypilot")),
-    Format("dstack", "cloud", _lazy("vramlint.readers.cloud", "looks_like_dstack")),
-    Format("kubernetes", "cloud", _lazy("vramlint.readers.kubernetes", "looks_like_kubernetes")),
+    Format("torchtune", "recipe", torchtune.looks_like_torchtune, "recipe", torchtune.read_torchtune),
+    Format("llamafactory", "recipe", llamafactory.looks_like_llamafactory, "recipe", llamafactory.read_llamafactory),
+    Format("axolotl", "recipe", axolotl.looks_like_axolotl, "recipe", axolotl.read_axolotl),
+    Format("glm", "recipe", glm_finetune.looks_like_glm_finetune, "recipe", glm_finetune.read_glm_finetune),
+    Format("trl", "recipe", trl.looks_like_trl, "recipe", trl.read_trl),
+    Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed, "deepspeed"),
+    Format("accelerate", "launcher", looks_like_accelerate, "accelerate"),
+    Format("vllm", "serving", looks_like_vllm, "vllm"),
+    Format("skypilot", "cloud", _lazy("vramlint.readers.cloud", "looks_like_skypilot"), "cloud"),
+    Format("dstack", "cloud", _lazy("vramlint.readers.cloud", "looks_like_dstack"), "cloud"),
+    Format("kubernetes", "cloud", _lazy("vramlint.readers.kubernetes", "looks_like_kubernetes"), "cloud"),
 )
 BY_NAME = {fmt.name: fmt for fmt in FORMATS}
 RECIPES = {fmt.name: fmt for fmt in FORMATS if fmt.family == "recipe"}

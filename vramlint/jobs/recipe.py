@@ -1,0 +1,190 @@
+"""A training recipe (TRL / transformers arguments, LLaMA-Factory, axolotl, torchtune, GLM): one job
+with the DeepSpeed file it names, or the Accelerate config it is launched with
+(``--launch-config``, or the ``accelerate launch --config_file`` of the script that runs it)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from vramlint.documents import Document, sub_document
+from vramlint.errors import UnplannableError, UsageError
+from vramlint.jobs.deepspeed import trainer_deepspeed
+from vramlint.jobs.gpus import own_size
+from vramlint.jobs.inputs import load, named_model
+from vramlint.jobs.result import Context, FileResult
+from vramlint.jobs.launched import launched_by
+from vramlint.models.hfconfig import shape_from_dict
+from vramlint.models.shape import ModelShape
+from vramlint.plan import OPTIMIZERS, RUNTIMES, flag_text
+from vramlint.readers.accelerate import AccelerateConfig, read_accelerate
+from vramlint.readers.deepspeed import DeepSpeedConfig
+from vramlint.readers.llamafactory import at_release, preprocess_only
+from vramlint.readers.recipe import Recipe
+from vramlint.readers.registry import RECIPES, detect
+from vramlint.repository import find_referenced, root_of
+from vramlint.rules.batch import check_batch
+from vramlint.rules.consistency import fp32_by_auto
+from vramlint.rules.inputs import not_estimated, optimizer_unused, overridden
+from vramlint.rules.launch import check_refusals, missing_reference
+from vramlint.rules.llamafactory import check_llamafactory
+from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_values, not_plannable
+from vramlint.rules.schema import check_schema
+from vramlint.shipped import shipped_copy
+from vramlint.stack import stack_for
+from vramlint.vendored import vendored_arguments
+
+
+def check(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
+    """A recipe file: the job the launch scripts of its repository start with it, where they do
+    (``script.launched_by``), else its own job on the command line's GPUs."""
+    launched = launched_by(document.path, result, ctx)
+    if launched is not None:
+        return launched
+    recipe_job(as_released(RECIPES[result.kind].read(document), ctx), result, ctx)
+    return [result]
+
+
+def as_released(recipe: Recipe, ctx: Context) -> Recipe:
+    """A LLaMA-Factory recipe as the release its repository runs reads it (``stack``: a vendored
+    copy, the pins, else 0.9.5; a vendored copy's own argument dataclasses where it holds them)."""
+    if recipe.framework != "llamafactory":
+        return recipe
+    stack = stack_for(ctx.values, recipe.document.path)
+    path = Path(recipe.document.path)
+    fields = vendored_arguments(root_of(path)) if path.is_file() else None
+    recipe = at_release(recipe, stack.version("llamafactory"), stack.origin("llamafactory"), fields)
+    tokenized = preprocess_only(recipe)
+    if tokenized is not None and find_referenced(str(tokenized.value), recipe.document.path, True) is None:
+        return replace(recipe, task=f"preprocessing ({recipe.release} tokenizes into tokenized_path "
+                                    f"{tokenized.value} and exits)")
+    return recipe
+
+
+def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
+               deepspeed_document: Document | None = None) -> None:
+    """A training recipe, with the DeepSpeed file it names: one job."""
+    if not recipe.training:
+        result.job = False
+        result.skip(f"{recipe.title} {recipe.task} config, not a training job: skipped")
+        return
+    wrong = list(check_values(recipe))
+    if wrong:
+        result.findings.extend(wrong)
+        return
+    model = _recipe_model(recipe, result, ctx)
+    if model is None:
+        return
+    result.model_at = recipe.model.location
+    ds, acc = None, None
+    stand_in = ctx.values.get("launch_config")
+    if recipe.deepspeed.value:
+        document = deepspeed_document or _recipe_deepspeed(recipe, result, stand_in)
+        if document is None and not stand_in:
+            return
+        if document is not None:
+            ds = trainer_deepspeed(document, deepspeed_document is None, result, model)
+    if ds is None and recipe.fsdp is None and stand_in:
+        ds, acc = _launch_config(str(stand_in), recipe, result, model)
+        if ds is None and acc is None:
+            return
+    if acc is not None:
+        ctx = own_size(ctx, acc, result)
+    try:
+        from vramlint.recipe_plan import plan_from_recipe        # imported by the files that are recipes
+        job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc)
+    except UnplannableError as exc:
+        result.findings.append(not_plannable(recipe, str(exc)))
+        return
+    plan = job.plan
+    result.findings.extend(overridden(o.fact.location, recipe.key(o.setting), o.fact.value, flag_text(o.setting),
+                                      o.value) for o in job.overrides)
+    result.findings.extend(check_recipe(recipe, plan))
+    if recipe.framework == "llamafactory":
+        result.findings.extend(check_llamafactory(recipe, plan))
+    if ds is not None:
+        result.findings.extend(check_trainer_mismatch(recipe, ds, plan.cluster.world_size, job.trainer))
+        asked = recipe.optimizer.value if recipe.optimizer.value in OPTIMIZERS else None
+        result.findings.extend(optimizer_unused(ds, plan, asked, recipe.key("optimizer")))
+        result.findings.extend(fp32_by_auto(ds, plan))
+        result.findings.extend(check_batch(ds, ds.batch_world(ctx.cluster.world_size, plan.tensor_parallel),
+                                           ds.document.path))
+    result.plan = plan
+
+
+def _launch_config(path: str, recipe: Recipe, result: FileResult,
+                   model: ModelShape) -> tuple[DeepSpeedConfig | None, AccelerateConfig | None]:
+    """``launch_config``: the Accelerate config (or DeepSpeed JSON) the recipe is launched with
+    (``accelerate launch --config_file``), for a recipe that names neither DeepSpeed nor FSDP."""
+    target = Path(path)
+    if not target.is_file():
+        raise UsageError(f"launch_config {path!r}: no such file")
+    document = load(str(target), result)
+    if document is None:
+        return None, None
+    kind = detect(document.data)
+    if kind == "deepspeed":
+        return trainer_deepspeed(document, True, result, model), None
+    if kind != "accelerate":
+        raise UsageError(f"launch_config {path!r} is neither an Accelerate config nor a DeepSpeed JSON")
+    result.findings.extend(check_schema(document, "accelerate"))
+    acc = read_accelerate(document)
+    result.findings.extend(check_refusals(acc, document.path))
+    referenced = acc.deepspeed_config_file.value
+    if acc.distributed_type.value == "DEEPSPEED" and referenced:
+        found = find_referenced(str(referenced), document.path)
+        if found is None:
+            result.findings.append(missing_reference(acc.deepspeed_config_file.location, str(referenced)))
+            return None, None
+        inner = load(str(found), result)
+        return (None if inner is None else trainer_deepspeed(inner, True, result, model)), None
+    if acc.distributed_type.value not in RUNTIMES:
+        result.unplanned(f"the launch_config's distributed_type {acc.distributed_type.value} has no GPU memory model "
+                         "(vramlint models NO, MULTI_GPU, DEEPSPEED and FSDP)")
+        return None, None
+    result.notes.append(f"launched with {document.path} (launch_config)")
+    return None, acc
+
+
+def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShape | None:
+    """The recipe's own model (a torchtune builder's config, or a name to resolve), unless the
+    command line names another."""
+    if recipe.model_config is not None and "model" not in ctx.stated:
+        return shape_from_dict(dict(recipe.model_config), name=str(recipe.model.value))
+    if recipe.model.value:
+        revision = recipe.revision.value if isinstance(recipe.revision.value, str) else None
+        return named_model(recipe.model, recipe.document.locate("$"), result, ctx, revision)
+    if "model" in ctx.stated and ctx.model is not None:
+        return ctx.model
+    if ctx.model is not None:
+        result.notes.append(f"the recipe names no model: checked with {ctx.model.name} from the settings")
+        return ctx.model
+    result.findings.append(not_estimated(recipe.document.locate("$"), f"the {recipe.title} recipe names no model",
+                                         "give --model, or model in [tool.vramlint] (per file: an overrides entry "
+                                         "with files and model)"))
+    return None
+
+
+def _recipe_deepspeed(recipe: Recipe, result: FileResult, stand_in: object = None) -> Document | None:
+    """The DeepSpeed config a recipe names: inline, or a file relative to the working directory
+    (where the Trainer opens it) or to the recipe's folder and those above it (the repository
+    root, where the launch command runs); else the framework's own copy of a file it ships
+    (``shipped``), else ``--launch-config`` standing in for it, else VL304."""
+    value = recipe.deepspeed.value
+    if isinstance(value, dict):
+        return sub_document(recipe.document, "$." + recipe.deepspeed.location.json_path.split(".", 1)[1])
+    target = find_referenced(str(value), recipe.document.path)
+    if target is not None:
+        result.reads.append(str(target))
+        return load(str(target), result)
+    copy = shipped_copy(str(value))
+    if copy is not None:
+        result.notes.append(f"deepspeed {value!r} is not in this repository: read as the framework's own copy "
+                            f"({copy[0]})")
+        return copy[1]
+    if stand_in:
+        result.notes.append(f"deepspeed {value!r} is not in this repository: --launch-config {stand_in} stands in "
+                            "for it")
+        return None
+    result.findings.append(missing_reference(recipe.deepspeed.location, str(value), key="deepspeed"))
+    return None

@@ -1,0 +1,213 @@
+"""A shell or sbatch script: the ``#SBATCH`` request, and each job its commands start read as the
+same keys written in a recipe or a ``vllm serve --config`` file (``readers/launch.py``), then
+checked as that kind is (one job, two ways, one answer); a script that hands its job to another
+(``sbatch job.slurm``, ``srun ./train.sh``) is checked through it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vramlint.documents import Document, Location, read_text
+from vramlint.errors import UsageError
+from vramlint.hardware import Cluster
+from vramlint.jobs import check_document
+from vramlint.jobs.gpus import stated_cluster
+from vramlint.jobs.inputs import load
+from vramlint.jobs.result import NO_GPUS, Context, FileResult
+from vramlint.readers import SCRIPT_KIND
+from vramlint.readers.launch import (SERVING, Launch, accelerate_settings, arguments_data, launches, sbatch_options,
+                                     slurm_variables, stated_gpus, submitted)
+from vramlint.readers.registry import RECIPES, detect
+from vramlint.readers.shell import Word, read_script, sbatch_lines
+from vramlint.repository import find_referenced, real, shown
+from vramlint.rules.inputs import not_estimated
+from vramlint.rules.launch import missing_reference
+from vramlint.rules.scripts import gpus_contradict, sbatch_variable, value_unknown
+from vramlint.schemas import load_schema
+
+
+def check(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
+    """A shell or sbatch script (``document.text``; it has no data): its ``#SBATCH`` request and
+    the jobs its commands start."""
+    if ctx.cluster is None:
+        raise UsageError(NO_GPUS)
+    result.kind, text = SCRIPT_KIND, document.text
+    lines = sbatch_lines(text)
+    options = sbatch_options(lines)
+    script = read_script(text, result.path, known=slurm_variables(options))
+    out = check_commands(script.commands, text, result, ctx, options)
+    out[0].findings.extend(sbatch_variable(result.path, option, line) for option, line in lines if "$" in option)
+    return out
+
+
+def check_commands(commands: list, text: str, result: FileResult, ctx: Context, options: dict) -> list[FileResult]:
+    """One result per job the commands start; the script's own result, skipped, where none."""
+    out = []
+    for launch in launches(commands):
+        one = FileResult(result.path, kind=SCRIPT_KIND, via=f"{launch.launcher}, line {launch.line}",
+                         cluster=ctx.cluster, job=True, notes=list(result.notes), gpus_from=result.gpus_from)
+        checked = _check_serving_launch(launch, text, one, ctx, options) if launch.kind == SERVING else \
+            _check_training_launch(launch, text, one, ctx, options)
+        if checked:
+            out.append(one)
+    if out:
+        out[0].findings[:0] = result.findings       # what the file itself says (a task's GPUs) goes with its first job
+        return out
+    handed = [found for name in dict.fromkeys(submitted(commands))
+              if (found := find_referenced(name, result.path)) is not None and real(found) != real(result.path)]
+    elsewhere = [target for target in handed if str(real(target)) not in ctx.run_paths]
+    if elsewhere:                       # this run does not check them: they are checked here, as this file's
+        return _handed_to(elsewhere, result, ctx)
+    result.job = False
+    result.skip(f"hands its job to {', '.join(shown(t) for t in handed)}, checked in this run: skipped" if handed
+                else "starts no training or serving job (torchrun, accelerate launch, deepspeed, python, "
+                "llamafactory-cli, tune, axolotl, vllm serve): skipped")
+    return [result]
+
+
+def _handed_to(scripts: list, result: FileResult, ctx: Context) -> list[FileResult]:
+    """A script that hands its job to others (``sbatch job.slurm``, ``srun ./train.sh``) that this
+    run does not check: their jobs are checked here, so the file that starts them does not pass
+    unexamined (each once: the scripts already on the way are not followed again)."""
+    ctx = replace(ctx, run_paths=ctx.run_paths | {str(real(result.path))} | {str(real(s)) for s in scripts})
+    out = []
+    for target in scripts:
+        name = shown(target)
+        for one in check(Document(name, read_text(target), None), FileResult(name, cluster=ctx.cluster), ctx):
+            one.via = f"handed by {result.path}" + (f", {one.via}" if one.via else "")
+            out.append(one)
+    return out
+
+
+def _launch_cluster(launch: Launch, one: FileResult, ctx: Context, options: dict,
+                    config_counts: bool = False) -> Cluster | None:
+    """The GPUs a launch runs on: the count it states (``--gpus`` naming the type), the command
+    line's where it states one, else none (VL011: the count is the run's to know)."""
+    path = one.path
+    stated = stated_gpus(launch, options)
+    one.findings.extend(gpus_contradict(path, word, message) for word, message in stated.conflicts)
+    if stated.per_node is None:
+        if config_counts and stated.unknown is None:
+            return ctx.cluster               # the Accelerate config file it names says (its num_processes)
+        word = stated.unknown or Word(None, launch.line, 1, unknown="not stated")
+        if ctx.cluster.counted:
+            one.findings.append(value_unknown(path, "the GPU count per node", word,
+                                              f"checked on {ctx.cluster.describe()} (--gpus)"))
+            return ctx.cluster
+        one.findings.append(value_unknown(path, "the GPU count per node", word, "no estimate without a count"))
+        one.findings.append(not_estimated(Location(path, "$", word.line, word.column),
+                                          f"the launch at line {launch.line} runs on a GPU count only the run knows",
+                                          f"give the count, e.g. --gpus 8x{ctx.cluster.gpu.name} (GPUs per node; "
+                                          f"NODESx8x{ctx.cluster.gpu.name} for several nodes), or gpus for this "
+                                          "file in [[tool.vramlint.overrides]]"))
+        one.unplanned("the GPU count is not stated")
+        return None
+    at = stated.per_node_at or Word(None, launch.line, 1)
+    if stated.nodes_at is not None and stated.nodes_at.text is None:
+        one.findings.append(value_unknown(path, "the node count", stated.nodes_at, "checked on 1 node"))
+    one.notes.append(f"GPUs: {stated.per_node} per node x {stated.nodes} node(s), from {stated.by} at line {at.line}")
+    if one.gpus_from is not None and ctx.cluster.counted:      # a task spec's resources say: the launch runs on them
+        if stated.per_node > ctx.cluster.per_node:
+            one.findings.append(gpus_contradict(path, at, f"{stated.by} {stated.per_node} but the task gives "
+                                                          f"{ctx.cluster.per_node} GPU(s) per node ({one.gpus_from}): "
+                                                          "processes past them fail at torch.cuda.set_device"))
+        return ctx.cluster
+    return stated_cluster(ctx, one, stated.per_node, stated.nodes, Location(path, "$", at.line, at.column), stated.by)
+
+
+def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Context, options: dict) -> bool:
+    """A training launch: the program's arguments (over the recipe file it parses first, where it
+    names one) read as the same keys in a recipe; the Accelerate config it launches with stands in
+    as ``--launch-config`` does. False where the command is no training job (a download script)."""
+    path = one.path
+    if launch.unread:
+        return _unread_launch(launch, one)
+    data, positions, unknown = arguments_data(launch)
+    recipe = launch.recipe
+    if recipe is not None and recipe.text is None:
+        one.findings.append(value_unknown(path, "the recipe file", recipe, "no estimate without it"))
+        return _unread_launch(replace(launch, unread="the recipe file it runs is known only when it runs"), one)
+    if recipe is not None:
+        target = find_referenced(recipe.text, path)
+        if target is None:
+            one.findings.append(missing_reference(Location(path, "$", recipe.line, recipe.column), recipe.text,
+                                                  key="the recipe file"))
+            return True
+        base = load(str(target), one)
+        if base is None or not isinstance(base.data, dict):
+            return True
+        document = Document(shown(target), base.text, {**base.data, **data}, {**base.positions, **positions},
+                            list(base.lenient), {key: path for key in positions})
+        one.reads.append(shown(target))
+    else:
+        document = Document(path, text, data, positions, on_command_line=True)
+    kind = detect(document.data)
+    if kind not in RECIPES:
+        if not launch.distributed:
+            return False                  # python setup.py, a download script: not a job
+        program = launch.program.text if launch.program is not None else launch.launcher
+        return _unread_launch(replace(launch, unread=f"{program} gets arguments that are no recipe vramlint reads"),
+                              one)
+    values = dict(ctx.values)
+    config = launch.options.get("config_file")
+    if launch.launcher == "accelerate" and config is not None and config.text:
+        found = find_referenced(config.text, path)
+        if found is None:
+            one.findings.append(missing_reference(Location(path, "$", config.line, config.column), config.text,
+                                                  key="--config_file"))
+            return True
+        values["launch_config"] = shown(found)
+        one.reads.append(shown(found))
+    for key, value, word in accelerate_settings(launch):        # accelerate's own flags, as the Trainer gets them
+        if key not in document.data and not (key == "deepspeed" and "fsdp" in document.data):
+            document.data[key] = value
+            document.positions[f"$.{key}"] = (word.line, word.column)
+            document.elsewhere[f"$.{key}"] = path
+    for key, word in unknown:
+        one.findings.append(value_unknown(path, f"--{key}", word, "the estimate takes the default or the flag that "
+                                                                  "states it"))
+    cluster = _launch_cluster(launch, one, ctx, options, config_counts="launch_config" in values)
+    if cluster is None:
+        return True
+    check_document(document, one, replace(ctx, cluster=cluster, values=values, kind=kind))
+    return True
+
+
+def _unread_launch(launch: Launch, one: FileResult) -> bool:
+    """A launch that starts a job vramlint cannot read: not estimated (VL011), never skipped."""
+    one.findings.append(not_estimated(Location(one.path, "$", launch.line, 1),
+                                      f"{launch.launcher} at line {launch.line} starts a job vramlint does not read: "
+                                      f"{launch.unread}", "check the recipe or config file it runs, or vramlint "
+                                      "estimate with the same arguments; --warn VL011 reports this as a warning"))
+    one.unplanned(launch.unread)
+    return True
+
+
+def _check_serving_launch(launch: Launch, text: str, one: FileResult, ctx: Context, options: dict) -> bool:
+    """``vllm serve``: its arguments read as the same keys in a ``vllm serve --config`` file."""
+    data, positions, unknown = arguments_data(launch)
+    for key, word in unknown:
+        one.findings.append(value_unknown(one.path, f"--{key}", word, "the estimate takes vLLM's default"))
+    document = Document(one.path, text, _as_vllm_parses(data), positions)
+    stated = stated_gpus(launch, options)
+    one.findings.extend(gpus_contradict(one.path, word, message) for word, message in stated.conflicts)
+    cluster = ctx.cluster
+    if stated.per_node is not None and not (one.gpus_from is not None and ctx.cluster.counted):
+        at = stated.per_node_at
+        cluster = stated_cluster(ctx, one, stated.per_node, stated.nodes, Location(one.path, "$", at.line, at.column),
+                                  stated.by)
+    check_document(document, one, replace(ctx, cluster=cluster, kind="vllm"))
+    return True
+
+
+def _as_vllm_parses(data: dict) -> dict:
+    """Command-line values as vLLM's argument parser types them: a string option stays a string
+    (``--api-key 123``), whatever it looks like (the types are the schema's, from vLLM's own)."""
+    properties = load_schema("vllm").get("properties", {})
+    out = {}
+    for key, value in data.items():
+        spec = properties.get(key.replace("-", "_"), {})
+        if spec.get("type") == "string" and not isinstance(value, str):
+            value = str(value) if not isinstance(value, bool) else value
+        out[key] = value
+    return out

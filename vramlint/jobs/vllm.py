@@ -1,0 +1,39 @@
+"""A ``vllm serve --config`` file, or a ``vllm serve`` line read as one: the model it serves and
+vLLM's own start-up budget at the release the repository pins. Imported by the files that
+serve, so a training file never loads the serving model."""
+
+from __future__ import annotations
+
+from vramlint.documents import Document
+from vramlint.jobs.inputs import named_model, needs_model, versions
+from vramlint.jobs.result import Context, FileResult
+from vramlint.memory.serving import serving_estimate
+from vramlint.readers.vllm import normalised_document, read_vllm
+from vramlint.rules.schema import check_schema
+from vramlint.rules.serving import check_serving
+from vramlint.serving_plan import serving_from_vllm
+from vramlint.stack import stack_for
+
+
+def check(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
+    """A ``vllm serve --config`` file: its own ``model`` when vramlint can read it, else --model
+    (a finding says so)."""
+    result.findings.extend(check_schema(normalised_document(document), "vllm"))
+    cfg = read_vllm(document)
+    result.model_at = cfg.model.location
+    if cfg.model.value:
+        model = named_model(cfg.model, document.locate("$"), result, ctx)
+    else:
+        model = needs_model(ctx, result, document, "this vLLM config")
+    if model is None:
+        return [result]
+    stack = stack_for(ctx.values, document.path)
+    result.findings.extend(versions(stack, ("vllm",), result))
+    serving = serving_from_vllm(cfg, model, ctx.cluster, result.notes, stack.version("vllm"))
+    result.serving = (serving, serving_estimate(serving))
+    fitted = result.serving[1].max_model_len
+    if serving.auto_max_model_len and 0 < fitted < serving.context_len:
+        result.notes.append(f"max_model_len auto: vLLM fits {fitted:,} of the model's {serving.context_len:,} tokens "
+                            "in the KV cache and runs with that")
+    result.findings.extend(check_serving(serving, result.serving[1], cfg.location_of, document.path))
+    return [result]
