@@ -434,3 +434,169 @@ def test_a_recipe_that_many_scripts_run_is_checked_through_the_first_and_names_t
     assert [f["via"].split(",")[0] for f in files] == [f"scripts/sweep_{i}.sh" for i in range(MOST_SCRIPTS)]
     assert "6 scripts launch it: checked through the first 4; scripts/sweep_4.sh, scripts/sweep_5.sh not" in \
         " ".join(files[0]["notes"])
+
+
+# -- TRL's command line (TRL 1.16 cli/: `trl <trainer>` is accelerate launch of trl/scripts/<trainer>.py) --
+
+TRL_DPO_RECIPE = """model_name_or_path: Qwen/Qwen2.5-7B
+dataset_name: trl-lib/ultrafeedback_binarized
+per_device_train_batch_size: 2
+max_length: 2048
+output_dir: out
+"""
+SFT_ARGUMENTS = ("--model_name_or_path Qwen/Qwen2.5-7B --dataset_name trl-lib/Capybara --per_device_train_batch_size 4 "
+                 "--max_length 4096 --output_dir out")
+
+
+def _files(folder, **scripts) -> dict:
+    for name, text in scripts.items():
+        (folder / name).write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", *sorted(n for n in scripts if n.endswith(".sh")),
+                           "--gpus", "H100", "--format", "json"], cwd=folder, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    return {f["path"]: f for f in json.loads(proc.stdout)["files"]}
+
+
+def test_trl_cli_and_its_script_under_accelerate_give_one_answer(tmp_path):
+    """`trl dpo --config dpo.yaml --num_processes 4 --use_deepspeed --zero_stage 2` is accelerate
+    launch of TRL's dpo.py with the same options (TRL docs, "Command Line Interfaces"): one job, one
+    answer. The trainer the command names is the stage: DPO's frozen reference copy is priced,
+    which the recipe alone (no DPO field in it) would read as SFT. `--accelerate_config zero3` is
+    TRL's own shipped file (8 processes, ZeRO-3), read from its copy."""
+    shipped = ROOT / "vramlint" / "data" / "shipped" / "trl" / "trl" / "accelerate_configs" / "zero3.yaml"
+    files = _files(tmp_path, **{
+        "dpo.yaml": TRL_DPO_RECIPE,
+        "zero3.yaml": shipped.read_text(),
+        "dpo.sh": "trl dpo --config dpo.yaml --num_processes 4 --use_deepspeed --zero_stage 2\n",
+        "dpo_accelerate.sh": "accelerate launch --num_processes 4 --use_deepspeed --zero_stage 2 trl/scripts/dpo.py "
+                             "--config dpo.yaml\n",
+        "sft.sh": f"trl sft {SFT_ARGUMENTS} --accelerate_config zero3\n",
+        "sft_accelerate.sh": f"accelerate launch --config_file zero3.yaml trl/scripts/sft.py {SFT_ARGUMENTS}\n"})
+    peak = {name: f["estimate"]["per_gpu_peak_bytes"] for name, f in files.items()}
+    assert peak["dpo.sh"] == peak["dpo_accelerate.sh"] and peak["sft.sh"] == peak["sft_accelerate.sh"]
+    dpo = files["dpo.sh"]
+    assert dpo["gpus"]["per_node"] == 4 and dpo["reads"] == ["dpo.yaml"]
+    assert "reference model (frozen copy)" in [c["name"] for c in dpo["estimate"]["components"]]
+    sft = files["sft.sh"]
+    assert sft["reads"] == ["trl:trl/accelerate_configs/zero3.yaml"] and sft["gpus"]["per_node"] == 8
+    assert sft["plan"]["zero_stage"] == 3
+    (alone,) = _check_in(tmp_path, "dpo.yaml", "--gpus", "4xH100")
+    assert "TRL recipe, stage sft" in alone["estimate"]["assumptions"]
+    assert "TRL recipe, stage dpo (named by the launch at dpo.sh:1:5)" in dpo["estimate"]["assumptions"]
+    assert "reference model (frozen copy)" not in [c["name"] for c in alone["estimate"]["components"]]
+
+
+def _check_in(folder, *argv: str) -> list:
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", *argv, "--format", "json"], cwd=folder,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)["files"]
+
+
+def test_trls_shipped_accelerate_configs_are_the_wheels_bytes():
+    """The copies of trl 1.16.0's accelerate_configs are the wheel's bytes (SOURCES.tsv: git blob)."""
+    shipped = ROOT / "vramlint" / "data" / "shipped"
+    rows = [line.split("\t") for line in (shipped / "SOURCES.tsv").read_text().splitlines()[1:]]
+    trl = [row for row in rows if row[0].startswith("trl/")]
+    assert len(trl) == 7
+    for local, _, _, _, note in trl:
+        data = (shipped / local).read_bytes()
+        blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        assert note.endswith(f"git blob {blob}"), local
+
+
+# -- GitHub Actions workflows (readers/github_actions.py) ------------------------------------------
+
+GPU_WORKFLOW = """name: gpu
+on:
+  workflow_dispatch:
+env:
+  MODEL: Qwen/Qwen2.5-7B
+jobs:
+  train:
+    runs-on: [self-hosted, gpu]
+    strategy:
+      matrix:
+        gpus: [2, 4]
+    steps:
+      - uses: actions/checkout@v4
+      - name: train
+        run: |
+          torchrun --nproc_per_node ${{ matrix.gpus }} train.py \\
+            --model_name_or_path $MODEL --per_device_train_batch_size 2 \\
+            --max_length 2048 --bf16 --output_dir out
+      - name: serve
+        run: vllm serve Qwen/Qwen2.5-7B --tensor-parallel-size 2
+"""
+CI_WORKFLOW = """name: tests
+on: [push]
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - run: pip install -e .
+      - run: pytest tests/
+"""
+
+
+def test_a_workflows_run_steps_are_its_jobs_and_an_expression_is_a_value_only_the_run_knows(tmp_path):
+    """A workflow's `run:` steps are read as a script with the workflow's `env`; `${{ matrix.gpus }}`
+    is named where it is written (VL014) and `--gpus 2xH100` fills it; a CI workflow that launches
+    nothing is skipped without --gpus, exit 0."""
+    (tmp_path / "gpu.yml").write_text(GPU_WORKFLOW)
+    (tmp_path / "ci.yml").write_text(CI_WORKFLOW)
+    (ci,) = _check_in(tmp_path, "ci.yml")
+    assert ci["kind"] == "github-actions" and ci["status"] == "skipped"
+    untyped = subprocess.run([sys.executable, "-m", "vramlint", "check", "gpu.yml"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+    assert untyped.returncode == 2 and "GitHub Actions names no GPU type" in untyped.stderr
+    train, serve = _check_in(tmp_path, "gpu.yml", "--gpus", "2xH100")
+    unknown = next(f for f in train["findings"] if f["code"] == "VL014")
+    assert (unknown["line"], unknown["column"]) == (16, 37) and "${{ matrix.gpus }}" in unknown["message"]
+    assert train["status"] == "estimated" and train["model"] == "Qwen/Qwen2.5-7B" and train["gpus"]["per_node"] == 2
+    assert serve["status"] == "estimated" and serve["via"] == "vllm, line 20"
+
+
+# Real workflows (byte-exact, SOURCES.tsv): each job its run: steps start, read by hand from the
+# file, as (via, status, the codes of its findings). --gpus H100 names the type (no workflow does).
+WORKFLOWS = {
+    "vllm-project__production-stack/.github/workflows/router-e2e-test.yml": [
+        (None, "skipped", []), (None, "skipped", []),
+        ("vllm, line 182", "not estimated", ["VL005"]), ("vllm, line 183", "not estimated", ["VL005"])],
+    "deepspeedai__DeepSpeed/.github/workflows/xpu-compile.yml": [
+        ("deepspeed, line 57", "not estimated", ["VL011"]), ("deepspeed, line 61", "not estimated", ["VL011"])],
+    "InternLM__InternEvo/.github/workflows/pr_before_merge.yaml": [("python, line 29", "not estimated", ["VL011"])],
+    "karpathy__llm.c/.github/workflows/ci_gpu.yml": [(None, "skipped", []), (None, "skipped", [])],
+}
+
+
+@pytest.mark.parametrize("relative", sorted(WORKFLOWS))
+def test_a_real_workflows_jobs_are_read_from_its_run_steps(relative):
+    """production-stack's e2e job serves facebook/opt-125m on GPU 0 and GPU 1 (CUDA_VISIBLE_DEVICES=0 /
+    =1: one GPU each; the model is not resolvable offline, VL005), its other two jobs launch nothing; DeepSpeed's XPU job and InternEvo's
+    srun'd trainer run programs vramlint does not read (VL011, never skipped); llm.c's jobs start
+    only `python train_gpt2.py` with no arguments of a recipe and a build, so they are skipped."""
+    files = _check(f"tests/data/launch/{relative}", "--gpus", "H100")["files"]
+    assert [(f["via"], f["status"], [x["code"] for x in f["findings"]]) for f in files] == WORKFLOWS[relative]
+    if relative.startswith("vllm-project"):
+        assert [(f["gpus"]["per_node"], f["gpus"]["from"].rsplit(":", 1)[1]) for f in files if f["via"]] == [
+            (1, "182"), (1, "183")]
+
+
+def test_pippys_workflow_states_four_processes_per_job():
+    """PiPPy's model tests run `torchrun --nproc-per-node 4 examples/...py` per step (lines 49-87,
+    four of them commented out): each is a job, on 4 GPUs, of a program vramlint does not read."""
+    files = _check("tests/data/launch/pytorch__PiPPy/.github/workflows/model_tests.yaml", "--gpus", "H100")["files"]
+    assert [int(f["via"].rsplit(" ", 1)[1]) for f in files] == [49, 51, 53, 55, 57, 59, 63, 65, 67, 69, 71, 73, 75,
+                                                                  77, 85, 87]
+    assert all(f["status"] == "not estimated" for f in files)
+    from vramlint.readers.cloud import read_tasks
+    from vramlint.documents import parse
+    from vramlint.readers.launch import launches, stated_gpus
+    path = LAUNCH / "pytorch__PiPPy/.github/workflows/model_tests.yaml"
+    (task,) = [t for t in read_tasks("github-actions", parse(path.read_text(), str(path))) if t.scripts]
+    found = [launch for s in task.scripts for launch in launches(read_script(s.text, known=task.variables,
+                                                                             line0=s.line0).commands)]
+    assert {stated_gpus(launch, {}).per_node for launch in found} == {4} and len(found) == 16

@@ -216,7 +216,9 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
     """The job a recipe describes, with the DeepSpeed file it names (already read) if any, or the
     Accelerate config it is launched with (``launch_config``)."""
     job, origins, overrides = job_values(recipe, values, stated)
-    notes = [f"{recipe.title} recipe, stage {recipe.stage.value}", *recipe.notes]
+    where = recipe.stage.location
+    named = f" (named by the launch at {where})" if where is not None and where.path != recipe.document.path else ""
+    notes = [f"{recipe.title} recipe, stage {recipe.stage.value}{named}", *recipe.notes]
     if recipe.single_device:                                   # the recipe states its one GPU
         if cluster.world_size > 1:
             notes.append("a single-device recipe: it runs on one GPU")

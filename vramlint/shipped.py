@@ -1,7 +1,8 @@
 """Files the training frameworks ship that recipes name by their path in the framework's tree:
 LLaMA-Factory's ``examples/deepspeed/ds_z3_config.json`` and axolotl's
 ``deepspeed_configs/zero3_bf16.json`` are named by recipes of repositories that do not copy them
-(the user runs from a clone of the framework, or ``axolotl fetch deepspeed_configs``). When the
+(the user runs from a clone of the framework, or ``axolotl fetch deepspeed_configs``); ``trl sft
+--accelerate_config zero3`` names TRL's ``trl/accelerate_configs/zero3.yaml``. When the
 repository lacks such a file, the framework's own copy is read, and the result says so.
 
 The copies are byte-exact (``data/shipped/SOURCES.tsv``: repository, path, commit), keyed by the
@@ -16,7 +17,8 @@ from vramlint.documents import Document, ParseError, parse
 from vramlint.packaged import data_path
 
 # (folder, file) as recipes write them -> (framework, path inside data/shipped/<framework>/)
-FRAMEWORKS = {"deepspeed": ("llamafactory", "examples/deepspeed"), "deepspeed_configs": ("axolotl", "deepspeed_configs")}
+FRAMEWORKS = {"deepspeed": ("llamafactory", "examples/deepspeed"), "deepspeed_configs": ("axolotl", "deepspeed_configs"),
+              "accelerate_configs": ("trl", "trl/accelerate_configs")}
 
 
 def shipped_copy(written: str) -> tuple[str, Document] | None:

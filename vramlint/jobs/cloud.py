@@ -1,18 +1,22 @@
-"""A SkyPilot or dstack task, or a Kubernetes manifest: the GPUs each workload asks for, and the
-jobs its commands start, read as a launch script with the platform's variables."""
+"""A SkyPilot or dstack task, a Kubernetes manifest or a GitHub Actions workflow: the GPUs each
+workload asks for, and the jobs its commands start, read as a launch script with the platform's
+variables."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from vramlint.documents import Document, Location
+from vramlint.documents import Document, Location, ParseError, read_text
 from vramlint.errors import UsageError
 from vramlint.hardware import Cluster, Gpu, gpu_from_text
 from vramlint.jobs.gpus import stated_cluster
 from vramlint.jobs.result import Context, FileResult
 from vramlint.jobs.script import check_commands
 from vramlint.readers.cloud import CloudTask, read_tasks
+from vramlint.readers.launch import launches, submitted
+from vramlint.patterns import launches as launches_any
 from vramlint.readers.shell import read_script
+from vramlint.repository import find_referenced
 from vramlint.rules.inputs import not_estimated, overridden
 
 
@@ -40,7 +44,15 @@ def _check_task(task: CloudTask, document: Document, result: FileResult, ctx: Co
                                              "reports this as a warning"))
         result.unplanned(task.unread)
         return [result]
+    commands = [c for script in task.scripts
+                for c in read_script(script.text, result.path, known=task.variables, line0=script.line0).commands]
     gpu = _task_gpu(task, result, ctx)
+    if gpu is None:
+        if launches(commands) or any(_launching(name, result.path) for name in submitted(commands)):
+            raise UsageError(f"{result.path}: {task.platform} names no GPU type vramlint knows; give --gpus")
+        result.job = False              # a CI job that tests and lints: no GPU, and no job to check
+        result.skip(f"{task.platform}: its commands start no training or serving job: skipped")
+        return [result]
     per_node = task.per_node.text if task.per_node is not None else None
     nodes = task.nodes.text if task.nodes is not None else "1"
     if per_node and per_node.isdigit() and nodes and str(nodes).isdigit():
@@ -56,14 +68,22 @@ def _check_task(task: CloudTask, document: Document, result: FileResult, ctx: Co
             Cluster(gpu, 1, 1, counted=False)
     task_ctx = replace(ctx, cluster=cluster, kind=None)
     result.cluster = cluster
-    commands = [c for script in task.scripts
-                for c in read_script(script.text, result.path, known=task.variables, line0=script.line0).commands]
     return check_commands(commands, document.text, result, task_ctx, {})
 
 
-def _task_gpu(task: CloudTask, result: FileResult, ctx: Context) -> Gpu:
+def _launching(name: str, path: str) -> bool:
+    """Whether a script a task hands its work to (``bash scripts/train.sh``) names a launcher."""
+    found = find_referenced(name, path)
+    try:
+        return found is not None and launches_any(read_text(found))
+    except (OSError, ParseError):
+        return False
+
+
+def _task_gpu(task: CloudTask, result: FileResult, ctx: Context) -> Gpu | None:
     """The GPU type a task runs on: the one it asks for, unless the command line names another
-    (VL007 says so); a type vramlint does not know leaves it to ``--gpus``."""
+    (VL007 says so); a type vramlint does not know leaves it to ``--gpus``; None where neither
+    names one."""
     flagged = ctx.cluster.gpu if ctx.cluster is not None else None
     stated = None
     if task.gpu is not None and task.gpu.text:
@@ -73,8 +93,6 @@ def _task_gpu(task: CloudTask, result: FileResult, ctx: Context) -> Gpu:
             result.notes.append(f"{task.platform} asks for {task.gpu.text!r} (line {task.gpu.line}), a GPU vramlint "
                                 "does not know: checked on --gpus")
     if stated is None or flagged is None:
-        if (stated or flagged) is None:
-            raise UsageError(f"{result.path}: {task.platform} names no GPU type vramlint knows; give --gpus")
         return stated or flagged
     if "gpus" in ctx.stated:
         if flagged.name != stated.name:

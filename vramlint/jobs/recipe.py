@@ -41,7 +41,9 @@ def check(document: Document, result: FileResult, ctx: Context) -> list[FileResu
     launched = launched_by(document.path, result, ctx)
     if launched is not None:
         return launched
-    recipe_job(as_released(RECIPES[result.kind].read(document), ctx), result, ctx)
+    read = RECIPES[result.kind].read
+    recipe = read(document, ctx.trainer) if ctx.trainer is not None else read(document)
+    recipe_job(as_released(recipe, ctx), result, ctx)
     return [result]
 
 
@@ -117,9 +119,10 @@ def _launch_config(path: str, recipe: Recipe, result: FileResult,
     """``launch_config``: the Accelerate config (or DeepSpeed JSON) the recipe is launched with
     (``accelerate launch --config_file``), for a recipe that names neither DeepSpeed nor FSDP."""
     target = Path(path)
-    if not target.is_file():
+    copy = None if target.is_file() else shipped_copy(path)
+    if not target.is_file() and copy is None:
         raise UsageError(f"launch_config {path!r}: no such file")
-    document = load(str(target), result)
+    document = copy[1] if copy is not None else load(str(target), result)
     if document is None:
         return None, None
     kind = detect(document.data)

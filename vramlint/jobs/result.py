@@ -14,6 +14,7 @@ from vramlint.memory import Estimate
 from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Plan, workload_from_flags
 from vramlint.readers.accelerate import PRECISION
+from vramlint.readers.deepspeed import Fact
 from vramlint.rules.fit import NEAR_THRESHOLD
 
 
@@ -33,6 +34,7 @@ class Context:
     run_paths: frozenset[str] = frozenset()     # every file of this run, resolved
     rules: frozenset[str] | None = None         # the rule codes reported (``selection.enabled``); None: all
     warn: frozenset[str] = frozenset()          # codes reported as warnings whatever their severity (``--warn``)
+    trainer: Fact | None = None                 # the trainer a launch names (``trl dpo``): the recipe's stage
 
     @property
     def flags(self) -> Flags:

@@ -15,7 +15,8 @@ from vramlint.jobs.gpus import stated_cluster
 from vramlint.jobs.inputs import load
 from vramlint.jobs.result import NO_GPUS, Context, FileResult
 from vramlint.readers import SCRIPT_KIND
-from vramlint.readers.launch import (SERVING, Launch, accelerate_settings, arguments_data, launches, sbatch_options,
+from vramlint.readers.deepspeed import Fact
+from vramlint.readers.launch import (ACCELERATE_LAUNCHERS, SERVING, Launch, accelerate_settings, arguments_data, launches, sbatch_options,
                                      slurm_variables, stated_gpus, submitted)
 from vramlint.readers.registry import RECIPES, detect
 from vramlint.readers.shell import Word, read_script, sbatch_lines
@@ -24,6 +25,7 @@ from vramlint.rules.inputs import not_estimated
 from vramlint.rules.launch import missing_reference
 from vramlint.rules.scripts import gpus_contradict, sbatch_variable, value_unknown
 from vramlint.schemas import load_schema
+from vramlint.shipped import shipped_copy
 
 
 def check(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
@@ -141,7 +143,7 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
         one.reads.append(shown(target))
     else:
         document = Document(path, text, data, positions, on_command_line=True)
-    kind = detect(document.data)
+    kind = "trl" if launch.trainer is not None else detect(document.data)    # TRL's own parser reads them
     if kind not in RECIPES:
         if not launch.distributed:
             return False                  # python setup.py, a download script: not a job
@@ -150,14 +152,14 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
                               one)
     values = dict(ctx.values)
     config = launch.options.get("config_file")
-    if launch.launcher == "accelerate" and config is not None and config.text:
-        found = find_referenced(config.text, path)
+    if launch.launcher in ACCELERATE_LAUNCHERS and config is not None and config.text:
+        found = _accelerate_config(launch, config.text, path)
         if found is None:
             one.findings.append(missing_reference(Location(path, "$", config.line, config.column), config.text,
                                                   key="--config_file"))
             return True
-        values["launch_config"] = shown(found)
-        one.reads.append(shown(found))
+        values["launch_config"], read = found
+        one.reads.append(read)
     for key, value, word in accelerate_settings(launch):        # accelerate's own flags, as the Trainer gets them
         if key not in document.data and not (key == "deepspeed" and "fsdp" in document.data):
             document.data[key] = value
@@ -169,8 +171,24 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
     cluster = _launch_cluster(launch, one, ctx, options, config_counts="launch_config" in values)
     if cluster is None:
         return True
-    check_document(document, one, replace(ctx, cluster=cluster, values=values, kind=kind))
+    trainer = launch.trainer
+    stage = Fact(trainer.text, Location(path, "$", trainer.line, trainer.column)) if trainer is not None else None
+    check_document(document, one, replace(ctx, cluster=cluster, values=values, kind=kind, trainer=stage))
     return True
+
+
+def _accelerate_config(launch: Launch, written: str, path: str) -> tuple[str, str] | None:
+    """The Accelerate config a launch names, as (what ``launch_config`` resolves, what the result
+    says it read): a file of the repository, or (``trl --accelerate_config zero3``) one TRL ships,
+    read from its own copy (``shipped``)."""
+    found = find_referenced(written, path)
+    if found is not None:
+        return shown(found), shown(found)
+    if launch.launcher == "trl" and "/" not in written and not written.endswith((".yaml", ".yml")):
+        name = f"accelerate_configs/{written}.yaml"
+        copy = shipped_copy(name)
+        return (name, copy[0]) if copy is not None else None
+    return None
 
 
 def _unread_launch(launch: Launch, one: FileResult) -> bool:

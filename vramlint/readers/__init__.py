@@ -5,6 +5,6 @@ in the order content detection tries them (the test holds the two to each other)
 """
 
 KINDS = ("torchtune", "llamafactory", "axolotl", "glm", "trl", "deepspeed", "accelerate", "vllm", "skypilot", "dstack",
-         "kubernetes")
+         "kubernetes", "github-actions")
 # ``launch``: a shell or sbatch script, whatever its name (readers/shell.py, readers/launch.py).
 SCRIPT_KIND = "launch"

@@ -156,8 +156,12 @@ def read_dstack(document: Document) -> CloudTask:
 
 
 def read_tasks(kind: str, document: Document) -> list[CloudTask]:
-    """The tasks a spec of ``kind`` holds: one SkyPilot or dstack task, a manifest's workloads."""
+    """The tasks a spec of ``kind`` holds: one SkyPilot or dstack task, a manifest's workloads, a
+    workflow's jobs."""
     if kind == "kubernetes":
         from vramlint.readers.kubernetes import read_kubernetes
         return read_kubernetes(document)
+    if kind == "github-actions":
+        from vramlint.readers.github_actions import read_github_actions
+        return read_github_actions(document)
     return [{"skypilot": read_skypilot, "dstack": read_dstack}[kind](document)]

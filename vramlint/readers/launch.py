@@ -14,6 +14,8 @@ Launchers, and the release whose parser their options come from:
 - ``deepspeed`` (deepspeed 0.19.8 ``launcher/runner.py``);
 - ``llamafactory-cli train`` (LLaMA-Factory 0.9.5 ``cli.py``: torchrun over every visible GPU
   when there are several, ``NPROC_PER_NODE`` / ``NNODES`` / ``FORCE_TORCHRUN``);
+- ``trl sft|dpo|grpo|kto|reward|rloo|distillation`` (TRL 1.16 ``cli/``: ``accelerate launch`` of
+  its own script, ``--config`` the recipe, ``--accelerate_config`` the Accelerate file);
 - ``vllm serve`` / ``python -m vllm.entrypoints.openai.api_server``;
 - ``python script.py`` (one process), behind ``srun``, ``env``, ``nohup``, ``exec``, ``time``.
 """
@@ -64,6 +66,7 @@ class Launch:
     recipe: Word | None = None                      # the recipe file it runs, where the launcher names one
     distributed: bool = False                       # a launcher (or srun) starts it: a job, read or not
     unread: str = ""                                # a job vramlint does not read yet, and why
+    trainer: Word | None = None                     # the trainer the launcher names (``trl dpo``): the recipe's stage
 
     @property
     def line(self) -> int:
@@ -137,9 +140,10 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
         return _tune(command, rest[1:])
     if name == "axolotl" and rest and rest[0].text == "train":
         return _axolotl(command, rest[1:])
-    if name == "trl" and rest and rest[0].text:
-        return Launch("trl", TRAINING, command, distributed=True, unread=f"trl {rest[0].text}: the TRL command line "
-                      "is not read yet (a recipe file it is given with --config is)")
+    if name == "trl" and rest and rest[0].text in TRL_TRAINERS:
+        return _trl(command, rest[0], rest[1:])
+    if name == "trl" and rest and rest[0].text == "vllm-serve":
+        return Launch("trl", TRAINING, command, distributed=True, unread="trl vllm-serve jobs are not read yet")
     if name == "sglang" or (name == "ray" and any(w.text == "submit" for w in rest[:2])):
         return Launch(name, TRAINING, command, distributed=True, unread=f"{name} launches are not read yet")
     return None
@@ -264,8 +268,24 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
                        if program.text.lower().startswith(prefix)), "") or next(
             (f"{what} jobs are not read yet" for prefix, what in UNREAD_SCRIPTS if name.startswith(prefix)), "")
         distributed = distributed or bool(unread)
+    trainer = _trl_script(program)
+    recipe = recipe_word(positional)
+    if trainer is not None:                 # TRL's own script: its TrlParser reads --config, the trainer is its name
+        recipe = next((value for key, value, _ in arguments if key == "config"), recipe)
+        arguments = tuple(a for a in arguments if a[0] != "config")
     return Launch(launcher, TRAINING, command, program, options or {}, arguments, positional, count[0], count[1],
-                  nodes, total, recipe_word(positional), distributed, unread)
+                  nodes, total, recipe, distributed, unread, trainer)
+
+
+_TRL_SCRIPT = re.compile(r"(?:^|/)trl/scripts/(\w+)\.py$|^trl\.scripts\.(\w+)$")
+
+
+def _trl_script(program: Word | None) -> Word | None:
+    """The trainer of TRL's own script (``trl/scripts/dpo.py``, ``-m trl.scripts.dpo``): what ``trl
+    dpo`` runs, so the same job launched either way reads the same."""
+    found = _TRL_SCRIPT.search(program.text) if program is not None and program.text else None
+    name = (found.group(1) or found.group(2)) if found else None
+    return Word(name, program.line, program.column) if name in TRL_TRAINERS else None
 
 
 def _tune(command: Command, words: list[Word]) -> Launch:
@@ -285,6 +305,37 @@ def _axolotl(command: Command, words: list[Word]) -> Launch:
     count = Word(None, command.line, 1, unknown="axolotl launches accelerate over every visible GPU")
     return Launch("axolotl", TRAINING, command, recipe, {}, arguments, positional[1:], count, "axolotl", None,
                   recipe=recipe, distributed=True)
+
+
+# TRL 1.16 ``trl/cli/commands/__init__.py``: the training commands, each ``trl/scripts/<name>.py``
+# under ``accelerate launch`` (``cli/accelerate_launcher.py``).
+TRL_TRAINERS = ("sft", "dpo", "grpo", "kto", "reward", "rloo", "distillation")
+# What ``trl <trainer>`` hands to ``accelerate launch`` rather than to the script: the arguments the
+# script's ``TrlParser`` does not know (``cli/commands/training.py``), of which these are accelerate
+# 1.16's launch options that change the job (``commands/launch.py``); ``--accelerate_config NAME``
+# becomes ``--config_file`` (a path, or ``trl/accelerate_configs/NAME.yaml``: ``cli/accelerate_config.py``).
+ACCELERATE_OPTIONS = frozenset({"config_file", "accelerate_config", "num_processes", "num_machines", "machine_rank",
+                                "main_process_ip", "main_process_port", "mixed_precision", "multi_gpu",
+                                "use_deepspeed", "use_fsdp", "zero_stage", "offload_optimizer_device",
+                                "offload_param_device", "zero3_init_flag", "deepspeed_config_file", "gpu_ids",
+                                "dynamo_backend", "num_cpu_threads_per_process", "rdzv_backend", "same_network",
+                                "fsdp_sharding_strategy", "fsdp_offload_params", "fsdp_version"})
+# The launchers whose own options are ``accelerate launch``'s.
+ACCELERATE_LAUNCHERS = ("accelerate", "trl")
+
+
+def _trl(command: Command, trainer: Word, words: list[Word]) -> Launch:
+    """``trl sft|dpo|grpo|... [--config recipe.yaml] [--key value ...]``: TRL's script for the trainer
+    under ``accelerate launch``, the recipe file its ``TrlParser`` reads (``--config``), the
+    arguments over it, and accelerate's own options apart; the trainer states the stage."""
+    arguments, positional = _arguments(words)
+    options = {("config_file" if key == "accelerate_config" else key): value
+               for key, value, _ in arguments if key in ACCELERATE_OPTIONS}
+    recipe = next((value for key, value, _ in arguments if key == "config"), None)
+    own = tuple(a for a in arguments if a[0] not in ACCELERATE_OPTIONS and a[0] != "config")
+    program = Word(f"trl/scripts/{trainer.text}.py", trainer.line, trainer.column)
+    return Launch("trl", TRAINING, command, program, options, own, positional, options.get("num_processes"),
+                  "trl --num_processes", options.get("num_machines"), True, recipe, True, trainer=trainer)
 
 
 def _program_and_words(rest: list[Word]) -> tuple[Word | None, list[Word]]:
@@ -534,7 +585,7 @@ def accelerate_settings(launch: Launch) -> list[tuple[str, object, Word]]:
     ``--use_deepspeed`` with ``--zero_stage`` and the offload devices) as a ``deepspeed`` config,
     ``--use_fsdp`` as ``fsdp``, ``--mixed_precision`` as ``bf16`` / ``fp16``. Accelerate hands
     these to the script's Trainer, so the job is the same as with the keys written out."""
-    if launch.launcher != "accelerate":
+    if launch.launcher not in ACCELERATE_LAUNCHERS:
         return []
     options, out = launch.options, []
     text = lambda key: (options.get(key).text if options.get(key) is not None else None)  # noqa: E731

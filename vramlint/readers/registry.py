@@ -50,6 +50,7 @@ FORMATS: tuple[Format, ...] = (
     Format("skypilot", "cloud", _lazy("vramlint.readers.cloud", "looks_like_skypilot"), "cloud"),
     Format("dstack", "cloud", _lazy("vramlint.readers.cloud", "looks_like_dstack"), "cloud"),
     Format("kubernetes", "cloud", _lazy("vramlint.readers.kubernetes", "looks_like_kubernetes"), "cloud"),
+    Format("github-actions", "cloud", _lazy("vramlint.readers.github_actions", "looks_like_github_actions"), "cloud"),
 )
 BY_NAME = {fmt.name: fmt for fmt in FORMATS}
 RECIPES = {fmt.name: fmt for fmt in FORMATS if fmt.family == "recipe"}

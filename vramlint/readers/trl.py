@@ -75,7 +75,15 @@ def looks_like_trl(data: Any) -> bool:
         "learning_rate" in data and any(k in data for k in ("num_train_epochs", "max_steps")))
 
 
-def _stage(keys: Keys) -> Fact:
+# TRL's trainers as its command line names them (``trl dpo``: TRL 1.16 ``cli/commands``) -> the stage.
+TRAINERS = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "kto": "kto", "reward": "rm", "rloo": "rloo",
+            "distillation": "kd"}
+
+
+def _stage(keys: Keys, trainer: Fact | None) -> Fact:
+    """The trainer the launch names (``trl dpo``), else the one whose own fields the file has."""
+    if trainer is not None and trainer.value in TRAINERS:
+        return Fact(TRAINERS[trainer.value], trainer.location)
     for stage, fields in STAGE_FIELDS:
         for name in fields:
             if keys.has(name):
@@ -271,12 +279,13 @@ def hf_fsdp(keys: Keys, default_version: int = 2, why: str = f"{VERSION}: FSDP2"
                      checkpointing=setting("activation_checkpointing", False, truthy))
 
 
-def read_trl(document: Document) -> Recipe:
+def read_trl(document: Document, trainer: Fact | None = None) -> Recipe:
     """The file as TRL reads it, then what a project dialect (``readers.dialects``) spells its own
-    way applied over it; the keys no dataclass knows named in a note."""
+    way applied over it; the keys no dataclass knows named in a note. ``trainer``: the trainer a
+    launch names (``trl dpo --config recipe.yaml``), which the file's fields do not state."""
     keys = Keys(document, f"{VERSION} default")
     dialect = dialect_of(keys)
-    stage = _stage(keys)
+    stage = _stage(keys, trainer)
     rank, lora_targets, dropout = _lora(keys)
     four = keys.get("load_in_4bit", default=False, convert=truthy)
     if four.value and not rank.value:
