@@ -600,3 +600,11 @@ def test_pippys_workflow_states_four_processes_per_job():
     found = [launch for s in task.scripts for launch in launches(read_script(s.text, known=task.variables,
                                                                              line0=s.line0).commands)]
     assert {stated_gpus(launch, {}).per_node for launch in found} == {4} and len(found) == 16
+
+
+def test_the_deepspeed_launchers_options_that_take_a_value_are_not_flags():
+    """deepspeed 0.19.8's ``--enable_each_rank_log DIR`` takes a value (runner.py: type=str): the
+    program is train.py, not the log folder, and the options after it are still the launcher's."""
+    (command,) = read_script("deepspeed --enable_each_rank_log logs --num_gpus 4 train.py --deepspeed ds.json\n").commands
+    (launch,) = launches([command])
+    assert launch.program.text == "train.py" and stated_gpus(launch, {}).per_node == 4

@@ -27,15 +27,17 @@ from dataclasses import dataclass, field, replace
 
 from vramlint.readers.shell import Command, Word
 
-# Options that take no value, per launcher (all others take one: ``--opt v`` or ``--opt=v``).
+# Options that take no value, per launcher (all others take one: ``--opt v`` or ``--opt=v``); the
+# deepspeed launcher's are its parser's store_true options (0.19.8 ``launcher/runner.py``: its
+# ``--enable_each_rank_log DIR`` takes a value).
 FLAGS = {
     "torchrun": {"standalone", "no_python", "run_path", "m", "module", "use_env", "no-python", "run-path"},
     "accelerate": {"multi_gpu", "use_deepspeed", "use_fsdp", "use_megatron_lm", "use_xpu", "cpu", "m", "module",
                    "no_python", "debug", "quiet", "q", "same_network", "tpu", "tpu_use_cluster", "tpu_use_sudo",
                    "enable_cpu_affinity", "deepspeed_moe_layer_cls_names", "dynamo_use_fullgraph",
                    "dynamo_use_dynamic", "dynamo_use_regional_compilation"},
-    "deepspeed": {"module", "no_python", "no_local_rank", "bind_cores_to_rank", "force_multi", "elastic_training",
-                  "save_pid", "no_ssh", "no_ssh_check", "enable_each_rank_log"},
+    "deepspeed": {"module", "no_python", "no_local_rank", "bind_cores_to_rank", "force_multi", "save_pid", "no_ssh",
+                  "no_ssh_check", "q", "quiet"},
     "srun": {"exclusive", "overlap", "unbuffered", "u", "l", "label", "verbose", "v", "quiet", "Q", "K",
              "kill-on-bad-exit", "no-kill", "pty", "x11"},
 }
