@@ -568,7 +568,8 @@ WORKFLOWS = {
     "deepspeedai__DeepSpeed/.github/workflows/xpu-compile.yml": [
         ("deepspeed, line 57", "not estimated", ["VL011"]), ("deepspeed, line 61", "not estimated", ["VL011"])],
     "InternLM__InternEvo/.github/workflows/pr_before_merge.yaml": [("python, line 29", "not estimated", ["VL011"])],
-    "karpathy__llm.c/.github/workflows/ci_gpu.yml": [(None, "skipped", []), (None, "skipped", [])],
+    "karpathy__llm.c/.github/workflows/ci_gpu.yml": [("python, line 31", "not estimated", ["VL011"]),
+                                                     (None, "skipped", [])],
 }
 
 
@@ -576,8 +577,9 @@ WORKFLOWS = {
 def test_a_real_workflows_jobs_are_read_from_its_run_steps(relative):
     """production-stack's e2e job serves facebook/opt-125m on GPU 0 and GPU 1 (CUDA_VISIBLE_DEVICES=0 /
     =1: one GPU each; the model is not resolvable offline, VL005), its other two jobs launch nothing; DeepSpeed's XPU job and InternEvo's
-    srun'd trainer run programs vramlint does not read (VL011, never skipped); llm.c's jobs start
-    only `python train_gpt2.py` with no arguments of a recipe and a build, so they are skipped."""
+    srun'd trainer run programs vramlint does not read (VL011, never skipped); llm.c's first job runs
+    `python train_gpt2.py`, a training program with no recipe's arguments (VL011, not a skip), its
+    second only builds and tests."""
     files = _check(f"tests/data/launch/{relative}", "--gpus", "H100")["files"]
     assert [(f["via"], f["status"], [x["code"] for x in f["findings"]]) for f in files] == WORKFLOWS[relative]
     if relative.startswith("vllm-project"):

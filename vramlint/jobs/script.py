@@ -17,7 +17,7 @@ from vramlint.jobs.result import NO_GPUS, Context, FileResult
 from vramlint.readers import SCRIPT_KIND
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.launch import (ACCELERATE_LAUNCHERS, SERVING, Launch, accelerate_settings, arguments_data, launches, sbatch_options,
-                                     slurm_variables, stated_gpus, submitted)
+                                     slurm_variables, stated_gpus, submitted, trains)
 from vramlint.readers.registry import RECIPES, detect
 from vramlint.readers.shell import Word, read_script, sbatch_lines
 from vramlint.repository import find_referenced, real, shown
@@ -145,7 +145,7 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
         document = Document(path, text, data, positions, on_command_line=True)
     kind = "trl" if launch.trainer is not None else detect(document.data)    # TRL's own parser reads them
     if kind not in RECIPES:
-        if not launch.distributed:
+        if not trains(launch):
             return False                  # python setup.py, a download script: not a job
         program = launch.program.text if launch.program is not None else launch.launcher
         return _unread_launch(replace(launch, unread=f"{program} gets arguments that are no recipe vramlint reads"),

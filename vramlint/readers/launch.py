@@ -282,6 +282,19 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
 _TRL_SCRIPT = re.compile(r"(?:^|/)trl/scripts/(\w+)\.py$|^trl\.scripts\.(\w+)$")
 
 
+# A program whose file name says it trains (``train_gpt2.py``, ``finetune.py``, ``sft.py``) starts a
+# job even when its arguments are none a recipe has: a one-process python run of it is judged (or
+# said not to be), never taken for a download or setup script.
+_TRAINS = re.compile(r"train|finetun|fine_tun|sft|dpo|grpo", re.I)
+
+
+def trains(launch: Launch) -> bool:
+    """Whether the launch starts a job whatever its arguments: a launcher (or srun) starts it, or
+    the program's file name says it trains."""
+    name = (launch.program.text or "").rsplit("/", 1)[-1] if launch.program is not None else ""
+    return launch.distributed or bool(_TRAINS.search(name))
+
+
 def _trl_script(program: Word | None) -> Word | None:
     """The trainer of TRL's own script (``trl/scripts/dpo.py``, ``-m trl.scripts.dpo``): what ``trl
     dpo`` runs, so the same job launched either way reads the same."""
