@@ -47,6 +47,12 @@ class CloudTask:
     unread: str = ""                                    # a job stated in a way vramlint does not read yet
 
 
+def line0(line: int, text: str) -> int:
+    """The line before a command block's first, from the line its YAML value is at: a block scalar
+    (``run: |``) starts on the next line, a one-line value on that line."""
+    return line if "\n" in text.rstrip("\n") else line - 1
+
+
 def looks_like_skypilot(data: Any) -> bool:
     """A SkyPilot task: ``run`` / ``setup`` commands with ``resources``, ``num_nodes`` or ``envs``."""
     return isinstance(data, dict) and isinstance(data.get("run"), str) and bool(
@@ -150,8 +156,7 @@ def read_dstack(document: Document) -> CloudTask:
     task.variables["DSTACK_NODES_NUM"] = nodes_word
     for index, command in enumerate(data.get("commands") or []):
         if isinstance(command, str):
-            line = document.locate(f"$.commands[{index}]").line
-            task.scripts.append(Script(command, line if "\n" in command.rstrip("\n") else line - 1))
+            task.scripts.append(Script(command, line0(document.locate(f"$.commands[{index}]").line, command)))
     return task
 
 

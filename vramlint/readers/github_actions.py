@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from vramlint.documents import Document
-from vramlint.readers.cloud import CloudTask, Script
+from vramlint.readers.cloud import CloudTask, Script, line0
 
 PLATFORM = "GitHub Actions"
 _EXPRESSION = re.compile(r"\$\{\{.*?\}\}", re.S)
@@ -46,10 +46,10 @@ def read_github_actions(document: Document) -> list[CloudTask]:
                 continue
             where = f"$.jobs.{name}.steps[{index}]"
             task.variables.update(_env(document, f"{where}.env", step.get("env")))
-            line0 = _first_line(document, f"{where}.run", step["run"])
-            text, expressions = _substituted(step["run"], line0, document.text.splitlines())
+            first = line0(document.locate(f"{where}.run").line, step["run"])
+            text, expressions = _substituted(step["run"], first, document.text.splitlines())
             task.variables.update(expressions)
-            task.scripts.append(Script(text, line0))
+            task.scripts.append(Script(text, first))
         if task.scripts:
             tasks.append(task)
     return tasks
@@ -88,8 +88,3 @@ def _substituted(text: str, line0: int, lines: list[str]) -> tuple[str, dict]:
         return "$" + name
     return _EXPRESSION.sub(variable, text), variables
 
-
-def _first_line(document: Document, path: str, run: str) -> int:
-    """The line before the script's first: a block scalar (``run: |``) starts on the next line."""
-    line = document.locate(path).line
-    return line if "\n" in run.rstrip("\n") else line - 1
