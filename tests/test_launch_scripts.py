@@ -25,12 +25,15 @@ LAUNCH = DATA / "launch"
 # nodes, what states the per-node count, whether vramlint does not read the job yet). None: the
 # count is only known when the script runs.
 EXPECTED = {
-    "OpenRLHF__OpenRLHF/examples/scripts/train_dpo_llama.sh": [("deepspeed", 36, None, 1, None, True)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_dpo_llama.sh": [("deepspeed", 36, None, 1, None, False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_dpo_llama_34b.sh": [("deepspeed", 32, None, 1, None, False)],
     "OpenRLHF__OpenRLHF/examples/scripts/train_nonrl_slurm.sh": [("torchrun", 38, 8, 1, "--nproc_per_node", True)],
     "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_ray_hybrid_engine.sh": [
         ("python", 3, 1, 1, "a single python process", True)],
     "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_ray_slurm.sh": [("ray", 55, None, 2, None, True)],
-    "OpenRLHF__OpenRLHF/examples/scripts/train_sft.sh": [("deepspeed", 30, None, 1, None, True)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_rm.sh": [("deepspeed", 31, None, 1, None, False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_sft.sh": [("deepspeed", 30, None, 1, None, False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_sft_llama.sh": [("deepspeed", 29, None, 1, None, False)],
     "QwenLM__Qwen/finetune/finetune_ds.sh": [("torchrun", 67, None, 1, None, False)],
     "QwenLM__Qwen/finetune/finetune_lora_ds.sh": [("torchrun", 72, None, 1, None, False)],
     "QwenLM__Qwen/finetune/finetune_qlora_single_gpu.sh": [("python", 41, 1, 1, "a single python process", False)],
@@ -198,6 +201,22 @@ def test_an_unquoted_variable_splits_and_keeps_what_is_known():
     text = 'N=$(nvidia-smi -L | wc -l)\nDIST="--nproc_per_node $N \\\n  --nnodes 1"\ntorchrun $DIST train.py\n'
     (words,) = _words(text)[-1:]
     assert words == ["torchrun", "--nproc_per_node", None, "--nnodes", "1", "train.py"]
+
+
+def test_a_command_read_from_a_heredoc_is_split_where_each_word_is_written():
+    """OpenRLHF's examples keep the command in ``read -r -d '' training_commands <<EOF``: the body
+    expanded, backslash-newline joined, each word at its own line and column; a quoted delimiter
+    expands nothing; ``read`` without ``-d ''`` takes the first line only."""
+    text = ("M=Qwen/Qwen2.5-7B\nread -r -d '' CMD <<EOF\nopenrlhf.cli.train_sft \\\n   --pretrain $M \\\n"
+            "   --max_len ${LEN:-4096}\nEOF\ndeepspeed --module $CMD\n"
+            "read -r -d '' RAW <<'EOF'\na $M\nEOF\necho $RAW\nread ONE <<EOF\nx y\nz\nEOF\necho $ONE\n")
+    commands = read_script(text).commands
+    assert [[w.text for w in c.words] for c in commands] == [
+        ["deepspeed", "--module", "openrlhf.cli.train_sft", "--pretrain", "Qwen/Qwen2.5-7B", "--max_len", "4096"],
+        ["echo", "a", "$M"], ["echo", "x", "y"]]
+    placed = {w.text: (w.line, w.column) for w in commands[0].words}
+    assert placed["openrlhf.cli.train_sft"] == (3, 1) and placed["--pretrain"] == (4, 4)
+    assert placed["--max_len"] == (5, 4) and placed["Qwen/Qwen2.5-7B"] == (1, 3)     # a variable's value: where it is set
 
 
 def test_a_branch_does_not_replace_what_was_set_before_it():
@@ -610,3 +629,80 @@ def test_the_deepspeed_launchers_options_that_take_a_value_are_not_flags():
     (command,) = read_script("deepspeed --enable_each_rank_log logs --num_gpus 4 train.py --deepspeed ds.json\n").commands
     (launch,) = launches([command])
     assert launch.program.text == "train.py" and stated_gpus(launch, {}).per_node == 4
+
+
+# -- OpenRLHF's trainers (readers/openrlhf.py) ------------------------------------------------------
+
+OPENRLHF = "tests/data/launch/OpenRLHF__OpenRLHF/examples/scripts/"
+DOTTED_SFT = ("--model.model_name_or_path meta-llama/Meta-Llama-3-8B --train.micro_batch_size 4 --data.max_len 4096 "
+              "--ds.zero_stage 3 --model.gradient_checkpointing_enable --ds.packing_samples")
+FLAT_SFT = ("--pretrain meta-llama/Meta-Llama-3-8B --micro_train_batch_size 4 --max_len 4096 --zero_stage 3 "
+            "--gradient_checkpointing --packing_samples --bf16 --flash_attn")
+
+
+def test_openrlhfs_flags_in_either_spelling_and_under_either_launcher_give_one_answer(tmp_path):
+    """OpenRLHF renamed its flags in 0.10.2 (``--micro_train_batch_size`` -> ``--train.micro_batch_size``):
+    the same SFT job written in the old and the new spelling, under ``deepspeed --module`` or
+    ``torchrun -m``, is one job with one peak; its DeepSpeed config is the one OpenRLHF builds."""
+    files = _files(tmp_path, **{
+        "dotted.sh": f"deepspeed --num_gpus 8 --module openrlhf.cli.train_sft {DOTTED_SFT}\n",
+        "flat.sh": f"deepspeed --num_gpus 8 --module openrlhf.cli.train_sft {FLAT_SFT}\n",
+        "torchrun.sh": f"torchrun --nproc_per_node 8 -m openrlhf.cli.train_sft {DOTTED_SFT}\n"})
+    peaks = {name: f["estimate"]["per_gpu_peak_bytes"] for name, f in files.items()}
+    assert len(set(peaks.values())) == 1, peaks
+    dotted, flat = files["dotted.sh"], files["flat.sh"]
+    assert dotted["kind"] == flat["kind"] == "openrlhf"
+    plan = dotted["plan"]
+    assert (plan["zero_stage"], plan["micro_batch"], plan["seq_len"], plan["grad_checkpointing"],
+            plan["offload_param"]) == (3, 4, 4096, True, "none")
+    assert plan["origins"]["micro_batch"] == "dotted.sh:1:110"
+    assert flat["plan"]["origins"]["micro_batch"] == "flat.sh:1:94"
+    assert "OpenRLHF 0.11.2 recipe, stage sft" in dotted["estimate"]["assumptions"]
+    assert "OpenRLHF 0.10.1 recipe, stage sft" in flat["estimate"]["assumptions"]
+    assert any("OpenRLHF fp32 logits" in note for note in dotted["estimate"]["assumptions"])
+
+
+def test_openrlhfs_own_example_scripts_are_their_jobs():
+    """OpenRLHF's example scripts at three releases: the SFT of 0.11 (dotted flags), the SFT of the
+    ``--bf16 --flash_attn`` era and its 34B DPO (a separate frozen reference, ZeRO-3 sharded; Adam on
+    the host), and the reward model (a scalar head: no vocabulary logits), each setting where the
+    heredoc writes it."""
+    sft = _check(OPENRLHF + "train_sft.sh", "--gpus", "8xH100")["files"][0]
+    assert sft["status"] == "estimated" and sft["model"] == "meta-llama/Meta-Llama-3-8B"
+    assert (sft["plan"]["micro_batch"], sft["plan"]["seq_len"], sft["plan"]["zero_stage"]) == (2, 2048, 2)
+    assert sft["plan"]["origins"]["micro_batch"].endswith("train_sft.sh:10:4")
+    old = _check(OPENRLHF + "train_sft_llama.sh", "--gpus", "8xH100")["files"][0]
+    assert old["precision"] == "bf16" and old["plan"]["origins"]["micro_batch"].endswith("train_sft_llama.sh:10:4")
+    # the same job in the spelling of two releases (packing pads nothing past the cap that is priced)
+    assert old["estimate"]["per_gpu_peak_bytes"] == sft["estimate"]["per_gpu_peak_bytes"]
+    dpo, rm = _check(OPENRLHF + "train_dpo_llama_34b.sh", OPENRLHF + "train_rm.sh", "--gpus", "8xH100", "--model",
+                     "meta-llama/Meta-Llama-3-8B")["files"]
+    names = [c["name"] for c in dpo["estimate"]["components"]]
+    assert "reference model (frozen copy)" in names and dpo["plan"]["offload_optimizer"] == "cpu"
+    reference = next(c for c in dpo["estimate"]["components"] if c["name"] == "reference model (frozen copy)")
+    assert reference["formula"] == "2 B x P / 8"
+    assert any(note == "OpenRLHF 0.10.1 recipe, stage dpo" for note in
+               dpo["estimate"]["assumptions"])
+    assert rm["plan"]["seq_len"] == 8192 and rm["plan"]["micro_batch"] == 1
+    assert not any("logits" in c["name"] for c in rm["estimate"]["components"])
+
+
+def test_an_openrlhf_job_that_does_not_fit_is_told_in_its_flags_and_never_a_parameter_offload(tmp_path):
+    """OpenRLHF offloads no trained parameters (its DeepSpeed config has ``offload=False``): the hint
+    speaks the job's own flags and stops at Adam's offload."""
+    files = _files(tmp_path, **{
+        "big.sh": "deepspeed --num_gpus 2 --module openrlhf.cli.train_sft --pretrain meta-llama/Meta-Llama-3-8B "
+                  "--micro_train_batch_size 8 --max_len 4096 --bf16\n",
+        "huge.sh": "deepspeed --num_gpus 8 --module openrlhf.cli.train_sft --model.model_name_or_path "
+                   "meta-llama/Meta-Llama-3-70B --train.micro_batch_size 1 --ds.zero_stage 3\n"})
+    (hint,) = [f["hint"] for f in files["big.sh"]["findings"] if f["code"] == "VL201"]
+    assert "--zero_stage 3" in hint and "--micro_train_batch_size" in hint and "offload_param" not in hint
+    (huge,) = [f["hint"] for f in files["huge.sh"]["findings"] if f["code"] == "VL201"]
+    assert huge.startswith("--model.gradient_checkpointing_enable + --ds.adam_offload fits at")
+    assert "offload_param" not in huge
+
+
+def test_openrlhfs_ppo_under_ray_is_a_job_not_read_yet():
+    entry = _check(OPENRLHF + "train_ppo_ray_hybrid_engine.sh", "--gpus", "8xH100")["files"][0]
+    assert entry["status"] == "not estimated"
+    assert any(f["code"] == "VL011" and "OpenRLHF" in f["message"] for f in entry["findings"])

@@ -223,7 +223,8 @@ class Plan:
 
 # What a framework may refuse to start (``Plan.refuses``), as a test of the plan: LLaMA-Factory's
 # layer-wise optimizers under any distributed launch, layer-wise BAdam outside ZeRO-3, GaLore /
-# APOLLO under DeepSpeed, pure_bf16 under ZeRO-3 (readers/llamafactory.py REFUSALS).
+# APOLLO under DeepSpeed, pure_bf16 under ZeRO-3 (readers/llamafactory.py REFUSALS); a parameter offload
+# that no flag of the framework sets (vocabulary.REFUSED_BY).
 LAUNCH_LIMITS = {
     "always": lambda plan: True,
     "distributed": lambda plan: plan.cluster.world_size > 1,
@@ -231,6 +232,7 @@ LAUNCH_LIMITS = {
         plan.runtime == "deepspeed" and plan.zero_stage == 3),
     "deepspeed": lambda plan: plan.runtime == "deepspeed",
     "zero3": lambda plan: plan.runtime == "deepspeed" and plan.zero_stage == 3,
+    "param-offload": lambda plan: plan.offload_param not in (None, "", "none"),
 }
 
 

@@ -25,6 +25,7 @@ from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, flag_text, fsdp_adap
 from vramlint.readers.accelerate import PRECISION, AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
 from vramlint.readers.recipe import SWITCHES, Recipe
+from vramlint.vocabulary import refused_by
 
 # The recipe settings the command line states too, under the same names (``--micro-batch`` ...).
 SETTINGS = ("micro_batch", "seq_len", "grad_accum", "mixed_precision", "grad_checkpointing", "optimizer", "lora_rank",
@@ -140,6 +141,10 @@ def _flags(job: dict, origins: dict, values: dict) -> Flags:
                  workload=workload, origins={flag: origins[name] for name, flag in names.items()})
 
 
+# What a framework that builds its own DeepSpeed config (OpenRLHF) also spells its own way.
+OWN_SETTINGS = ("stage", "offload_optimizer", "offload_param")
+
+
 def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
     """Each setting a hint may change, spelled by the file that holds it: the recipe's own, or
     the DeepSpeed file's where that file sets it."""
@@ -148,6 +153,8 @@ def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
     # a launch line's arguments are spelled as a command line: all of them where the job is the
     # line's alone, a key the line sets over the recipe file it runs (``Document.elsewhere``)
     document = recipe.document
+    if recipe.vocabulary:                 # a framework whose launch line is the recipe: every setting in its words
+        return {setting: recipe.vocabulary for setting in settings + OWN_SETTINGS}
     line = recipe.framework in ("trl", "llamafactory")
     vocab = {setting: "cli" if line and document.on_command_line else recipe.framework for setting in settings}
     for setting in settings:
@@ -240,7 +247,8 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
     plan = plan.with_changes(**_stage(recipe, job, notes))
     plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
                              origins={**origins, **plan.origins},
-                             refuses=frozenset(refusal.limit for refusal in recipe.refusals))
+                             refuses=frozenset(refusal.limit for refusal in recipe.refusals)
+                             | frozenset(refused_by(recipe.framework)))
     trainer = {name: job[name] for name in ("micro_batch", "grad_accum", "mixed_precision")}
     return Job(plan.with_changes(vocabulary=_vocabulary(recipe, plan)), overrides, trainer)
 

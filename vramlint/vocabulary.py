@@ -60,6 +60,17 @@ WORDS: dict[tuple[str, str], str] = {
     ("torchtune", "to_fsdp"): "the _distributed recipe (tune run --nproc_per_node N ..._distributed)",
     ("torchtune", "fsdp_offload"): "fsdp_cpu_offload: True",
     ("torchtune", "fsdp_strategy"): "fsdp_reshard_after_forward: {reshard}",
+    # OpenRLHF's trainers (readers/openrlhf.py): flags dotted from 0.10.2, flat before
+    ("openrlhf", "micro_batch"): "--train.micro_batch_size {}",
+    ("openrlhf", "grad_checkpointing"): "--model.gradient_checkpointing_enable",
+    ("openrlhf", "no_grad_checkpointing"): "no --model.gradient_checkpointing_enable",
+    ("openrlhf", "stage"): "--ds.zero_stage {}",
+    ("openrlhf", "offload_optimizer"): "--ds.adam_offload",
+    ("openrlhf-flat", "micro_batch"): "--micro_train_batch_size {}",
+    ("openrlhf-flat", "grad_checkpointing"): "--gradient_checkpointing",
+    ("openrlhf-flat", "no_grad_checkpointing"): "no --gradient_checkpointing",
+    ("openrlhf-flat", "stage"): "--zero_stage {}",
+    ("openrlhf-flat", "offload_optimizer"): "--adam_offload",
 }
 FALLBACK = {"micro_batch": "flags", "grad_checkpointing": "flags", "no_grad_checkpointing": "flags", "stage": "deepspeed",
             "offload_optimizer": "deepspeed", "offload_param": "deepspeed", "fsdp_strategy": "accelerate",
@@ -80,11 +91,22 @@ def say(vocabulary: dict[str, str] | None, default_source: str, setting: str, va
 
 
 # What a framework can run a job under; the rest run everything (plain PyTorch, DeepSpeed, FSDP).
-RUNTIMES_OF = {"torchtune": ("torch", "fsdp")}      # torchtune 0.6.1 recipes: single device or FSDP2
+RUNTIMES_OF = {"torchtune": ("torch", "fsdp"),       # torchtune 0.6.1 recipes: single device or FSDP2
+               "openrlhf": ("deepspeed",)}             # OpenRLHF 0.11.2: its DeepspeedStrategy, always
 
 
 def runtimes(source: str) -> tuple[str, ...]:
     return RUNTIMES_OF.get(source, ("torch", "deepspeed", "fsdp"))
+
+
+# What a framework never launches whatever its settings (``plan.LAUNCH_LIMITS``), so hints never
+# propose it: OpenRLHF 0.11.2 builds its training DeepSpeed config with ``offload=False``
+# (deepspeed.py:437-439); no flag offloads the trained model's parameters.
+REFUSED_BY = {"openrlhf": ("param-offload",)}
+
+
+def refused_by(source: str) -> tuple[str, ...]:
+    return REFUSED_BY.get(source, ())
 
 
 # The fused or chunked loss each framework can switch on, as the plan's ``loss`` and the recipe

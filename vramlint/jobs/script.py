@@ -143,7 +143,7 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
         one.reads.append(shown(target))
     else:
         document = Document(path, text, data, positions, on_command_line=True)
-    kind = "trl" if launch.trainer is not None else detect(document.data)    # TRL's own parser reads them
+    kind = launch.reads_as or detect(document.data)      # the program says (TRL, OpenRLHF), else its keys do
     if kind not in RECIPES:
         if not trains(launch):
             return False                  # python setup.py, a download script: not a job

@@ -28,6 +28,10 @@ logit is on every GPU, tensor parallelism or not: transformers' TP plans gather 
 - ``trl``: TRL 1.16's fused LM head (trainer/utils.py:1548-1660, kernels/chunked_logprob.py:31,
   347-457): a min(N, 4096) x 32768 tile, a copy of the hidden states and an fp32 log_z kept;
   backward the hidden states' gradient in fp32 (and lm_head's, fp32, when it trains) and the tile.
+- ``openrlhf``: OpenRLHF 0.11.2's ``Actor.forward`` (models/actor.py:266-289, models/utils.py:172-196):
+  the 16-bit logits cast to fp32 (the cast's input freed, its output kept by flash-attn's triton
+  cross-entropy and by the trainer's ``output``), the loss per token, no log-softmax tensor; backward
+  the fp32 logits' gradient (``inplace_backward`` off) and the cast's 16-bit one.
 - ``none``: a reward model's scalar head: no vocabulary logits.
 """
 
@@ -45,6 +49,7 @@ WORDS = {"full": "transformers ForCausalLMLoss", "full-4.48": "transformers 4.48
          "chunked": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks",
          "chunked-compiled": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks, compiled",
          "liger": "Liger fused linear cross-entropy", "cce": "Cut Cross-Entropy", "trl": "TRL fused LM head",
+         "openrlhf": "OpenRLHF fp32 logits, flash-attn cross-entropy",
          "none": "a scalar head without vocabulary logits"}
 
 
@@ -122,6 +127,12 @@ def _trl(z: Sizes) -> LossHead:
                      + (f" + 4 B x lm_head's ({z.v * z.h:,})" if weight else "") + f" + {z.a} B x a tile ({tile:,})"))
 
 
+def _openrlhf(z: Sizes) -> LossHead:
+    return LossHead((4 * z.count, f"4 B x fp32 logits ({z.count:,})"),
+                    ((2 + z.soft) * z.count, f"{2 + z.soft} B x 16-bit logits until the cast ({z.count:,})"),
+                    (6 * z.count, f"4 + 2 B x the logits' fp32 and 16-bit gradients ({z.count:,})"))
+
+
 def _none(z: Sizes) -> LossHead:
     return LossHead((0, "none"), (0, "none"), (0, "none"))
 
@@ -129,7 +140,7 @@ def _none(z: Sizes) -> LossHead:
 # Plan.loss -> its head (the module docstring says what each computes and where it was read).
 HEADS = {"full": _full, "full-4.48": lambda z: _full(z, shifted=4),    # the shifted fp32 copy, gone in 4.49
          "chunked": _chunked, "chunked-compiled": lambda z: _chunked(z, compiled=True),
-         "liger": _liger, "cce": _cce, "trl": _trl, "none": _none}
+         "liger": _liger, "cce": _cce, "trl": _trl, "openrlhf": _openrlhf, "none": _none}
 
 
 def loss_head(plan: Plan) -> LossHead:

@@ -17,6 +17,8 @@ Launchers, and the release whose parser their options come from:
 - ``trl sft|dpo|grpo|kto|reward|rloo|distillation`` (TRL 1.16 ``cli/``: ``accelerate launch`` of
   its own script, ``--config`` the recipe, ``--accelerate_config`` the Accelerate file);
 - ``vllm serve`` / ``python -m vllm.entrypoints.openai.api_server``;
+- OpenRLHF's ``openrlhf.cli.train_sft|train_dpo|train_rm`` (0.11.2, and the flat flags up to 0.10.1),
+  whose flags are the recipe (``readers/openrlhf.py``);
 - ``python script.py`` (one process), behind ``srun``, ``env``, ``nohup``, ``exec``, ``time``.
 """
 
@@ -26,6 +28,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from vramlint.readers.shell import Command, Word
+from vramlint.readers.openrlhf import MARKS as OPENRLHF_MARKS, trainer_of
 
 # Options that take no value, per launcher (all others take one: ``--opt v`` or ``--opt=v``); the
 # deepspeed launcher's are its parser's store_true options (0.19.8 ``launcher/runner.py``: its
@@ -69,6 +72,7 @@ class Launch:
     distributed: bool = False                       # a launcher (or srun) starts it: a job, read or not
     unread: str = ""                                # a job vramlint does not read yet, and why
     trainer: Word | None = None                     # the trainer the launcher names (``trl dpo``): the recipe's stage
+    reads_as: str = ""                              # the recipe format its arguments are, where the program says
 
     @property
     def line(self) -> int:
@@ -87,7 +91,8 @@ def launches(commands: list[Command]) -> list[Launch]:
 
 # Jobs started through launchers vramlint does not read yet, by the module or command (issue 31:
 # RL frameworks; issue 32: pretraining frameworks): they are jobs, never skipped as nothing.
-UNREAD_MODULES = (("verl.", "verl (Hydra overrides)"), ("openrlhf.", "OpenRLHF"), ("torchtitan.", "torchtitan"),
+UNREAD_MODULES = (("verl.", "verl (Hydra overrides)"), ("openrlhf.", "OpenRLHF (but train_sft, train_dpo, train_rm)"),
+                  ("torchtitan.", "torchtitan"),
                   ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"),
                   ("trl.scripts.vllm_serve", "trl vllm-serve"))
 UNREAD_SCRIPTS = (("pretrain_", "Megatron"), ("run_train", "nanotron"))
@@ -262,6 +267,9 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
     arguments, positional = _arguments(words)
     distributed = launcher != "python"
     unread = ""
+    trainer, reads_as = _trl_script(program), "trl"
+    if trainer is None:
+        trainer, reads_as = _openrlhf_program(program, arguments), "openrlhf"
     if program is None or program.text is None:
         unread = f"the program it runs is {program.unknown if program else 'not named'}, known only when it runs"
     else:
@@ -270,13 +278,14 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
                        if program.text.lower().startswith(prefix)), "") or next(
             (f"{what} jobs are not read yet" for prefix, what in UNREAD_SCRIPTS if name.startswith(prefix)), "")
         distributed = distributed or bool(unread)
-    trainer = _trl_script(program)
     recipe = recipe_word(positional)
-    if trainer is not None:                 # TRL's own script: its TrlParser reads --config, the trainer is its name
+    if trainer is not None and reads_as == "trl":   # TRL's own script: TrlParser reads --config, the trainer its name
         recipe = next((value for key, value, _ in arguments if key == "config"), recipe)
         arguments = tuple(a for a in arguments if a[0] != "config")
+    if trainer is not None:
+        unread = ""
     return Launch(launcher, TRAINING, command, program, options or {}, arguments, positional, count[0], count[1],
-                  nodes, total, recipe, distributed, unread, trainer)
+                  nodes, total, recipe, distributed, unread, trainer, reads_as if trainer is not None else "")
 
 
 _TRL_SCRIPT = re.compile(r"(?:^|/)trl/scripts/(\w+)\.py$|^trl\.scripts\.(\w+)$")
@@ -301,6 +310,15 @@ def _trl_script(program: Word | None) -> Word | None:
     found = _TRL_SCRIPT.search(program.text) if program is not None and program.text else None
     name = (found.group(1) or found.group(2)) if found else None
     return Word(name, program.line, program.column) if name in TRL_TRAINERS else None
+
+
+def _openrlhf_program(program: Word | None, arguments: tuple) -> Word | None:
+    """The stage of OpenRLHF's trainer a program is (``openrlhf.cli.train_dpo``, its file, or a
+    ``train_sft.py`` copy given OpenRLHF's flags): what its flags are read as."""
+    text = program.text if program is not None and program.text else ""
+    ours = text.startswith("openrlhf.") or "openrlhf/" in text or any(key in OPENRLHF_MARKS for key, _, _ in arguments)
+    stage = trainer_of(text) if ours else None
+    return Word(stage, program.line, program.column) if stage is not None else None
 
 
 def _tune(command: Command, words: list[Word]) -> Launch:

@@ -114,6 +114,7 @@ class Recipe:
     # names the launch it refuses (plan.LAUNCH_LIMITS), so hints never propose it
     refusals: tuple = ()
     release: str = ""                  # the framework release it is read as, where that decides: "LLaMA-Factory 0.9.2"
+    vocabulary: str = ""               # how hints spell its settings (vocabulary.WORDS source), where not ``framework``
 
     @property
     def training(self) -> bool:

@@ -6,7 +6,9 @@ heredocs), never with regular expressions. The script is walked top to bottom ke
 variables it assigns (``X=1``, ``export X=1``, ``declare``, arrays), and each command's words are
 expanded as bash would: ``$X``, ``${X}``, ``${X:-default}`` / ``${X:=default}``, ``"${ARGS[@]}"``,
 ``$((...))`` over known integers, word splitting of an unquoted expansion, ``\\``-newline inside
-quotes. What only the run knows (``$(nvidia-smi ...)``, ``$1``, a variable the script never sets)
+quotes, and ``read -r -d '' NAME <<EOF`` (a command kept in a heredoc, OpenRLHF's examples) with
+each of its words at its own line and column. What only the run knows (``$(nvidia-smi ...)``,
+``$1``, a variable the script never sets)
 is a :class:`Word` whose ``text`` is None and whose ``unknown`` says why. An assignment inside a
 condition or a loop only fills a variable the script has not set yet (``MODEL=$1`` inside an
 argument loop leaves ``MODEL="Qwen/Qwen-7B"`` set above it). ``bash -c '...'`` is read as the
@@ -149,6 +151,8 @@ class _Walker:
                     self.assign(child, conditional)
         elif kind == "command":
             self.command(node)
+        elif kind == "redirected_statement" and self.read_heredoc(node, conditional):
+            return
         elif kind == "function_definition":
             return                       # a function's commands run where it is called: not followed
         elif kind in ("if_statement", "elif_clause", "else_clause", "case_statement", "case_item", "while_statement",
@@ -187,6 +191,85 @@ class _Walker:
         if conditional and old is not None and _known(old):
             return                        # a branch may not run: the value set before stands
         self.variables[name] = _capped(value)
+
+    def read_heredoc(self, node, conditional: bool) -> bool:
+        """``read [-r] [-d ''] NAME <<EOF ... EOF``: NAME holds the heredoc's text as bash gives it
+        (expanded unless the delimiter is quoted; backslash-newline joined unless both the
+        delimiter is quoted and ``-r`` is given; the first line only without ``-d ''``; leading and
+        trailing blanks stripped). False where the statement is not that (it is walked as usual)."""
+        command = next((c for c in node.children if c.type == "command"), None)
+        heredoc = next((c for c in node.children if c.type == "heredoc_redirect"), None)
+        if command is None or heredoc is None:
+            return False
+        words = [w for child in command.children if child.is_named for w in self.expand(child, split=False)]
+        if not words or words[0].text != "read":
+            return False
+        options, names = _read_options(words[1:])
+        body = next((c for c in heredoc.children if c.type == "heredoc_body"), None)
+        start = next((c for c in heredoc.children if c.type == "heredoc_start"), None)
+        if options is None or len(names) != 1 or names[0].text is None or start is None:
+            return False
+        quoted = self.text(start)[:1] in ("'", '"', "\\")
+        pieces = self.heredoc_pieces(body, quoted, raw="r" in options) if body is not None else []
+        if options.get("d", "\n") != "":
+            pieces = _first_line(pieces)
+        value = _stripped(pieces, *self.where(heredoc))
+        old = self.variables.get(names[0].text)
+        if not (conditional and old is not None and _known(old)):
+            self.variables[names[0].text] = _capped(value)
+        return True
+
+    def heredoc_pieces(self, body, quoted: bool, raw: bool) -> list[Word]:
+        """A heredoc body as located pieces (blank runs, other runs, expansions' values)."""
+        pieces: list[Word] = []
+        cursor = body.start_byte
+        for child in [*body.children, None]:
+            end = child.start_byte if child is not None else body.end_byte
+            if end > cursor:
+                pieces += self.literal(cursor, end, unescape=not quoted, join=not (quoted and raw), raw=raw)
+            if child is None:
+                break
+            if child.type == "heredoc_content":
+                pieces += self.literal(child.start_byte, child.end_byte, unescape=not quoted,
+                                       join=not (quoted and raw), raw=raw)
+            elif not quoted:
+                pieces += self.expand(child, split=False)
+            else:
+                pieces += self.literal(child.start_byte, child.end_byte, unescape=False, join=not raw, raw=raw)
+            cursor = child.end_byte
+        return pieces
+
+    def literal(self, start: int, end: int, unescape: bool, join: bool, raw: bool) -> list[Word]:
+        """Source bytes as pieces at their own line and column: runs of blanks, runs of the rest;
+        a backslash-newline dropped where it joins lines, ``\\$`` ``\\``` ``\\\\`` unescaped in an
+        unquoted heredoc, and every ``\\x`` where ``read`` runs without ``-r``."""
+        text = self.src[start:end].decode("utf-8", "surrogateescape")
+        line, column = self.where_byte(start)
+        out: list[Word] = []
+        for match in re.finditer(r"\\\n|\s+|(?:\\[^\n]|[^\s\\])+|\\", text):
+            piece = match.group()
+            before = text[:match.start()]
+            at_line = line + before.count("\n")
+            at_column = (column + len(before)) if "\n" not in before else len(before) - before.rfind("\n")
+            if piece == "\\\n":
+                if not join:
+                    out += [Word("\\", at_line, at_column), Word("\n", at_line, at_column + 1)]
+                continue
+            if not piece.isspace():
+                if not raw:
+                    piece = re.sub(r"\\(.)", r"\1", piece)
+                elif unescape:
+                    piece = re.sub(r"\\([$`\\])", r"\1", piece)
+            out.append(Word(piece, at_line, at_column))
+        return out
+
+    def where_byte(self, offset: int) -> tuple[int, int]:
+        """The 1-based line and column of a byte of the source (columns in characters)."""
+        before = self.src[:offset]
+        row = before.count(b"\n")
+        line_start = before.rfind(b"\n") + 1
+        column = len(before[line_start:].decode("utf-8", "surrogateescape"))
+        return self.line0 + row + 1, (self.col0 if row == 0 else 0) + column + 1
 
     # commands -------------------------------------------------------------------------------------
     def command(self, node) -> None:
@@ -388,6 +471,63 @@ def _integer(expression: str) -> int:
     return value(tree)
 
 
+_READ_VALUED = frozenset("adinNptu")      # ``read`` options that take a value (bash 5 help read)
+
+
+def _read_options(words: list[Word]) -> tuple[dict[str, str] | None, list[Word]]:
+    """``read``'s options and the names it assigns; None where an option is only known when it
+    runs or is ``-a`` (an array), which this reader does not follow."""
+    options: dict[str, str] = {}
+    index = 0
+    while index < len(words):
+        text = words[index].text
+        if text is None:
+            return None, []
+        if not text.startswith("-") or text == "-":
+            break
+        for position, letter in enumerate(text[1:], 1):
+            if letter in _READ_VALUED:
+                value = text[position + 1:]
+                if not value:
+                    index += 1
+                    value = words[index].text if index < len(words) else None
+                if value is None or letter == "a":
+                    return None, []
+                options[letter] = value
+                break
+            options[letter] = ""
+        index += 1
+    return options, words[index:]
+
+
+def _first_line(pieces: list[Word]) -> list[Word]:
+    """What ``read`` without ``-d`` takes: the pieces up to the first newline."""
+    out = []
+    for piece in pieces:
+        if piece.text is not None and "\n" in piece.text and piece.text.isspace():
+            break
+        out.append(piece)
+    return out
+
+
+def _stripped(pieces: list[Word], line: int, column: int) -> Word:
+    """``read``'s value for one name: the pieces without leading and trailing blanks, one word
+    whose text is known where every piece is, keeping the pieces (so splitting it later puts each
+    word where it is written)."""
+    while pieces and pieces[0].text is not None and pieces[0].text.isspace():
+        pieces = pieces[1:]
+    while pieces and pieces[-1].text is not None and pieces[-1].text.isspace():
+        pieces = pieces[:-1]
+    if not pieces:
+        return Word("", line, column)
+    flat = [q for p in pieces for q in (p.parts if p.text is None and p.parts else (p,))]
+    unknown = next((p for p in flat if p.text is None), None)
+    first = flat[0]
+    if unknown is not None:
+        return Word(None, first.line, first.column, unknown=unknown.unknown, parts=tuple(flat))
+    return Word("".join(p.text for p in flat), first.line, first.column, parts=tuple(flat))
+
+
 def _capped(value):
     """A value past ``MOST_VALUE`` characters (or pieces) is one no launch needs: unknown."""
     if isinstance(value, tuple):
@@ -420,7 +560,7 @@ def _split(value: Word) -> list[Word]:
     pieces of a partly unknown value kept apart (``"--nproc_per_node $N --nnodes 1"``)."""
     if value.quoted:
         return [value]
-    if value.text is not None:
+    if value.text is not None and not value.parts:
         pieces = value.text.split()
         return [Word(p, value.line, value.column) for p in pieces] if len(pieces) != 1 else [value]
     if not value.parts:
