@@ -42,8 +42,11 @@ def split(value) -> list[str]:
     return [str(part) for part in value]
 
 
-def enabled(values: dict) -> frozenset[str]:
-    """The rule codes this run reports, from the merged settings and command line."""
+def enabled(values: dict) -> frozenset[str] | None:
+    """The rule codes this run reports, from the merged settings and command line; None: every
+    rule (nothing selected or ignored: the registry is not loaded to say so)."""
+    if not any(values.get(key) for key in ("select", "ignore", "extend_ignore")):
+        return None
     from vramlint.rules import RULES
     chosen = rules_named(split(values.get("select")), "select") if values.get("select") else frozenset(RULES)
     dropped = (rules_named(split(values.get("ignore")), "ignore")

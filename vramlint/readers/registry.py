@@ -16,13 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramlint.readers import axolotl, deepspeed, glm_finetune, llamafactory, openrlhf, torchtune, trl
-from vramlint.readers.accelerate import looks_like_accelerate
-from vramlint.readers.vllm import looks_like_vllm
 
 
 def _lazy(module: str, name: str) -> Callable:
     """A reader's function, imported when first called: detection stops at the first format that
-    matches, so a DeepSpeed file never imports the readers of the task specs tried after it."""
+    matches, so a DeepSpeed file never imports the readers of the formats tried after it."""
     def call(*args):
         from importlib import import_module
         return getattr(import_module(module), name)(*args)
@@ -46,8 +44,8 @@ FORMATS: tuple[Format, ...] = (
     Format("openrlhf", "recipe", openrlhf.looks_like_openrlhf, "recipe", openrlhf.read_openrlhf),
     Format("trl", "recipe", trl.looks_like_trl, "recipe", trl.read_trl),
     Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed, "deepspeed"),
-    Format("accelerate", "launcher", looks_like_accelerate, "accelerate"),
-    Format("vllm", "serving", looks_like_vllm, "vllm"),
+    Format("accelerate", "launcher", _lazy("vramlint.readers.accelerate", "looks_like_accelerate"), "accelerate"),
+    Format("vllm", "serving", _lazy("vramlint.readers.vllm", "looks_like_vllm"), "vllm"),
     Format("skypilot", "cloud", _lazy("vramlint.readers.cloud", "looks_like_skypilot"), "cloud"),
     Format("dstack", "cloud", _lazy("vramlint.readers.cloud", "looks_like_dstack"), "cloud"),
     Format("kubernetes", "cloud", _lazy("vramlint.readers.kubernetes", "looks_like_kubernetes"), "cloud"),
