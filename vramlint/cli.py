@@ -258,7 +258,7 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_USAGE if usage else EXIT_FINDINGS if failed else EXIT_OK
 
 
-def _unread(results: list, left: list[str], rules: frozenset[str]) -> list:
+def _unread(results: list, left: list[str], rules: frozenset[str] | None) -> list:
     """A walk that estimated no job beside Python configs says what it left unread (VL012), as
     one more result for the run's report: the jobs are likely stated there."""
     from vramlint.checker import ESTIMATED, FileResult
@@ -267,7 +267,7 @@ def _unread(results: list, left: list[str], rules: frozenset[str]) -> list:
     if not left or any(r.status == ESTIMATED for r in results):
         return []
     finding = launches_not_read(Location(left[0]), left)        # at the first of them: a file annotations can show
-    return [FileResult(finding.location.path, findings=[finding] if finding.code in rules else [],
+    return [FileResult(finding.location.path, findings=[finding] if rules is None or finding.code in rules else [],
                        notes=[f"{len(left)} Python config(s) not read"])]
 
 
