@@ -5,7 +5,7 @@ tensors of the shapes ``Mxfp4MoEMethod.create_weights`` makes — w13 (2i, h/2) 
 uint8 values, their (2i, h/32) and (h, i/32) scales — converted as ``mxfp4_utils._swizzle_mxfp4``
 converts them (transposed, mx_axis 1, 8 warps), and adds the loaded scales the layer keeps.
 Writes JSON ``[{"hidden": h, "intermediate": i, "bytes": n}, ...]`` for
-``tests/test_vllm.py`` to hold ``vramlint.memory.mxfp4`` to.
+``tests/test_vllm.py`` to hold ``vramlint.memory.parts.mxfp4`` to.
 
     pip download vllm==0.19.0 --no-deps && unzip vllm-0.19.0-*.whl 'vllm/third_party/*'
     pip install torch==2.13.0 triton

@@ -6,9 +6,9 @@ r=16 on all linears as recorded) — logging every storage an aten op creates (s
 the last tensor holding it dies (``torch_probe.StorageWatch``). Writes JSON: ``{"params": [bytes
 per parameter, in order], "steps": [[["alloc", id, bytes, op] | ["free", id], ...], ...]}``.
 
-Replayed through ``vramlint.memory.allocator.CachingAllocator`` (``replay`` below) the sequence
+Replayed through ``vramlint.memory.parts.allocator.CachingAllocator`` (``replay`` below) the sequence
 gives the reserve PyTorch's caching allocator would reach on a GPU for the real op order — to
-tell an allocator-model miss from an op-order miss in vramlint's own replays (memory/timeline.py,
+tell an allocator-model miss from an op-order miss in vramlint's own replays (memory/runtimes/torch/step.py,
 nograd.py). Kernel-internal buffers (cuBLAS workspace) and CUDA streams are not in it.
 
     pip install torch==2.13.0 transformers    # CPU build from local disk; never a vramlint dependency
@@ -106,7 +106,7 @@ def replay(trace: dict, workspaces: bool = False, empty_cache: bool = True) -> l
     thread's) and after the first one past the loss's backward (the backward thread's); that needs
     a trace with op names."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from vramlint.memory.allocator import CachingAllocator
+    from vramlint.memory.parts.allocator import CachingAllocator
 
     alloc = CachingAllocator()
     for size in trace["params"]:

@@ -14,7 +14,7 @@ collective allocates inside itself (``_mark_collectives``). Writes JSON: ``{"mod
 [[["alloc", id, bytes, op(, stream)] | ["free", id], ...], ...]}`` — each micro-batch's events; what
 ``initialize`` does is left out, since on the CPU its "move to the host" is no move at all.
 
-Replayed after vramlint's own initialisation (``memory/zero.py``) the sequence is DeepSpeed's real
+Replayed after vramlint's own initialisation (``memory/runtimes/deepspeed/step.py``) the sequence is DeepSpeed's real
 op order, each allocation in its stream's pool: what it leaves out is the GPU's timing — the
 blocks ``record_stream`` holds back until a stream catches up. Only stages without offload are
 comparable (on the CPU the host is the device).

@@ -44,7 +44,7 @@ def test_fsdp2_reshard_after_forward():
 
 def test_fsdp_version_is_read():
     """FSDP2's step keeps an all-gather output and a reduce-scatter input that FSDP1's flat
-    parameters do without (memory/fsdp.py); Accelerate's default is 1."""
+    parameters do without (memory/runtimes/fsdp/step.py); Accelerate's default is 1."""
     two = read("huggingface__trl__examples__accelerate_configs__fsdp2.yaml")
     one = read("hiyouga__LLaMA-Factory__examples__accelerate__fsdp_config.yaml")
     assert (two.fsdp_version.value, one.fsdp_version.value) == (2, 1)

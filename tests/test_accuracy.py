@@ -11,7 +11,7 @@ from conftest import ROOT, SHARED, shared_or_skip
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from accuracy import plan_for, rows  # noqa: E402
 
-from vramlint.memory.states import trainable  # noqa: E402
+from vramlint.memory.parts.adapters import trainable  # noqa: E402
 
 
 def test_median_error_on_measured_runs_is_within_three_percent():

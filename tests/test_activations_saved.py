@@ -18,7 +18,7 @@ import pytest
 from conftest import DATA
 
 from vramlint.hardware import parse_gpus
-from vramlint.memory.activations import layer_tensors
+from vramlint.memory.parts.activations import layer_tensors
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.plan import Plan
 

@@ -74,7 +74,7 @@ def test_vramlint_training_replay_reaches_the_reserve_of_the_real_op_order(name)
     cuBLAS's workspaces (test_cublas_workspaces_placed_by_best_fit_give_the_gpus_second_step)."""
     from accuracy import setup_text
 
-    from vramlint.memory.timeline import simulate_training
+    from vramlint.memory.runtimes.torch.step import simulate_training
 
     trace = json.loads((DATA / name).read_text())
     path = shared_or_skip(SHARED / "groundtruth" / "h200-calibration.jsonl")
@@ -98,7 +98,7 @@ def test_a_loop_that_keeps_its_cache_reserves_what_the_real_op_order_does(name):
 
     from accuracy import setup_text
 
-    from vramlint.memory.timeline import simulate_training
+    from vramlint.memory.runtimes.torch.step import simulate_training
 
     trace = json.loads((DATA / name).read_text())
     path = shared_or_skip(SHARED / "groundtruth" / "h200-calibration.jsonl")
@@ -136,7 +136,7 @@ def test_reduced_models_replay_as_their_real_op_order(name):
     loop's reserve 2.84 GB replayed where the real order has 4.12 (now 4.09)."""
     import dataclasses
 
-    from vramlint.memory.timeline import simulate_training
+    from vramlint.memory.runtimes.torch.step import simulate_training
 
     trace = json.loads((DATA / name).read_text())
     plan = reduced_plan(trace)
@@ -177,7 +177,7 @@ def test_gradient_accumulation_is_replayed_micro_batch_by_micro_batch():
 
     from accuracy import setup_text
 
-    from vramlint.memory.timeline import simulate_training
+    from vramlint.memory.runtimes.torch.step import simulate_training
 
     trace = json.loads((DATA / "trace_pythia_bf16_b2_s2048_gc_ga2.json").read_text())
     path = shared_or_skip(SHARED / "groundtruth" / "h200-calibration.jsonl")
@@ -226,8 +226,8 @@ def replay_steps(plan, trace: dict):
     """vramlint's ``deepspeed.initialize``, then the recorded steps; the allocator as the second
     step leaves it (its peaks are the second step's). The trace holds each ``engine.step()``'s
     events: a micro-batch, ``gradient_accumulation_steps`` of them an optimizer step."""
-    from vramlint.memory import zero
-    from vramlint.memory.allocator import CachingAllocator
+    from vramlint.memory.runtimes.deepspeed import step as zero
+    from vramlint.memory.parts.allocator import CachingAllocator
 
     alloc = CachingAllocator()
     zero.initialize(plan, alloc)
@@ -286,7 +286,7 @@ def test_vramlint_deepspeed_replay_reaches_the_reserve_of_the_real_op_order(name
     ``grads_in_partition`` and releases its buckets, ZeRO-3 adds into its partition in place:
     replayed with one micro-batch, 1.1 GB (ZeRO-0, ZeRO-2) and 0.1 GB (ZeRO-1) of the real
     order's reserve were missing."""
-    from vramlint.memory import zero
+    from vramlint.memory.runtimes.deepspeed import step as zero
 
     trace = json.loads((DATA / name).read_text())
     plan = deepspeed_plan(trace)
@@ -310,7 +310,8 @@ def test_deepspeed_states_and_peak_match_the_real_run(name):
     Trainer builds it: the base whole under ZeRO-2, partitioned under ZeRO-3) and two runs
     without checkpointing — qwen2.5-1.5b's widths, and Llama with LoRA, whose 16-bit adapters
     keep each input tensor once (PEFT's fp32-adapter rule would be 10 % over)."""
-    from vramlint.memory.states import deepspeed_states, trainable
+    from vramlint.memory.parts.adapters import trainable
+    from vramlint.memory.runtimes.deepspeed.states import deepspeed_states
     from vramlint.memory.training import training_peak
 
     trace = json.loads((DATA / name).read_text())
@@ -354,7 +355,7 @@ def test_zero3_keeps_gathered_what_its_prefetcher_passed(name):
     prefetcher marks the later use of what it passes), and with ``stage3_max_live_parameters``
     30M (16 narrow layers) it kept 30.5M elements: the bound is the larger of the two
     (``states.zero3_keep_distance``); by the reuse distance alone vramlint had kept none."""
-    from vramlint.memory.states import deepspeed_states
+    from vramlint.memory.runtimes.deepspeed.states import deepspeed_states
 
     trace = json.loads((DATA / name).read_text())
     at_loss = next(c.bytes for c in deepspeed_states(deepspeed_plan(trace)).gathered

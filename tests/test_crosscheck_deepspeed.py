@@ -13,7 +13,7 @@ stage_1_and_2 = pytest.importorskip("deepspeed.runtime.zero.stage_1_and_2")
 stage3 = pytest.importorskip("deepspeed.runtime.zero.stage3")
 
 from vramlint.hardware import parse_gpus  # noqa: E402
-from vramlint.memory.states import deepspeed_states, zero12_grad_partition, zero3_sub_groups  # noqa: E402
+from vramlint.memory.runtimes.deepspeed.states import deepspeed_states, zero12_grad_partition, zero3_sub_groups  # noqa: E402
 from vramlint.models import read_model  # noqa: E402
 from vramlint.plan import Plan  # noqa: E402
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import DATA
 
 from vramlint.hardware import parse_gpus
-from vramlint.memory.states import ddp_buckets
+from vramlint.memory.runtimes.torch.states import ddp_buckets
 from vramlint.memory.training import training_peak
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.plan import Plan
@@ -57,7 +57,7 @@ def test_buckets_are_there_at_the_loss_on_several_gpus_only(case):
 def test_ddp_pays_the_nccl_communicator_deepspeed_pays():
     """Over several GPUs DDP talks over NCCL as DeepSpeed does even on one (1.39 GB measured
     with ZeRO-0, against 0.82 GB for a plain single-GPU step)."""
-    from vramlint.memory.fixed import fixed_costs
+    from vramlint.memory.parts.fixed import fixed_costs
 
     entry = RECORDED["llama-3.2-1b:2l:bf16"]
     alone, ddp = fixed_costs(plan_for(entry, "1xH100")), fixed_costs(plan_for(entry))

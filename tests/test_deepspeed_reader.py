@@ -91,7 +91,7 @@ def test_overlap_comm_gives_zero2_its_second_bucket():
     from dataclasses import replace
 
     from vramlint.hardware import parse_gpus
-    from vramlint.memory.states import deepspeed_states
+    from vramlint.memory.runtimes.deepspeed.states import deepspeed_states
     from vramlint.models import read_model
     from vramlint.plan import Flags, plan_from_deepspeed
     model, gpus = read_model("meta-llama/Llama-3.2-1B"), parse_gpus("8xH100")

@@ -16,7 +16,7 @@ from conftest import DATA, EXAMPLES
 from formulas import evaluate, tolerance
 from vramlint.checker import Context, check_file
 from vramlint.hardware import parse_gpus
-from vramlint.memory.states import trainable
+from vramlint.memory.parts.adapters import trainable
 from vramlint.models import read_model
 
 # Formulas that state no arithmetic: measured constants, and descriptions of what depends on the

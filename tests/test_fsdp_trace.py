@@ -5,8 +5,8 @@ Accelerate 1.15 prepares the model (decoder layers as units, the tail unit not r
 forward, bf16 mixed precision, torch's AdamW), recorded on the CPU over two gloo ranks by
 dev/trace_fsdp.py from the profiler's memory events: every allocation and free of rank 0, in
 order, each tagged with the stream FSDP entered for it. Replayed through the allocator model
-after vramlint's own resting shards, they are what vramlint's replay (memory/fsdp.py) and its
-analytic peak (memory/states.py ``fsdp_states``) must reach. What the recordings showed: the tail
+after vramlint's own resting shards, they are what vramlint's replay (memory/runtimes/fsdp/step.py) and its
+analytic peak (memory/runtimes/fsdp/states.py ``fsdp_states``) must reach. What the recordings showed: the tail
 unit (lm_head = the tied embedding, 525 MB here) stays unsharded from the first forward to the
 end of backward, where vramlint had two decoder layers in flight at the loss and no tail in its
 replay; every FSDP2 all-gather leaves its output alive until the next one, the last until the
@@ -25,9 +25,9 @@ import pytest
 from conftest import DATA
 
 from vramlint.hardware import parse_gpus
-from vramlint.memory.allocator import CachingAllocator
-from vramlint.memory.fsdp import simulate_fsdp
-from vramlint.memory.states import fsdp_states
+from vramlint.memory.parts.allocator import CachingAllocator
+from vramlint.memory.runtimes.fsdp.step import simulate_fsdp
+from vramlint.memory.runtimes.fsdp.states import fsdp_states
 from vramlint.memory.training import training_peak
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.plan import Plan

@@ -15,7 +15,7 @@ import pytest
 
 from vramlint.cli import main
 from vramlint.hardware import parse_gpus
-from vramlint.memory.states import trainable
+from vramlint.memory.parts.adapters import trainable
 from vramlint.memory.training import training_peak
 from vramlint.models import read_model
 from vramlint.plan import Plan
@@ -68,7 +68,7 @@ def test_zero12_read_the_files_accumulation(tmp_path, capsys, stage):
     plan = check_file(str(tmp_path / f"z{stage}.json"), Context(parse_gpus("8xH100"), {"seq_len": 2048},
                                                                 model=read_model(MODEL)))[0].plan
     assert plan.grad_accum == 8
-    from vramlint.memory.states import zero12_grad_partition
+    from vramlint.memory.runtimes.deepspeed.states import zero12_grad_partition
     carried = 2 * (plan.model.params if stage == 1 else zero12_grad_partition(plan))   # ZeRO-2: its partition
     assert at_the_loss(plan)["accumulated gradients"] == carried
 
@@ -104,7 +104,7 @@ def test_fsdp_carries_the_unsharded_gradients_no_sync_keeps(name):
     whole model's 16-bit gradients (FSDP2 per parameter, FSDP1 one flat gradient per unit),
     1.01 GB here, not a shard of them."""
     from test_fsdp_trace import fsdp_plan
-    from vramlint.memory.states import model_states
+    from vramlint.memory.training import model_states
 
     trace, left = left_by_the_first_micro_batch(name)
     states = model_states(fsdp_plan(trace).with_changes(grad_accum=2))
@@ -126,7 +126,7 @@ def test_deepspeed_carries_what_its_first_micro_batch_leaves(name):
     whole parameters overlapping the rank's part (recorded on rank 1 of two, whose part starts
     inside the embedding: 1.01 GB, twice P/N)."""
     from test_allocation_trace import deepspeed_plan
-    from vramlint.memory.states import model_states
+    from vramlint.memory.training import model_states
 
     trace, left = left_by_the_first_micro_batch(name)
     states = model_states(deepspeed_plan(trace).with_changes(grad_accum=2))

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import DATA
 from vramlint.hardware import parse_gpus
-from vramlint.memory.loss import loss_head
+from vramlint.memory.parts.loss import loss_head
 from vramlint.models import read_model
 from vramlint.plan import Plan
 

@@ -12,11 +12,13 @@ from conftest import DATA
 
 from vramlint.hardware import parse_gpus
 from vramlint.memory import estimate
-from vramlint.memory.activations import layer_bytes_per_token
-from vramlint.memory.allocator import CachingAllocator
+from vramlint.memory.parts.activations import layer_bytes_per_token
+from vramlint.memory.parts.allocator import CachingAllocator
 from vramlint.memory.fit import fitting_changes, largest_micro_batch
-from vramlint.memory.states import deepspeed_states, lora_params, model_states, zero3_kept, zero3_sub_groups
-from vramlint.memory.weights import DTYPE_BYTES
+from vramlint.memory.parts.adapters import lora_params
+from vramlint.memory.runtimes.deepspeed.states import deepspeed_states, zero3_kept, zero3_sub_groups
+from vramlint.memory.training import model_states
+from vramlint.memory.parts.weights import DTYPE_BYTES
 from vramlint.models import read_model
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.plan import Plan
@@ -333,7 +335,7 @@ def test_zero3_hint_can_release_the_layers_kept_for_backward():
 
 
 def test_attention_masks_follow_transformers_masking_utils():
-    from vramlint.memory.activations import attention_masks
+    from vramlint.memory.parts.activations import attention_masks
     gemma = read_model("google/gemma-2-2b")          # full and sliding (4096) layers
     def masks(attn, seq, batch=2):
         return attention_masks(Plan(model=gemma, cluster=parse_gpus("1xH100"), precision="bf16", attn=attn,

@@ -17,7 +17,7 @@ from conftest import CORPUS, shared_or_skip
 from vramlint.errors import UsageError
 from vramlint.hardware import Cluster, Gpu
 from vramlint.memory import estimate
-from vramlint.memory.weights import weight_bytes
+from vramlint.memory.parts.weights import weight_bytes
 from vramlint.models import read_model
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.plan import Plan
@@ -234,7 +234,7 @@ def test_lora_trainable_count_equals_peft_for_every_family(model_type):
     (dev/lora_counts.py): fused projections, MLA and Gated DeltaNet linears, llama4's nn.Linear
     router, PEFT's transformers-5 conversion onto fused experts, and gemma4's per-layer-input
     linears."""
-    from vramlint.memory.states import lora_params
+    from vramlint.memory.parts.adapters import lora_params
     assert lora_params(shape_from_dict({"model_type": model_type}), 8) == LORA[model_type]["r8_all_linear"]
 
 
@@ -248,7 +248,7 @@ def test_lora_on_a_multimodal_checkpoint_equals_peft_tower_included(name, target
     adapts the vision tower's linears too, a target list each one whose name ends in an entry
     (SigLIP's q/k/v_proj, not Qwen3-VL's fused qkv); and where the tower's modules of a target's
     name wrap their nn.Linear (Gemma 4), PEFT refuses the list and vramlint says so."""
-    from vramlint.memory.states import lora_params, refused_targets, tower_adapters
+    from vramlint.memory.parts.adapters import lora_params, refused_targets, tower_adapters
     expected = LORA["multimodal"][name][targets]
     model = shape_from_dict({"model_type": name[8:]}) if name.startswith("default:") else read_model(name)
     wanted = tuple(targets.split(","))

@@ -136,7 +136,7 @@ def test_tp_splits_the_sublayers_tensors_and_keeps_the_norms_whole():
     attention's and the MLP's own tensors halve while the two RMSNorms' (fp32 copy, y, output:
     4 + 2 + 2 bytes x h each) stay whole on every rank."""
     from vramlint.hardware import parse_gpus
-    from vramlint.memory.activations import layer_bytes_per_token
+    from vramlint.memory.parts.activations import layer_bytes_per_token
     from vramlint.plan import Plan
 
     model = read_model(MODEL)

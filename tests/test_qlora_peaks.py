@@ -86,7 +86,8 @@ def test_fsdp_qlora_units_are_what_fsdp_flattens(model_type):
     wrap policy): each decoder layer a frozen bf16 unit of its 4-bit weights packed four values to
     an element (biases, counted packed here, keep it within 0.5 %), the root unit whole, every
     LoRA linear a trainable fp32 unit of its own; the quant states outside every unit."""
-    from vramlint.memory.states import fsdp_tail_unit, fsdp_unit, lora_tensors, quant_states, trainable
+    from vramlint.memory.parts.adapters import lora_tensors, quant_states, trainable
+    from vramlint.memory.runtimes.fsdp.states import fsdp_tail_unit, fsdp_unit
     entry = UNITS[model_type]
     plan = fsdp_plan(entry["config"])
     frozen = [u for u in entry["units"] if not u[3]]
@@ -106,7 +107,8 @@ def test_fsdp_qlora_shards_the_packed_base_and_keeps_states_for_the_adapters_alo
     and 2 B a value elsewhere, and fp32 gradients and Adam states of half the adapters; the same
     LoRA on a bf16 base needs more than twice the memory."""
     from vramlint.memory import estimate
-    from vramlint.memory.states import fsdp_states, quant_states, trainable
+    from vramlint.memory.parts.adapters import quant_states, trainable
+    from vramlint.memory.runtimes.fsdp.states import fsdp_states
     from vramlint.models import read_model
     plan = fsdp_plan({}, model=read_model("meta-llama/Llama-3.1-70B"))
     states = fsdp_states(plan)
@@ -129,7 +131,7 @@ def test_qlora_leaves_transformers_fused_experts_in_the_load_dtype(model_type):
     """bitsandbytes replaces nn.Linear modules; transformers 5's routed experts are fused 3-D
     parameters, so they load in bf16 beside the 4-bit attention and shared experts — what
     dev/qlora_moe_storage.py finds stored for four MoE types (counting them 4-bit was 3-4x short)."""
-    from vramlint.memory.states import model_states
+    from vramlint.memory.training import model_states
     entry = MOE[model_type]
     plan = Plan(model=shape_from_dict(dict(entry["config"])), cluster=parse_gpus("1xH100"), precision="bf16",
                 runtime="torch", weights_dtype="bfloat16", micro_batch=1, seq_len=1024, lora_rank=16, load_in_4bit=True)
@@ -147,7 +149,7 @@ def test_deepspeed_holds_qloras_base_at_half_a_byte_a_value_and_casts_the_adapte
     the 4-bit base as loaded (uint8, two values a byte), ZeRO-3 partitions it packed into bf16
     (four values an element: the same bytes), both cast the adapters to bf16; bitsandbytes'
     quant states are no parameters, left whole. (qwen2's biases, counted packed, are the 0.03 %.)"""
-    from vramlint.memory.states import deepspeed_states
+    from vramlint.memory.runtimes.deepspeed.states import deepspeed_states
     entry = DEEPSPEED[case]
     plan = Plan(model=shape_from_dict(dict(entry["config"])), cluster=parse_gpus("1xH100"), precision="bf16",
                 runtime="deepspeed", zero_stage=int(case[-1]), micro_batch=1, seq_len=1024, lora_rank=16,
@@ -162,7 +164,8 @@ def test_lora_on_a_16_bit_base_is_wrapped_the_same_way(case):
     """The Trainer applies PEFT's wrap policy to any PEFT model under FSDP: with a bf16 base the
     decoder units are frozen and whole-sized in bf16 (nothing for Accelerate to upcast), the
     adapters fp32 units of their own."""
-    from vramlint.memory.states import fsdp_base_bytes, fsdp_unit, trainable
+    from vramlint.memory.parts.adapters import trainable
+    from vramlint.memory.runtimes.fsdp.states import fsdp_base_bytes, fsdp_unit
     entry = UNITS[case]
     plan = replace(fsdp_plan(entry["config"]), load_in_4bit=False)
     frozen = [u for u in entry["units"] if not u[3]][1:]
@@ -194,7 +197,7 @@ def test_a_vision_tower_is_held_by_the_same_rules_as_the_decoder_under_fsdp_and_
     """A multimodal checkpoint's tower: with LoRA under FSDP1 its frozen weights stay bf16 as the
     decoder's do (PEFT's wrap policy leaves them unupcast), not fp32; under QLoRA bitsandbytes
     stores its linears in NF4 whatever the runtime — under DeepSpeed too."""
-    from vramlint.memory.states import vision_tower
+    from vramlint.memory.training import vision_tower
     from vramlint.models import read_model
     model = read_model("google/gemma-3-4b-it")
     v = model.vision_params

@@ -13,7 +13,9 @@ from vramlint.cli import main
 from vramlint.errors import UsageError
 from vramlint.hardware import parse_gpus
 from vramlint.memory import estimate
-from vramlint.memory.states import adapter_bytes, deepspeed_states, model_states, trainable
+from vramlint.memory.parts.adapters import adapter_bytes, trainable
+from vramlint.memory.runtimes.deepspeed.states import deepspeed_states
+from vramlint.memory.training import model_states
 from vramlint.models.hfconfig import shape_from_dict
 from vramlint.models.quantization import BNB_LINEARS
 from vramlint.models import read_model
@@ -174,7 +176,7 @@ STEPS = json.loads((DATA / "optimizer_steps.json").read_text())
 def test_the_step_temporary_follows_adamws_implementation(impl, dtype):
     """dev/optimizer_steps.py watched torch 2.13's AdamW step: foreach makes one copy of what it
     updates, fused (HF's default adamw_torch_fused) none."""
-    from vramlint.memory.states import torch_states
+    from vramlint.memory.runtimes.torch.states import torch_states
     plan = Plan(model=LLAMA_8B, cluster=parse_gpus("1xH200"), precision="bf16" if dtype == "bfloat16" else "fp32",
                 runtime="torch", weights_dtype=dtype, optimizer_impl=impl)
     step = sum(c.bytes for c in torch_states(plan).step)
@@ -185,7 +187,7 @@ def test_the_step_temporary_follows_adamws_implementation(impl, dtype):
 def test_paged_32bit_adam_keeps_fp32_states_whatever_the_weights(dtype):
     """bitsandbytes' PagedAdamW32bit: 8 B of states an element for bf16 and fp32 parameters alike;
     the paged ones (tensors of 1e5 elements and more) on the host side of unified memory."""
-    from vramlint.memory.states import torch_states
+    from vramlint.memory.runtimes.torch.states import torch_states
     plan = Plan(model=LLAMA_8B, cluster=parse_gpus("1xH200"), precision="bf16", runtime="torch",
                 weights_dtype=dtype, paged_optimizer=True)
     states = torch_states(plan)
@@ -199,7 +201,7 @@ def test_dora_trains_a_magnitude_vector_per_adapted_linear_and_keeps_its_two_res
     """PEFT 0.21.2 DoRA (tuners/lora/dora.py): lora_magnitude_vector of d_out per adapted linear;
     the forward keeps the base's and the adapter's outputs (d_out each, recorded on the CPU:
     +4 B a d_out element with fp32 adapters under autocast)."""
-    from vramlint.memory.activations import layer_bytes_per_token
+    from vramlint.memory.parts.activations import layer_bytes_per_token
     flags = {"seq_len": 1024, "lora_rank": 16, "weights_dtype": "float32"}
     lora = plan_from_flags(LLAMA_8B, parse_gpus("1xH100"), flags)
     dora = plan_from_flags(LLAMA_8B, parse_gpus("1xH100"), {**flags, "dora": True})

@@ -189,14 +189,14 @@ def test_a_huge_cluster_plans_in_bounded_time(capsys):
     """zero12_grad_partition walked every rank (a list of 10^6): now only the ranks where a tensor
     starts or ends, with the same answer."""
     from vramlint.hardware import parse_gpus
-    from vramlint.memory.states import zero12_grad_partition
+    from vramlint.memory.runtimes.deepspeed.states import zero12_grad_partition
     from vramlint.models import read_model
     from vramlint.plan import plan_from_flags
     model = read_model("llama-3.2-1b")
     for gpus in ("2xH100", "8xH100", "3x7xH100"):
         plan = plan_from_flags(model, parse_gpus(gpus), {"train": True, "seq_len": 512, "zero_stage": 2})
         sizes, n = [0], plan.data_parallel       # the definition, every rank walked
-        from vramlint.memory.states import trainable_tensors
+        from vramlint.memory.parts.adapters import trainable_tensors
         sizes = trainable_tensors(plan)
         padded = -(-sum(sizes) // (2 * n)) * (2 * n)
         part, held, start = padded // n, [0] * n, 0

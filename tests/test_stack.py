@@ -14,7 +14,7 @@ from conftest import DATA, EXAMPLES
 from vramlint.cli import main
 from vramlint.hardware import parse_gpus
 from vramlint.memory import estimate
-from vramlint.memory.loss import loss_head
+from vramlint.memory.parts.loss import loss_head
 from vramlint.models import read_model
 from vramlint.plan import plan_from_flags
 from vramlint.stack import Stack, Pinned, plan_for_stack, repository_pins, requirement, resolve_stack, unmodelled
@@ -156,7 +156,7 @@ def test_transformers_before_454_hand_sdpa_the_repeated_kv_heads():
     """Up to transformers 4.53, ``sdpa_attention_forward`` expanded grouped k and v to every head
     (``repeat_kv``) before SDPA, which keeps its inputs: per layer and token 2 x 2 B x (q − kv)
     more for a GQA model (traced against 4.57 / 5.24 on the CPU, research tf4vs5)."""
-    from vramlint.memory.activations import layer_bytes_per_token
+    from vramlint.memory.parts.activations import layer_bytes_per_token
     model = read_model("meta-llama/Llama-3.1-8B")
     plan = plan_from_flags(model, parse_gpus("1xH100"), {"seq_len": 2048, "weights_dtype": "bfloat16",
                                                            "mixed_precision": "no", "attn": "sdpa"})
@@ -167,7 +167,7 @@ def test_transformers_before_454_hand_sdpa_the_repeated_kv_heads():
 
 
 def test_bitsandbytes_before_0432_keeps_each_4bit_linears_input():
-    from vramlint.memory.activations import layer_bytes_per_token
+    from vramlint.memory.parts.activations import layer_bytes_per_token
     model = read_model("meta-llama/Llama-3.1-8B")
     plan = plan_from_flags(model, parse_gpus("1xH100"), {"seq_len": 2048, "load_in_4bit": True})
     for version, keeps in (("0.43.1", True), ("0.43.2", False)):
@@ -180,7 +180,7 @@ def test_transformers_4_quantizes_each_routed_expert():
     """Before transformers 5 a MoE's experts are nn.Linear modules, which bitsandbytes replaces
     (half a byte a value); transformers 5 fuses them into 3-D parameters it leaves in bf16
     (dev/qlora_moe_storage.py recorded that)."""
-    from vramlint.memory.states import model_states
+    from vramlint.memory.training import model_states
     model = read_model("mistralai/Mixtral-8x7B-Instruct-v0.1")
     plan = plan_from_flags(model, parse_gpus("1xH200"), {"seq_len": 1024, "load_in_4bit": True,
                                                            "weights_dtype": "bfloat16"})

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from accuracy import plan_for  # noqa: E402
 from trace_allocations import replay  # noqa: E402
 
-from vramlint.memory.timeline import simulate_training  # noqa: E402
+from vramlint.memory.runtimes.torch.step import simulate_training  # noqa: E402
 from vramlint.stack import Pinned, Stack, plan_for_stack  # noqa: E402
 
 TRACES = ("tf448_llama_bf16_adamw_b2s512.json", "tf457_llama_bf16_adamw_b2s512.json",

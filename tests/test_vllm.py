@@ -611,7 +611,7 @@ def test_lora_slots_of_a_moe_model_hold_every_local_experts_adapters():
     """FusedMoEWithLoRA keeps, per slot and local expert, w1 and w3 (r x h, I x r) and w2 (r x I,
     h x r): Qwen3-30B-A3B's 128 experts of width 768 at rank 16 are 17.3 M elements a layer, most of
     the total; expert parallelism over 4 ranks keeps 32 of them whole."""
-    from vramlint.memory.lora_slots import LoraSlots, lora_slot_elements
+    from vramlint.memory.parts.lora_slots import LoraSlots, lora_slot_elements
     from vramlint.models import read_model
     m = read_model("Qwen/Qwen3-30B-A3B")
     one = LoraSlots(max_loras=1, rank=16)
@@ -645,7 +645,7 @@ def test_mxfp4_experts_take_what_vllms_hopper_layout_makes_of_them():
     """Per expert, what the triton_kernels layouts vLLM vendors make of w13 and w2 on a Hopper GPU,
     run on the CPU by dev/mxfp4_layout.py: values padded to 64-byte rows, scales swizzled with rows
     padded to 256 and kept besides the loaded ones (gpt-oss's widths at TP 1 to 8, two others)."""
-    from vramlint.memory.mxfp4 import TRITON, expert_layout_bytes
+    from vramlint.memory.parts.mxfp4 import TRITON, expert_layout_bytes
     recorded = json.loads((ROOT / "tests" / "data" / "mxfp4_layout.json").read_text())
     assert len(recorded) >= 6
     for shape in recorded:
@@ -668,7 +668,7 @@ def test_the_gpus_architecture_picks_the_mxfp4_kernel_and_its_padding(capsys, tm
                    if c["name"] == "weights")
     assert f"laid out for vLLM's {kernel} kernel" in weights["formula"]
     assert ("not known" in weights["formula"]) == (gpus == "1x80GB")
-    from vramlint.memory.mxfp4 import kernel_for
+    from vramlint.memory.parts.mxfp4 import kernel_for
     from vramlint.hardware import architecture, parse_gpus
     rounded = kernel_for(architecture(parse_gpus(gpus).gpu.name))
     width, hidden = -(-2880 // rounded.round_i) * rounded.round_i, -(-2880 // rounded.round_h) * rounded.round_h

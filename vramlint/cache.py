@@ -69,7 +69,7 @@ class Replays:
         self._code: str | None = None
 
     def get(self, plan):
-        from vramlint.memory.allocator import Peaks
+        from vramlint.memory.parts.allocator import Peaks
         stored = read(self.KIND, self.key(plan))
         if isinstance(stored, list) and len(stored) == 2 and all(type(v) is int and v >= 0 for v in stored):
             return Peaks(*stored)

@@ -18,7 +18,7 @@ from vramlint.models.tp_plans import autotp_split, hf_split
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
-OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")     # the optimizer states memory/states.py prices
+OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")     # the optimizer states memory/parts/states.py prices
 PURE = {"bfloat16": "bf16", "float16": "fp16"}      # 16-bit weights -> the compute dtype without autocast
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 
@@ -130,7 +130,7 @@ class Plan:
     sdpa_causal_mask: bool = False  # SDPA given a built b x s x s causal mask (transformers 4.53.1-4.57, no mask passed)
     bnb_keeps_input: bool = False  # bitsandbytes' MatMul4Bit keeps each 4-bit linear's input (up to 0.43.1)
     prompt_logits: bool = False    # inference: logits for every prompt position, fp32 (transformers <= 4.44)
-    loss: str = "full"             # the loss head (memory/loss.py): full, chunked(-compiled), liger, cce, trl, none
+    loss: str = "full"             # the loss head (memory/parts/loss.py): full, chunked(-compiled), liger, cce, trl, none
     optimizer_impl: str = "foreach"    # torch AdamW: foreach (a temporary copy in the step) or fused (none)
     optimizer_in_bwd: bool = False     # each parameter stepped as its gradient is made (torchtune optimizer_in_bwd)
     paged_optimizer: bool = False      # bitsandbytes paged states in unified memory, evicted to the host under pressure

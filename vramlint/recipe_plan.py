@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from vramlint.hardware import Cluster
 from vramlint.models.peft import peft_default_targets
 from vramlint.models.shape import ModelShape
-from vramlint.memory.loss import WORDS as LOSS_WORDS
+from vramlint.memory.parts.loss import WORDS as LOSS_WORDS
 from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, flag_text, fsdp_adapter_dtype, fsdp_weights_dtype,
                            plan_from_accelerate, plan_from_deepspeed, stage_settings, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, AccelerateConfig

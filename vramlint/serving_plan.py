@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from vramlint.errors import UsageError
 from vramlint.hardware import Cluster
-from vramlint.memory.lora_slots import LoraSlots
+from vramlint.memory.parts.lora_slots import LoraSlots
 from vramlint.memory.serving import VLLM_VERSION, Serving, v0_engine
 from vramlint.models import read_model
 from vramlint.models.quantization import ONLINE

@@ -289,7 +289,7 @@ def unmodelled(stack: Stack, package: str) -> str | None:
 
 def plan_for_stack(plan: Plan, stack: Stack) -> Plan:
     """The plan as the stack's releases run it, and an assumption naming them:
-    - transformers up to 4.48: the loss also makes a shifted fp32 copy of the logits (memory/loss.py);
+    - transformers up to 4.48: the loss also makes a shifted fp32 copy of the logits (memory/parts/loss.py);
     - transformers up to 4.44: an inference prefill computes every prompt position's logits, fp32;
     - transformers before 4.54: SDPA is given repeat_kv's full-head k and v (and keeps them);
     - transformers 4.53.1 to 4.57, a step without attention_mask or cache: SDPA is given a causal

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
-from vramlint.memory.components import ALLOCATOR, CONTEXT, Component, Estimate
-from vramlint.memory.fixed import fixed_costs, workspaces
+from vramlint.memory.parts.components import ALLOCATOR, CONTEXT, Component, Estimate
+from vramlint.memory.parts.fixed import fixed_costs, workspaces
 from vramlint.memory.inference import inference_components
 from vramlint.memory.reserve import headroom, wanted
-from vramlint.memory.states import refused_targets
+from vramlint.memory.parts.adapters import refused_targets
 from vramlint.models.tp_plans import autotp_refusal, hf_refusal
 from vramlint.memory.training import training_peak
 from vramlint.models.vision import LOADED_BY, TEXT_ONLY

@@ -14,9 +14,9 @@ by side); plus two more hidden-sized tensors the model's forward still holds —
 
 from __future__ import annotations
 
-from vramlint.memory.activations import attention_masks, rank_local
-from vramlint.memory.components import Component
-from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
+from vramlint.memory.parts.activations import attention_masks, rank_local
+from vramlint.memory.parts.components import Component
+from vramlint.memory.parts.weights import DTYPE_BYTES, weight_bytes
 from vramlint.models.vision import LOADED_BY
 from vramlint.plan import Plan
 
@@ -105,11 +105,11 @@ def inference_components(plan: Plan) -> list[Component]:
     logits = plan.micro_batch * positions * m.vocab_size * 6
     masks = attention_masks(plan, DTYPE_BYTES[dtype])
     return [Component("weights", weights, f"{m.params:,} params as stored ({dtype}"
-                      f"{', ' + m.quantization.method if m.quantization else ''})", "memory/weights.py"),
+                      f"{', ' + m.quantization.method if m.quantization else ''})", "memory/parts/weights.py"),
             tower_weights(plan, DTYPE_BYTES[dtype]),
             kv_cache(plan), working_set(plan),
             Component("attention masks", masks, f"s x s per mask kind ({plan.attn})",
-                      "transformers masking_utils.py (memory/activations.py attention_masks)"),
+                      "transformers masking_utils.py (memory/parts/activations.py attention_masks)"),
             Component("logits (every prompt position)" if plan.prompt_logits else "logits (last position)", logits,
                       f"6 B x b·s·V ({plan.micro_batch * positions * m.vocab_size:,}): 16-bit and fp32"
                       if plan.prompt_logits else "b x V x (2 + 4) B", PROMPT_SOURCE if plan.prompt_logits else SOURCE)]

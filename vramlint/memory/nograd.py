@@ -10,10 +10,10 @@ allocator model sees which blocks later requests reuse.
 
 from __future__ import annotations
 
-from vramlint.memory import activations as act
-from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import base_quantization, lora_targets
-from vramlint.memory.weights import DTYPE_BYTES, bytes_per_param
+from vramlint.memory.parts import activations as act
+from vramlint.memory.parts.allocator import CachingAllocator, Peaks
+from vramlint.memory.parts.adapters import base_quantization, lora_targets
+from vramlint.memory.parts.weights import DTYPE_BYTES, bytes_per_param
 from vramlint.plan import Plan
 
 

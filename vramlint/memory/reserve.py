@@ -1,6 +1,6 @@
 """The allocator reserve component: reserved − allocated at the peak, from the replayed step.
 
-``timeline`` (PyTorch, FSDP), ``zero`` (DeepSpeed) and ``nograd`` (inference) replay the step's
+Each training runtime (``runtimes/*/step.py``) and ``nograd`` (inference) replay the step's
 allocations through the caching-allocator model; the difference
 between the reserved and the allocated peak of that replay is what nvidia-smi shows on top of
 the tensors. When the allocated peak fits the GPU but the reserve would not, PyTorch frees its
@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from vramlint.memory.allocator import Peaks
-from vramlint.memory.components import ALLOCATOR, Component
-from vramlint.memory.fsdp import simulate_fsdp
 from vramlint.memory.nograd import simulate_inference
-from vramlint.memory.timeline import simulate_training
-from vramlint.memory.zero import simulate_deepspeed
+from vramlint.memory.parts.allocator import Peaks
+from vramlint.memory.parts.components import ALLOCATOR, Component
+from vramlint.memory.runtimes import runtime
 from vramlint.plan import Plan
 
-SOURCE = ("PyTorch caching-allocator replay (memory/allocator.py; memory/timeline.py, fsdp.py, zero.py, nograd.py), "
+SOURCE = ("PyTorch caching-allocator replay (memory/parts/allocator.py; memory/runtimes/*/step.py, nograd.py), "
           "docs/reference.md §4")
 # Where replays are kept between runs: None (the memory model does no I/O of its own) unless the
 # application sets a store with ``get(plan) -> Peaks | None`` and ``put(plan, peaks)`` (the command
@@ -44,11 +42,7 @@ def replay(plan: Plan) -> Peaks:
 def _replayed(plan: Plan) -> Peaks:
     if plan.mode == "infer":
         return simulate_inference(plan)
-    if plan.runtime == "deepspeed":
-        return simulate_deepspeed(plan)
-    if plan.runtime == "fsdp":
-        return simulate_fsdp(plan)
-    return simulate_training(plan)
+    return runtime(plan.runtime).replay(plan)
 
 
 def wanted(plan: Plan) -> int:

@@ -47,11 +47,11 @@ from dataclasses import dataclass, replace
 
 from vramlint.stack import CURRENT, parse_version
 from vramlint.hardware import architecture
-from vramlint.memory.mxfp4 import expert_bytes as mxfp4_expert_bytes, kernel_for
-from vramlint.memory.components import Component
-from vramlint.memory.fixed import WORKSPACES
-from vramlint.memory.lora_slots import SOURCE as LORA_SOURCE, LoraSlots, lora_slot_elements
-from vramlint.memory.weights import expert_bytes, weight_bytes
+from vramlint.memory.parts.mxfp4 import expert_bytes as mxfp4_expert_bytes, kernel_for
+from vramlint.memory.parts.components import Component
+from vramlint.memory.parts.fixed import WORKSPACES
+from vramlint.memory.parts.lora_slots import SOURCE as LORA_SOURCE, LoraSlots, lora_slot_elements
+from vramlint.memory.parts.weights import expert_bytes, weight_bytes
 from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape
 from vramlint.units import GiB

@@ -18,8 +18,9 @@ lines):
 
 from __future__ import annotations
 
-from vramlint.memory.components import Component
-from vramlint.memory.weights import DTYPE_BYTES
+from vramlint.memory.parts.components import Component
+from vramlint.memory.parts.weights import DTYPE_BYTES
+from vramlint.memory.runtimes import runtime
 from vramlint.plan import Plan
 
 SOURCE = ("TRL 1.16.0 dpo_trainer.py:907-929 / grpo_trainer.py (reference), LLaMA-Factory 0.9.5 "
@@ -28,12 +29,9 @@ VLLM_SOURCE = "TRL 1.16.0 GRPOConfig.vllm_gpu_memory_utilization, vllm_mode colo
 
 
 def _partitions(plan: Plan) -> int:
-    """Ranks a frozen model beside the policy is split over: ZeRO-3 partitions it as it builds it
-    (zero.Init), FSDP shards it like the policy (``fsdp_shard_count``); whole otherwise."""
-    from vramlint.memory.states import fsdp_shard_count      # states.py totals what this module prices
-    if plan.runtime == "deepspeed":
-        return plan.data_parallel if plan.zero_stage == 3 else 1
-    return fsdp_shard_count(plan) if plan.runtime == "fsdp" else 1
+    """Ranks a frozen model beside the policy is split over, as its runtime splits it
+    (``frozen_shards``: ZeRO-3 partitions it, FSDP shards it like the policy; whole otherwise)."""
+    return runtime(plan.runtime).frozen_shards(plan)
 
 
 def reference_copy(plan: Plan) -> list[Component]:

@@ -15,16 +15,32 @@ produces them, so the peak sits at one of a few moments (each checked on H200 me
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from vramlint.memory import activations as act
-from vramlint.memory.components import Component
-from vramlint.memory.loss import loss_component
-from vramlint.memory.stages import generation, reference_forward
-from vramlint.memory.states import States, model_states, trainable
+from vramlint.memory.parts import activations as act
+from vramlint.memory.parts.adapters import trainable
+from vramlint.memory.parts.components import Component
+from vramlint.memory.parts.loss import loss_component
+from vramlint.memory.parts.states import States
+from vramlint.memory.runtimes import runtime
+from vramlint.memory.stages import generation, reference_forward, stage_components
 from vramlint.plan import Plan
 
-MEASURED = "per-op saved-tensor count checked on H200 (memory/activations.py)"
+
+def model_states(plan: Plan) -> States:
+    """The model states of the plan's runtime (``runtimes``), with what its stage keeps beside the
+    model (``stages``) and a vision tower's share."""
+    states = runtime(plan.runtime).states(plan)
+    extra = stage_components(plan) + ([vision_tower(plan)] if plan.model.vision_params else [])
+    return replace(states, resting=states.resting + extra) if extra else states
+
+
+def vision_tower(plan: Plan) -> Component:
+    """A multimodal checkpoint's vision tower, which transformers loads with the language model
+    (``models/vision.py``; ``ModelShape.params`` is the language model's), as the runtime holds it."""
+    return runtime(plan.runtime).vision_tower(plan)
+
+MEASURED = "per-op saved-tensor count checked on H200 (memory/parts/activations.py)"
 
 
 @dataclass(frozen=True)
@@ -109,11 +125,11 @@ def _masks(plan: Plan) -> tuple[Component, ...]:
         return ()
     shape = "b x s x s" if plan.attn == "eager" else "s x s"
     return (Component("attention masks", size, f"{shape} per mask kind ({plan.attn})",
-                      "transformers masking_utils.py (memory/activations.py attention_masks)"),)
+                      "transformers masking_utils.py (memory/parts/activations.py attention_masks)"),)
 
 
 def _dora_norm(plan: Plan) -> tuple[Component, ...]:
-    """DoRA's weight norm in one adapted linear's forward (memory/activations.py dora_transient):
+    """DoRA's weight norm in one adapted linear's forward (memory/parts/activations.py dora_transient):
     before the loss it is over; with checkpointing the recompute makes it again in backward."""
     per, elements = act.dora_transient(plan)
     return (Component("DoRA weight norm (one linear)", per * elements, f"{per} B x the largest adapted linear "

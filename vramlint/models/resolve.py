@@ -224,7 +224,7 @@ def _from_cache(name: str, revision: str | None, allow_download: bool, hops: int
 def adapter_shape(name: str, adapter: dict, allow_download: bool = False, hops: int = 0,
                   how: str = "path") -> ModelShape:
     """A PEFT adapter repository: its base model, with the adapter's LoRA weights loaded beside it."""
-    from vramlint.memory.states import lora_params
+    from vramlint.memory.parts.adapters import lora_params
     base = adapter.get("base_model_name_or_path")
     if not isinstance(base, str) or not base or hops >= MOST_ADAPTER_HOPS:
         raise UsageError(f"model {name!r} is an adapter without a usable base_model_name_or_path")

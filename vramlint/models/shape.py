@@ -122,7 +122,7 @@ class Layer:
         transformers 5's fused experts (``peft_converted``): its ParamWrapper gives the fused gate_up
         twice the rank (w1 and w3 were two targets), so 2·E copies; elsewhere "all-linear" reaches
         no 3-D expert parameter. Shared experts are plain linears (``shared_gate``, ...); which
-        names an adapter reaches is ``memory.states.lora_targets``'s business.
+        names an adapter reaches is ``memory.parts.adapters.lora_targets``'s business.
         ``attention_linears`` replaces q, k, v, o where the builder lists other ones (MLA,
         Gated DeltaNet, gated q). Checked against get_peft_model for every family's default config
         (tests/data/lora_counts.json)."""
@@ -176,7 +176,7 @@ class Layer:
 class Block:
     """How a decoder block computes, as far as the tensors it saves for backward go.
 
-    Read by ``memory/activations.py``; set by each family builder from the modeling code.
+    Read by ``memory/parts/activations.py``; set by each family builder from the modeling code.
     """
 
     norm: str = "rms"              # "rms": HF RMSNorm (fp32 inside, weight * y); "fp32": the weight applied in
@@ -228,7 +228,7 @@ class Tower:
     modalities: frozenset[str]
     tp_sharded: bool = True
     linears: tuple[tuple[str, int, int, int], ...] = ()   # (module name's tail, d_in, d_out, copies): what a
-                                   # LoRA target list can reach (``memory.states.tower_adapters``)
+                                   # LoRA target list can reach (``memory.parts.adapters.tower_adapters``)
     wrapped: frozenset[str] = frozenset()   # names of modules that wrap an nn.Linear: PEFT refuses them
     hf_tp_split: frozenset[str] = frozenset()   # the linears transformers' tp_plan splits (the rest replicated)
     text_class: str = ""           # the text-only class AutoModelForCausalLM builds instead, if any (llama4's)

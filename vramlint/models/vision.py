@@ -5,7 +5,7 @@ its projector are loaded beside it all the same: vLLM builds them (``gemma3_mm.p
 ``SiglipVisionModel`` and ``Gemma3MultiModalProjector``), so its "Model loading took" holds them,
 and transformers builds the multimodal class — ``AutoModelForCausalLM`` makes gemma3 a
 ``Gemma3ForConditionalGeneration``; qwen3_vl and qwen2_5_vl load through ``AutoModelForImageTextToText`` — so
-training and ``--infer`` load them too (``memory/states.py`` ``vision_tower``).
+training and ``--infer`` load them too (each ``memory/runtimes/*/states.py`` ``vision_tower``).
 Counted here for the encoders whose layout is known exactly; any other ``vision_config`` is named
 in the model's notes as not counted.
 

@@ -22,7 +22,7 @@ What the trainers do with them, read from the wheels (``openrlhf-0.11.2``, sha25
   quantization under ``--ds.load_in_4bit``, LoRA of ``--ds.lora.rank`` on ``all-linear`` by
   default; gradient checkpointing only with ``--model.gradient_checkpointing_enable``.
 - ``Actor.forward`` casts the logits to fp32 and takes log-probs with flash-attn's cross-entropy
-  kernel (:266-289, models/utils.py:172-196): the ``openrlhf`` loss head (memory/loss.py).
+  kernel (:266-289, models/utils.py:172-196): the ``openrlhf`` loss head (memory/parts/loss.py).
 - ``train_dpo`` loads a separate reference ``Actor`` always, LoRA or not (cli/train_dpo.py:42-50),
   under ZeRO-3 when the policy is, else whole on each GPU (``get_ds_eval_config``: stage 3 or 0);
   ``--ref.offload`` puts its ZeRO-3 shards on the host. ``train_rm`` trains a scalar value head.

@@ -19,7 +19,7 @@ import json
 from typing import TextIO
 
 from vramlint import __version__
-from vramlint.memory.weights import DTYPE_BYTES, weight_bytes
+from vramlint.memory.parts.weights import DTYPE_BYTES, weight_bytes
 from vramlint.models.shape import ModelShape
 from vramlint.reporters import summary
 

@@ -87,7 +87,7 @@ def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRE
 
 
 def check_host_ram(plan: Plan, estimate: Estimate, path: str, host_ram: int | None) -> Iterator[Finding]:
-    """DeepSpeed's own host-RAM formulas (memory/states.py) against the RAM each node has."""
+    """DeepSpeed's own host-RAM formulas (memory/runtimes/deepspeed/states.py) against each node's RAM."""
     if not host_ram or estimate.host_ram <= host_ram:
         return
     origin = plan.origins.get("offload_optimizer")

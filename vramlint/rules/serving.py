@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
 from vramlint.hardware import architecture
-from vramlint.memory.lora_slots import MOST_VOCAB
+from vramlint.memory.parts.lora_slots import MOST_VOCAB
 from typing import TYPE_CHECKING
 from vramlint.rules.base import Rule
 from vramlint.rules.fit import EXCEEDS

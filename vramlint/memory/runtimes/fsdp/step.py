@@ -26,13 +26,23 @@ shards, their gradients and the step live on the host.
 
 from __future__ import annotations
 
-from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import (fsdp_base_bytes, fsdp_lora_units, fsdp_mixed, fsdp_shard_count, fsdp_stage,
-                                    fsdp_states, fsdp_tail_holds_embedding, fsdp_tail_unit, fsdp_trained_bytes,
-                                    foreach, fsdp_unit, lora_tensors, state_tensors)
-from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
+from vramlint.memory.parts.adapters import lora_tensors
+from vramlint.memory.parts.allocator import CachingAllocator, Peaks
+from vramlint.memory.parts.states import foreach, state_tensors
+from vramlint.memory.runtimes.fsdp.states import (
+    fsdp_base_bytes,
+    fsdp_lora_units,
+    fsdp_mixed,
+    fsdp_shard_count,
+    fsdp_stage,
+    fsdp_states,
+    fsdp_tail_holds_embedding,
+    fsdp_tail_unit,
+    fsdp_trained_bytes,
+    fsdp_unit,
+)
+from vramlint.memory.runtimes.torch.step import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
-
 
 GATHER, REDUCE = 1, 2      # the all-gather (copy-in) and reduce-scatter streams: pools of their own
 

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramlint.memory.activations import widths
-from vramlint.memory.components import Component
+from vramlint.memory.parts.activations import widths
+from vramlint.memory.parts.components import Component
 from vramlint.plan import Plan
 
 CHUNKS = 8                       # torchtune num_output_chunks default

@@ -13,19 +13,21 @@ reported. Under (non-reentrant) gradient checkpointing the forward keeps nothing
 input, so it runs op by op like a no_grad forward (``nograd.forward_layer``), and backward
 re-materialises one layer's kept tensors at a time.
 
-This module holds the plain-PyTorch step; FSDP's replay lives in ``fsdp.py``, DeepSpeed's in
-``zero.py``, the op-by-op forward and the inference prefill in ``nograd.py``.
+This module holds the plain-PyTorch step, which the other runtimes' replays extend
+(``runtimes/deepspeed/step.py``, ``runtimes/fsdp/step.py``); the op-by-op forward and the inference
+prefill are in ``memory/nograd.py``.
 """
 
 from __future__ import annotations
 
-from vramlint.memory import activations as act
-from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.loss import loss_head
 from vramlint.memory.nograd import forward_layer, load_weights
-from vramlint.memory.states import (PAGED_MIN, ddp_buckets, foreach, lora_tensors, state_tensors, trainable_tensors,
-                                    trained_bytes)
-from vramlint.memory.weights import DTYPE_BYTES
+from vramlint.memory.parts import activations as act
+from vramlint.memory.parts.adapters import lora_tensors, trainable_tensors, trained_bytes
+from vramlint.memory.parts.allocator import CachingAllocator, Peaks
+from vramlint.memory.parts.loss import loss_head
+from vramlint.memory.parts.states import PAGED_MIN, foreach, state_tensors
+from vramlint.memory.parts.weights import DTYPE_BYTES
+from vramlint.memory.runtimes.torch.states import ddp_buckets
 from vramlint.plan import Plan
 
 CAST_GROUPS = ("attention", "mlp", "router")     # grouped_mm experts are not autocast ops: never cast

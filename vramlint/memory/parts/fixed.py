@@ -9,7 +9,7 @@ versions differ by a few hundred MB; the band covers that.
 
 from __future__ import annotations
 
-from vramlint.memory.components import Component
+from vramlint.memory.parts.components import Component
 from vramlint.plan import Plan
 
 MEASURED = "H200 measurement: device_used − peak_reserved (shared/groundtruth), docs/reference.md §4"

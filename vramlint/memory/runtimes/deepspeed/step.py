@@ -4,23 +4,32 @@
 (``runtime/zero/stage3.py``, ``partitioned_param_coordinator.py``) with its all-gather and
 reduce streams, each a pool of its own in the allocator model; ``_DeepSpeedStep`` ZeRO-0. Without
 mixed precision the ZeRO replays hold 4-byte elements (``states.ds_width``) and skip the fp32
-upcasts, which are the same tensor then (``.to(fp32)`` of an fp32 tensor). Two steps (``timeline.between_steps``), the second's peaks reported: ZeRO-3's
+upcasts, which are the same tensor then (``.to(fp32)`` of an fp32 tensor). Two steps
+(``runtimes/torch/step.py`` ``between_steps``), the second's peaks reported: ZeRO-3's
 coordinator has traced the module order by then.
 """
 
 from __future__ import annotations
 
-from vramlint.memory.allocator import CachingAllocator, Peaks
-from vramlint.memory.states import (base_bytes, deepspeed_states, ds_width, quant_states, state_tensors, trainable,
-                                    trainable_tensors, zero12_grad_partition, zero3_keep_distance, zero3_kept,
-                                    zero3_sub_groups)
-from vramlint.memory.timeline import Step, between_steps, replayed_micro_batches
+from vramlint.memory.parts.adapters import quant_states, trainable, trainable_tensors
+from vramlint.memory.parts.allocator import CachingAllocator, Peaks
+from vramlint.memory.parts.states import state_tensors
+from vramlint.memory.runtimes.deepspeed.states import (
+    base_bytes,
+    deepspeed_states,
+    ds_width,
+    zero3_keep_distance,
+    zero3_kept,
+    zero3_sub_groups,
+    zero12_grad_partition,
+)
+from vramlint.memory.runtimes.torch.step import Step, between_steps, replayed_micro_batches
 from vramlint.plan import Plan
 
 
 class _DeepSpeedStep(Step):
     """DeepSpeed ZeRO-0 (``BF16_Optimizer``, or in fp32 the client optimizer itself): the states
-    of ``memory/states.py`` allocated at once; per-parameter gradients kept until the step, which
+    of ``states.py`` allocated at once; per-parameter gradients kept until the step, which
     converts them into a flat fp32 gradient buffer and runs the optimizer on the flat fp32 master
     copy (one temporary of the same size). The ZeRO stages have their own replays below
     (``_ZeroStep``, ``_Zero3Step``).
@@ -436,7 +445,7 @@ def _zero3_init(plan: Plan, alloc: CachingAllocator) -> None:
 
 
 def _deepspeed_persistent(plan: Plan, alloc: CachingAllocator) -> None:
-    """What ``deepspeed.initialize`` leaves on the GPU (see memory/states.py for the bytes)."""
+    """What ``deepspeed.initialize`` leaves on the GPU (see states.py beside it for the bytes)."""
     for component in deepspeed_states(plan).resting:
         if component.bytes:
             alloc.malloc(component.bytes)

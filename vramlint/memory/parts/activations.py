@@ -44,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from vramlint.models.shape import FULL, LINEAR, MLA, Block, Layer, ModelShape
-from vramlint.memory.states import lora_targets
+from vramlint.memory.parts.adapters import lora_targets
 from vramlint.plan import Plan
 
 

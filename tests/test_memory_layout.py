@@ -1,0 +1,61 @@
+"""The memory model's layout (issue 32): shared pieces in ``memory/parts`` that import no runtime,
+one package per training runtime in ``memory/runtimes`` named in one registry, and no import circle
+among the modules of ``memory/`` (imports at module level, as Python runs them at import)."""
+
+from __future__ import annotations
+
+import ast
+
+from conftest import ROOT
+from vramlint.memory import runtimes
+
+MEMORY = ROOT / "vramlint" / "memory"
+
+
+def _module(path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    """Each memory module -> the memory modules it imports at module level."""
+    modules = {_module(p): p for p in MEMORY.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("vramlint.memory"):
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def test_the_shared_parts_import_no_runtime_and_nothing_outside_parts():
+    for name, targets in _imports().items():
+        if name.startswith("vramlint.memory.parts"):
+            assert all(t.startswith("vramlint.memory.parts") for t in targets), (name, targets)
+
+
+def test_no_import_circle_in_memory():
+    graph = _imports()
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(graph.get(node, ())):
+            assert state.get(target) != 1, " -> ".join(path + [node, target])
+            if target not in state:
+                visit(target, path + [node])
+        state[node] = 2
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+
+
+def test_each_runtime_package_is_in_the_registry_with_the_same_interface():
+    packages = {p.name for p in (MEMORY / "runtimes").iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(runtimes.NAMES)
+    for name in runtimes.NAMES:
+        module = runtimes.runtime(name)
+        assert all(callable(getattr(module, f)) for f in ("states", "replay", "vision_tower", "frozen_shards")), name
