@@ -1,6 +1,7 @@
 """The memory model's layout (issue 32): shared pieces in ``memory/parts`` that import no runtime,
 one package per training runtime in ``memory/runtimes`` named in one registry, and no import circle
-among the modules of ``memory/`` (imports at module level, as Python runs them at import)."""
+among the modules of ``memory/`` or of ``models/``, counting the imports inside functions too (a
+circle put off to call time is still one)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from conftest import ROOT
 from vramlint.memory import runtimes
 
 MEMORY = ROOT / "vramlint" / "memory"
+MODELS = ROOT / "vramlint" / "models"
 
 
 def _module(path) -> str:
@@ -17,16 +19,17 @@ def _module(path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports() -> dict[str, set[str]]:
-    """Each memory module -> the memory modules it imports at module level."""
-    modules = {_module(p): p for p in MEMORY.rglob("*.py")}
+def _imports(folder=MEMORY) -> dict[str, set[str]]:
+    """Each module of the package -> the package's modules it imports, anywhere in it."""
+    modules = {_module(p): p for p in folder.rglob("*.py")}
+    package = _module(folder / "__init__.py")
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         found: set[str] = set()
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("vramlint.memory"):
-                found.add(node.module)
-                found |= {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules}
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package):
+                submodules = {f"{node.module}.{a.name}" for a in node.names} & set(modules)
+                found |= submodules or {node.module}       # ``from package import module``: the module
         graph[name] = {m for m in found if m in modules and m != name}
     return graph
 
@@ -37,8 +40,12 @@ def test_the_shared_parts_import_no_runtime_and_nothing_outside_parts():
             assert all(t.startswith("vramlint.memory.parts") for t in targets), (name, targets)
 
 
-def test_no_import_circle_in_memory():
-    graph = _imports()
+def test_no_import_circle_in_memory_or_models():
+    for folder in (MEMORY, MODELS):
+        _acyclic(_imports(folder))
+
+
+def _acyclic(graph: dict[str, set[str]]) -> None:
     state: dict[str, int] = {}
 
     def visit(node: str, path: list[str]) -> None:

@@ -211,19 +211,6 @@ def shape_from_dict(raw: dict[str, Any], *, name: str | None = None,
                    read_as=family if read_as else None, family=family, name=name, notes=tuple(notes))
 
 
-def from_folder(path: Path) -> ModelShape:
-    """A checkpoint folder: its config.json (with ModelOpt's hf_quant_config.json beside it), or a
-    PEFT adapter folder's adapter_config.json, which names the base."""
-    config, adapter = path / "config.json", path / "adapter_config.json"
-    if config.is_file():
-        side = path / "hf_quant_config.json"
-        return shape_from_dict(load_json(config), name=str(path), side_quant=load_json(side) if side.is_file() else None)
-    if adapter.is_file():
-        from vramlint.models.resolve import adapter_shape
-        return adapter_shape(str(path), load_json(adapter))
-    raise UsageError(f"{path}: no config.json (or adapter_config.json) in this folder")
-
-
 def _unmodelled(raw: dict[str, Any], outer: dict[str, Any], name: str | None, notes: list[str]) -> ModelShape:
     """A model type not modelled by hand: its layers as transformers builds them on the meta device
     (``models/meta.py``) where transformers is installed and knows the type, else a Llama-like
@@ -275,10 +262,3 @@ def _status(text: str):
         return contextlib.nullcontext()
     from rich.console import Console
     return Console(stderr=True).status(text)
-
-
-def read_model(source: str, revision: str | None = None, download: bool = False) -> ModelShape:
-    """A path to a config.json, a folder holding one, a catalog name, or a Hugging Face id found in
-    the local cache (or, with ``download``, on the Hub): ``models/resolve.py``."""
-    from vramlint.models.resolve import resolve
-    return resolve(source, revision, download)

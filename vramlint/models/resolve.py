@@ -173,10 +173,30 @@ def _is(path: Path, test) -> bool:
         return False
 
 
+def read_model(source: str, revision: str | None = None, download: bool = False) -> ModelShape:
+    """A path to a config.json, a folder holding one, a catalog name, or a Hugging Face id found in
+    the local cache (or, with ``download``, on the Hub)."""
+    return resolve(source, revision, download)
+
+
+def from_folder(path: Path) -> ModelShape:
+    """A checkpoint folder: its config.json (with ModelOpt's hf_quant_config.json beside it), or a
+    PEFT adapter folder's adapter_config.json, which names the base."""
+    from vramlint.models.hfconfig import load_json, shape_from_dict
+    config, adapter = path / "config.json", path / "adapter_config.json"
+    if config.is_file():
+        side = path / "hf_quant_config.json"
+        return shape_from_dict(load_json(config), name=str(path),
+                               side_quant=load_json(side) if side.is_file() else None)
+    if adapter.is_file():
+        return adapter_shape(str(path), load_json(adapter))
+    raise UsageError(f"{path}: no config.json (or adapter_config.json) in this folder")
+
+
 def resolve(name: str, revision: str | None = None, allow_download: bool = False) -> ModelShape:
     """A path to a config.json, a folder holding one, a catalog name, or a Hugging Face id."""
     from vramlint.models.catalog import find
-    from vramlint.models.hfconfig import from_folder, shape_from_dict
+    from vramlint.models.hfconfig import shape_from_dict
     path = Path(name).expanduser()
     if _is(path, Path.is_dir):
         return _with(from_folder(path), "path")

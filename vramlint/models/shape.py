@@ -244,7 +244,7 @@ class Tower:
 @dataclass(frozen=True)
 class ModelShape:
     """The model as vramlint sees it: an architecture builder (``architectures``) lays out the
-    layers, ``hfconfig.read_model`` adds the checkpoint's type, dtype, quantization and names."""
+    layers, ``resolve.read_model`` adds the checkpoint's type, dtype, quantization and names."""
 
     hidden_size: int
     vocab_size: int
