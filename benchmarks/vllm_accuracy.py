@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from vramlint.errors import UsageError
-from vramlint.memory.serving import VLLM_VERSION, Serving, ServingEstimate, serving_estimate
+from vramlint.memory.serving.vllm import VLLM_VERSION, Serving, ServingEstimate, serving_estimate
 from vramlint.serving_plan import v0_batch
 from vramlint.models import read_model
 from vramlint.units import GiB

@@ -66,3 +66,12 @@ def test_each_runtime_package_is_in_the_registry_with_the_same_interface():
     for name in runtimes.NAMES:
         module = runtimes.runtime(name)
         assert all(callable(getattr(module, f)) for f in ("states", "replay", "vision_tower", "frozen_shards")), name
+
+
+def test_every_package_ships():
+    """pyproject's explicit package list names every package of the source tree: a sub-package left
+    out is missing from the wheel though an editable install (and so this suite) still finds it."""
+    import tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {_module(p) for p in (ROOT / "vramlint").rglob("__init__.py")}
+    assert found - listed == set()

@@ -115,7 +115,7 @@ def test_vllm_06s_v0_engine_profiles_a_whole_prompt_below_32k():
     tests/data/vllm_logs/excerpts): chunked prefill is off up to a 32K context, so the profile run
     is one 20,000-token prompt and the KV cache is what is left (3.81 GiB); at 29,000 tokens the
     cache cannot hold one request and vLLM refuses — both as the V0 defaults say (0.19's would not)."""
-    from vramlint.memory.serving import serving_estimate, starts
+    from vramlint.memory.serving.vllm import serving_estimate, starts
     fits = LOGS["gh10517-v064-llama31-8b-3090-20k"]
     est = serving_estimate(_serving(fits))
     assert est.kv_budget / 2**30 == pytest.approx(fits["measured"]["kv_cache_gib"], rel=0.05)
@@ -128,7 +128,7 @@ def test_vllm_08_falls_back_to_v0_below_compute_capability_8():
     8.0, so the V0 engine runs, with V0's defaults (a whole 10,000-token prompt in the profile run)
     and V0's count outside PyTorch (0.04 GiB printed). With V1's assumptions the KV cache was
     13 % too large; now it is within 2 % of the 3.06 GiB printed."""
-    from vramlint.memory.serving import serving_estimate, v0_engine
+    from vramlint.memory.serving.vllm import serving_estimate, v0_engine
     record = LOGS["v0-q07k-v084-qwen3-4b-fp16-rtx2060-12g"]
     serving = _serving(record)
     assert v0_engine((0, 8, 4), serving.sm) and not v0_engine((0, 8, 4), 80) and not v0_engine((0, 10, 2), 75)
@@ -142,7 +142,7 @@ def test_nccl_without_nvlink_sharp_takes_a_fraction_of_what_it_takes_on_h100():
     """Two L40S (PCIe, no NVLink SHARP) at TP 2, vLLM 0.7.1 (vllm#15815): 0.30 GiB outside PyTorch
     printed, where H100's NVLS buffers take 2.1 GiB at TP 2 in 0.19. With H100's term the KV cache
     was 20 % short of the 7.71 GiB printed; now within 5 %."""
-    from vramlint.memory.serving import serving_estimate
+    from vramlint.memory.serving.vllm import serving_estimate
     record = LOGS["v0-gh15815-v071-qwen25-32b-tp2-l40s"]
     est = serving_estimate(_serving(record))
     non_torch = next(c for c in est.components if c.name == "non-torch memory")

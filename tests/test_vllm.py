@@ -46,7 +46,7 @@ def test_client_settings_and_other_harnesses_are_not_vllm_configs():
 
 def test_kv_budget_matches_published_logs():
     from vllm_accuracy import serving_for
-    from vramlint.memory.serving import serving_estimate
+    from vramlint.memory.serving.vllm import serving_estimate
     logs = shared_or_skip(SHARED / "groundtruth" / "vllm-startup-logs.jsonl")
     errors = []
     for line in logs.read_text().splitlines():
@@ -64,7 +64,7 @@ def test_kv_budget_matches_published_logs():
 def log_estimate(log_id: str):
     """A published log and vramlint's estimate of the same setup."""
     from vllm_accuracy import serving_for
-    from vramlint.memory.serving import serving_estimate
+    from vramlint.memory.serving.vllm import serving_estimate
     logs = shared_or_skip(SHARED / "groundtruth" / "vllm-startup-logs.jsonl")
     record = next(r for r in map(json.loads, logs.read_text().splitlines()) if r["id"] == log_id)
     return record, serving_estimate(serving_for(record))
@@ -305,7 +305,7 @@ def test_the_moe_workspace_follows_the_experts_width_and_the_gathered_tokens():
     """TritonExperts sizes its workspace by the local experts' width — I/TP split, I whole under
     expert parallelism (Mixtral: I 14336 > h 4096, so it doubles) — and by the tokens the layer
     computes: with DP the naive dispatch all-gathers every replica's."""
-    from vramlint.memory.serving import Serving, _moe_workspace
+    from vramlint.memory.serving.vllm import Serving, _moe_workspace
     from vramlint.models import read_model
     s = Serving(read_model("mistralai/Mixtral-8x7B-v0.1"), 80 * 2**30, tp=2)
     tokens, k = s.batched_tokens, 2
@@ -328,7 +328,7 @@ def test_a_multimodal_profile_keeps_its_dummy_images_embeddings():
     profile: 60 MiB more, 3.80 GiB against the log's 3.94 (3.74 without them)."""
     record, est = log_estimate("planner-v019-gemma-3-12b-it-tp1-8192")
     from vllm_accuracy import serving_for
-    from vramlint.memory.serving import serving_estimate
+    from vramlint.memory.serving.vllm import serving_estimate
     serving = serving_for(record)
     text_only = serving_estimate(replace(serving, model=replace(serving.model, vision=None)))
     assert (activation_gib(est) - activation_gib(text_only)) * 2**30 == 8192 * 3840 * 2
@@ -542,7 +542,7 @@ def test_the_profile_run_batches_what_vllm_0_19_defaults_to(capsys, tmp_path, gp
     """vLLM's batch defaults (get_batch_defaults, _set_default_max_num_seqs_and_batched_tokens_args)
     decide the profile run: 8192 tokens and 1024 sequences on an H100, 2048 and 256 on an A100
     of the same memory, doubled in throughput mode, a whole max_model_len without chunked prefill."""
-    from vramlint.memory.serving import Serving
+    from vramlint.memory.serving.vllm import Serving
     code, out = check(capsys, tmp_path, "model: meta-llama/Llama-3.1-8B\nmax-model-len: 32768\n" + lines, gpus=gpus)
     formula = next(c["formula"] for c in out["serving"]["components"] if c["name"] == "activation peak (profile run)")
     assert f"sampler {seqs} seqs" in formula or f"forward {tokens} tokens" in formula

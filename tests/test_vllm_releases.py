@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import vllm_accuracy  # noqa: E402
 from vllm_accuracy import refusal_codes, serving_for  # noqa: E402
 
-from vramlint.memory.serving import serving_estimate  # noqa: E402
+from vramlint.memory.serving.vllm import serving_estimate  # noqa: E402
 
 GAPS = {   # log -> what vramlint does not model
     "v1a-cr7258-v082-llama31-8b-lora-a100": "0.8's V1 budget subtracts everything on the device outside PyTorch "

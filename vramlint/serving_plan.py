@@ -1,5 +1,5 @@
 """A vLLM config's serving setup: the flags of a ``vllm serve --config`` file read as vLLM 0.19
-parses and applies them, into the ``Serving`` that ``memory/serving.py`` budgets.
+parses and applies them, into the ``Serving`` that ``memory/serving/vllm.py`` budgets.
 
 Where vLLM changes the model it loads, so does the setup: ``quantization`` quantizes a 16-bit
 checkpoint while it loads (or is noted where it cannot), a modality limit of 0 or
@@ -15,7 +15,7 @@ from dataclasses import replace
 from vramlint.errors import UsageError
 from vramlint.hardware import Cluster
 from vramlint.memory.parts.lora_slots import LoraSlots
-from vramlint.memory.serving import VLLM_VERSION, Serving, v0_engine
+from vramlint.memory.serving.vllm import VLLM_VERSION, Serving, v0_engine
 from vramlint.models import read_model
 from vramlint.models.quantization import ONLINE
 from vramlint.models.shape import ModelShape

@@ -7,7 +7,7 @@ from __future__ import annotations
 from vramlint.documents import Document
 from vramlint.jobs.inputs import named_model, needs_model, versions
 from vramlint.jobs.result import Context, FileResult
-from vramlint.memory.serving import serving_estimate
+from vramlint.memory.serving.vllm import serving_estimate
 from vramlint.readers.vllm import normalised_document, read_vllm
 from vramlint.rules.schema import check_schema
 from vramlint.rules.serving import check_serving

@@ -15,13 +15,13 @@ from vramlint.rules.fit import EXCEEDS
 from vramlint.units import GiB
 
 if TYPE_CHECKING:
-    from vramlint.memory.serving import Serving, ServingEstimate
+    from vramlint.memory.serving.vllm import Serving, ServingEstimate
 
 
 def _serving():
     """vLLM's serving model, imported when a vLLM file is checked: ``vramlint rule`` and runs of
     training files read this module for its rules alone."""
-    from vramlint.memory import serving
+    from vramlint.memory.serving import vllm as serving
     return serving
 
 EXCEEDS_MODEL = ("VL401", "max-model-len-exceeds-model", ERROR)

@@ -72,7 +72,7 @@ def lora_slot_elements(model: ModelShape, slots: LoraSlots, tp: int, pp: int, sp
                        spread: int = 1) -> int:
     """Elements of every LoRA buffer one GPU of a TP x PP group holds (routed experts split and
     spread as ``_experts`` says). Under pipeline parallelism the stage modelled is the last
-    (``memory/serving.py``): it holds the lm_head's buffers, the first stage the embedding's."""
+    (``memory/serving/vllm.py``): it holds the lm_head's buffers, the first stage the embedding's."""
     stage = model.layers[: -(-model.num_layers // pp)]
     per_slot = 0
     for layer in stage:
