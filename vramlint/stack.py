@@ -25,7 +25,7 @@ from vramlint.vendored import vendored_versions
 
 # The releases vramlint models when nothing else says (each module names the version it read).
 CURRENT = {"vllm": "0.19.0", "transformers": "5.24.0", "torch": "2.13.0", "deepspeed": "0.19.8", "peft": "0.21.2",
-           "bitsandbytes": "0.50.2", "trl": "1.16.0", "llamafactory": "0.9.5"}
+           "bitsandbytes": "0.50.2", "trl": "1.16.0", "llamafactory": "0.9.5", "sglang": "0.5.23"}
 PACKAGES = tuple(CURRENT)
 _VERSION = re.compile(r"^\d+(\.\d+){0,3}")
 _NAME = re.compile(r"^\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(.*)$")
@@ -270,7 +270,8 @@ def resolve_stack(values: dict, root: Path | None) -> Stack:
 
 
 # The releases each package's mechanisms are modelled over (older or newer: the nearest, said).
-MODELLED = {"transformers": ((4, 40), (5, 24)), "vllm": ((0, 6), (0, 19)), "bitsandbytes": ((0, 42), (0, 50))}
+MODELLED = {"transformers": ((4, 40), (5, 24)), "vllm": ((0, 6), (0, 19)), "bitsandbytes": ((0, 42), (0, 50)),
+            "sglang": ((0, 4), (0, 5, 23))}
 
 
 def unmodelled(stack: Stack, package: str) -> str | None:

@@ -125,24 +125,9 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
     if launch.unread:
         return _unread_launch(launch, one)
     data, positions, unknown = arguments_data(launch)
-    recipe = launch.recipe
-    if recipe is not None and recipe.text is None:
-        one.findings.append(value_unknown(path, "the recipe file", recipe, "no estimate without it"))
-        return _unread_launch(replace(launch, unread="the recipe file it runs is known only when it runs"), one)
-    if recipe is not None:
-        target = find_referenced(recipe.text, path)
-        if target is None:
-            one.findings.append(missing_reference(Location(path, "$", recipe.line, recipe.column), recipe.text,
-                                                  key="the recipe file"))
-            return True
-        base = load(str(target), one)
-        if base is None or not isinstance(base.data, dict):
-            return True
-        document = Document(shown(target), base.text, {**base.data, **data}, {**base.positions, **positions},
-                            list(base.lenient), {key: path for key in positions})
-        one.reads.append(shown(target))
-    else:
-        document = Document(path, text, data, positions, on_command_line=True)
+    document = _over_file(launch, text, one, data, positions)
+    if not isinstance(document, Document):
+        return document
     kind = launch.reads_as or detect(document.data)      # the program says (TRL, OpenRLHF), else its keys do
     if kind not in RECIPES:
         if not trains(launch):
@@ -177,6 +162,29 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
     return True
 
 
+def _over_file(launch: Launch, text: str, one: FileResult, data: dict, positions: dict) -> Document | bool:
+    """The program's arguments over the file it reads first (a recipe, SGLang's ``--config``), each
+    value where it is written; the line's alone where it names none. True where that file cannot be
+    read (its finding is made), after which there is nothing to estimate."""
+    path, recipe = one.path, launch.recipe
+    if recipe is None:
+        return Document(path, text, data, positions, on_command_line=True)
+    if recipe.text is None:
+        one.findings.append(value_unknown(path, "the recipe file", recipe, "no estimate without it"))
+        return _unread_launch(replace(launch, unread="the recipe file it runs is known only when it runs"), one)
+    target = find_referenced(recipe.text, path)
+    if target is None:
+        one.findings.append(missing_reference(Location(path, "$", recipe.line, recipe.column), recipe.text,
+                                              key="the recipe file"))
+        return True
+    base = load(str(target), one)
+    if base is None or not isinstance(base.data, dict):
+        return True
+    one.reads.append(shown(target))
+    return Document(shown(target), base.text, {**base.data, **data}, {**base.positions, **positions},
+                    list(base.lenient), {key: path for key in positions})
+
+
 def _accelerate_config(launch: Launch, written: str, path: str) -> tuple[str, str] | None:
     """The Accelerate config a launch names, as (what ``launch_config`` resolves, what the result
     says it read): a file of the repository, or (``trl --accelerate_config zero3``) one TRL ships,
@@ -202,11 +210,19 @@ def _unread_launch(launch: Launch, one: FileResult) -> bool:
 
 
 def _check_serving_launch(launch: Launch, text: str, one: FileResult, ctx: Context, options: dict) -> bool:
-    """``vllm serve``: its arguments read as the same keys in a ``vllm serve --config`` file."""
+    """``vllm serve``: its arguments read as the same keys in a ``vllm serve --config`` file;
+    ``sglang.launch_server`` / ``sglang serve``: its flags over the ``--config`` YAML it reads."""
+    kind = launch.reads_as or "vllm"
+    engine = "SGLang" if kind == "sglang" else "vLLM"
     data, positions, unknown = arguments_data(launch)
     for key, word in unknown:
-        one.findings.append(value_unknown(one.path, f"--{key}", word, "the estimate takes vLLM's default"))
-    document = Document(one.path, text, _as_vllm_parses(data), positions)
+        one.findings.append(value_unknown(one.path, f"--{key}", word, f"the estimate takes {engine}'s default"))
+    if kind == "vllm":
+        document = Document(one.path, text, _as_vllm_parses(data), positions)
+    else:                                   # what no flag states is the launch line's to answer for
+        document = _over_file(launch, text, one, data, {"$": (launch.line, 1), **positions})
+        if not isinstance(document, Document):
+            return True
     stated = stated_gpus(launch, options)
     one.findings.extend(gpus_contradict(one.path, word, message) for word, message in stated.conflicts)
     cluster = ctx.cluster
@@ -214,7 +230,7 @@ def _check_serving_launch(launch: Launch, text: str, one: FileResult, ctx: Conte
         at = stated.per_node_at
         cluster = stated_cluster(ctx, one, stated.per_node, stated.nodes, Location(one.path, "$", at.line, at.column),
                                   stated.by)
-    check_document(document, one, replace(ctx, cluster=cluster, kind="vllm"))
+    check_document(document, one, replace(ctx, cluster=cluster, kind=kind))
     return True
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from vramlint.readers.shell import Command, Word
 from vramlint.readers.openrlhf import MARKS as OPENRLHF_MARKS, trainer_of
+from vramlint.readers.sglang import key_of as sglang_key
 
 # Options that take no value, per launcher (all others take one: ``--opt v`` or ``--opt=v``); the
 # deepspeed launcher's are its parser's store_true options (0.19.8 ``launcher/runner.py``: its
@@ -125,6 +126,8 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
                 return _torchrun(command, rest[2:])
             if module.startswith("vllm.entrypoints"):
                 return _vllm(command, rest[2:], None)
+            if module == "sglang.launch_server":
+                return _sglang(command, rest[2:])
             if module == "accelerate.commands.launch":
                 return _accelerate(command, rest[2:])
             if module.startswith("axolotl.cli.train"):
@@ -151,6 +154,8 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
         return _trl(command, rest[0], rest[1:])
     if name == "trl" and rest and rest[0].text == "vllm-serve":
         return Launch("trl", TRAINING, command, distributed=True, unread="trl vllm-serve jobs are not read yet")
+    if name == "sglang" and rest and rest[0].text == "serve":
+        return _sglang(command, rest[1:])
     if name == "sglang" or (name == "ray" and any(w.text == "submit" for w in rest[:2])):
         return Launch(name, TRAINING, command, distributed=True, unread=f"{name} launches are not read yet")
     return None
@@ -448,6 +453,32 @@ def _vllm(command: Command, words: list[Word], model: Word | None) -> Launch:
     if model is not None:
         arguments = (("model", model, model),) + arguments
     return Launch("vllm", SERVING, command, model, {}, arguments, positional, None, "vllm", None)
+
+
+def _sglang(command: Command, words: list[Word]) -> Launch:
+    """``python -m sglang.launch_server`` / ``sglang serve`` (0.5.23 ``prepare_server_args``): its
+    flags, over the ``--config`` YAML it reads (the line wins), on TP x PP x DP GPUs over
+    ``--nnodes`` nodes."""
+    arguments, positional = _arguments(words)
+    config = next((value for key, value, _ in arguments if key == "config"), None)
+    own = tuple(a for a in arguments if a[0] != "config")
+    sizes = {sglang_key(key): value for key, value, _ in own}
+    counts = [sizes.get(name) for name in ("tp_size", "pp_size", "dp_size")]
+    stated = [word for word in counts if word is not None]
+    unknown = next((word for word in stated if word.text is None or not word.text.isdigit()), None)
+    nodes = sizes.get("nnodes")
+    if unknown is not None:
+        per_node = unknown
+    else:
+        total = 1
+        for word in stated:
+            total *= int(word.text)
+        spread = int(nodes.text) if nodes is not None and nodes.text and nodes.text.isdigit() and int(nodes.text) else 1
+        at = stated[0] if stated else Word(None, command.line, 1)
+        per_node = Word(str(max(1, total // spread)), at.line or command.line, at.column)
+    by = "--tp-size x --pp-size x --dp-size" if stated else "SGLang's default --tp-size 1"
+    return Launch("sglang", SERVING, command, sizes.get("model_path"), {}, own, positional, per_node, by, nodes,
+                  recipe=config, distributed=True, reads_as="sglang")
 
 
 # -- the job's files and GPUs ------------------------------------------------------------------

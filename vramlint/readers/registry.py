@@ -45,6 +45,7 @@ FORMATS: tuple[Format, ...] = (
     Format("trl", "recipe", trl.looks_like_trl, "recipe", trl.read_trl),
     Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed, "deepspeed"),
     Format("accelerate", "launcher", _lazy("vramlint.readers.accelerate", "looks_like_accelerate"), "accelerate"),
+    Format("sglang", "serving", _lazy("vramlint.readers.sglang", "looks_like_sglang"), "sglang"),
     Format("vllm", "serving", _lazy("vramlint.readers.vllm", "looks_like_vllm"), "vllm"),
     Format("skypilot", "cloud", _lazy("vramlint.readers.cloud", "looks_like_skypilot"), "cloud"),
     Format("dstack", "cloud", _lazy("vramlint.readers.cloud", "looks_like_dstack"), "cloud"),

@@ -43,13 +43,25 @@ def estimate_dict(est) -> dict:
 
 def serving_summary(est) -> dict:
     """A vLLM file's headline numbers at the top of its entry, as vLLM's own start-up log names
-    them ("Model loading took", "GPU KV cache size", "Maximum concurrency"), per GPU."""
+    them ("Model loading took", "GPU KV cache size", "Maximum concurrency"), per GPU; an SGLang
+    file's as SGLang's log does ("max_total_num_tokens", "mem_fraction_static")."""
+    if getattr(est, "engine", "vllm") == "sglang":
+        return {"sglang_version": est.release, "mem_fraction_static": est.mem_fraction_static,
+                "max_total_num_tokens": est.max_total_num_tokens, "starts": not est.refusal}
     return {"vllm_version": est.release, "weights_bytes_per_gpu": est.loaded, "kv_cache_bytes": est.kv_budget,
             "kv_cache_tokens": est.kv_tokens, "max_concurrency": round(est.max_concurrency, 2)}
 
 
 def serving_dict(serving, est) -> dict:
-    """vLLM's budget as vramlint reproduces it, per GPU of the TP x PP group."""
+    """vLLM's (or SGLang's) budget as vramlint reproduces it, per GPU of the TP x PP group."""
+    if getattr(est, "engine", "vllm") == "sglang":
+        return {"engine": "sglang", "model": serving.model.name, "tensor_parallel": serving.tp,
+                "pipeline_parallel": serving.pp, "data_parallel": serving.dp,
+                "mem_fraction_static": est.mem_fraction_static, "mem_fraction_static_from": est.fraction_words,
+                "free_before_load_bytes": est.pre_load, "kv_budget_bytes": est.rest,
+                "kv_bytes_per_token": est.cell_size, "max_total_num_tokens": est.max_total_num_tokens,
+                "context_length": serving.context_len, "refusal": est.refusal or None,
+                "components": [c.as_dict() for c in est.components]}
     return {"model": serving.model.name, "tensor_parallel": serving.tp, "pipeline_parallel": serving.pp,
             "data_parallel": serving.dp, "expert_parallel": serving.expert_parallel, "expert_ranks": serving.expert_ranks,
             "gpu_memory_utilization": serving.utilization, "requested_bytes": est.requested,

@@ -92,8 +92,9 @@ def checked_as(result) -> str:
         return (f"{name} on {plan.cluster.describe()}, {plan.setup_name} {plan.precision}, "
                 f"micro-batch {plan.micro_batch}{assumed} x {plan.seq_len:,} tokens")
     if result.serving is not None:
-        serving = result.serving[0]
-        return f"{name} under vLLM, TP {serving.tp} x PP {serving.pp}"
+        serving, est = result.serving
+        engine = "SGLang" if getattr(est, "engine", "vllm") == "sglang" else "vLLM"
+        return f"{name} under {engine}, TP {serving.tp} x PP {serving.pp}"
     return name
 
 
@@ -107,6 +108,12 @@ def verdict(result, glyphs: dict[str, str] = UNICODE) -> str:
                 if result.estimate.uncapped_peak > budget else "fits")
         return (f"{result.path}{via}: {word} {glyphs['dash']} {peak / GiB:.1f} of {budget / GiB:.1f} GiB "
                 f"({peak / budget:.0%}) per GPU, {checked_as(result)}")
+    if result.serving is not None and getattr(result.serving[1], "engine", "vllm") == "sglang":
+        serving, est = result.serving
+        said = (f"refuses to start (mem_fraction_static {est.mem_fraction_static})" if est.refusal else
+                f"KV pool {max(est.rest, 0) / GiB:.2f} GiB, max_total_num_tokens {est.max_total_num_tokens:,} "
+                f"(mem_fraction_static {est.mem_fraction_static})")
+        return f"{result.path}: SGLang {said}, {checked_as(result)}"
     if result.serving is not None:
         serving, est = result.serving
         return (f"{result.path}: vLLM KV cache {est.kv_budget / GiB:.2f} GiB, {est.kv_tokens:,} tokens, "
@@ -141,6 +148,16 @@ def _estimate_table(title: str, est, cluster, glyphs: dict[str, str] = UNICODE):
 
 def _serving_table(path: str, serving, est):
     from rich.table import Table
+    if getattr(est, "engine", "vllm") == "sglang":
+        title = (f"{path}: SGLang {est.release} on one GPU of TP {serving.tp} x PP {serving.pp}, mem_fraction_static "
+                 f"{est.mem_fraction_static} of {est.pre_load / GiB:.2f} GiB free before loading")
+        table = Table(title=escape(title), title_justify="left", show_edge=False, pad_edge=False)
+        table.add_column("component")
+        table.add_column("GiB", justify="right")
+        table.add_column("formula", overflow="fold")
+        for comp in est.components:
+            table.add_row(comp.name, f"{comp.bytes / GiB:.2f}", escape(comp.formula))
+        return table
     replicas = f" (of DP {serving.dp}, experts over {serving.expert_ranks} ranks)" if serving.dp > 1 else ""
     table = Table(title=escape(f"{path}: vLLM on one GPU of TP {serving.tp} x PP {serving.pp}{replicas}, "
                                f"{serving.utilization:.0%} of {serving.gpu_bytes / GiB:.2f} GiB = "

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     RULES: dict[str, Rule]
 
 MODULES = ("syntax", "inputs", "schema", "fit", "recipe", "llamafactory", "batch", "launch", "scripts", "consistency",
-           "serving")
+           "serving", "sglang")
 
 
 def __getattr__(name: str) -> dict[str, Rule]:

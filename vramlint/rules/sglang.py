@@ -1,0 +1,41 @@
+"""SGLang start-up checks: what ``sglang.launch_server`` refuses or warns about, in its own words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from vramlint.findings import ERROR, WARNING, Finding
+from vramlint.rules.base import Rule
+
+if TYPE_CHECKING:
+    from vramlint.memory.serving.sglang import SglangEstimate, SglangServing  # noqa: F401
+
+NO_POOL = ("VL408", "sglang-no-kv-cache-memory", ERROR)
+SHORT_POOL = ("VL409", "sglang-kv-pool-below-context", WARNING)
+RULES = (
+    Rule(*NO_POOL, summary="The weights leave nothing of mem_fraction_static x the free memory for SGLang's KV "
+                           "pool: it refuses to start ('Not enough memory. Please try to increase "
+                           "--mem-fraction-static.'; from 0.5.14 'Loaded weights leave no GPU memory for the KV "
+                           "cache', with the smallest fraction that would).",
+         bad="model-path: meta-llama/Llama-3.1-70B-Instruct\ntp-size: 2\nmem-fraction-static: 0.5",
+         good="model-path: meta-llama/Llama-3.1-70B-Instruct\ntp-size: 2"),
+    Rule(*SHORT_POOL, summary="SGLang's KV pool holds fewer tokens than the context length: it starts, warns, and "
+                              "refuses or truncates the long requests at serving time.",
+         bad="model-path: meta-llama/Llama-3.1-8B-Instruct\ncontext-length: 131072\nmem-fraction-static: 0.3",
+         good="model-path: meta-llama/Llama-3.1-8B-Instruct\ncontext-length: 131072"),
+)
+
+
+def check_sglang(serving: SglangServing, est: SglangEstimate, locate) -> Iterator[Finding]:
+    """``locate(name)``: where the config (or the launch line) states a server argument."""
+    from vramlint.memory.serving.sglang import pool_warning
+    if est.refusal:
+        yield Finding(*NO_POOL, locate("mem_fraction_static"), f"SGLang {est.release} refuses to start: {est.refusal}",
+                      hint="a higher --mem-fraction-static, a larger --tp-size, or a quantized checkpoint")
+        return
+    warning = pool_warning(serving, est)
+    if warning:
+        yield Finding(*SHORT_POOL, locate("context_length"), f"SGLang {est.release} warns at start-up: {warning}",
+                      hint=f"--context-length {est.max_total_num_tokens - 1} or less, or a higher "
+                           "--mem-fraction-static")
