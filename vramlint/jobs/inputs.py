@@ -57,6 +57,15 @@ def named_model(fact: Fact, where: Location, result: FileResult, ctx: Context,
         return None
 
 
+def served_model(fact: Fact, document: Document, result: FileResult, ctx: Context, what: str) -> ModelShape | None:
+    """The model a serving config names (vLLM's ``model``, SGLang's ``model-path``), else the
+    command line's (``needs_model``), with where the file names it."""
+    result.model_at = fact.location
+    if fact.value:
+        return named_model(fact, document.locate("$"), result, ctx)
+    return needs_model(ctx, result, document, what)
+
+
 def needs_model(ctx: Context, result: FileResult, document: Document, what: str) -> ModelShape | None:
     """The model a launcher file is checked with: ``--model`` or the settings'; without one the
     job is not estimated, and says so (VL011)."""

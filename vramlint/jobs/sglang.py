@@ -5,7 +5,7 @@ as one: the model it serves and SGLang's own start-up budget at the release the 
 from __future__ import annotations
 
 from vramlint.documents import Document
-from vramlint.jobs.inputs import named_model, needs_model, versions
+from vramlint.jobs.inputs import served_model, versions
 from vramlint.jobs.result import Context, FileResult
 from vramlint.memory.serving.sglang import SglangServing, sglang_estimate
 from vramlint.readers.sglang import NOT_MODELLED, count, fraction, read_sglang
@@ -15,11 +15,7 @@ from vramlint.stack import stack_for
 
 def check(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
     cfg = read_sglang(document)
-    result.model_at = cfg.model.location
-    if cfg.model.value:
-        model = named_model(cfg.model, document.locate("$"), result, ctx)
-    else:
-        model = needs_model(ctx, result, document, "this SGLang config")
+    model = served_model(cfg.model, document, result, ctx, "this SGLang config")
     if model is None:
         return [result]
     stack = stack_for(ctx.values, document.path)

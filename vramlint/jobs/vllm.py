@@ -5,7 +5,7 @@ serve, so a training file never loads the serving model."""
 from __future__ import annotations
 
 from vramlint.documents import Document
-from vramlint.jobs.inputs import named_model, needs_model, versions
+from vramlint.jobs.inputs import served_model, versions
 from vramlint.jobs.result import Context, FileResult
 from vramlint.memory.serving.vllm import serving_estimate
 from vramlint.readers.vllm import normalised_document, read_vllm
@@ -20,11 +20,7 @@ def check(document: Document, result: FileResult, ctx: Context) -> list[FileResu
     (a finding says so)."""
     result.findings.extend(check_schema(normalised_document(document), "vllm"))
     cfg = read_vllm(document)
-    result.model_at = cfg.model.location
-    if cfg.model.value:
-        model = named_model(cfg.model, document.locate("$"), result, ctx)
-    else:
-        model = needs_model(ctx, result, document, "this vLLM config")
+    model = served_model(cfg.model, document, result, ctx, "this vLLM config")
     if model is None:
         return [result]
     stack = stack_for(ctx.values, document.path)
