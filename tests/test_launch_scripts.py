@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import hashlib
 import json
 import subprocess
@@ -706,3 +707,15 @@ def test_openrlhfs_ppo_under_ray_is_a_job_not_read_yet():
     entry = _check(OPENRLHF + "train_ppo_ray_hybrid_engine.sh", "--gpus", "8xH100")["files"][0]
     assert entry["status"] == "not estimated"
     assert any(f["code"] == "VL011" and "OpenRLHF" in f["message"] for f in entry["findings"])
+
+
+def test_a_smaller_micro_batch_is_hinted_only_where_deepspeed_accepts_it(tmp_path):
+    """OpenRLHF fixes DeepSpeed's train_batch_size (--train_batch_size 128 over 2 GPUs), which DeepSpeed
+    holds to micro-batch x accumulation x GPUs: the hint's micro-batch divides 64 per GPU (4, where 7
+    would fit and be refused at start-up)."""
+    files = _files(tmp_path, **{
+        "big.sh": "deepspeed --num_gpus 2 --module openrlhf.cli.train_sft --pretrain meta-llama/Meta-Llama-3-8B "
+                  "--micro_train_batch_size 8 --train_batch_size 128 --max_len 4096 --bf16\n"})
+    (hint,) = [f["hint"] for f in files["big.sh"]["findings"] if f["code"] == "VL201"]
+    micro = int(re.search(r"--micro_train_batch_size (\d+)", hint).group(1))
+    assert micro == 4 and 128 % (micro * 2) == 0

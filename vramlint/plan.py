@@ -124,6 +124,11 @@ class Plan:
     zero_init: bool = True         # ZeRO-3 model built under deepspeed.zero.Init (HF Trainer, Accelerate), not on one GPU
     shard_degree: int = 0          # > 0: the ranks FSDP shards over, as the file says (Accelerate: dp_shard x cp)
     grad_accum: int = 1            # micro-batches per optimizer step: gradients carried from one to the next
+    # DeepSpeed's train_batch_size where the file states a number: DeepSpeed asserts it equals micro-batch x
+    # gradient accumulation x the batch world (runtime/config.py _batch_assertion), so only a micro-batch that
+    # divides it over those ranks starts (0: not stated, "auto", or no DeepSpeed)
+    global_batch: int = 0
+    batch_split: int = 1           # DeepSpeed's sequence_parallel_size: the batch world is world / (TP x it)
     quantized_experts: bool = False  # bitsandbytes quantizes the routed experts (nn.Linear each, transformers < 5)
     sdpa_repeat_kv: bool = False   # SDPA keeps repeat_kv's full-head k and v (transformers before 4.54, GQA)
     attention_mask: bool = True    # the step passes an attention_mask (every collator gives one) or keeps a cache
@@ -179,6 +184,11 @@ class Plan:
     def autocast(self) -> bool:
         """torch runtime with fp32 weights and a 16-bit compute dtype: torch.autocast."""
         return self.runtime == "torch" and self.weights_dtype == "float32" and self.precision != "fp32"
+
+    @property
+    def batch_world(self) -> int:
+        """The ranks DeepSpeed's batch arithmetic divides train_batch_size by (``global_batch``)."""
+        return max(1, self.cluster.world_size // (self.tensor_parallel * self.batch_split))
 
     @property
     def data_parallel(self) -> int:
@@ -382,6 +392,8 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
         offload_param=_device(ds.offload_param, "offload_param", origins, notes),
         micro_batch=_micro_batch(ds, flags, batch_world, origins, notes),
         grad_accum=_grad_accum(ds.grad_accum, flags, origins),
+        global_batch=ds.train_batch.count if ds.train_batch.from_file else 0,
+        batch_split=ds.sequence_parallel.count or 1,
         grad_checkpointing=flags.grad_checkpointing,
         origins=origins,
         assumptions=tuple(notes),

@@ -14,6 +14,8 @@ from __future__ import annotations
 # (ZeRO stage), offload_optimizer, offload_param, fsdp_strategy, fsdp_offload, to_fsdp, to_deepspeed.
 WORDS: dict[tuple[str, str], str] = {
     ("deepspeed", "micro_batch"): "train_micro_batch_size_per_gpu <= {}",
+    ("deepspeed", "micro_batch_exact"): "train_micro_batch_size_per_gpu {}",
+    ("deepspeed", "grad_accum"): "gradient_accumulation_steps {}",
     ("deepspeed", "stage"): "zero_optimization.stage {}",
     ("deepspeed", "offload_optimizer"): "offload_optimizer.device cpu",
     ("deepspeed", "offload_param"): "offload_param.device cpu",
@@ -72,7 +74,8 @@ WORDS: dict[tuple[str, str], str] = {
     ("openrlhf-flat", "stage"): "--zero_stage {}",
     ("openrlhf-flat", "offload_optimizer"): "--adam_offload",
 }
-FALLBACK = {"micro_batch": "flags", "grad_checkpointing": "flags", "no_grad_checkpointing": "flags", "stage": "deepspeed",
+FALLBACK = {"micro_batch": "flags", "micro_batch_exact": "deepspeed", "grad_accum": "deepspeed",
+            "grad_checkpointing": "flags", "no_grad_checkpointing": "flags", "stage": "deepspeed",
             "offload_optimizer": "deepspeed", "offload_param": "deepspeed", "fsdp_strategy": "accelerate",
             "fsdp_offload": "accelerate", "to_fsdp": "accelerate", "to_deepspeed": "accelerate"}
 

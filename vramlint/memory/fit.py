@@ -67,7 +67,19 @@ def largest_micro_batch(plan: Plan, budget: int, most: int = 1 << 16) -> int:
     at = lambda mb: plan.with_changes(micro_batch=mb)  # noqa: E731
     bound = _largest(lambda mb: estimate(at(mb), replay=False).per_gpu_peak <= budget, max(1, plan.micro_batch),
                      most)
-    return _largest_from(lambda mb: fits(at(mb), budget), bound)
+    return _starts_with(plan, _largest_from(lambda mb: fits(at(mb), budget), bound))
+
+
+def _starts_with(plan: Plan, micro_batch: int) -> int:
+    """The largest micro-batch up to ``micro_batch`` DeepSpeed accepts: one that divides the file's
+    train_batch_size over the batch world (``Plan.global_batch``); any where the file states none,
+    or where its own micro-batch does not divide it either (that refusal is its own finding,
+    rules/batch.py). A smaller micro-batch fits where a larger one does."""
+    if not plan.global_batch or plan.global_batch % (plan.micro_batch * plan.batch_world):
+        return micro_batch
+    while micro_batch > 0 and plan.global_batch % (micro_batch * plan.batch_world):
+        micro_batch -= 1
+    return micro_batch
 
 
 def _bisect(ok, good: int, bad: int) -> int:
@@ -122,6 +134,12 @@ def _say(plan: Plan, setting: str, value: object = None) -> str:
 
 
 def _micro_words(plan: Plan, best: int) -> str:
+    """A smaller micro-batch in the file's words; where the file fixes train_batch_size and states
+    gradient_accumulation_steps too, the accumulation that keeps DeepSpeed's batch arithmetic whole."""
+    origin = plan.origins.get("grad_accum")
+    if plan.global_batch and origin is not None and origin.kind == "file":
+        return (_say(plan, "micro_batch_exact", best) + " + "
+                + _say(plan, "grad_accum", plan.global_batch // (best * plan.batch_world)))
     return _say(plan, "micro_batch", best)
 
 
