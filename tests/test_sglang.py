@@ -138,3 +138,16 @@ def test_the_repositorys_pin_is_the_release_checked(tmp_path):
                            "json"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     (entry,) = json.loads(proc.stdout)["files"]
     assert entry["sglang_version"] == "0.4.3.post4" and entry["mem_fraction_static"] == 0.81
+
+
+def test_a_tp_size_the_heads_do_not_divide_is_sglangs_assertion(tmp_path):
+    """Qwen2.5-7B has 28 heads and 4 KV heads: TP 8 fails SGLang's attention assertion while the
+    model is built (VL410); TP 4 starts."""
+    (tmp_path / "eight.yaml").write_text("model-path: Qwen/Qwen2.5-7B-Instruct\ntp-size: 8\n")
+    (tmp_path / "four.yaml").write_text("model-path: Qwen/Qwen2.5-7B-Instruct\ntp-size: 4\n")
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", "eight.yaml", "four.yaml", "--gpus", "H100",
+                           "--format", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    eight, four = json.loads(proc.stdout)["files"]
+    assert [(f["code"], f["line"]) for f in eight["findings"]] == [("VL410", 2)]
+    assert "total_num_heads 28 % tp_size 8 != 0" in eight["findings"][0]["message"]
+    assert four["findings"] == [] and proc.returncode == 1
