@@ -719,3 +719,11 @@ def test_a_smaller_micro_batch_is_hinted_only_where_deepspeed_accepts_it(tmp_pat
     (hint,) = [f["hint"] for f in files["big.sh"]["findings"] if f["code"] == "VL201"]
     micro = int(re.search(r"--micro_train_batch_size (\d+)", hint).group(1))
     assert micro == 4 and 128 % (micro * 2) == 0
+
+
+def test_deepspeeds_own_accumulation_is_priced_where_the_file_fixes_the_global_batch():
+    """OpenRLHF's train_sft.sh: --train.batch_size 256 at micro-batch 2 on 8 GPUs, so DeepSpeed
+    accumulates 256 // 2 // 8 = 16 micro-batches (runtime/config.py), located at the flag."""
+    entry = _check(OPENRLHF + "train_sft.sh", "--gpus", "8xH100")["files"][0]
+    assert entry["plan"]["grad_accum"] == 16
+    assert entry["plan"]["origins"]["grad_accum"].endswith("train_sft.sh:9:4")

@@ -272,9 +272,11 @@ def _micro_batch(ds: DeepSpeedConfig, flags: Flags, world: int, origins: dict, n
     return 1
 
 
-def _grad_accum(fact: Fact, flags: Flags, origins: dict) -> int:
+def _grad_accum(fact: Fact, flags: Flags, origins: dict, train_batch: Fact | None = None, micro_batch: int = 0,
+                world: int = 1) -> int:
     """``--grad-accum`` stated, else the file's gradient_accumulation_steps, else ``--grad-accum`` /
-    the settings', else 1."""
+    the settings', else what DeepSpeed derives from a stated train_batch_size and the micro-batch
+    (runtime/config.py ``_set_batch_related_parameters``: train_batch // micro // world), else 1."""
     if flags.wins("grad_accum"):
         origins["grad_accum"] = flags.origin("grad_accum")
         return flags.grad_accum
@@ -284,6 +286,12 @@ def _grad_accum(fact: Fact, flags: Flags, origins: dict) -> int:
     if flags.grad_accum:
         origins["grad_accum"] = flags.origin("grad_accum")
         return flags.grad_accum
+    if train_batch is not None and train_batch.from_file and train_batch.count and micro_batch:
+        derived = train_batch.count // micro_batch // max(1, world)
+        if derived > 1:
+            origins["grad_accum"] = Origin("file", train_batch.location,
+                                           f"train_batch_size {train_batch.count} / micro-batch {micro_batch} / {world}")
+            return derived
     return 1
 
 
@@ -381,6 +389,7 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
     workload = {k: v for k, v in flags.workload.items() if k != "weights_dtype"} | parallel
     workload |= _ds_optimizer(ds.optimizer, workload.get("optimizer", "adamw"), origins, notes)
     batch_world = ds.batch_world(cluster.world_size, workload.get("tensor_parallel", 1))
+    micro = _micro_batch(ds, flags, batch_world, origins, notes)
     return Plan(
         **workload,
         **_buffers(ds, model, origins, notes),
@@ -390,8 +399,8 @@ def plan_from_deepspeed(ds: DeepSpeedConfig, model: ModelShape, cluster: Cluster
         overlap_comm=ds.overlap_comm.value if isinstance(ds.overlap_comm.value, bool) else stage == 3,
         offload_optimizer=_device(ds.offload_optimizer, "offload_optimizer", origins, notes),
         offload_param=_device(ds.offload_param, "offload_param", origins, notes),
-        micro_batch=_micro_batch(ds, flags, batch_world, origins, notes),
-        grad_accum=_grad_accum(ds.grad_accum, flags, origins),
+        micro_batch=micro,
+        grad_accum=_grad_accum(ds.grad_accum, flags, origins, ds.train_batch, micro, batch_world),
         global_batch=ds.train_batch.count if ds.train_batch.from_file else 0,
         batch_split=ds.sequence_parallel.count or 1,
         grad_checkpointing=flags.grad_checkpointing,

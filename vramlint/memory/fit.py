@@ -137,7 +137,9 @@ def _micro_words(plan: Plan, best: int) -> str:
     """A smaller micro-batch in the file's words; where the file fixes train_batch_size and states
     gradient_accumulation_steps too, the accumulation that keeps DeepSpeed's batch arithmetic whole."""
     origin = plan.origins.get("grad_accum")
-    if plan.global_batch and origin is not None and origin.kind == "file":
+    stated = origin is not None and origin.location is not None and origin.location.json_path.endswith(
+        "gradient_accumulation_steps")              # not DeepSpeed's own derivation from train_batch_size
+    if plan.global_batch and stated:
         return (_say(plan, "micro_batch_exact", best) + " + "
                 + _say(plan, "grad_accum", plan.global_batch // (best * plan.batch_world)))
     return _say(plan, "micro_batch", best)
