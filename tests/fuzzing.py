@@ -372,6 +372,13 @@ SHELL_EDGES = (
     "srun srun srun env env A=1 nohup time timeout 5 torchrun --nnodes 1:999999 t.py\n",
     "torchrun \\\n" * 5000 + "t.py\n",
     "llamafactory-cli train missing.yaml " + " ".join(f"k{i}=v" for i in range(3000)) + "\n",
+    "python -m sglang.launch_server --model-path m --tp 0 --mem-fraction-static 7 --context-length -1 "
+    "--config missing.yaml --kv-cache-dtype fp4_e2m1 --page-size 0\n",
+    "sglang serve --model-path gpt2 --tp-size 99999999999999999999 --dp-size x --nnodes 0 --max-total-tokens -3\n",
+    "deepspeed --module openrlhf.cli.train_dpo --ds.zero_stage 9 --train.micro_batch_size -1 --data.max_len 0 "
+    "--ds.lora.rank x --train.batch_size 0 --model.model_name_or_path gpt2 --ref.offload\n",
+    "read -r -d '' C <<EOF\n" + "openrlhf.cli.train_sft \\\n" * 3000 + "EOF\ndeepspeed --module $C\n",
+    "read -d x -r -a A <<'EOF'\n$(rm -rf /)\nEOF\ndeepspeed --module $A\n",
 )
 
 
