@@ -217,10 +217,11 @@ def _check_serving_launch(launch: Launch, text: str, one: FileResult, ctx: Conte
     data, positions, unknown = arguments_data(launch)
     for key, word in unknown:
         one.findings.append(value_unknown(one.path, f"--{key}", word, f"the estimate takes {engine}'s default"))
+    positions = {"$": (launch.line, 1), **positions}     # what no flag states is the launch line's to answer for
     if kind == "vllm":
         document = Document(one.path, text, _as_vllm_parses(data), positions)
-    else:                                   # what no flag states is the launch line's to answer for
-        document = _over_file(launch, text, one, data, {"$": (launch.line, 1), **positions})
+    else:
+        document = _over_file(launch, text, one, data, positions)
         if not isinstance(document, Document):
             return True
     stated = stated_gpus(launch, options)
