@@ -727,3 +727,16 @@ def test_deepspeeds_own_accumulation_is_priced_where_the_file_fixes_the_global_b
     entry = _check(OPENRLHF + "train_sft.sh", "--gpus", "8xH100")["files"][0]
     assert entry["plan"]["grad_accum"] == 16
     assert entry["plan"]["origins"]["grad_accum"].endswith("train_sft.sh:9:4")
+
+
+def test_openrlhfs_default_micro_batch_is_what_its_deepspeed_config_gets(tmp_path):
+    """Without --train.micro_batch_size OpenRLHF still sets train_micro_batch_size_per_gpu (its
+    default 8, 1 for train_rm): DeepSpeed then accumulates 128 // 8 // 8 = 2, it does not spread the
+    global batch of 128 into micro-batches of 16."""
+    files = _files(tmp_path, **{
+        "sft.sh": "deepspeed --num_gpus 8 --module openrlhf.cli.train_sft --model.model_name_or_path "
+                  "meta-llama/Meta-Llama-3-8B --ds.zero_stage 3 --model.gradient_checkpointing_enable\n",
+        "rm.sh": "deepspeed --num_gpus 8 --module openrlhf.cli.train_rm --model.model_name_or_path "
+                 "meta-llama/Meta-Llama-3-8B --ds.zero_stage 3 --model.gradient_checkpointing_enable\n"})
+    assert (files["sft.sh"]["plan"]["micro_batch"], files["sft.sh"]["plan"]["grad_accum"]) == (8, 2)
+    assert (files["rm.sh"]["plan"]["micro_batch"], files["rm.sh"]["plan"]["grad_accum"]) == (1, 16)

@@ -167,8 +167,8 @@ def _over_file(launch: Launch, text: str, one: FileResult, data: dict, positions
     value where it is written; the line's alone where it names none. True where that file cannot be
     read (its finding is made), after which there is nothing to estimate."""
     path, recipe = one.path, launch.recipe
-    if recipe is None:
-        return Document(path, text, data, positions, on_command_line=True)
+    if recipe is None:                      # what no argument states is the launch line's to answer for
+        return Document(path, text, data, {"$": (launch.line, 1), **positions}, on_command_line=True)
     if recipe.text is None:
         one.findings.append(value_unknown(path, "the recipe file", recipe, "no estimate without it"))
         return _unread_launch(replace(launch, unread="the recipe file it runs is known only when it runs"), one)
@@ -217,9 +217,8 @@ def _check_serving_launch(launch: Launch, text: str, one: FileResult, ctx: Conte
     data, positions, unknown = arguments_data(launch)
     for key, word in unknown:
         one.findings.append(value_unknown(one.path, f"--{key}", word, f"the estimate takes {engine}'s default"))
-    positions = {"$": (launch.line, 1), **positions}     # what no flag states is the launch line's to answer for
     if kind == "vllm":
-        document = Document(one.path, text, _as_vllm_parses(data), positions)
+        document = Document(one.path, text, _as_vllm_parses(data), {"$": (launch.line, 1), **positions})
     else:
         document = _over_file(launch, text, one, data, positions)
         if not isinstance(document, Document):

@@ -95,11 +95,10 @@ def dotted(document: Document) -> tuple[Document, bool]:
         for part in parts[:-1]:
             node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
         node[parts[-1]] = value
-        for source, target in ((f"$.{key}", f"$.{name}"),):
-            if source in document.positions:
-                positions[target] = document.positions[source]
-            if source in document.elsewhere:
-                elsewhere[target] = document.elsewhere[source]
+        if f"$.{key}" in document.positions:
+            positions[f"$.{name}"] = document.positions[f"$.{key}"]
+        if f"$.{key}" in document.elsewhere:
+            elsewhere[f"$.{name}"] = document.elsewhere[f"$.{key}"]
     return Document(document.path, document.text, data, positions, list(document.lenient), elsewhere,
                     on_command_line=True), flat
 
@@ -145,16 +144,18 @@ def _attention(keys: Keys, release: str) -> Fact:
     return Fact(value, fact.location, fact.default)
 
 
-def _deepspeed(keys: Keys, precision: Fact, release: str) -> tuple[dict, dict[str, tuple[int, int]]]:
+def _deepspeed(keys: Keys, precision: Fact, micro: Fact, command: tuple[int, int]) -> tuple[dict, dict]:
     """The DeepSpeed config ``get_train_ds_config`` builds (deepspeed_utils.py:8-70, at its
     ``offload=False``), with each value placed at the flag that sets it. Its ``"auto"`` buffer
     sizes are left out: no HF Trainer fills them, and DeepSpeed drops an ``"auto"`` value for its
-    default (0.19.8 runtime/config_utils.py:56), as it does a key that is absent."""
+    default (0.19.8 runtime/config_utils.py:56), as it does a key that is absent. The micro-batch
+    is always set (``get_ds_train_config``: the flag's value or its default), so DeepSpeed derives
+    only the accumulation; it and train_batch_size are stated by the command even at their defaults
+    (``command``: where it is written), as DeepSpeed's batch arithmetic needs."""
     stage = keys.get("ds.zero_stage", default=2, convert=positive)
     adam = keys.get("ds.adam_offload", default=False, convert=truthy)
     tp = keys.get("ds.tensor_parallel_size", default=1, convert=positive)
     ring = keys.get("ds.ring_attn_size", default=1, convert=positive)
-    micro = keys.get("train.micro_batch_size", convert=positive)
     batch = keys.get("train.batch_size", default=128, convert=positive)
     norm = keys.get("max_norm", default=1.0)
     config = {
@@ -162,10 +163,8 @@ def _deepspeed(keys: Keys, precision: Fact, release: str) -> tuple[dict, dict[st
                               "offload_optimizer": {"device": "cpu" if adam.value else "none", "pin_memory": True}},
         "bf16": {"enabled": precision.value == "bf16"}, "fp16": {"enabled": precision.value == "fp16"},
         "gradient_clipping": norm.value, "tensor_parallel": {"autotp_size": tp.value},
-        "optimizer": {"type": "AdamW"},
+        "optimizer": {"type": "AdamW"}, "train_micro_batch_size_per_gpu": micro.value,
     }
-    if micro.value is not None:
-        config["train_micro_batch_size_per_gpu"] = micro.value
     if all(isinstance(f.value, int) for f in (batch, ring, tp)):
         config["train_batch_size"] = batch.value * ring.value * tp.value
     placed = {"zero_optimization.stage": stage, "zero_optimization.offload_optimizer.device": adam,
@@ -173,6 +172,8 @@ def _deepspeed(keys: Keys, precision: Fact, release: str) -> tuple[dict, dict[st
               "tensor_parallel.autotp_size": tp, "train_micro_batch_size_per_gpu": micro, "train_batch_size": batch}
     positions = {f"$.deepspeed.{path}": (fact.location.line, fact.location.column)
                  for path, fact in placed.items() if fact.location is not None}
+    for path in ("train_micro_batch_size_per_gpu", "train_batch_size"):
+        positions.setdefault(f"$.deepspeed.{path}", command)
     return config, positions
 
 
@@ -192,7 +193,9 @@ def read_openrlhf(document: Document, trainer: Fact | None = None) -> Recipe:
     keys = Keys(document, f"{release} default")
     stage = _stage(keys, trainer)
     precision, weights = _precision(keys, release)
-    config, positions = _deepspeed(keys, precision, release)
+    micro = keys.get("train.micro_batch_size", default=MICRO_BATCH.get(str(stage.value), 8), convert=positive,
+                     why=f"{release} --train.micro_batch_size default")
+    config, positions = _deepspeed(keys, precision, micro, document.positions["$"])
     document.data["deepspeed"] = config
     document.positions.update(positions)
     document.positions.setdefault("$.deepspeed", document.positions["$"])
@@ -201,13 +204,11 @@ def read_openrlhf(document: Document, trainer: Fact | None = None) -> Recipe:
     offload = keys.get("ref.offload", default=False, convert=truthy)
     if stage.value == "dpo" and offload.value and keys.raw("ds.zero_stage") == 3:
         features = (Feature(offload, "the reference model's ZeRO-3 shards on the host (--ref.offload)", "high"),)
-    micro_default = MICRO_BATCH.get(str(stage.value), 8)
     return Recipe(
         document=document, framework="openrlhf", title=release, task=TRAIN, stage=stage,
         model=keys.get("model.model_name_or_path"),
         revision=Fact("main"),
-        micro_batch=keys.get("train.micro_batch_size", default=micro_default, convert=positive,
-                             why=f"{release} --train.micro_batch_size default"),
+        micro_batch=micro,
         grad_accum=Fact(None, None, "DeepSpeed derives it: train_batch_size / (micro-batch x data-parallel GPUs)"),
         seq_len=keys.get("data.max_len", default=MAX_LEN.get(str(stage.value), 2048), convert=positive,
                          why=f"{release} --data.max_len default"),
