@@ -102,8 +102,13 @@ def test_a_pool_shorter_than_the_context_is_sglangs_warning():
                             mem_fraction_static=0.3, context_length=131072)
     est = sglang_estimate(serving)
     assert est.max_total_num_tokens < 131072
-    assert pool_warning(serving, est).startswith(f"KV pool holds {est.max_total_num_tokens} tokens, fewer than "
-                                                 "--context-length 131072. One full-length request cannot fit")
+    assert pool_warning(serving, est).startswith(f"SGLang 0.5.23 warns at start-up: KV pool holds "
+                                                 f"{est.max_total_num_tokens} tokens, fewer than --context-length "
+                                                 "131072. One full-length request cannot fit")
+    older = SglangServing(serving.model, H100.memory_bytes, H100.sm, mem_fraction_static=0.3, context_length=131072,
+                          release="0.5.22")          # no such warning before 0.5.23: requests are capped silently
+    said = pool_warning(older, sglang_estimate(older))
+    assert "warns" not in said and f"caps each request at {sglang_estimate(older).max_total_num_tokens - 1:,}" in said
 
 
 CONFIG = "model-path: meta-llama/Llama-3.1-8B-Instruct\nmem-fraction-static: 0.3\ncontext-length: 131072\n"
@@ -150,4 +155,15 @@ def test_a_tp_size_the_heads_do_not_divide_is_sglangs_assertion(tmp_path):
     eight, four = json.loads(proc.stdout)["files"]
     assert [(f["code"], f["line"]) for f in eight["findings"]] == [("VL410", 2)]
     assert "total_num_heads 28 % tp_size 8 != 0" in eight["findings"][0]["message"]
+    assert eight["findings"][0]["hint"] == "--tp-size 1, 2, 4"
     assert four["findings"] == [] and proc.returncode == 1
+
+
+def test_what_the_budget_leaves_out_is_a_finding_not_a_note(tmp_path):
+    (tmp_path / "dp.yaml").write_text("model-path: meta-llama/Llama-3.1-8B-Instruct\ntp-size: 2\n"
+                                      "enable-dp-attention: true\n")
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", "dp.yaml", "--gpus", "H100", "--format",
+                           "json"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    (entry,) = json.loads(proc.stdout)["files"]
+    assert [(f["code"], f["line"]) for f in entry["findings"]] == [("VL210", 3)]
+    assert entry["findings"][0]["message"].startswith("DP attention")

@@ -8,8 +8,8 @@ from vramlint.documents import Document
 from vramlint.jobs.inputs import served_model, versions
 from vramlint.jobs.result import Context, FileResult
 from vramlint.memory.serving.sglang import SglangServing, sglang_estimate
-from vramlint.readers.sglang import NOT_MODELLED, count, fraction, read_sglang
-from vramlint.rules.sglang import check_sglang
+from vramlint.readers.sglang import count, fraction, read_sglang
+from vramlint.rules.sglang import check_sglang, unpriced
 from vramlint.stack import stack_for
 
 
@@ -32,7 +32,6 @@ def check(document: Document, result: FileResult, ctx: Context) -> list[FileResu
     est = sglang_estimate(serving)
     result.serving = (serving, est)
     result.notes.append(f"mem_fraction_static {est.mem_fraction_static}: {est.fraction_words}")
-    result.notes.extend(f"{NOT_MODELLED[name]} is on ({cfg.keys[name]}): not modelled, the budget is SGLang's "
-                        "without it" for name, _ in cfg.not_modelled)
+    result.findings.extend(unpriced(cfg))
     result.findings.extend(check_sglang(serving, est, cfg.location_of))
     return [result]

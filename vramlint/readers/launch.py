@@ -473,9 +473,9 @@ def _sglang(command: Command, words: list[Word]) -> Launch:
         total = 1
         for word in stated:
             total *= int(word.text)
-        spread = int(nodes.text) if nodes is not None and nodes.text and nodes.text.isdigit() and int(nodes.text) else 1
+        spread = int(nodes.text) if nodes is not None and (nodes.text or "").isdigit() else 1
         at = stated[0] if stated else Word(None, command.line, 1)
-        per_node = Word(str(max(1, total // spread)), at.line or command.line, at.column)
+        per_node = Word(str(max(1, total // max(1, spread))), at.line or command.line, at.column)
     by = "--tp-size x --pp-size x --dp-size" if stated else "SGLang's default --tp-size 1"
     return Launch("sglang", SERVING, command, sizes.get("model_path"), {}, own, positional, per_node, by, nodes,
                   recipe=config, distributed=True, reads_as="sglang")

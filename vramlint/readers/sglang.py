@@ -24,7 +24,7 @@ ALIASES = {"model": "model_path", "tp": "tp_size", "tensor_parallel_size": "tp_s
 MARKS = ("model_path", "mem_fraction_static", "tp_size", "chunked_prefill_size", "max_total_tokens",
          "cuda_graph_max_bs", "max_running_requests", "enable_dp_attention")
 # What SGLang turns on that the budget here does not model, with the way the estimate is off.
-NOT_MODELLED = {"enable_dp_attention": "DP attention (its own reserve and a per-rank KV pool)",
+UNPRICED = {"enable_dp_attention": "DP attention (its own reserve and a per-rank KV pool)",
                 "speculative_algorithm": "speculative decoding (the draft's weights and KV pool)",
                 "disaggregation_mode": "prefill / decode disaggregation",
                 "cpu_offload_gb": "CPU offload of weights", "enable_lora": "LoRA adapters' memory pool"}
@@ -73,7 +73,7 @@ def read_sglang(document: Document) -> SglangConfig:
         if name in keys:
             return Fact(data[keys[name]], document.locate(f"$.{keys[name]}"))
         return Fact(default, None, "SGLang default")
-    off = tuple((name, fact(name)) for name in NOT_MODELLED
+    off = tuple((name, fact(name)) for name in UNPRICED
                 if name in keys and data[keys[name]] not in (None, False, 0, "null", "", "false", "False"))
     return SglangConfig(document, keys, fact("model_path"), fact("tp_size", 1), fact("dp_size", 1), fact("pp_size", 1),
                         fact("mem_fraction_static"), fact("chunked_prefill_size"), fact("cuda_graph_max_bs"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vramlint.findings import ERROR, WARNING, Finding
@@ -10,6 +11,7 @@ from vramlint.rules.base import Rule
 
 if TYPE_CHECKING:
     from vramlint.memory.serving.sglang import SglangEstimate, SglangServing  # noqa: F401
+    from vramlint.readers.sglang import SglangConfig  # noqa: F401
 
 NO_POOL = ("VL408", "sglang-no-kv-cache-memory", ERROR)
 SHORT_POOL = ("VL409", "sglang-kv-pool-below-context", WARNING)
@@ -50,13 +52,24 @@ def _heads_refused(serving: SglangServing) -> str:
     return ""
 
 
+def unpriced(cfg: SglangConfig) -> Iterator[Finding]:
+    """What the server turns on that its budget here leaves out (VL210, the same rule as a recipe's)."""
+    from vramlint.readers.sglang import UNPRICED
+    from vramlint.rules.recipe import NOT_MODELLED
+    for name, fact in cfg.not_modelled:
+        yield Finding(*NOT_MODELLED, fact.location, f"{UNPRICED[name]} is on: not counted, so the budget is "
+                      "SGLang's without it", hint=f"check the server without {cfg.keys[name]}, or read its "
+                      "start-up log's max_total_num_tokens")
+
+
 def check_sglang(serving: SglangServing, est: SglangEstimate, locate) -> Iterator[Finding]:
     """``locate(name)``: where the config (or the launch line) states a server argument."""
     from vramlint.memory.serving.sglang import pool_warning
     split = _heads_refused(serving)
     if split:
+        fits = [tp for tp in range(1, 17) if not _heads_refused(replace(serving, tp=tp))]
         yield Finding(*TP_HEADS, locate("tp_size"), f"SGLang {est.release} fails while building the model: "
-                      f"AssertionError ({split})", hint="a --tp-size that divides the attention heads")
+                      f"AssertionError ({split})", hint=f"--tp-size {', '.join(map(str, fits))}")
         return
     if est.refusal:
         yield Finding(*NO_POOL, locate("mem_fraction_static"), f"SGLang {est.release} refuses to start: {est.refusal}",
@@ -64,6 +77,6 @@ def check_sglang(serving: SglangServing, est: SglangEstimate, locate) -> Iterato
         return
     warning = pool_warning(serving, est)
     if warning:
-        yield Finding(*SHORT_POOL, locate("context_length"), f"SGLang {est.release} warns at start-up: {warning}",
+        yield Finding(*SHORT_POOL, locate("context_length"), warning,
                       hint=f"--context-length {est.max_total_num_tokens - 1} or less, or a higher "
                            "--mem-fraction-static")

@@ -23,6 +23,7 @@ adjustments of the fraction, and the memory CUDA-graph capture actually takes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from vramlint.memory.parts.components import Component
@@ -188,10 +189,14 @@ def _context(s: SglangServing) -> str:
     return "nvls" if s.sm in NVLS_SM else "rings"
 
 
-def _weights(s: SglangServing) -> int:
+def _weights(s: SglangServing) -> tuple[int, str]:
     """One rank's weights: everything split over TP x PP (routed experts too: SGLang's MoE is
-    tensor-parallel unless expert parallelism is asked for)."""
-    return weight_bytes(s.model, None if s.model.quantization else s.dtype_bytes) // (s.tp * s.pp)
+    tensor-parallel unless expert parallelism is asked for), with its formula (a quantized
+    checkpoint's bytes per group are ``weights.weight_bytes``'s)."""
+    m = s.model
+    each = f"{m.quantization.method} checkpoint: " if m.quantization else f"{s.dtype_bytes} B x "
+    return (weight_bytes(m, None if m.quantization else s.dtype_bytes) // (s.tp * s.pp),
+            f"{each}{m.params:,} params / (TP {s.tp} x PP {s.pp})")
 
 
 def kv_pool(pre: int, loaded: int, fraction: float, cell: float, max_total_tokens: int | None = None,
@@ -211,7 +216,7 @@ def sglang_estimate(s: SglangServing) -> SglangEstimate:
                        else auto_fraction(s))
     kind = _context(s)
     pre = s.gpu_bytes - CONTEXT[kind]
-    weights = _weights(s)
+    weights, formula = _weights(s)
     slack = int(pre * (1 - fraction))
     cell = cell_size(s)
     rest, tokens = kv_pool(pre, weights, fraction, cell, s.max_total_tokens, s.page_size)
@@ -221,7 +226,7 @@ def sglang_estimate(s: SglangServing) -> SglangEstimate:
                    + (f" Current value: mem_fraction_static={fraction}" if s.numbers >= (0, 5, 14) else ""))
     components = (
         Component("CUDA context + NCCL", CONTEXT[kind], "measured before the weights load", CONTEXT_SOURCE[kind]),
-        Component("weights", weights, f"{s.model.params:,} params / (TP {s.tp} x PP {s.pp})", SOURCE),
+        Component("weights", weights, formula, SOURCE),
         Component("KV cache pool", max(0, int(tokens * cell)),
                   f"{tokens:,} tokens x {cell:,.0f} B (max_total_num_tokens x cell_size)", SOURCE),
         Component("prefill activations + CUDA graphs", slack,
@@ -236,16 +241,25 @@ def _refusal(s: SglangServing, fraction: float, pre: int, available: int) -> str
     if s.numbers < (0, 5, 14):
         return "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
     minimum = 1 - available / pre
-    suggested = -(-int(minimum * 1000 * 1000) // 1000) / 1000       # math.ceil(minimum * 1000) / 1000
+    suggested = math.ceil(minimum * 1000) / 1000
     return (f"ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
             f"{fraction}. Raise --mem-fraction-static above {suggested:.3f} (minimum viable = 1 - available/pre = "
             f"{minimum:.4f}). If using speculative decoding, draft weights are now counted.")
 
 
 def pool_warning(s: SglangServing, est: SglangEstimate) -> str:
-    """SGLang 0.5.23's start-up warning when one full-length request cannot fit (tp_worker.py:556-565)."""
-    if est.refusal or est.max_total_num_tokens >= s.context_len:
+    """What SGLang says when one full-length request cannot fit: 0.5.23 warns in these words at
+    start-up (tp_worker.py:556-565); before it (0.4.3.post4 to 0.5.22 read), it starts silently with
+    requests capped at ``max_req_len = min(context_len − 1, max_total_num_tokens − 1)``
+    (tp_worker.py ``max_req_len``), which this says in vramlint's words."""
+    tokens = est.max_total_num_tokens
+    if est.refusal or tokens >= s.context_len:
         return ""
-    return (f"KV pool holds {est.max_total_num_tokens} tokens, fewer than --context-length {s.context_len}. One "
-            "full-length request cannot fit, so long requests will be refused or truncated at serving time. Lower "
-            "--context-length, raise --mem-fraction-static, or free memory taken before the pool is sized.")
+    if s.numbers >= (0, 5, 23):
+        return (f"SGLang {s.release} warns at start-up: KV pool holds {tokens} tokens, fewer than --context-length "
+                f"{s.context_len}. One full-length request cannot fit, so long requests will be refused or "
+                "truncated at serving time. Lower --context-length, raise --mem-fraction-static, or free memory "
+                "taken before the pool is sized.")
+    return (f"SGLang {s.release} starts with a KV pool of {tokens:,} tokens, fewer than the context length "
+            f"{s.context_len:,}, and caps each request at {tokens - 1:,} tokens (max_req_len): longer ones are "
+            "refused at serving time")
