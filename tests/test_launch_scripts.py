@@ -740,3 +740,20 @@ def test_openrlhfs_default_micro_batch_is_what_its_deepspeed_config_gets(tmp_pat
                  "meta-llama/Meta-Llama-3-8B --ds.zero_stage 3 --model.gradient_checkpointing_enable\n"})
     assert (files["sft.sh"]["plan"]["micro_batch"], files["sft.sh"]["plan"]["grad_accum"]) == (8, 2)
     assert (files["rm.sh"]["plan"]["micro_batch"], files["rm.sh"]["plan"]["grad_accum"]) == (1, 16)
+
+
+def test_a_flag_openrlhf_does_not_define_is_its_argparse_refusal(tmp_path):
+    """A typo (--train.micro_batchsize) is not read as the default micro-batch in silence: OpenRLHF's
+    argparse refuses it ("unrecognized arguments", the flags per release in data/openrlhf_flags.json
+    from the wheels); an unambiguous prefix (--train.micro 4) is argparse's abbreviation, accepted."""
+    files = _files(tmp_path, **{
+        "typo.sh": "deepspeed --num_gpus 8 --module openrlhf.cli.train_sft --model.model_name_or_path "
+                   "meta-llama/Meta-Llama-3-8B --train.micro_batchsize 4 --ds.zero_stage 3\n",
+        "abbrev.sh": "deepspeed --num_gpus 8 --module openrlhf.cli.train_sft --model.model_name_or_path "
+                     "meta-llama/Meta-Llama-3-8B --train.micro 4 --ds.zero_stage 3\n"})
+    (refused,) = [f for f in files["typo.sh"]["findings"] if f["code"] == "VL313"]
+    assert refused["message"] == ("OpenRLHF 0.11.2 refuses to start: train_sft.py: error: unrecognized arguments: "
+                                  "--train.micro_batchsize 4")
+    assert refused["hint"].endswith("(did you mean --train.micro_batch_size?)") and refused["column"] == 110
+    assert not [f for f in files["abbrev.sh"]["findings"] if f["code"] == "VL313"]
+    assert files["abbrev.sh"]["plan"]["micro_batch"] == 4        # read as argparse reads it, not the default 8

@@ -28,7 +28,8 @@ from vramlint.rules.consistency import fp32_by_auto
 from vramlint.rules.inputs import not_estimated, optimizer_unused, overridden
 from vramlint.rules.launch import check_refusals, missing_reference
 from vramlint.rules.llamafactory import check_llamafactory
-from vramlint.rules.recipe import check_recipe, check_trainer_mismatch, check_values, not_plannable
+from vramlint.rules.recipe import (check_recipe, check_trainer_mismatch, check_values, framework_refusals,
+                                   not_plannable)
 from vramlint.rules.schema import check_schema
 from vramlint.shipped import shipped_copy
 from vramlint.stack import stack_for
@@ -102,8 +103,9 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
     result.findings.extend(overridden(o.fact.location, recipe.key(o.setting), o.fact.value, flag_text(o.setting),
                                       o.value) for o in job.overrides)
     result.findings.extend(check_recipe(recipe, plan))
+    result.findings.extend(framework_refusals(recipe, plan))
     if recipe.framework == "llamafactory":
-        result.findings.extend(check_llamafactory(recipe, plan))
+        result.findings.extend(check_llamafactory(recipe))
     if ds is not None:
         result.findings.extend(check_trainer_mismatch(recipe, ds, plan.cluster.world_size, job.trainer))
         asked = recipe.optimizer.value if recipe.optimizer.value in OPTIMIZERS else None

@@ -13,7 +13,7 @@ inference (``infer_backend``), export (``export_dir``) and evaluation (``do_pred
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -21,7 +21,8 @@ from vramlint.documents import Document
 from vramlint.packaged import data_json
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.dialects import PROJECT_KEYS
-from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, dora_switch, optim_switches, positive, targets, truthy
+from vramlint.readers.recipe import (TRAIN, Feature, Keys, Recipe, Refusal, dora_switch, optim_switches, positive,
+                                     targets, truthy)
 from vramlint.readers.trl import attention, hf_fsdp, optimizer
 
 VERSION = "LLaMA-Factory 0.9.5"
@@ -168,28 +169,6 @@ def preprocess_only(recipe: Recipe) -> Fact | None:
             or not isinstance(keys.raw("tokenized_path"), str):
         return None
     return keys.get("tokenized_path")
-
-
-# What would let each refused launch start (plan.LAUNCH_LIMITS), said with the key that causes it.
-REMEDIES = {"always": "remove or correct {key}", "distributed": "launch it on one GPU, or turn {key} off",
-            "distributed-without-zero3": "a ZeRO-3 DeepSpeed config, or one GPU",
-            "deepspeed": "launch it without deepspeed, or turn {key} off",
-            "zero3": "ZeRO-2 or below, or turn {key} off"}
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A start-up check of LLaMA-Factory's ``get_train_args`` the file's settings meet: the launch
-    it refuses (``plan.LAUNCH_LIMITS``), the key that causes it, and its message, verbatim."""
-
-    limit: str
-    key: str
-    message: str
-    also: str = ""                      # more the hint says (ALLOW_EXTRA_ARGS)
-
-    @property
-    def hint(self) -> str:
-        return REMEDIES[self.limit].format(key=self.key) + self.also
 
 
 @lru_cache(maxsize=1)

@@ -34,8 +34,9 @@ import re
 from typing import Any
 
 from vramlint.documents import Document
+from vramlint.packaged import data_json
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, positive, targets, truthy
+from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, Refusal, positive, targets, truthy
 
 VERSION = "OpenRLHF 0.11.2"
 FLAT = "OpenRLHF 0.10.1"           # the last release with flat flags
@@ -80,16 +81,29 @@ def trainer_of(program: str) -> str | None:
     return TRAINERS.get(found.group(1)) if found else None
 
 
-def dotted(document: Document) -> tuple[Document, bool]:
-    """The command line with every flag under its dotted name, nested by section as OpenRLHF's
-    ``hierarchize`` nests them, each still where it is written; and whether any was flat."""
+def flat_spelling(written: dict) -> bool:
+    """Whether the command uses the flags of 0.10.1 and before (one of them, or --bf16 / --flash_attn)."""
+    return any(ALIASES.get(str(key), str(key)) != key or key in ("bf16", "flash_attn") for key in written)
+
+
+def full_name(key: str, known: list[str]) -> str:
+    """The flag argparse takes ``key`` for: itself, or the one flag it is a prefix of (``allow_abbrev``)."""
+    if not known or key in known:
+        return key
+    matches = [flag for flag in known if flag.startswith(key)]
+    return matches[0] if len(matches) == 1 else key
+
+
+def dotted(document: Document, known: list[str]) -> Document:
+    """The command line with every flag under its full dotted name (abbreviations expanded against
+    ``known``, the program's flags), nested by section as OpenRLHF's ``hierarchize`` nests them,
+    each still where it is written."""
     data: dict = {}
     positions = {"$": document.positions.get("$", (1, 1))}
     elsewhere = {}
-    flat = False
     for key, value in (document.data or {}).items():
-        name = ALIASES.get(str(key), str(key))
-        flat = flat or name != key or key in ("bf16", "flash_attn")
+        name = full_name(str(key), known)
+        name = ALIASES.get(name, name)
         node = data
         parts = name.split(".")
         for part in parts[:-1]:
@@ -100,7 +114,7 @@ def dotted(document: Document) -> tuple[Document, bool]:
         if f"$.{key}" in document.elsewhere:
             elsewhere[f"$.{name}"] = document.elsewhere[f"$.{key}"]
     return Document(document.path, document.text, data, positions, list(document.lenient), elsewhere,
-                    on_command_line=True), flat
+                    on_command_line=True)
 
 
 def _stage(keys: Keys, trainer: Fact | None) -> Fact:
@@ -185,10 +199,43 @@ def _lora(keys: Keys, release: str) -> tuple[Fact, Fact, Fact]:
     return rank, where, dropout
 
 
+# The releases whose flags a spelling is held to (data/openrlhf_flags.json, dev/openrlhf_flags.py):
+# the dotted flags are 0.11.2's; the flat ones any of 0.6.1 (--flash_attn), 0.9.0 (--bf16) and 0.10.1.
+FLAG_RELEASES = {False: ("0.11.2",), True: ("0.6.1", "0.9.0", "0.10.1")}
+PROGRAMS = {"sft": "train_sft", "pt": "train_sft", "dpo": "train_dpo", "rm": "train_rm"}
+
+
+def program_flags(trainer: Fact | None, flat: bool) -> tuple[str | None, list[str]]:
+    """The program a launch names (``train_sft`` ...) and the flags its argparse defines in the
+    releases of the spelling; none where no program is named."""
+    program = PROGRAMS.get(str(trainer.value)) if trainer is not None else None
+    if program is None:
+        return None, []
+    releases = data_json("openrlhf_flags.json")["releases"]
+    return program, sorted({flag for release in FLAG_RELEASES[flat] for flag in releases[release]["programs"][program]})
+
+
+def unrecognized(written: dict, program: str | None, known: list[str]) -> tuple[Refusal, ...]:
+    """argparse's refusal of the flags the program does not define (an exact name, or an unambiguous
+    prefix of one: ``allow_abbrev``), in its words."""
+    unknown = [key for key in written if full_name(key, known) not in known] if program else []
+    if not unknown:
+        return ()
+    import difflib
+    words = " ".join(f"--{key}" + ("" if written[key] is True else f" {written[key]}") for key in unknown)
+    close = difflib.get_close_matches(unknown[0], known, n=1)
+    return (Refusal("always", ALIASES.get(unknown[0], unknown[0]),
+                    f"{program}.py: error: unrecognized arguments: {words}",
+                    f" (did you mean --{close[0]}?)" if close else ""),)
+
+
 def read_openrlhf(document: Document, trainer: Fact | None = None) -> Recipe:
     """One OpenRLHF training command as its trainer runs it; ``trainer``: the stage its program
     names (``openrlhf.cli.train_dpo``), which the flags do not state."""
-    document, flat = dotted(document)
+    written = dict(document.data or {})
+    flat = flat_spelling(written)
+    program, known = program_flags(trainer, flat)
+    document = dotted(document, known)
     release = FLAT if flat else VERSION
     keys = Keys(document, f"{release} default")
     stage = _stage(keys, trainer)
@@ -232,6 +279,7 @@ def read_openrlhf(document: Document, trainer: Fact | None = None) -> Recipe:
         hf_trainer=False, keys=FLAT_SPELLING if flat else SPELLING, features=features,
         switches=_switches(keys, stage),
         release=release, vocabulary="openrlhf-flat" if flat else "openrlhf",
+        refusals=unrecognized(written, program, known),
     )
 
 

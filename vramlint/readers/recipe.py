@@ -110,7 +110,7 @@ class Recipe:
     teacher_config: dict | None = None  # a distillation teacher's architecture (torchtune's teacher_model)
     single_device: bool = False        # the recipe runs on one GPU whatever the machine has
     notes: tuple[str, ...] = ()
-    # The framework's start-up refusals the settings meet (readers/llamafactory.py Refusal): each
+    # The framework's start-up refusals the settings meet (Refusal, below): each
     # names the launch it refuses (plan.LAUNCH_LIMITS), so hints never propose it
     refusals: tuple = ()
     release: str = ""                  # the framework release it is read as, where that decides: "LLaMA-Factory 0.9.2"
@@ -123,6 +123,30 @@ class Recipe:
     def key(self, setting: str) -> str:
         """How this framework spells a setting (``micro_batch`` -> ``micro_batch_size``)."""
         return self.keys.get(setting, setting)
+
+
+# What would let each refused launch start (plan.LAUNCH_LIMITS), said with the key that causes it.
+REMEDIES = {"always": "remove or correct {key}", "distributed": "launch it on one GPU, or turn {key} off",
+            "distributed-without-zero3": "a ZeRO-3 DeepSpeed config, or one GPU",
+            "deepspeed": "launch it without deepspeed, or turn {key} off",
+            "zero3": "ZeRO-2 or below, or turn {key} off"}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A start-up check of the framework the recipe's settings meet (LLaMA-Factory's
+    ``get_train_args``, OpenRLHF's argument parser): the launch it refuses (``plan.LAUNCH_LIMITS``),
+    the key that causes it, and its message, verbatim."""
+
+    limit: str
+    key: str
+    message: str
+    also: str = ""                      # more the hint says (ALLOW_EXTRA_ARGS)
+
+    @property
+    def hint(self) -> str:
+        return REMEDIES[self.limit].format(key=self.key) + self.also
+
 
 
 _MISSING = object()

@@ -15,7 +15,13 @@ MISMATCH = ("VL310", "trainer-deepspeed-mismatch", ERROR)
 NOT_MODELLED = ("VL210", "not-modelled", WARNING)
 SAVING = ("VL211", "saving-not-counted", INFO)
 UNBOUNDED = ("VL212", "sequence-length-unbounded", WARNING)
+REFUSED = ("VL313", "framework-refuses-launch", ERROR)
 RULES = (
+    Rule(*REFUSED, summary="The training framework refuses to start this job before it loads anything (LLaMA-Factory's "
+                           "argument checks, OpenRLHF's argument parser, quoted in the finding, at the release the "
+                           "repository runs): the memory estimate is for a job that never starts.",
+         bad="use_galore: true\ngalore_layerwise: true   # torchrun --nproc_per_node 8",
+         good="use_galore: true\ngalore_layerwise: false"),
     Rule(*MISMATCH, summary="The recipe and the DeepSpeed file it names set the same value differently: the HF "
                             "Trainer refuses to start (HfTrainerDeepSpeedConfig's mismatch check, quoted in the "
                             "finding). Set the DeepSpeed value to \"auto\" and let the recipe fill it.",
@@ -129,6 +135,16 @@ def not_plannable(recipe: Recipe, why: str) -> Finding:
 
 def _entry(ds_key: str, ds_value: object, hf_key: str, hf_value: object) -> str:
     return f"- ds {ds_key}={ds_value} vs hf {hf_key}={hf_value}"
+
+
+def framework_refusals(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
+    """The start-up refusals the recipe's framework has for this launch (``Recipe.refusals`` at the
+    release it is read as, each tested against the plan: ``plan.LAUNCH_LIMITS``), in its words."""
+    from vramlint.plan import LAUNCH_LIMITS
+    for refusal in recipe.refusals:
+        if LAUNCH_LIMITS[refusal.limit](plan):
+            yield Finding(*REFUSED, recipe.document.locate(f"$.{refusal.key}"),
+                          f"{recipe.release or recipe.title} refuses to start: {refusal.message}", hint=refusal.hint)
 
 
 def check_trainer_mismatch(recipe: Recipe, ds: DeepSpeedConfig, world: int, trainer: dict) -> Iterator[Finding]:

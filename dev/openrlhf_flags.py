@@ -1,0 +1,45 @@
+"""Dev-only: the flags each OpenRLHF training program's argparse defines, per release, read from the
+wheels with ``ast`` (no import): vramlint/data/openrlhf_flags.json, which readers/openrlhf.py holds a
+launch line's flags to (argparse refuses the rest: "error: unrecognized arguments").
+
+    pip download openrlhf==0.11.2 openrlhf==0.10.1 openrlhf==0.9.0 openrlhf==0.6.1 --no-deps -d wheels
+    python dev/openrlhf_flags.py wheels/*.whl > vramlint/data/openrlhf_flags.json
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+import sys
+import zipfile
+
+
+def flags(source: str) -> list[str]:
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            names |= {a.value[2:] for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                      and a.value.startswith("--")}
+    return sorted(names)
+
+
+def main(wheels: list[str]) -> None:
+    out: dict = {"source": "dev/openrlhf_flags.py over the openrlhf wheels named here", "releases": {}}
+    for path in sorted(wheels):
+        release = re.search(r"openrlhf-([0-9.]+)-", path).group(1)
+        with zipfile.ZipFile(path) as wheel:
+            programs = {}
+            for name in wheel.namelist():
+                found = re.search(r"openrlhf/cli/(train_(?:sft|dpo|rm))\.py$", name)
+                if found:
+                    programs[found.group(1)] = flags(wheel.read(name).decode())
+        digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+        out["releases"][release] = {"wheel_sha256": digest, "programs": programs}
+    json.dump(out, sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
