@@ -80,7 +80,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                                                                    "--infer, the checkpoint loaded in NF4")
     quant.add_argument("--load-in-8bit", action="store_true", help="LLM.int8 base weights (bitsandbytes) under "
                                                                    "LoRA; with --infer, the checkpoint loaded in int8")
-    p.add_argument("--loss", choices=["full", "chunked", "chunked-compiled", "liger", "cce", "trl", "openrlhf", "none"],
+    p.add_argument("--loss", choices=["full", "chunked", "chunked-compiled", "liger", "cce", "trl", "openrlhf", "verl",
+                                     "verl-entropy", "none"],
                    help="how the loss is computed: full (transformers' ForCausalLMLoss, default), chunked (torchtune "
                         "CEWithChunkedOutputLoss; -compiled under compile), liger (fused linear cross-entropy), cce "
                         "(Cut Cross-Entropy), trl (TRL's fused LM head), none (a scalar head)")

@@ -85,6 +85,28 @@ class Flags:
 
 
 @dataclass(frozen=True)
+class Rollout:
+    """An online-RL step's other phases on the same GPUs (memory/rl.py): the rollout engine that
+    generates between updates, what the framework moves to the host meanwhile, the critic trained
+    beside the actor, and the log-prob forward's micro-batch. The update itself is the Plan's step."""
+
+    framework: str                 # "verl 0.9.1": whose phase order this is
+    engine: str                    # vllm or sglang: the rollout engine colocated on every GPU
+    share: float                   # its gpu_memory_utilization / mem_fraction_static of each GPU
+    tensor_parallel: int = 1       # the engine's TP: its weights are 2 B x P / TP on each GPU
+    frees_between: bool = True     # the engine sleeps (weights and KV cache freed) outside the rollout
+    params_offloaded: bool = False     # the actor's shards on the host outside its update and log-prob
+    optimizer_offloaded: bool = False  # the actor's optimizer states on the host outside its update
+    critic_params: int = 0         # a critic (PPO's GAE) trained beside the actor: its parameters
+    critic_params_offloaded: bool = False
+    critic_optimizer_offloaded: bool = False
+    logprob_tokens: int = 0        # tokens per GPU in one log-prob (no-grad) micro-batch
+    logprob_row: int = 0           # tokens of one of its rows (prompt + response); 0: a token budget (dynamic)
+    dynamic: bool = False          # the update's micro-batch is a token budget (one packed row, use_dynamic_bsz)
+    scaled_logits: bool = False    # a sampling temperature other than 1: the logits divided, a second copy
+
+
+@dataclass(frozen=True)
 class Plan:
     """One training step or one inference forward, as the memory model needs to know it."""
 
@@ -145,6 +167,7 @@ class Plan:
     reference_forward: bool = False    # the reference's no_grad forward runs while the policy's graph is alive
     colocated_share: float = 0.0   # share of each GPU a colocated vLLM engine takes (GRPO vllm_mode colocate)
     teacher_params: int = 0        # a frozen distillation teacher beside the student (torchtune KD recipes)
+    rollout: Rollout | None = None  # online RL: the rollout and log-prob phases around the update (memory/rl.py)
     generation_rows: int = 0       # completions model.generate makes at once between steps (GRPO / RLOO without vLLM)
     sync_each_batch: bool = False  # FSDP: reduce-scatter every micro-batch (torchtune; the HF Trainer's
                                    # accelerator_config.sync_each_batch) instead of no_sync's unsharded grads

@@ -20,7 +20,8 @@ from vramlint.hardware import Cluster
 from vramlint.models.peft import peft_default_targets
 from vramlint.models.shape import ModelShape
 from vramlint.memory.parts.loss import WORDS as LOSS_WORDS
-from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, flag_text, fsdp_adapter_dtype, fsdp_weights_dtype,
+from vramlint.errors import UnplannableError
+from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, Rollout, flag_text, fsdp_adapter_dtype, fsdp_weights_dtype,
                            plan_from_accelerate, plan_from_deepspeed, stage_settings, workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
@@ -193,7 +194,7 @@ def _split(recipe: Recipe, job: dict, values: dict, notes: list[str]) -> dict:
     return {**values, "tp": tp} if tp > 1 and "tp" not in values else values
 
 
-def _stage(recipe: Recipe, job: dict, notes: list[str]) -> dict:
+def _stage(recipe: Recipe, job: dict, notes: list[str], model: ModelShape, origins: dict) -> dict:
     """What the recipe's stage adds to one model's SFT step (memory/stages.py): chosen and rejected
     rows in one forward, a frozen reference copy unless PEFT gives it by disabling the adapter,
     and a colocated vLLM engine's share of the GPU."""
@@ -215,7 +216,55 @@ def _stage(recipe: Recipe, job: dict, notes: list[str]) -> dict:
     if isinstance(share, (int, float)) and not isinstance(share, bool) and 0 < share < 1:
         out["colocated_share"] = float(share)
         notes.append(f"vLLM colocated in the training process: {share:.0%} of each GPU for the whole run")
+    if recipe.rollout is not None:
+        out["rollout"] = rollout_phases(recipe, model, notes)
+        for setting, name in (("rollout_share", "share"), ("logprob_micro", "logprob_tokens")):
+            fact = recipe.rollout.value[name]
+            if fact.location is not None:
+                origins[setting] = Origin("file", fact.location)
     return out
+
+
+ROLLOUT_ENGINES = ("vllm", "sglang")
+
+
+def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str]) -> Rollout:
+    """The RL phases around the update (memory/rl.py) from the reader's facts: the engine and its
+    share, what moves to the host between phases, the critic (a value model of the actor's shape
+    unless it names another: its lm_head a one-output score head), the log-prob micro-batch."""
+    facts = {name: fact.value for name, fact in recipe.rollout.value.items()}
+    engine, share = facts["engine"], facts["share"]
+    if engine == "???":                         # verl refuses the job (its VL313 says so): priced as vLLM
+        engine = "vllm"
+    if engine not in ROLLOUT_ENGINES:
+        raise UnplannableError(f"rollout engine {engine!r} ({recipe.rollout.value['engine'].location or 'default'}) "
+                               f"is not modelled: vramlint prices {' and '.join(ROLLOUT_ENGINES)} rollouts")
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise UnplannableError(f"rollout gpu_memory_utilization {share!r} is not a share of the GPU in (0, 1]")
+    critic = 0
+    if facts["critic"]:
+        critic = model.params - model.head_params + model.hidden_size
+        named = facts.get("critic_model")
+        same = named in (None, recipe.model.value) or recipe.rollout.value["critic_model"].location is None
+        notes.append("critic: a value model " + ("of the actor's shape" if same else
+                                                 f"{named}, priced at the actor's shape") +
+                     f" ({critic / 1e9:.2f}B parameters, a one-output score head), trained beside the actor")
+    tokens = facts["logprob_tokens"] if isinstance(facts["logprob_tokens"], int) else 0
+    temperature = facts["temperature"]
+    rollout = Rollout(framework=recipe.release, engine=engine, share=float(share),
+                      tensor_parallel=facts["tensor_parallel"] if isinstance(facts["tensor_parallel"], int) else 1,
+                      frees_between=bool(facts["frees_between"]), params_offloaded=bool(facts["params_offloaded"]),
+                      optimizer_offloaded=bool(facts["optimizer_offloaded"]), critic_params=critic,
+                      critic_params_offloaded=bool(facts["critic_params_offloaded"]),
+                      critic_optimizer_offloaded=bool(facts["critic_optimizer_offloaded"]),
+                      logprob_tokens=tokens, logprob_row=facts["logprob_row"], dynamic=bool(facts["dynamic"]),
+                      scaled_logits=isinstance(temperature, (int, float)) and float(temperature) != 1.0)
+    notes.append(f"{recipe.release} hybrid engine: {engine} rollout with {share:.0%} of each GPU"
+                 + (" (asleep outside the rollout)" if rollout.frees_between else " (awake through the update)")
+                 + (", the actor's shards on the host between phases" if rollout.params_offloaded else "")
+                 + (", its optimizer states on the host outside the update" if rollout.optimizer_offloaded else "")
+                 + "; the reference's shards on the host")
+    return rollout
 
 
 def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values: dict, stated: frozenset[str],
@@ -244,7 +293,7 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
         plan = _plan_from_launcher(acc, job, flags, model, cluster)
     else:
         plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
-    plan = plan.with_changes(**_stage(recipe, job, notes))
+    plan = plan.with_changes(**_stage(recipe, job, notes, model, origins))
     plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
                              origins={**origins, **plan.origins},
                              refuses=frozenset(refusal.limit for refusal in recipe.refusals)
@@ -277,6 +326,9 @@ def _plan_without_deepspeed(recipe: Recipe, job: dict, flags: Flags, model: Mode
                   seq_len=job["seq_len"], grad_accum=job["grad_accum"], origins=dict(origins),
                   grad_checkpointing=bool(job["grad_checkpointing"]), **workload)
     if fsdp is None:
+        if recipe.rollout is not None:          # an RL framework's trainer that is not FSDP (verl's Megatron workers)
+            raise UnplannableError(f"{recipe.title}: the actor's strategy is not modelled yet (vramlint prices its "
+                                   "FSDP and FSDP2 workers)")
         return Plan(runtime="torch", weights_dtype=weights, **common)
     weights = fsdp_weights_dtype(precision, weights, bool(job["lora_rank"] or job["load_in_4bit"]), fsdp.upcast)
     if weights != job["weights_dtype"]:

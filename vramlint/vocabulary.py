@@ -73,6 +73,17 @@ WORDS: dict[tuple[str, str], str] = {
     ("openrlhf-flat", "no_grad_checkpointing"): "no --gradient_checkpointing",
     ("openrlhf-flat", "stage"): "--zero_stage {}",
     ("openrlhf-flat", "offload_optimizer"): "--adam_offload",
+    # verl's trainer config (readers/verl.py), as the Hydra override that sets it
+    ("verl", "micro_batch"): "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={}",
+    ("verl", "grad_checkpointing"): "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+    ("verl", "no_grad_checkpointing"): "actor_rollout_ref.model.enable_gradient_checkpointing=False",
+    ("verl", "fsdp_strategy"): "actor_rollout_ref.actor.fsdp_config.reshard_after_forward={reshard}",
+    ("verl", "rollout_share"): "actor_rollout_ref.rollout.gpu_memory_utilization={}",
+    ("verl", "params_offloaded"): "actor_rollout_ref.actor.fsdp_config.param_offload=True",
+    ("verl", "optimizer_offloaded"): "actor_rollout_ref.actor.fsdp_config.optimizer_offload=True",
+    ("verl", "token_budget"): "actor_rollout_ref.actor.ppo_max_token_len_per_gpu={}",
+    ("verl", "logprob_micro"): "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={}",
+    ("verl", "logprob_tokens"): "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={}",
 }
 FALLBACK = {"micro_batch": "flags", "micro_batch_exact": "deepspeed", "grad_accum": "deepspeed",
             "grad_checkpointing": "flags", "no_grad_checkpointing": "flags", "stage": "deepspeed",
@@ -95,7 +106,8 @@ def say(vocabulary: dict[str, str] | None, default_source: str, setting: str, va
 
 # What a framework can run a job under; the rest run everything (plain PyTorch, DeepSpeed, FSDP).
 RUNTIMES_OF = {"torchtune": ("torch", "fsdp"),       # torchtune 0.6.1 recipes: single device or FSDP2
-               "openrlhf": ("deepspeed",)}             # OpenRLHF 0.11.2: its DeepspeedStrategy, always
+               "openrlhf": ("deepspeed",),             # OpenRLHF 0.11.2: its DeepspeedStrategy, always
+               "verl": ("fsdp",)}                      # verl 0.9.1's FSDP workers (Megatron's not modelled)
 
 
 def runtimes(source: str) -> tuple[str, ...]:
@@ -105,7 +117,10 @@ def runtimes(source: str) -> tuple[str, ...]:
 # What a framework never launches whatever its settings (``plan.LAUNCH_LIMITS``), so hints never
 # propose it: OpenRLHF 0.11.2 builds its training DeepSpeed config with ``offload=False``
 # (deepspeed.py:437-439); no flag offloads the trained model's parameters.
-REFUSED_BY = {"openrlhf": ("param-offload",)}
+REFUSED_BY = {"openrlhf": ("param-offload",),
+              # verl 0.9.1 builds the actor without FSDP's CPUOffload (transformer_impl.py:423-435; its
+              # param_offload moves shards between phases, Rollout.params_offloaded)
+              "verl": ("param-offload",)}
 
 
 def refused_by(source: str) -> tuple[str, ...]:

@@ -36,3 +36,22 @@ def stated_cluster(ctx: Context, result: FileResult, per_node: int, nodes: int, 
     result.cluster, result.gpus_from = cluster, f"{result.path}:{where.line}"
     return cluster
 
+
+
+def recipe_size(ctx: Context, recipe, result: FileResult) -> Context | None:
+    """The GPUs a recipe states itself (verl's ``trainer.n_gpus_per_node`` x ``trainer.nnodes``,
+    its defaults where unset): the job's, over the settings' count; None where they are no count
+    (VL002: the check stops there)."""
+    from vramlint.rules.recipe import bad_count
+    per_node, nodes = recipe.gpus
+    wrong = [bad_count(recipe, fact) for fact in (per_node, nodes)
+             if isinstance(fact.value, bool) or not isinstance(fact.value, int) or fact.value < 1]
+    if wrong:
+        result.findings.extend(wrong)
+        return None
+    where = per_node.location or nodes.location or recipe.document.locate("$")
+    what = (f"trainer.n_gpus_per_node {per_node.value} x trainer.nnodes {nodes.value}"
+            + ("" if per_node.location or nodes.location else f" ({recipe.title} defaults)"))
+    cluster = stated_cluster(ctx, result, per_node.value, nodes.value, where, what)
+    result.notes.append(f"GPUs: {cluster.describe()}, from {what}")
+    return replace(ctx, cluster=cluster)

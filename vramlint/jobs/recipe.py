@@ -10,7 +10,7 @@ from pathlib import Path
 from vramlint.documents import Document, sub_document
 from vramlint.errors import UnplannableError, UsageError
 from vramlint.jobs.deepspeed import trainer_deepspeed
-from vramlint.jobs.gpus import own_size
+from vramlint.jobs.gpus import own_size, recipe_size
 from vramlint.jobs.inputs import load, named_model
 from vramlint.jobs.result import Context, FileResult
 from vramlint.jobs.launched import launched_by
@@ -93,6 +93,10 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
             return
     if acc is not None:
         ctx = own_size(ctx, acc, result)
+    if recipe.gpus is not None:
+        ctx = recipe_size(ctx, recipe, result)
+        if ctx is None:
+            return
     try:
         from vramlint.recipe_plan import plan_from_recipe        # imported by the files that are recipes
         job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc)

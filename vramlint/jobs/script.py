@@ -19,6 +19,7 @@ from vramlint.readers.deepspeed import Fact
 from vramlint.readers.launch import (ACCELERATE_LAUNCHERS, SERVING, Launch, accelerate_settings, arguments_data, launches, sbatch_options,
                                      slurm_variables, stated_gpus, submitted, trains)
 from vramlint.readers.registry import RECIPES, detect
+from vramlint.readers.verl import matters as verl_matters
 from vramlint.readers.shell import Word, read_script, sbatch_lines
 from vramlint.repository import find_referenced, real, shown
 from vramlint.rules.inputs import not_estimated
@@ -151,15 +152,45 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
             document.positions[f"$.{key}"] = (word.line, word.column)
             document.elsewhere[f"$.{key}"] = path
     for key, word in unknown:
-        one.findings.append(value_unknown(path, f"--{key}", word, "the estimate takes the default or the flag that "
-                                                                  "states it"))
-    cluster = _launch_cluster(launch, one, ctx, options, config_counts="launch_config" in values)
+        if kind == "verl" and (key in VERL_COUNTS or not verl_matters(key)):
+            continue                                # the GPU count (_verl_cluster says), or a key of no memory
+        one.findings.append(value_unknown(path, key if kind == "verl" else f"--{key}", word,
+                                          "the estimate takes the default or the flag that states it"))
+    if kind == "verl":
+        cluster, ctx = _verl_cluster(launch, one, ctx)
+    else:
+        cluster = _launch_cluster(launch, one, ctx, options, config_counts="launch_config" in values)
     if cluster is None:
         return True
     trainer = launch.trainer
     stage = Fact(trainer.text, Location(path, "$", trainer.line, trainer.column)) if trainer is not None else None
     check_document(document, one, replace(ctx, cluster=cluster, values=values, kind=kind, trainer=stage))
     return True
+
+
+VERL_COUNTS = ("trainer.n_gpus_per_node", "trainer.nnodes")
+
+
+def _verl_cluster(launch: Launch, one: FileResult, ctx: Context) -> tuple[Cluster | None, Context]:
+    """A verl launch runs on the GPUs its config states (``trainer.n_gpus_per_node`` x
+    ``trainer.nnodes``, sized by ``jobs.gpus.recipe_size``); where the line sets them to what only
+    the run knows, on the ``--gpus`` count (VL011 without one)."""
+    unknown = [(key, word) for key, word, _ in launch.arguments if key in VERL_COUNTS and word is not None
+               and word.text is None]
+    if not unknown:
+        return ctx.cluster, ctx
+    what = {"trainer.n_gpus_per_node": "the GPU count per node", "trainer.nnodes": "the node count"}[unknown[0][0]]
+    unknown = [word for _, word in unknown]
+    if ctx.cluster.counted:
+        one.findings.append(value_unknown(one.path, what, unknown[0],
+                                          f"checked on {ctx.cluster.describe()} (--gpus)"))
+        return ctx.cluster, replace(ctx, stated=ctx.stated | {"gpus"})
+    one.findings.append(value_unknown(one.path, what, unknown[0], "no estimate without a count"))
+    one.findings.append(not_estimated(Location(one.path, "$", unknown[0].line, unknown[0].column),
+                                      f"the launch at line {launch.line} runs on a GPU count only the run knows",
+                                      f"give the count, e.g. --gpus 8x{ctx.cluster.gpu.name}"))
+    one.unplanned("the GPU count is not stated")
+    return None, ctx
 
 
 def _over_file(launch: Launch, text: str, one: FileResult, data: dict, positions: dict) -> Document | bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import lru_cache
 
+from vramlint.memory import rl
 from vramlint.memory.parts.components import ALLOCATOR, CONTEXT, Component, Estimate
 from vramlint.memory.parts.fixed import fixed_costs, workspaces
 from vramlint.memory.inference import inference_components
@@ -141,10 +142,13 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     plan, text_only = _text_only(plan)
     if plan.tensor_parallel > 1:           # the weights (and states) of one TP rank's share
         plan = plan.with_changes(model=plan.model.tp_local(plan.tensor_parallel, plan.tp_split))
+    phase = None
     if plan.mode == "infer":
         tensors, moment, host = inference_components(plan), "prefill", []
     else:
-        peak, _, states = training_peak(plan)
+        peak, all_moments, states = training_peak(plan)
+        if plan.rollout is not None:       # the update's peak, or an RL phase's if that is the larger
+            peak, phase = _update_peak(all_moments), peak if peak.name in rl.PHASES else None
         tensors, moment, host = list(peak.components), peak.name, states.host
     tensors = [c for c in tensors if c.bytes] + [workspaces(plan)]
     context = replace(fixed_costs(plan), kind=CONTEXT)
@@ -155,10 +159,24 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
         full = wanted(plan) if reserve.bytes < wanted(plan) else 0    # capped: the uncapped reserve, for VL204
     else:
         reserve = Component("allocator reserve", 0, "not replayed", "memory/reserve.py", kind=ALLOCATOR)
+    phases: tuple[str, ...] = ()
+    if plan.rollout is not None:
+        update = allocated + reserve.bytes
+        others = {m.name: m.bytes + workspaces(plan).bytes for m in all_moments if m.name in rl.PHASES}
+        phases = (rl.summary(update, moment, others, context.bytes),)
+        if phase is not None and phase.bytes + workspaces(plan).bytes > update:
+            tensors, moment, full = [c for c in phase.components if c.bytes] + [workspaces(plan)], phase.name, 0
+            reserve = Component("allocator reserve", 0, "the cache emptied before the phase (" + rl.EMPTIED + ")",
+                                rl.SOURCE, kind=ALLOCATOR)
     width, reasons = band(plan)
     limits = tuple(text(plan) if callable(text) else text for applies, text in LIMITS if applies(plan))
-    return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + text_only + limits
+    return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + text_only + phases + limits
                     + tuple(reasons), moment, width, reserve_wanted=full)
+
+
+def _update_peak(moments: list):
+    """The update's own peak moment among an RL step's moments (the rest are ``rl.PHASES``)."""
+    return max((m for m in moments if m.name not in rl.PHASES), key=lambda m: m.bytes)
 
 
 def _text_only(plan: Plan) -> tuple[Plan, tuple[str, ...]]:

@@ -198,6 +198,9 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
     if plan.refused():                  # the framework starts no launch of it: its refusal is the finding
         return []
     out: list[Change] = []
+    if plan.rollout is not None:        # an RL step: its layout's own changes first (memory/fit_rl.py)
+        from vramlint.memory.fit_rl import rl_changes
+        out += rl_changes(plan, budget)
     for changes, words in _sharding(plan):
         sharded = _change(plan, budget, words, **changes)
         if sharded:

@@ -126,4 +126,5 @@ def reference_forward(plan: Plan) -> list[Component]:
 
 
 def stage_components(plan: Plan) -> list[Component]:
-    return reference_copy(plan) + colocated_vllm(plan) + teacher(plan)
+    from vramlint.memory import rl
+    return reference_copy(plan) + colocated_vllm(plan) + teacher(plan) + rl.resting(plan)

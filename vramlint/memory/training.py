@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from vramlint.memory import rl
 from vramlint.memory.parts import activations as act
 from vramlint.memory.parts.adapters import trainable
 from vramlint.memory.parts.components import Component
@@ -155,6 +156,8 @@ def moments(plan: Plan, states: States) -> list[Moment]:
     made = generation(plan)
     if made:                      # between steps: the gradients are gone, the states stay
         out.append(Moment("generation between steps", rest + tuple(made)))
+    for name, parts in rl.phases(plan, rest, tuple(states.gathered)):   # online RL: rollout, log-prob
+        out.append(Moment(name, tuple(parts)))
     if plan.grad_checkpointing:
         out.append(Moment("backward, last layer", rest + tuple(states.gradients) + tuple(states.backward)
                           + _masks(plan) + (_one_layer(plan),) + _dequantized(plan) + norm))

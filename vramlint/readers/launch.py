@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from vramlint.readers.shell import Command, Word
 from vramlint.readers.openrlhf import MARKS as OPENRLHF_MARKS, trainer_of
 from vramlint.readers.sglang import key_of as sglang_key
+from vramlint.readers.verl import PROGRAMS as VERL_PROGRAMS
 
 # Options that take no value, per launcher (all others take one: ``--opt v`` or ``--opt=v``); the
 # deepspeed launcher's are its parser's store_true options (0.19.8 ``launcher/runner.py``: its
@@ -92,7 +93,8 @@ def launches(commands: list[Command]) -> list[Launch]:
 
 # Jobs started through launchers vramlint does not read yet, by the module or command (issue 31:
 # RL frameworks; issue 32: pretraining frameworks): they are jobs, never skipped as nothing.
-UNREAD_MODULES = (("verl.", "verl (Hydra overrides)"), ("openrlhf.", "OpenRLHF (but train_sft, train_dpo, train_rm)"),
+UNREAD_MODULES = (("verl.", "verl (but verl.trainer.main_ppo)"),
+                  ("openrlhf.", "OpenRLHF (but train_sft, train_dpo, train_rm)"),
                   ("torchtitan.", "torchtitan"),
                   ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"),
                   ("trl.scripts.vllm_serve", "trl vllm-serve"))
@@ -132,6 +134,8 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
                 return _accelerate(command, rest[2:])
             if module.startswith("axolotl.cli.train"):
                 return _axolotl(command, rest[2:])
+            if module in VERL_PROGRAMS:
+                return _verl(command, rest[1], rest[2:])
             return _program(command, "python", rest[1], rest[2:], _one_process(command))
         if rest and rest[0].text and rest[0].text.endswith(".py"):
             return _program(command, "python", rest[0], rest[1:], _one_process(command))
@@ -156,6 +160,14 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
         return Launch("trl", TRAINING, command, distributed=True, unread="trl vllm-serve jobs are not read yet")
     if name == "sglang" and rest and rest[0].text == "serve":
         return _sglang(command, rest[1:])
+    if name == "ray" and any(w.text == "submit" for w in rest[:2]) and any(w.text == "--" for w in rest):
+        inner = rest[[w.text for w in rest].index("--") + 1:]      # ``ray job submit [options] -- COMMAND``
+        if inner and inner[0].text is not None:
+            launch = _read(Command(tuple(inner), command.prefix, command.variables, command.line, command.under), inner)
+            if launch is not None:           # Ray places the processes: a python line's one process is not the count
+                one = launch.per_node_by == "a single python process"
+                return replace(launch, distributed=True, per_node=None if one else launch.per_node,
+                               per_node_by="" if one else launch.per_node_by)
     if name == "sglang" or (name == "ray" and any(w.text == "submit" for w in rest[:2])):
         return Launch(name, TRAINING, command, distributed=True, unread=f"{name} launches are not read yet")
     return None
@@ -453,6 +465,52 @@ def _vllm(command: Command, words: list[Word], model: Word | None) -> Launch:
     if model is not None:
         arguments = (("model", model, model),) + arguments
     return Launch("vllm", SERVING, command, model, {}, arguments, positional, None, "vllm", None)
+
+
+# Hydra's own options on a verl launch line (hydra 1.3 ``get_args_parser``): the config's folder and
+# name, and the ones that take no value; every other word is a ``key=value`` override.
+HYDRA_VALUED = {"--config-path": "config_path", "-cp": "config_path", "--config-name": "config_name",
+                "-cn": "config_name", "--config-dir": "config_dir", "-cd": "config_dir"}
+
+
+def _verl(command: Command, module: Word, words: list[Word]) -> Launch:
+    """``python3 -m verl.trainer.main_ppo [--config-path D --config-name N] key=value ...``: the
+    overrides as the job's keys, over the config file the Hydra options name (the trainer's own
+    ``ppo_trainer`` where they name none); its GPUs are the config's (``trainer.n_gpus_per_node``)."""
+    options: dict[str, Word] = {}
+    arguments = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        head = word.head or ""
+        name, eq, value = head.partition("=")
+        if name in HYDRA_VALUED:
+            if eq:
+                options[HYDRA_VALUED[name]] = _after_equals(word, value)
+            elif i + 1 < len(words):
+                options[HYDRA_VALUED[name]] = words[i + 1]
+                i += 1
+        elif eq and not name.startswith("-") and re.fullmatch(r"[+~]{0,2}[\w.\-/@]+", name):
+            arguments.append((name, _after_equals(word, value), word))
+        i += 1
+    stated = {key: value for key, value, _ in arguments}
+    return Launch("python", TRAINING, command, module, options, tuple(arguments), (),
+                  stated.get("trainer.n_gpus_per_node"), "trainer.n_gpus_per_node", stated.get("trainer.nnodes"),
+                  recipe=_hydra_config(options, command), distributed=True, reads_as="verl")
+
+
+def _hydra_config(options: dict[str, Word], command: Command) -> Word | None:
+    """The config file Hydra composes from ``--config-path`` and ``--config-name`` (``.yaml``
+    added), where the line names one; None for the trainer's own."""
+    name = options.get("config_name")
+    if name is None:
+        return None
+    folder = options.get("config_path")
+    if name.text is None or (folder is not None and folder.text is None):
+        return Word(None, name.line, name.column, unknown=name.unknown or (folder.unknown if folder else ""))
+    text = name.text if name.text.endswith((".yaml", ".yml")) else name.text + ".yaml"
+    return Word(f"{folder.text.rstrip('/')}/{text}" if folder is not None and folder.text else text,
+                name.line, name.column)
 
 
 def _sglang(command: Command, words: list[Word]) -> Launch:

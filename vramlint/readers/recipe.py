@@ -115,6 +115,10 @@ class Recipe:
     refusals: tuple = ()
     release: str = ""                  # the framework release it is read as, where that decides: "LLaMA-Factory 0.9.2"
     vocabulary: str = ""               # how hints spell its settings (vocabulary.WORDS source), where not ``framework``
+    # online RL: the phases around the update (a Fact of facts: readers/verl.py ``_rollout``), made
+    # ``plan.Rollout`` by recipe_plan
+    rollout: Fact | None = None
+    gpus: tuple[Fact, Fact] | None = None    # GPUs per node and nodes, where the recipe states them (verl's trainer)
 
     @property
     def training(self) -> bool:

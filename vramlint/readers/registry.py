@@ -42,6 +42,8 @@ FORMATS: tuple[Format, ...] = (
     Format("axolotl", "recipe", axolotl.looks_like_axolotl, "recipe", axolotl.read_axolotl),
     Format("glm", "recipe", glm_finetune.looks_like_glm_finetune, "recipe", glm_finetune.read_glm_finetune),
     Format("openrlhf", "recipe", openrlhf.looks_like_openrlhf, "recipe", openrlhf.read_openrlhf),
+    Format("verl", "recipe", _lazy("vramlint.readers.verl", "looks_like_verl"), "recipe",
+           _lazy("vramlint.readers.verl", "read_verl")),
     Format("trl", "recipe", trl.looks_like_trl, "recipe", trl.read_trl),
     Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed, "deepspeed"),
     Format("accelerate", "launcher", _lazy("vramlint.readers.accelerate", "looks_like_accelerate"), "accelerate"),

@@ -36,9 +36,14 @@ RULES = (
 NEAR_THRESHOLD = 0.90
 
 
-def _where(plan: Plan, path: str) -> Location:
-    """Point at the line most worth changing: the micro-batch if the file sets it, else the stage."""
-    for key in ("micro_batch", "zero_stage", "precision"):
+# An RL step's phase -> the setting that governs it (memory/rl.py), pointed at where it is the peak.
+PHASE_SETTINGS = {"rollout": "rollout_share", "log-prob forward": "logprob_micro"}
+
+
+def _where(plan: Plan, path: str, moment: str = "") -> Location:
+    """Point at the line most worth changing: the setting of an RL phase that is the peak, else
+    the micro-batch if the file sets it, else the stage."""
+    for key in (PHASE_SETTINGS.get(moment, ""), "micro_batch", "zero_stage", "precision"):
         origin = plan.origins.get(key)
         if origin and origin.location:
             return origin.location
@@ -58,7 +63,7 @@ def _with_loss(plan: Plan) -> str:
 def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRESHOLD) -> Iterator[Finding]:
     budget = plan.cluster.gpu.memory_bytes
     peak = estimate.per_gpu_peak
-    where = _where(plan, path)
+    where = _where(plan, path, estimate.moment)
     gpus = plan.cluster.describe()
     if peak > budget:
         from vramlint.memory.fit import fitting_changes      # the search: imported by the jobs that need a hint

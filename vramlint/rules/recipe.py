@@ -98,7 +98,8 @@ def check_values(recipe: Recipe) -> Iterator[Finding]:
 
 def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
     stage = recipe.stage
-    if stage.value not in MODELLED_STAGES and not (stage.value == "kd" and plan.teacher_params):
+    if stage.value not in MODELLED_STAGES and not (stage.value == "kd" and plan.teacher_params) \
+            and plan.rollout is None:
         what = STAGE_WORDS.get(str(stage.value), str(stage.value))
         yield Finding(*NOT_MODELLED, stage.location or recipe.document.locate("$"),
                       f"{what} is estimated as supervised fine-tuning of one model: what the stage adds is not "
@@ -119,6 +120,14 @@ def check_recipe(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
         yield Finding(*UNBOUNDED, recipe.seq_len.location or recipe.document.locate("$"),
                       f"no sequence-length cap: each batch pads to its longest sample; estimated at {plan.seq_len:,} "
                       "tokens", hint=f"set {recipe.key('seq_len')} to the longest sequence you train on")
+
+
+def bad_count(recipe: Recipe, fact: Fact) -> Finding:
+    """A GPU or node count the recipe states that is no whole number of 1 or more (VL102)."""
+    from vramlint.rules.schema import WRONG_TYPE
+    where = fact.location or recipe.document.locate("$")
+    return Finding(*WRONG_TYPE, where, f"{where.json_path.removeprefix('$.')}: {fact.value!r} is not a whole number "
+                                       "of 1 or more", hint="no memory estimate until it is")
 
 
 def not_plannable(recipe: Recipe, why: str) -> Finding:

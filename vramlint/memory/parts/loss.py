@@ -32,6 +32,12 @@ logit is on every GPU, tensor parallelism or not: transformers' TP plans gather 
   the 16-bit logits cast to fp32 (the cast's input freed, its output kept by flash-attn's triton
   cross-entropy and by the trainer's ``output``), the loss per token, no log-softmax tensor; backward
   the fp32 logits' gradient (``inplace_backward`` off) and the cast's 16-bit one.
+- ``verl``: verl 0.9.1's FSDP engine (workers/engine/fsdp/transformer_impl.py ``prepare_model_outputs``,
+  utils/torch_functional.py:73-135): the model's 16-bit logits, kept by flash-attn's triton
+  cross-entropy, which writes their gradient into them (``inplace_backward``): no fp32 copy, no
+  log-softmax tensor. ``verl-entropy``: with the entropy in the loss (``entropy_coeff`` not 0, or
+  ``calculate_entropy``) the cross-entropy's backward is not in place, a 16-bit gradient, and the
+  compiled entropy's backward makes another.
 - ``none``: a reward model's scalar head: no vocabulary logits.
 """
 
@@ -50,6 +56,8 @@ WORDS = {"full": "transformers ForCausalLMLoss", "full-4.48": "transformers 4.48
          "chunked-compiled": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks, compiled",
          "liger": "Liger fused linear cross-entropy", "cce": "Cut Cross-Entropy", "trl": "TRL fused LM head",
          "openrlhf": "OpenRLHF fp32 logits, flash-attn cross-entropy",
+         "verl": "verl 16-bit logits, flash-attn cross-entropy in place",
+         "verl-entropy": "verl 16-bit logits, flash-attn cross-entropy and the entropy",
          "none": "a scalar head without vocabulary logits"}
 
 
@@ -133,6 +141,14 @@ def _openrlhf(z: Sizes) -> LossHead:
                     (6 * z.count, f"4 + 2 B x the logits' fp32 and 16-bit gradients ({z.count:,})"))
 
 
+def _verl(z: Sizes, entropy: bool = False) -> LossHead:
+    kept = ((2 + z.soft) * z.count, f"{2 + z.soft} B x 16-bit logits ({z.count:,})")
+    if not entropy:
+        return LossHead(kept, (0, "nothing: log-probs per token"), (0, "nothing: the gradient written in place"))
+    return LossHead(kept, (0, "nothing: log-probs and entropy per token"),
+                    (4 * z.count, f"2 + 2 B x the cross-entropy's and the entropy's 16-bit gradients ({z.count:,})"))
+
+
 def _none(z: Sizes) -> LossHead:
     return LossHead((0, "none"), (0, "none"), (0, "none"))
 
@@ -140,7 +156,8 @@ def _none(z: Sizes) -> LossHead:
 # Plan.loss -> its head (the module docstring says what each computes and where it was read).
 HEADS = {"full": _full, "full-4.48": lambda z: _full(z, shifted=4),    # the shifted fp32 copy, gone in 4.49
          "chunked": _chunked, "chunked-compiled": lambda z: _chunked(z, compiled=True),
-         "liger": _liger, "cce": _cce, "trl": _trl, "openrlhf": _openrlhf, "none": _none}
+         "liger": _liger, "cce": _cce, "trl": _trl, "openrlhf": _openrlhf, "none": _none,
+         "verl": _verl, "verl-entropy": lambda z: _verl(z, entropy=True)}
 
 
 def loss_head(plan: Plan) -> LossHead:

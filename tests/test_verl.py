@@ -1,0 +1,215 @@
+"""verl's PPO trainer (readers/verl.py, memory/rl.py, memory/fit_rl.py): the job a launch line's
+Hydra overrides or a config file state, over verl 0.9.1's own composed defaults, and the phases of
+its step on every GPU of the hybrid engine. The scripts are byte-exact copies from verl's examples
+and from repositories that run it (tests/data/launch/SOURCES.tsv); verl's composed config is the
+wheel's own file (tests/data/verl/_generated_ppo_trainer.yaml, from verl-0.9.1-py3-none-any.whl,
+sha256 db6e6f2a8d9d5808d9ec32d357a42319fdc6967df688ff9d9810050f49bfdd14)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from conftest import DATA, ROOT
+
+VERL = DATA / "launch" / "volcengine__verl" / "examples"
+GiB = 1 << 30
+QWEN2_7B = ("--model", "Qwen/Qwen2-7B")     # Qwen2-7B-Instruct's shapes (only max_position_embeddings differ)
+
+
+def _check(*argv: str, cwd: Path = ROOT) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", *map(str, argv), "--format", "json"], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    (entry,) = json.loads(proc.stdout)["files"]
+    return entry
+
+
+def _components(entry: dict) -> dict[str, int]:
+    return {c["name"]: c["bytes"] for c in entry["estimate"]["components"]}
+
+
+def _codes(entry: dict) -> set[tuple[str, int]]:
+    """The findings but VL006 (the model --model names instead of the file's)."""
+    return {(f["code"], f["line"]) for f in entry["findings"] if f["code"] != "VL006"}
+
+
+def test_the_defaults_are_verls_composed_config():
+    """vramlint/data/verl_ppo_trainer.json is the wheel's _generated_ppo_trainer.yaml less its
+    profiler sections (dev/verl_defaults.py), value for value."""
+    sys.path.insert(0, str(ROOT / "dev"))
+    from verl_defaults import trimmed
+    text = (DATA / "verl" / "_generated_ppo_trainer.yaml").read_bytes()
+    assert hashlib.sha256(text).hexdigest() == "f19ebe24c2995052ca5a00de9c4ac302f6ba8c379effcc3ff83f058b0f9dcc90"
+    shipped = json.loads((ROOT / "vramlint" / "data" / "verl_ppo_trainer.json").read_text())
+    assert shipped["release"] == "0.9.1" and shipped["config"] == trimmed(yaml.safe_load(text))
+
+
+def test_a_default_that_follows_another_key_follows_the_jobs_value(tmp_path):
+    """``log_prob_max_token_len_per_gpu: ${oc.select:actor_rollout_ref.actor.ppo_max_token_len_per_gpu,16384}``
+    takes the actor's budget where the job sets it, located there; rollout.n's default is 1."""
+    from vramlint.documents import Document
+    from vramlint.readers.verl import VerlKeys, nested
+    document = nested(Document("x.sh", "", {"actor_rollout_ref.actor.ppo_max_token_len_per_gpu": "9000"},
+                                {"$": (1, 1), "$.actor_rollout_ref.actor.ppo_max_token_len_per_gpu": (3, 5)},
+                                on_command_line=True))
+    keys = VerlKeys(document)
+    fact = keys.count("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu")
+    assert fact.value == 9000 and fact.location.line == 3
+    assert keys.count("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu").value == 9000
+    assert keys.count("actor_rollout_ref.rollout.n").value == 1
+    assert keys.count("critic.ppo_max_token_len_per_gpu").value == 32768
+    unset = VerlKeys(nested(Document("y.sh", "", {}, {"$": (1, 1)}, on_command_line=True)))
+    assert unset.count("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu").value == 16384
+
+
+def test_one_job_as_a_launch_line_and_as_a_config_file_gives_one_answer(tmp_path):
+    """verl's run_qwen2-7b.sh and the same settings written as a Hydra config: one estimate."""
+    script = VERL / "grpo_trainer" / "run_qwen2-7b.sh"
+    config = {"algorithm": {"adv_estimator": "grpo", "use_kl_in_reward": False},
+              "data": {"train_batch_size": 1024, "max_prompt_length": 512, "max_response_length": 1024},
+              "actor_rollout_ref": {
+                  "model": {"path": "Qwen/Qwen2-7B-Instruct", "use_remove_padding": True,
+                            "enable_gradient_checkpointing": True},
+                  "actor": {"ppo_mini_batch_size": 256, "ppo_micro_batch_size_per_gpu": 40, "use_kl_loss": True,
+                            "entropy_coeff": 0, "fsdp_config": {"param_offload": False, "optimizer_offload": False}},
+                  "rollout": {"log_prob_micro_batch_size_per_gpu": 40, "tensor_model_parallel_size": 2,
+                              "name": "vllm", "gpu_memory_utilization": 0.6, "n": 5},
+                  "ref": {"log_prob_micro_batch_size_per_gpu": 40, "fsdp_config": {"param_offload": True}}},
+              "trainer": {"n_gpus_per_node": 8, "nnodes": 1}}
+    (tmp_path / "ppo.yaml").write_text(yaml.safe_dump(config))
+    line = _check(script, "--gpus", "H100", *QWEN2_7B)
+    file = _check(tmp_path / "ppo.yaml", "--gpus", "H100", *QWEN2_7B)
+    assert line["estimate"]["per_gpu_peak_bytes"] == file["estimate"]["per_gpu_peak_bytes"]
+    assert line["estimate"]["peak_moment"] == file["estimate"]["peak_moment"] == "rollout"
+    assert line["gpus"]["per_node"] == file["gpus"]["per_node"] == 8
+
+
+def test_the_rollout_holds_the_engines_share_beside_what_the_trainer_keeps():
+    """run_qwen2-7b.sh on 8 H100s: at the rollout the actor's fp32 shards (4 B x P / 8) and AdamW
+    states (8 B x P / 8) stay, gradients are gone, the reference is on the host, and vLLM holds
+    0.6 of the GPU's total memory; verl empties the cache before it wakes (no reserve)."""
+    entry = _check(VERL / "grpo_trainer" / "run_qwen2-7b.sh", "--gpus", "H100", *QWEN2_7B)
+    parts = _components(entry)
+    p, total = 7_615_616_512, 85_029_158_912
+    assert parts["parameter shards"] == 4 * -(-p // 8) and parts["optimizer states"] == 8 * -(-p // 8)
+    assert parts["rollout engine (vLLM, awake)"] == int(0.6 * total)
+    assert parts["allocator reserve"] == 0 and not any("gradient" in name for name in parts)
+    assert entry["status"] == "estimated" and not _codes(entry)
+    phases = next(a for a in entry["estimate"]["assumptions"] if a.startswith("RL step phases"))
+    assert "update" in phases and "rollout" in phases and "log-prob forward" in phases
+
+
+def test_offload_between_phases_leaves_the_rollout_but_not_the_update(tmp_path):
+    """verl's MIN config for Qwen2-7B GRPO on 2 H800s (examples/tuning, docs/perf/device_tuning.rst):
+    param_offload and optimizer_offload move the actor's shards and AdamW states to the host for the
+    rollout, but its update loads them back (train_mode): the update is the peak."""
+    entry = _check(VERL / "tuning" / "7b" / "qwen2-7b_grpo_2_h800_fsdp_vllm.sh", "--gpus", "H100", *QWEN2_7B)
+    assert entry["estimate"]["peak_moment"] != "rollout"
+    parts = _components(entry)
+    assert parts["optimizer states"] == 8 * -(-7_615_616_512 // 2)
+    phases = next(a for a in entry["estimate"]["assumptions"] if a.startswith("RL step phases"))
+    rollout = float(phases.split("rollout ")[1].split(" GiB")[0])
+    # the engine's 0.6 of the card and the context, nothing of the actor
+    assert abs(rollout - (0.6 * 85_029_158_912 + 1.4 * GiB) / GiB) < 1.0
+
+
+def test_ppo_prices_the_critic_beside_the_actor():
+    """run_deepseek7b_llm.sh (GAE): the critic, a value model of the actor's shape with a one-output
+    head, keeps fp32 shards and AdamW states over the 8 GPUs through every phase."""
+    entry = _check(VERL / "ppo_trainer" / "run_deepseek7b_llm.sh", "--gpus", "H100")
+    parts = _components(entry)
+    assert parts["critic parameter shards"] * 2 == parts["critic optimizer states"] > 0
+    assert any("critic: a value model of the actor's shape" in a for a in entry["estimate"]["assumptions"])
+
+
+def test_sglangs_share_is_of_the_memory_free_when_it_starts():
+    """run_qwen2-7b_sglang_seq_balance.sh: SGLang's mem_fraction_static (verl's gpu_memory_utilization)
+    is a share of what is free at its start, after the actor's and critic's shards and the context."""
+    entry = _check(VERL / "ppo_trainer" / "run_qwen2-7b_sglang_seq_balance.sh", "--gpus", "H100", *QWEN2_7B)
+    parts = _components(entry)
+    engine = parts.get("rollout engine (SGLang, awake)")
+    if engine is None:                         # the update is the peak: the engine is in the phase summary
+        return
+    context = parts["CUDA context + NCCL"]
+    free = 85_029_158_912 - parts["parameter shards"] - parts["critic parameter shards"] - context
+    assert engine == int(0.5 * free)
+
+
+def test_a_share_too_large_for_the_trainers_states_is_found_at_its_line_with_the_largest_that_fits(tmp_path):
+    """gpu_memory_utilization 0.9 beside an actor that keeps its states: VL201 at that override,
+    and the hint's value fits when written back (it is found by running the model, not guessed)."""
+    text = (VERL / "grpo_trainer" / "run_qwen2-7b.sh").read_text()
+    (tmp_path / "run.sh").write_text(text.replace("gpu_memory_utilization=0.6", "gpu_memory_utilization=0.9"))
+    entry = _check(tmp_path / "run.sh", "--gpus", "H100", *QWEN2_7B)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "gpu_memory_utilization" in row)
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL201"]
+    assert finding["line"] == line and entry["estimate"]["peak_moment"] == "rollout"
+    hinted = finding["hint"].split("gpu_memory_utilization=")[1].split(" ")[0]
+    assert 0.5 < float(hinted) < 0.9
+    (tmp_path / "run.sh").write_text(text.replace("gpu_memory_utilization=0.6", f"gpu_memory_utilization={hinted}"))
+    assert _check(tmp_path / "run.sh", "--gpus", "H100", *QWEN2_7B)["status"] == "estimated"
+    assert not _codes(_check(tmp_path / "run.sh", "--gpus", "H100", *QWEN2_7B))
+
+
+def test_a_micro_batch_too_large_is_found_with_verls_own_key(tmp_path):
+    text = (VERL / "grpo_trainer" / "run_qwen2-7b.sh").read_text()
+    (tmp_path / "run.sh").write_text(text.replace("ppo_micro_batch_size_per_gpu=40",
+                                                  "ppo_micro_batch_size_per_gpu=160"))
+    entry = _check(tmp_path / "run.sh", "--gpus", "H100", *QWEN2_7B)
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL201"]
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=" in finding["hint"]
+
+
+def test_verls_start_up_refusals_are_its_own_words(tmp_path):
+    """ray_on_slurm.slurm leaves rollout.name at the config's ``???``: Hydra's MissingMandatoryValue;
+    a train batch x n that the GPUs do not divide, and no log-prob micro-batch: validate_config's."""
+    slurm = _check(VERL / "slurm" / "ray_on_slurm.slurm", "--gpus", "H100")
+    assert any("Missing mandatory value: actor_rollout_ref.rollout.name" in f["message"]
+               for f in slurm["findings"] if f["code"] == "VL313")
+    (tmp_path / "run.sh").write_text(
+        "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B \\\n"
+        "  actor_rollout_ref.rollout.name=vllm data.train_batch_size=12 trainer.n_gpus_per_node=8 \\\n"
+        "  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 actor_rollout_ref.actor.ppo_mini_batch_size=8\n")
+    messages = [f["message"] for f in _check(tmp_path / "run.sh", "--gpus", "H100")["findings"] if f["code"] == "VL313"]
+    assert any("real_train_batch_size (12) must be divisible by minimal possible batch size (8)" in m for m in messages)
+    assert any("Please set at least one of 'actor_rollout_ref.rollout.log_prob_micro_batch_size'" in m
+               for m in messages)
+
+
+def test_a_gpu_count_only_the_run_knows_is_not_guessed(tmp_path):
+    text = (VERL / "grpo_trainer" / "run_qwen2-7b.sh").read_text()
+    (tmp_path / "run.sh").write_text(text.replace("trainer.n_gpus_per_node=8", "trainer.n_gpus_per_node=$GPUS"))
+    entry = _check(tmp_path / "run.sh", "--gpus", "H100", *QWEN2_7B)
+    assert entry["status"] == "not estimated" and "VL011" in {f["code"] for f in entry["findings"]}
+    counted = _check(tmp_path / "run.sh", "--gpus", "4xH100", *QWEN2_7B)
+    assert counted["status"] == "estimated" and counted["gpus"]["per_node"] == 4
+
+
+def test_megatron_workers_are_not_estimated_and_say_so(tmp_path):
+    (tmp_path / "run.sh").write_text(
+        "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B \\\n"
+        "  actor_rollout_ref.actor.strategy=megatron actor_rollout_ref.rollout.name=vllm \\\n"
+        "  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 \\\n"
+        "  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2\n")
+    entry = _check(tmp_path / "run.sh", "--gpus", "H100")
+    assert entry["status"] == "not estimated"
+    assert any("strategy is not modelled" in f["message"] for f in entry["findings"] if f["code"] == "VL011")
+
+
+def test_a_job_submitted_to_ray_is_the_command_after_the_separator():
+    """SimpleRL-Zoo's train_grpo_math_tune_ray.sh: ``ray job submit ... -- python -m
+    verl.trainer.main_ppo``: read as verl's trainer (its model a placeholder to fill: VL005)."""
+    entry = _check(DATA / "launch" / "hkust-nlp__simpleRL-reason" / "train_grpo_math_tune_ray.sh", "--gpus", "H100")
+    assert any(f["code"] == "VL005" and "TO_BE_FILLED/Qwen2.5-Math-7B" in f["message"] for f in entry["findings"])
+
+
+def test_the_dynamic_token_budget_is_the_update_micro_batch():
+    """use_dynamic_bsz with ppo_max_token_len_per_gpu 24000: one packed row of 24,000 tokens."""
+    entry = _check(VERL / "grpo_trainer" / "run_qwen2-7b_seq_balance.sh", "--gpus", "H100", *QWEN2_7B)
+    assert entry["plan"]["micro_batch"] == 1 and entry["plan"]["seq_len"] == 24000

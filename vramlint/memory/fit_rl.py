@@ -1,0 +1,87 @@
+"""What would fit an online-RL step (``Plan.rollout``): changes to the RL layout, each with the
+largest value it allows, found by running the memory model on the changed plan (memory/rl.py):
+the rollout engine's share of the GPU, the actor's optimizer states and shards on the host between
+phases, the update's token budget under ``use_dynamic_bsz``, and the log-prob micro-batch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vramlint.memory.fit import Change, _bisect, _largest_from, fits, peak
+from vramlint.memory.inference import kv_cache
+from vramlint.plan import Plan
+from vramlint.vocabulary import say
+
+
+def _with(plan: Plan, **changes) -> Plan:
+    return plan.with_changes(rollout=replace(plan.rollout, **changes))
+
+
+def engine_floor(plan: Plan) -> float:
+    """The least share the engine starts with: its weights (2 B x P / TP) and the KV cache of one
+    sequence of the longest length, as a share of the GPU (vLLM refuses a budget that holds less:
+    "To serve at least one request with the models's max seq len ...")."""
+    r = plan.rollout
+    weights = 2 * plan.model.params // max(1, r.tensor_parallel)
+    one = kv_cache(plan.with_changes(mode="infer", micro_batch=1, weights_dtype="bfloat16", rollout=None)).bytes
+    return (weights + one // max(1, r.tensor_parallel)) / plan.cluster.gpu.memory_bytes
+
+
+def _share(plan: Plan, budget: int) -> list[Change]:
+    """The largest rollout share (in hundredths) below the job's that fits, above the engine's floor."""
+    r = plan.rollout
+    top, floor = int(round(r.share * 100)) - 1, int(engine_floor(plan) * 100) + 1
+    if top < floor or not fits(_with(plan, share=floor / 100), budget):
+        return []
+    best = floor if not fits(_with(plan, share=top / 100), budget) else top
+    if best == floor:
+        best = _bisect(lambda k: fits(_with(plan, share=k / 100), budget), floor, top)
+    changed = _with(plan, share=best / 100)
+    return [Change(say(plan.vocabulary, plan.source, "rollout_share", best / 100), peak(changed))]
+
+
+def _offloads(plan: Plan, budget: int) -> list[Change]:
+    """The actor's optimizer states, then its shards too, on the host between phases."""
+    r, out = plan.rollout, []
+    if not r.optimizer_offloaded:
+        changed = _with(plan, optimizer_offloaded=True)
+        if fits(changed, budget):
+            return [Change(say(plan.vocabulary, plan.source, "optimizer_offloaded"), peak(changed))]
+    if not r.params_offloaded:
+        changed = _with(plan, optimizer_offloaded=True, params_offloaded=True)
+        if fits(changed, budget):
+            words = [say(plan.vocabulary, plan.source, name) for name in ("optimizer_offloaded", "params_offloaded")
+                     if not getattr(r, name)]
+            out.append(Change(" + ".join(words), peak(changed)))
+    return out
+
+
+def _logprob(plan: Plan, budget: int) -> list[Change]:
+    """The largest log-prob micro-batch that fits: rows of prompt + response, or a token budget."""
+    r = plan.rollout
+    unit = r.logprob_row or 1
+    count = r.logprob_tokens // unit
+    if count <= 1:
+        return []
+    best = _largest_from(lambda k: fits(_with(plan, logprob_tokens=k * unit), budget), count - 1)
+    if not best:
+        return []
+    setting = "logprob_micro" if r.logprob_row else "logprob_tokens"
+    return [Change(say(plan.vocabulary, plan.source, setting, best), peak(_with(plan, logprob_tokens=best * unit)))]
+
+
+def _token_budget(plan: Plan, budget: int) -> list[Change]:
+    """Under ``use_dynamic_bsz`` the update's micro-batch is a token budget (one packed row):
+    the largest that fits."""
+    if not plan.rollout.dynamic:
+        return []
+    best = _largest_from(lambda n: fits(plan.with_changes(seq_len=n), budget), plan.seq_len - 1)
+    if not best:
+        return []
+    return [Change(say(plan.vocabulary, plan.source, "token_budget", best), peak(plan.with_changes(seq_len=best)))]
+
+
+def rl_changes(plan: Plan, budget: int) -> list[Change]:
+    """The RL layout's own changes that fit, the cheapest first: the engine's share (a smaller KV
+    cache), the log-prob micro-batch, the token budget, then offload between phases."""
+    return _share(plan, budget) + _logprob(plan, budget) + _token_budget(plan, budget) + _offloads(plan, budget)
