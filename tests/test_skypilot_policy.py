@@ -57,10 +57,11 @@ def test_a_task_that_will_not_fit_is_refused_with_the_change_that_would(tmp_path
 
 
 def test_a_job_vramlint_cannot_judge_passes_with_a_warning_or_is_refused_when_strict(monkeypatch, capsys):
-    """verl's SkyPilot example (a real file): verl is not read yet, so not judged."""
-    path = DATA / "launch" / "volcengine__verl" / "examples" / "skypilot" / "verl-grpo.yaml"
+    """SkyPilot's distributed-pytorch example (a real file): torchrun of minGPT's main.py, whose
+    arguments are no recipe vramlint reads, so not judged."""
+    path = DATA / "launch" / "skypilot-org__skypilot" / "examples" / "distributed-pytorch" / "train.yaml"
     task, request = _request(path)
-    assert task_yaml(task)["resources"] == {"accelerators": "H100:1"} and task_yaml(task)["num_nodes"] == 2
+    assert task_yaml(task)["resources"]["accelerators"] == "L4:1" and task_yaml(task)["num_nodes"] == 2
     assert VramlintPolicy.validate_and_mutate(request).task is task
     assert "vramlint: warning: VL011" in capsys.readouterr().err
     monkeypatch.setenv("VRAMLINT_POLICY_STRICT", "1")

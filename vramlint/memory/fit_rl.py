@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vramlint.memory.fit import Change, _bisect, _largest_from, fits, peak
+from vramlint.memory.search import Change, _bisect, _largest_from, fits, peak
 from vramlint.memory.inference import kv_cache
 from vramlint.plan import Plan
 from vramlint.vocabulary import say
