@@ -132,10 +132,9 @@ def test_sglangs_share_is_of_the_memory_free_when_it_starts():
     """run_qwen2-7b_sglang_seq_balance.sh: SGLang's mem_fraction_static (verl's gpu_memory_utilization)
     is a share of what is free at its start, after the actor's and critic's shards and the context."""
     entry = _check(VERL / "ppo_trainer" / "run_qwen2-7b_sglang_seq_balance.sh", "--gpus", "H100", *QWEN2_7B)
+    assert entry["estimate"]["peak_moment"] == "rollout"
     parts = _components(entry)
-    engine = parts.get("rollout engine (SGLang, awake)")
-    if engine is None:                         # the update is the peak: the engine is in the phase summary
-        return
+    engine = parts["rollout engine (SGLang, awake)"]
     context = parts["CUDA context + NCCL"]
     free = 85_029_158_912 - parts["parameter shards"] - parts["critic parameter shards"] - context
     assert engine == int(0.5 * free)
@@ -213,3 +212,71 @@ def test_the_dynamic_token_budget_is_the_update_micro_batch():
     """use_dynamic_bsz with ppo_max_token_len_per_gpu 24000: one packed row of 24,000 tokens."""
     entry = _check(VERL / "grpo_trainer" / "run_qwen2-7b_seq_balance.sh", "--gpus", "H100", *QWEN2_7B)
     assert entry["plan"]["micro_batch"] == 1 and entry["plan"]["seq_len"] == 24000
+
+
+def _line(tmp_path, *overrides: str) -> Path:
+    """A verl launch of Qwen2.5-7B-Instruct on 8 GPUs with the overrides given."""
+    base = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "data.train_batch_size=256",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=64",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8"]
+    (tmp_path / "run.sh").write_text("python3 -m verl.trainer.main_ppo \\\n" + " \\\n".join(
+        f"    {o}" for o in base + list(overrides)) + "\n")
+    return tmp_path / "run.sh"
+
+
+def test_the_reference_log_prob_micro_batch_is_read_where_it_is_the_larger(tmp_path):
+    """With a reference (use_kl_loss) its own log_prob_micro_batch_size_per_gpu sizes the log-prob
+    forward where it is larger than the actor's, and a hint speaks its key."""
+    path = _line(tmp_path, "actor_rollout_ref.actor.use_kl_loss=True",
+                 "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=256")
+    entry = _check(path, "--gpus", "H100")
+    assert entry["estimate"]["peak_moment"] == "log-prob forward"
+    parts = _components(entry)
+    assert parts["log-prob logits"] == 2 * 256 * (512 + 512) * 152_064
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL201"]
+    assert finding["line"] == 9 and "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=" in finding["hint"]
+    without = _check(_line(tmp_path, "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=256"), "--gpus", "H100")
+    assert without["estimate"]["peak_moment"] != "log-prob forward"     # no reference: its setting is unused
+
+
+def test_a_critic_of_another_model_is_that_models_shape(tmp_path):
+    """PPO with critic.model.path naming a 0.5B model beside a 7B actor: the critic's states are the
+    0.5B's (resolved as any model a file names), not the actor's."""
+    entry = _check(_line(tmp_path, "algorithm.adv_estimator=gae", "critic.model.path=Qwen/Qwen2.5-0.5B",
+                         "critic.ppo_micro_batch_size_per_gpu=8"), "--gpus", "H100")
+    parts = _components(entry)
+    from vramlint.models import read_model
+    small = read_model("Qwen/Qwen2.5-0.5B")
+    critic = small.params - small.head_params + small.hidden_size
+    assert parts["critic optimizer states"] == 8 * -(-critic // 8)
+    unknown = _check(_line(tmp_path, "algorithm.adv_estimator=gae", "critic.model.path=acme/no-such-critic"),
+                     "--gpus", "H100")
+    assert unknown["status"] == "not estimated" and "VL005" in {f["code"] for f in unknown["findings"]}
+
+
+def test_a_token_budget_below_one_sequence_is_verls_assertion(tmp_path):
+    """use_dynamic_bsz with ppo_max_token_len_per_gpu under prompt + response: rearrange_micro_batches'
+    assertion once a sequence reaches its caps (VL313)."""
+    entry = _check(_line(tmp_path, "actor_rollout_ref.actor.use_dynamic_bsz=True",
+                         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=800",
+                         "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=4096"), "--gpus", "H100")
+    messages = [f["message"] for f in entry["findings"] if f["code"] == "VL313"]
+    assert len(messages) == 1 and "Got max_token_len=800 and max_seq_len=1024" in messages[0]
+
+
+def test_a_config_that_composes_verls_own_and_verls_megatron_config_are_jobs(tmp_path):
+    """A Hydra config whose ``defaults`` list pulls in verl's ppo_trainer (no actor section of its
+    own) is a verl job, not a skipped file; ``--config-name=ppo_megatron_trainer.yaml`` is verl's
+    own Megatron config: not estimated (VL011), not a missing file."""
+    (tmp_path / "grpo.yaml").write_text("defaults:\n  - ppo_trainer\n  - _self_\ndata:\n  max_response_length: 2048\n")
+    entry = _check(tmp_path / "grpo.yaml", "--gpus", "H100")
+    assert entry["kind"] == "verl" and entry["status"] == "not estimated"      # it names no model
+    (tmp_path / "m.sh").write_text("python3 -m verl.trainer.main_ppo --config-path=config "
+                                   "--config-name=ppo_megatron_trainer.yaml "
+                                   "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B "
+                                   "actor_rollout_ref.rollout.name=vllm\n")
+    megatron = _check(tmp_path / "m.sh", "--gpus", "H100")
+    assert megatron["status"] == "not estimated"
+    assert [f["code"] for f in megatron["findings"]] == ["VL011"]
+    assert "not modelled" in megatron["findings"][0]["message"]

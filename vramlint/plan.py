@@ -90,7 +90,6 @@ class Rollout:
     generates between updates, what the framework moves to the host meanwhile, the critic trained
     beside the actor, and the log-prob forward's micro-batch. The update itself is the Plan's step."""
 
-    framework: str                 # "verl 0.9.1": whose phase order this is
     engine: str                    # vllm or sglang: the rollout engine colocated on every GPU
     share: float                   # its gpu_memory_utilization / mem_fraction_static of each GPU
     tensor_parallel: int = 1       # the engine's TP: its weights are 2 B x P / TP on each GPU
@@ -103,6 +102,7 @@ class Rollout:
     logprob_tokens: int = 0        # tokens per GPU in one log-prob (no-grad) micro-batch
     logprob_row: int = 0           # tokens of one of its rows (prompt + response); 0: a token budget (dynamic)
     dynamic: bool = False          # the update's micro-batch is a token budget (one packed row, use_dynamic_bsz)
+    logprob_setting: str = "logprob_micro"   # the setting a hint changes for it (vocabulary.WORDS): whose micro-batch
     scaled_logits: bool = False    # a sampling temperature other than 1: the logits divided, a second copy
 
 

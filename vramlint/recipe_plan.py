@@ -194,7 +194,8 @@ def _split(recipe: Recipe, job: dict, values: dict, notes: list[str]) -> dict:
     return {**values, "tp": tp} if tp > 1 and "tp" not in values else values
 
 
-def _stage(recipe: Recipe, job: dict, notes: list[str], model: ModelShape, origins: dict) -> dict:
+def _stage(recipe: Recipe, job: dict, notes: list[str], model: ModelShape, origins: dict,
+           critic: ModelShape | None = None) -> dict:
     """What the recipe's stage adds to one model's SFT step (memory/stages.py): chosen and rejected
     rows in one forward, a frozen reference copy unless PEFT gives it by disabling the adapter,
     and a colocated vLLM engine's share of the GPU."""
@@ -217,7 +218,7 @@ def _stage(recipe: Recipe, job: dict, notes: list[str], model: ModelShape, origi
         out["colocated_share"] = float(share)
         notes.append(f"vLLM colocated in the training process: {share:.0%} of each GPU for the whole run")
     if recipe.rollout is not None:
-        out["rollout"] = rollout_phases(recipe, model, notes)
+        out["rollout"] = rollout_phases(recipe, model, notes, critic)
         for setting, name in (("rollout_share", "share"), ("logprob_micro", "logprob_tokens")):
             fact = recipe.rollout.value[name]
             if fact.location is not None:
@@ -228,10 +229,11 @@ def _stage(recipe: Recipe, job: dict, notes: list[str], model: ModelShape, origi
 ROLLOUT_ENGINES = ("vllm", "sglang")
 
 
-def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str]) -> Rollout:
+def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str],
+                   critic_model: ModelShape | None = None) -> Rollout:
     """The RL phases around the update (memory/rl.py) from the reader's facts: the engine and its
-    share, what moves to the host between phases, the critic (a value model of the actor's shape
-    unless it names another: its lm_head a one-output score head), the log-prob micro-batch."""
+    share, what moves to the host between phases, the critic (a value model of the shape its file
+    names, the actor's where it names none), the log-prob micro-batch."""
     facts = {name: fact.value for name, fact in recipe.rollout.value.items()}
     engine, share = facts["engine"], facts["share"]
     if engine == "???":                         # verl refuses the job (its VL313 says so): priced as vLLM
@@ -243,21 +245,21 @@ def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str]) -> Rollo
         raise UnplannableError(f"rollout gpu_memory_utilization {share!r} is not a share of the GPU in (0, 1]")
     critic = 0
     if facts["critic"]:
-        critic = model.params - model.head_params + model.hidden_size
-        named = facts.get("critic_model")
-        same = named in (None, recipe.model.value) or recipe.rollout.value["critic_model"].location is None
-        notes.append("critic: a value model " + ("of the actor's shape" if same else
-                                                 f"{named}, priced at the actor's shape") +
-                     f" ({critic / 1e9:.2f}B parameters, a one-output score head), trained beside the actor")
+        shape = critic_model or model
+        critic = shape.params - shape.head_params + shape.hidden_size
+        notes.append(f"critic: a value model of {'the actor' if critic_model is None else critic_model.name}'s shape "
+                     f"with a one-output score head for lm_head ({critic / 1e9:.2f}B parameters; verl's "
+                     "load_valuehead_model: AutoModelForTokenClassification, num_labels 1), trained beside the actor")
     tokens = facts["logprob_tokens"] if isinstance(facts["logprob_tokens"], int) else 0
     temperature = facts["temperature"]
-    rollout = Rollout(framework=recipe.release, engine=engine, share=float(share),
+    rollout = Rollout(engine=engine, share=float(share),
                       tensor_parallel=facts["tensor_parallel"] if isinstance(facts["tensor_parallel"], int) else 1,
                       frees_between=bool(facts["frees_between"]), params_offloaded=bool(facts["params_offloaded"]),
                       optimizer_offloaded=bool(facts["optimizer_offloaded"]), critic_params=critic,
                       critic_params_offloaded=bool(facts["critic_params_offloaded"]),
                       critic_optimizer_offloaded=bool(facts["critic_optimizer_offloaded"]),
                       logprob_tokens=tokens, logprob_row=facts["logprob_row"], dynamic=bool(facts["dynamic"]),
+                      logprob_setting=facts["logprob_setting"],
                       scaled_logits=isinstance(temperature, (int, float)) and float(temperature) != 1.0)
     notes.append(f"{recipe.release} hybrid engine: {engine} rollout with {share:.0%} of each GPU"
                  + (" (asleep outside the rollout)" if rollout.frees_between else " (awake through the update)")
@@ -268,7 +270,8 @@ def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str]) -> Rollo
 
 
 def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values: dict, stated: frozenset[str],
-                     ds: DeepSpeedConfig | None = None, acc: AccelerateConfig | None = None) -> Job:
+                     ds: DeepSpeedConfig | None = None, acc: AccelerateConfig | None = None,
+                     critic: ModelShape | None = None) -> Job:
     """The job a recipe describes, with the DeepSpeed file it names (already read) if any, or the
     Accelerate config it is launched with (``launch_config``)."""
     job, origins, overrides = job_values(recipe, values, stated)
@@ -293,7 +296,7 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
         plan = _plan_from_launcher(acc, job, flags, model, cluster)
     else:
         plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
-    plan = plan.with_changes(**_stage(recipe, job, notes, model, origins))
+    plan = plan.with_changes(**_stage(recipe, job, notes, model, origins, critic))
     plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
                              origins={**origins, **plan.origins},
                              refuses=frozenset(refusal.limit for refusal in recipe.refusals)

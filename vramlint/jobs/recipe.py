@@ -97,9 +97,12 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
         ctx = recipe_size(ctx, recipe, result)
         if ctx is None:
             return
+    critic = _critic_model(recipe, result, ctx)
+    if critic is False:
+        return
     try:
         from vramlint.recipe_plan import plan_from_recipe        # imported by the files that are recipes
-        job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc)
+        job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc, critic or None)
     except UnplannableError as exc:
         result.findings.append(not_plannable(recipe, str(exc)))
         return
@@ -118,6 +121,19 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
         result.findings.extend(check_batch(ds, ds.batch_world(ctx.cluster.world_size, plan.tensor_parallel),
                                            ds.document.path))
     result.plan = plan
+
+
+def _critic_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShape | None | bool:
+    """An RL job's critic where its file names a model other than the actor's, resolved as any model
+    a file names (``--model`` names the actor, not it); None where it names none (the actor's
+    shape), False where it cannot be resolved (VL005: no estimate)."""
+    facts = recipe.rollout.value if recipe.rollout is not None else {}
+    named = facts.get("critic_model")
+    if not facts.get("critic") or not facts["critic"].value or named is None or named.location is None \
+            or named.value in (None, recipe.model.value):
+        return None
+    shape = named_model(named, recipe.document.locate("$"), result, replace(ctx, stated=ctx.stated - {"model"}))
+    return False if shape is None else shape
 
 
 def _launch_config(path: str, recipe: Recipe, result: FileResult,

@@ -82,6 +82,23 @@ def _handed_to(scripts: list, result: FileResult, ctx: Context) -> list[FileResu
     return out
 
 
+def _count_unknown(launch: Launch, one: FileResult, ctx: Context, word: Word, what: str) -> Cluster | None:
+    """A launch whose GPU count only the run knows (``word``): on the ``--gpus`` count where the
+    command line gives one (VL014 says so), else not estimated (VL011)."""
+    path = one.path
+    if ctx.cluster.counted:
+        one.findings.append(value_unknown(path, what, word, f"checked on {ctx.cluster.describe()} (--gpus)"))
+        return ctx.cluster
+    one.findings.append(value_unknown(path, what, word, "no estimate without a count"))
+    one.findings.append(not_estimated(Location(path, "$", word.line, word.column),
+                                      f"the launch at line {launch.line} runs on a GPU count only the run knows",
+                                      f"give the count, e.g. --gpus 8x{ctx.cluster.gpu.name} (GPUs per node; "
+                                      f"NODESx8x{ctx.cluster.gpu.name} for several nodes), or gpus for this "
+                                      "file in [[tool.vramlint.overrides]]"))
+    one.unplanned("the GPU count is not stated")
+    return None
+
+
 def _launch_cluster(launch: Launch, one: FileResult, ctx: Context, options: dict,
                     config_counts: bool = False) -> Cluster | None:
     """The GPUs a launch runs on: the count it states (``--gpus`` naming the type), the command
@@ -93,18 +110,7 @@ def _launch_cluster(launch: Launch, one: FileResult, ctx: Context, options: dict
         if config_counts and stated.unknown is None:
             return ctx.cluster               # the Accelerate config file it names says (its num_processes)
         word = stated.unknown or Word(None, launch.line, 1, unknown="not stated")
-        if ctx.cluster.counted:
-            one.findings.append(value_unknown(path, "the GPU count per node", word,
-                                              f"checked on {ctx.cluster.describe()} (--gpus)"))
-            return ctx.cluster
-        one.findings.append(value_unknown(path, "the GPU count per node", word, "no estimate without a count"))
-        one.findings.append(not_estimated(Location(path, "$", word.line, word.column),
-                                          f"the launch at line {launch.line} runs on a GPU count only the run knows",
-                                          f"give the count, e.g. --gpus 8x{ctx.cluster.gpu.name} (GPUs per node; "
-                                          f"NODESx8x{ctx.cluster.gpu.name} for several nodes), or gpus for this "
-                                          "file in [[tool.vramlint.overrides]]"))
-        one.unplanned("the GPU count is not stated")
-        return None
+        return _count_unknown(launch, one, ctx, word, "the GPU count per node")
     at = stated.per_node_at or Word(None, launch.line, 1)
     if stated.nodes_at is not None and stated.nodes_at.text is None:
         one.findings.append(value_unknown(path, "the node count", stated.nodes_at, "checked on 1 node"))
@@ -152,12 +158,12 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
             document.positions[f"$.{key}"] = (word.line, word.column)
             document.elsewhere[f"$.{key}"] = path
     for key, word in unknown:
-        if kind == "verl" and (key in VERL_COUNTS or not verl_matters(key)):
+        if kind == "verl" and (key in ("trainer.n_gpus_per_node", "trainer.nnodes") or not verl_matters(key)):
             continue                                # the GPU count (_verl_cluster says), or a key of no memory
         one.findings.append(value_unknown(path, key if kind == "verl" else f"--{key}", word,
                                           "the estimate takes the default or the flag that states it"))
     if kind == "verl":
-        cluster, ctx = _verl_cluster(launch, one, ctx)
+        cluster, ctx = _verl_cluster(launch, one, ctx, options)
     else:
         cluster = _launch_cluster(launch, one, ctx, options, config_counts="launch_config" in values)
     if cluster is None:
@@ -168,29 +174,20 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
     return True
 
 
-VERL_COUNTS = ("trainer.n_gpus_per_node", "trainer.nnodes")
-
-
-def _verl_cluster(launch: Launch, one: FileResult, ctx: Context) -> tuple[Cluster | None, Context]:
+def _verl_cluster(launch: Launch, one: FileResult, ctx: Context, options: dict) -> tuple[Cluster | None, Context]:
     """A verl launch runs on the GPUs its config states (``trainer.n_gpus_per_node`` x
-    ``trainer.nnodes``, sized by ``jobs.gpus.recipe_size``); where the line sets them to what only
-    the run knows, on the ``--gpus`` count (VL011 without one)."""
-    unknown = [(key, word) for key, word, _ in launch.arguments if key in VERL_COUNTS and word is not None
+    ``trainer.nnodes``, sized by ``jobs.gpus.recipe_size``, verl's defaults where unset); a count
+    past the visible GPUs is VL315 as for any launch; where the line sets the count to what only the
+    run knows, on the ``--gpus`` count (VL011 without one)."""
+    stated = stated_gpus(launch, options)
+    one.findings.extend(gpus_contradict(one.path, word, message) for word, message in stated.conflicts)
+    words = {"trainer.n_gpus_per_node": "the GPU count per node", "trainer.nnodes": "the node count"}
+    unknown = [(key, word) for key, word, _ in launch.arguments if key in words and word is not None
                and word.text is None]
     if not unknown:
         return ctx.cluster, ctx
-    what = {"trainer.n_gpus_per_node": "the GPU count per node", "trainer.nnodes": "the node count"}[unknown[0][0]]
-    unknown = [word for _, word in unknown]
-    if ctx.cluster.counted:
-        one.findings.append(value_unknown(one.path, what, unknown[0],
-                                          f"checked on {ctx.cluster.describe()} (--gpus)"))
-        return ctx.cluster, replace(ctx, stated=ctx.stated | {"gpus"})
-    one.findings.append(value_unknown(one.path, what, unknown[0], "no estimate without a count"))
-    one.findings.append(not_estimated(Location(one.path, "$", unknown[0].line, unknown[0].column),
-                                      f"the launch at line {launch.line} runs on a GPU count only the run knows",
-                                      f"give the count, e.g. --gpus 8x{ctx.cluster.gpu.name}"))
-    one.unplanned("the GPU count is not stated")
-    return None, ctx
+    cluster = _count_unknown(launch, one, ctx, unknown[0][1], words[unknown[0][0]])
+    return cluster, replace(ctx, stated=ctx.stated | {"gpus"})
 
 
 def _over_file(launch: Launch, text: str, one: FileResult, data: dict, positions: dict) -> Document | bool:

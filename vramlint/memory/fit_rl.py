@@ -31,11 +31,10 @@ def _share(plan: Plan, budget: int) -> list[Change]:
     """The largest rollout share (in hundredths) below the job's that fits, above the engine's floor."""
     r = plan.rollout
     top, floor = int(round(r.share * 100)) - 1, int(engine_floor(plan) * 100) + 1
-    if top < floor or not fits(_with(plan, share=floor / 100), budget):
+    ok = lambda k: fits(_with(plan, share=k / 100), budget)  # noqa: E731
+    if top < floor or not ok(floor):
         return []
-    best = floor if not fits(_with(plan, share=top / 100), budget) else top
-    if best == floor:
-        best = _bisect(lambda k: fits(_with(plan, share=k / 100), budget), floor, top)
+    best = top if ok(top) else _bisect(ok, floor, top)
     changed = _with(plan, share=best / 100)
     return [Change(say(plan.vocabulary, plan.source, "rollout_share", best / 100), peak(changed))]
 
@@ -66,8 +65,8 @@ def _logprob(plan: Plan, budget: int) -> list[Change]:
     best = _largest_from(lambda k: fits(_with(plan, logprob_tokens=k * unit), budget), count - 1)
     if not best:
         return []
-    setting = "logprob_micro" if r.logprob_row else "logprob_tokens"
-    return [Change(say(plan.vocabulary, plan.source, setting, best), peak(_with(plan, logprob_tokens=best * unit)))]
+    return [Change(say(plan.vocabulary, plan.source, r.logprob_setting, best),
+                   peak(_with(plan, logprob_tokens=best * unit)))]
 
 
 def _token_budget(plan: Plan, budget: int) -> list[Change]:

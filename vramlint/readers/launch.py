@@ -53,6 +53,7 @@ COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepsp
             "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl"}
 PYTHONS = re.compile(r"^python(\d(\.\d+)?)?$")
 TRAINING, SERVING = "training", "serving"
+ONE_PROCESS = "a single python process"     # what states a plain ``python train.py``'s count (``_one_process``)
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
         if inner and inner[0].text is not None:
             launch = _read(Command(tuple(inner), command.prefix, command.variables, command.line, command.under), inner)
             if launch is not None:           # Ray places the processes: a python line's one process is not the count
-                one = launch.per_node_by == "a single python process"
+                one = launch.per_node_by == ONE_PROCESS
                 return replace(launch, distributed=True, per_node=None if one else launch.per_node,
                                per_node_by="" if one else launch.per_node_by)
     if name == "sglang" or (name == "ray" and any(w.text == "submit" for w in rest[:2])):
@@ -275,7 +276,7 @@ def visible_count(word: Word | None) -> int | None:
 
 def _one_process(command: Command) -> tuple[Word | None, str]:
     """``python train.py``: one process, on one GPU (the first visible one)."""
-    return Word("1", command.line, 1), "a single python process"
+    return Word("1", command.line, 1), ONE_PROCESS
 
 
 def _program(command: Command, launcher: str, program: Word | None, words: list[Word],
@@ -493,10 +494,23 @@ def _verl(command: Command, module: Word, words: list[Word]) -> Launch:
         elif eq and not name.startswith("-") and re.fullmatch(r"[+~]{0,2}[\w.\-/@]+", name):
             arguments.append((name, _after_equals(word, value), word))
         i += 1
+    config = _hydra_config(options, command)
+    own = VERL_CONFIGS.get((config.text or "").rsplit("/", 1)[-1]) if config is not None else None
+    if own is not None:                     # verl's own config by name: its defaults, its strategy said
+        config = None
+        if own[1] is not None and not any(key == own[0] for key, _, _ in arguments):
+            name = options["config_name"]
+            arguments.insert(0, (own[0], Word(own[1], name.line, name.column), name))
     stated = {key: value for key, value, _ in arguments}
     return Launch("python", TRAINING, command, module, options, tuple(arguments), (),
                   stated.get("trainer.n_gpus_per_node"), "trainer.n_gpus_per_node", stated.get("trainer.nnodes"),
-                  recipe=_hydra_config(options, command), distributed=True, reads_as="verl")
+                  recipe=config, distributed=True, reads_as="verl")
+
+
+# verl's own trainer configs by name (verl 0.9.1 verl/trainer/config): read as its composed defaults,
+# with the actor strategy each sets (the Megatron one is VL011 until its workers are modelled)
+VERL_CONFIGS = {"ppo_trainer.yaml": ("actor_rollout_ref.actor.strategy", None),
+                "ppo_megatron_trainer.yaml": ("actor_rollout_ref.actor.strategy", "megatron")}
 
 
 def _hydra_config(options: dict[str, Word], command: Command) -> Word | None:

@@ -44,6 +44,7 @@ DEFAULTS_FILE = "verl_ppo_trainer.json"
 # The programs whose config is verl's PPO trainer's (the DAPO recipe adds keys of its own to it).
 PROGRAMS = ("verl.trainer.main_ppo", "recipe.dapo.main_dapo", "verl.recipe.dapo.main_dapo")
 ACTOR, ROLLOUT, MODEL = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.model"
+REF = "actor_rollout_ref.ref"
 # algorithm.adv_estimator -> the stage in vramlint's words (readers/recipe.py STAGES)
 STAGES = {"gae": "ppo", "grpo": "grpo", "rloo": "rloo"}
 ESTIMATORS = {"gae": "PPO (GAE)", "grpo": "GRPO", "rloo": "RLOO", "reinforce_plus_plus": "REINFORCE++",
@@ -66,9 +67,16 @@ def matters(key: str) -> bool:
 
 
 def looks_like_verl(data: Any) -> bool:
-    """verl's trainer config: its ``actor_rollout_ref`` section, nested or as dotted overrides."""
-    return isinstance(data, dict) and any(str(key).lstrip("+") == "actor_rollout_ref"
-                                          or str(key).lstrip("+").startswith("actor_rollout_ref.") for key in data)
+    """verl's trainer config: its ``actor_rollout_ref`` section, nested or as dotted overrides, or a
+    Hydra ``defaults`` list that composes verl's own trainer config (``- ppo_trainer``)."""
+    if not isinstance(data, dict):
+        return False
+    defaults = data.get("defaults")
+    composes = isinstance(defaults, list) and any(
+        str(entry if not isinstance(entry, dict) else next(iter(entry.values()), "")).startswith(
+            ("ppo_trainer", "ppo_megatron_trainer")) for entry in defaults)
+    return composes or any(str(key).lstrip("+") == "actor_rollout_ref"
+                           or str(key).lstrip("+").startswith("actor_rollout_ref.") for key in data)
 
 
 def hydra_value(value: Any) -> Any:
@@ -298,38 +306,61 @@ def _loss(keys: VerlKeys) -> Fact:
     return Fact("verl", None, f"{VERSION}: flash-attn cross-entropy in place")
 
 
-def _rollout(keys: VerlKeys, seq: Fact, sp: Fact, estimator: Fact) -> Fact:
-    """The phases around the update, as facts (recipe_plan makes them ``plan.Rollout``)."""
-    split = sp.value if isinstance(sp.value, int) and sp.value > 0 else 1
+def _logprob_tokens(keys: VerlKeys, section: str, seq: Fact, split: int) -> Fact:
+    """Tokens per GPU in one of ``section``'s log-prob micro-batches: ``log_prob_micro_batch_size_per_gpu``
+    sequences of prompt + response (the deprecated global ``log_prob_micro_batch_size`` over the
+    data-parallel GPUs), or with ``use_dynamic_bsz`` its ``log_prob_max_token_len_per_gpu``."""
     if keys.flag(f"{ACTOR}.use_dynamic_bsz").value:
-        tokens = keys.count(f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
-    else:
-        rows = keys.count(f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu")
-        legacy = keys.count(f"{ROLLOUT}.log_prob_micro_batch_size")
-        world = _world(keys)
-        if rows.value is None and isinstance(legacy.value, int) and world:
-            rows = Fact(max(1, legacy.value * split // world), legacy.location)
-        tokens = Fact(rows.value * -(-seq.value // split), rows.location, rows.default) \
-            if _ints(rows) and isinstance(seq.value, int) else Fact(None, rows.location, rows.default)
-    row = -(-seq.value // split) if isinstance(seq.value, int) and not keys.flag(f"{ACTOR}.use_dynamic_bsz").value \
-        else 0
-    critic = _needs_critic(keys, estimator)
+        return keys.count(f"{section}.log_prob_max_token_len_per_gpu")
+    rows = keys.count(f"{section}.log_prob_micro_batch_size_per_gpu")
+    legacy = keys.count(f"{section}.log_prob_micro_batch_size")
+    world = _world(keys)
+    if rows.value is None and isinstance(legacy.value, int) and world:
+        rows = Fact(max(1, legacy.value * split // world), legacy.location)
+    if _ints(rows) and isinstance(seq.value, int):
+        return Fact(rows.value * -(-seq.value // split), rows.location, rows.default)
+    return Fact(None, rows.location, rows.default)
+
+
+# The log-prob forward's section -> the setting a hint changes (vocabulary.WORDS), by batching
+LOGPROB_SETTINGS = {(ROLLOUT, False): "logprob_micro", (ROLLOUT, True): "logprob_tokens",
+                    (REF, False): "ref_logprob_micro", (REF, True): "ref_logprob_tokens"}
+
+
+def needs_reference(keys: VerlKeys) -> bool:
+    """verl's ``need_reference_policy`` (trainer/ppo/utils.py:75-79)."""
+    return bool(keys.flag("algorithm.use_kl_in_reward").value or keys.flag(f"{ACTOR}.use_kl_loss").value)
+
+
+def _rollout(keys: VerlKeys, seq: Fact, sp: Fact, estimator: Fact) -> Fact:
+    """The phases around the update, as facts (recipe_plan makes them ``plan.Rollout``). The
+    log-prob forward is the larger of the actor's old-log-prob micro-batch (the rollout section's)
+    and, where there is a reference, the reference's own."""
+    split = sp.value if isinstance(sp.value, int) and sp.value > 0 else 1
+    dynamic = keys.flag(f"{ACTOR}.use_dynamic_bsz")
+    sections = [ROLLOUT] + ([REF] if needs_reference(keys) else [])
+    sized = [(_logprob_tokens(keys, section, seq, split), section) for section in sections]
+    tokens, section = max(sized, key=lambda pair: pair[0].value if isinstance(pair[0].value, int) else -1)
     facts = {
         "engine": keys.value(f"{ROLLOUT}.name"), "share": keys.value(f"{ROLLOUT}.gpu_memory_utilization"),
         "tensor_parallel": keys.count(f"{ROLLOUT}.tensor_model_parallel_size"),
         "frees_between": keys.flag(f"{ROLLOUT}.free_cache_engine"),
         "params_offloaded": keys.flag(f"{ACTOR}.fsdp_config.param_offload"),
         "optimizer_offloaded": keys.flag(f"{ACTOR}.fsdp_config.optimizer_offload"),
-        "critic": critic, "critic_model": keys.value("critic.model.path"),
-        "critic_params_offloaded": keys.flag("critic.model.fsdp_config.param_offload")
-        if keys.has("critic.model.fsdp_config.param_offload") else keys.flag("critic.fsdp.param_offload"),
-        "critic_optimizer_offloaded": keys.flag("critic.model.fsdp_config.optimizer_offload")
-        if keys.has("critic.model.fsdp_config.optimizer_offload") else keys.flag("critic.fsdp.optimizer_offload"),
-        "logprob_tokens": tokens, "logprob_row": Fact(row), "dynamic": keys.flag(f"{ACTOR}.use_dynamic_bsz"),
-        "temperature": keys.value(f"{ROLLOUT}.temperature"),
-        "response_length": keys.count("data.max_response_length"), "n": keys.count(f"{ROLLOUT}.n"),
+        "critic": _needs_critic(keys, estimator), "critic_model": keys.value("critic.model.path"),
+        "critic_params_offloaded": _critic_switch(keys, "param_offload"),
+        "critic_optimizer_offloaded": _critic_switch(keys, "optimizer_offload"),
+        "logprob_tokens": tokens, "logprob_setting": Fact(LOGPROB_SETTINGS[section, bool(dynamic.value)]),
+        "logprob_row": Fact(0 if dynamic.value or not isinstance(seq.value, int) else -(-seq.value // split)),
+        "dynamic": dynamic, "temperature": keys.value(f"{ROLLOUT}.temperature"),
     }
     return Fact(facts, keys.document.locate(f"$.{ROLLOUT}"))
+
+
+def _critic_switch(keys: VerlKeys, name: str) -> Fact:
+    """A critic offload switch: the legacy workers' ``critic.model.fsdp_config``, else the engine's ``critic.fsdp``."""
+    legacy = f"critic.model.fsdp_config.{name}"
+    return keys.flag(legacy) if keys.has(legacy) else keys.flag(f"critic.fsdp.{name}")
 
 
 def _needs_critic(keys: VerlKeys, estimator: Fact) -> Fact:
@@ -343,10 +374,10 @@ def _needs_critic(keys: VerlKeys, estimator: Fact) -> Fact:
 def _unpriced(keys: VerlKeys, strategy: Fact) -> tuple[Feature, ...]:
     """What the job turns on that the phases do not price yet, and which way that leaves them."""
     out = []
-    if keys.flag("reward.reward_model.enable").value or keys.flag("reward_model.enable").value:
-        where = keys.value("reward.reward_model.enable")
-        out.append(Feature(where if where.location else keys.value("reward_model.enable"),
-                           "a reward model served beside the actor (reward.reward_model)"))
+    reward = next((keys.value(path) for path in ("reward.reward_model.enable", "reward_model.enable")
+                   if keys.flag(path).value), None)
+    if reward is not None:
+        out.append(Feature(reward, "a reward model served beside the actor (reward.reward_model)"))
     if keys.flag(f"{MODEL}.enable_activation_offload").value:
         out.append(Feature(keys.value(f"{MODEL}.enable_activation_offload"),
                            "activation offloading to the host (model.enable_activation_offload)", "high"))
@@ -370,6 +401,7 @@ def _refusals(keys: VerlKeys) -> tuple[Refusal, ...]:
                 out.append(Refusal("always", f"{section}.{param}_per_gpu",
                                    f"[{section}] Please set at least one of '{section}.{param}' or "
                                    f"'{section}.{param}_per_gpu'."))
+    out += _token_budgets(keys)
     world = _world(keys)
     batch, n = keys.count("data.train_batch_size"), keys.count(f"{ROLLOUT}.n")
     if world and _ints(batch, n) and not keys.flag(f"{ACTOR}.use_dynamic_bsz").value \
@@ -382,3 +414,24 @@ def _refusals(keys: VerlKeys) -> tuple[Refusal, ...]:
         out.append(Refusal("always", f"{ACTOR}.ppo_mini_batch_size",
                            f"train_batch_size ({batch.value}) must be >= actor.ppo_mini_batch_size ({mini.value})"))
     return tuple(out)
+
+
+def _token_budgets(keys: VerlKeys) -> list[Refusal]:
+    """Under ``use_dynamic_bsz`` a token budget below one sequence at its caps: verl's
+    ``rearrange_micro_batches`` asserts ``max_token_len >= max_seq_len`` (utils/seqlen_balancing.py:384,
+    max_token_len = the budget x the Ulysses size, workers/engine/utils.py:111) when a sequence
+    reaches them."""
+    if not keys.flag(f"{ACTOR}.use_dynamic_bsz").value:
+        return []
+    longest = _sum(keys.count("data.max_prompt_length"), keys.count("data.max_response_length")).value
+    sp = keys.count(f"{ACTOR}.ulysses_sequence_parallel_size").value
+    sections = [(ACTOR, "ppo_max_token_len_per_gpu"), (ROLLOUT, "log_prob_max_token_len_per_gpu")]
+    sections += [(REF, "log_prob_max_token_len_per_gpu")] if needs_reference(keys) else []
+    out = []
+    for section, name in sections:
+        budget = keys.count(f"{section}.{name}").value
+        if _ints(Fact(budget), Fact(sp), Fact(longest)) and budget * sp < longest:
+            out.append(Refusal("always", f"{section}.{name}", f"AssertionError: max_token_len must be greater than "
+                               f"the sequence length. Got max_token_len={budget * sp} and max_seq_len={longest} (once "
+                               "a sequence reaches max_prompt_length + max_response_length)"))
+    return out
