@@ -2,27 +2,20 @@
 wheels with ``ast`` (no import): vramlint/data/openrlhf_flags.json, which readers/openrlhf.py holds a
 launch line's flags to (argparse refuses the rest: "error: unrecognized arguments").
 
-    pip download openrlhf==0.11.2 openrlhf==0.10.1 openrlhf==0.9.0 openrlhf==0.6.1 --no-deps -d wheels
+    for v in 0.11.2 0.11.0 0.10.4 0.10.2 0.10.1 0.9.10 0.9.5 0.9.0 0.6.1; do
+        pip download openrlhf==$v --no-deps -d wheels; done
     python dev/openrlhf_flags.py wheels/*.whl > vramlint/data/openrlhf_flags.json
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import re
 import sys
 import zipfile
 
-
-def flags(source: str) -> list[str]:
-    names = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
-            names |= {a.value[2:] for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
-                      and a.value.startswith("--")}
-    return sorted(names)
+from vramlint.vendored import argparse_flags
 
 
 def main(wheels: list[str]) -> None:
@@ -32,9 +25,9 @@ def main(wheels: list[str]) -> None:
         with zipfile.ZipFile(path) as wheel:
             programs = {}
             for name in wheel.namelist():
-                found = re.search(r"openrlhf/cli/(train_(?:sft|dpo|rm))\.py$", name)
+                found = re.search(r"openrlhf/cli/(train_(?:sft|dpo|rm|ppo_ray))\.py$", name)
                 if found:
-                    programs[found.group(1)] = flags(wheel.read(name).decode())
+                    programs[found.group(1)] = argparse_flags(wheel.read(name).decode())
         digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
         out["releases"][release] = {"wheel_sha256": digest, "programs": programs}
     json.dump(out, sys.stdout, indent=1, sort_keys=True)

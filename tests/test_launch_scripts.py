@@ -29,10 +29,40 @@ EXPECTED = {
     "OpenRLHF__OpenRLHF/examples/scripts/train_dpo_llama.sh": [("deepspeed", 36, None, 1, None, False)],
     "OpenRLHF__OpenRLHF/examples/scripts/train_dpo_llama_34b.sh": [("deepspeed", 32, None, 1, None, False)],
     "OpenRLHF__OpenRLHF/examples/scripts/train_nonrl_slurm.sh": [("torchrun", 38, 8, 1, "--nproc_per_node", True)],
+    # OpenRLHF's PPO under Ray: the actor's GPUs its flags state, dotted (0.10.2+) or flat (readers/openrlhf_ppo.py)
     "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_ray_hybrid_engine.sh": [
-        ("python", 3, 1, 1, "a single python process", True)],
-    # ``ray job submit ... -- python3 -m openrlhf.cli.train_ppo_ray``: the command under Ray, its count Ray's
-    "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_ray_slurm.sh": [("python", 55, None, 2, None, True)],
+        ("python", 3, 8, 1, "actor.num_gpus_per_node", False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_dapo_ray_hybrid_engine.sh": [
+        ("python", 3, 8, 1, "actor.num_gpus_per_node", False)],
+    # ``ray job submit ... -- python3 -m openrlhf.cli.train_ppo_ray`` under srun on 2 nodes: the actor's 4 x 1
+    "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_ray_slurm.sh": [
+        ("python", 55, 4, 1, "actor.num_gpus_per_node", False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_llama_ray_slurm.sh": [
+        ("python", 55, 4, 1, "actor_num_gpus_per_node", False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_llama_ray.sh": [
+        ("python", 3, 2, 1, "actor_num_gpus_per_node", False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_llama_ray_70b.sh": [
+        ("python", 3, 8, 1, "actor_num_gpus_per_node", False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_llama_ray_hybrid_engine.sh": [
+        ("python", 3, 8, 1, "actor_num_gpus_per_node", False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_ppo_llama_ray_hybrid_engine_dynamic_batch.sh": [
+        ("python", 3, 8, 1, "actor_num_gpus_per_node", False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_grpo_ray_hybrid_engine.sh": [
+        ("python", 3, 8, 1, "actor_num_gpus_per_node", False)],
+    "OpenRLHF__OpenRLHF/examples/scripts/train_reinforce_llama_ray_hybrid_engine.sh": [
+        ("python", 3, 8, 1, "actor_num_gpus_per_node", False)],
+    # the flags in bash arrays, a commented-out element among them
+    "OpenRLHF__OpenRLHF/examples/scripts/train_reinforce_baseline_hybrid_engine.sh": [
+        ("python", 100, 4, 1, "actor_num_gpus_per_node", False)],
+    # a fork's own OpenRLHF: its rule reward server (serve_rm, a job not read), then the trainer
+    "GAIR-NLP__LIMR/scripts/train_limr.sh": [("python", 4, 1, 1, "a single python process", True),
+                                             ("python", 28, 4, 1, "actor_num_gpus_per_node", False)],
+    # OpenRLHF's rule verifier (openrlhf.models.remote_rm, no GPU job) is no launch's
+    "TideDra__lmm-r1/examples/scripts/lmm_r1/train_fre_text.sh": [
+        ("python", 59, 1, 1, "a single python process", False), ("python", 67, 8, 1, "actor_num_gpus_per_node", False)],
+    "RUCAIBox__R1-Searcher/scripts/qwen_reinforce_plus_train.sh": [
+        ("python", 43, 4, 1, "actor_num_gpus_per_node", False)],
+    "lilei199908__OpenRLHF/test.sh": [("python", 16, 8, 2, "actor_num_gpus_per_node", False)],
     "OpenRLHF__OpenRLHF/examples/scripts/train_rm.sh": [("deepspeed", 31, None, 1, None, False)],
     "OpenRLHF__OpenRLHF/examples/scripts/train_sft.sh": [("deepspeed", 30, None, 1, None, False)],
     "OpenRLHF__OpenRLHF/examples/scripts/train_sft_llama.sh": [("deepspeed", 29, None, 1, None, False)],
@@ -725,12 +755,6 @@ def test_an_openrlhf_job_that_does_not_fit_is_told_in_its_flags_and_never_a_para
     (huge,) = [f["hint"] for f in files["huge.sh"]["findings"] if f["code"] == "VL201"]
     assert huge.startswith("--model.gradient_checkpointing_enable + --ds.adam_offload fits at")
     assert "offload_param" not in huge
-
-
-def test_openrlhfs_ppo_under_ray_is_a_job_not_read_yet():
-    entry = _check(OPENRLHF + "train_ppo_ray_hybrid_engine.sh", "--gpus", "8xH100")["files"][0]
-    assert entry["status"] == "not estimated"
-    assert any(f["code"] == "VL011" and "OpenRLHF" in f["message"] for f in entry["findings"])
 
 
 def test_a_smaller_micro_batch_is_hinted_only_where_deepspeed_accepts_it(tmp_path):

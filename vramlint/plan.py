@@ -85,6 +85,18 @@ class Flags:
 
 
 @dataclass(frozen=True)
+class Resident:
+    """A frozen model an RL job keeps on the GPUs that train (OpenRLHF's reference and reward
+    model, DeepSpeed eval engines): 16-bit weights, partitioned where ZeRO-3 partitions them, on
+    the host where their ZeRO-3 offload puts them."""
+
+    name: str                      # reference, reward model
+    params: int
+    sharded: bool = False          # ZeRO-3: 2 B x P / N_d; else whole on each GPU
+    offloaded: bool = False        # --ref.offload / --reward.offload under ZeRO-3: on the host
+
+
+@dataclass(frozen=True)
 class Rollout:
     """An online-RL step's other phases on the same GPUs (memory/rl.py): the rollout engine that
     generates between updates, what the framework moves to the host meanwhile, the critic trained
@@ -104,6 +116,13 @@ class Rollout:
     dynamic: bool = False          # the update's micro-batch is a token budget (one packed row, use_dynamic_bsz)
     logprob_setting: str = "logprob_micro"   # the setting a hint changes for it (vocabulary.WORDS): whose micro-batch
     scaled_logits: bool = False    # a sampling temperature other than 1: the logits divided, a second copy
+    framework: str = "verl"        # whose phases: verl (FSDP hybrid engine) or openrlhf (Ray actors, DeepSpeed)
+    engine_here: bool = True       # the engine shares these GPUs (OpenRLHF without colocate_all: GPUs of its own)
+    residents: tuple[Resident, ...] = ()   # frozen models resting on these GPUs beside the actor
+    processes: int = 1             # trainer processes on each GPU (OpenRLHF: a Ray actor per colocated model)
+    engine_process: bool = False   # the engine's worker is a process of its own on each GPU (a context of its own)
+    logit_bytes: int = 2           # bytes per logit at the log-prob forward's peak (OpenRLHF: bf16 + its fp32 copy)
+    one_switch: bool = False       # one switch offloads the actor's and the critic's states (--ds.enable_sleep)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ from vramlint.models.peft import peft_default_targets
 from vramlint.models.shape import ModelShape
 from vramlint.memory.parts.loss import WORDS as LOSS_WORDS
 from vramlint.errors import UnplannableError
-from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, Rollout, flag_text, fsdp_adapter_dtype, fsdp_weights_dtype,
-                           plan_from_accelerate, plan_from_deepspeed, stage_settings, workload_from_flags)
+from vramlint.plan import (OPTIMIZERS, Flags, Origin, Plan, Resident, Rollout, flag_text, fsdp_adapter_dtype,
+                           fsdp_weights_dtype, plan_from_accelerate, plan_from_deepspeed, stage_settings,
+                           workload_from_flags)
 from vramlint.readers.accelerate import PRECISION, AccelerateConfig
 from vramlint.readers.deepspeed import DeepSpeedConfig, Fact
 from vramlint.readers.recipe import SWITCHES, Recipe
@@ -142,8 +143,11 @@ def _flags(job: dict, origins: dict, values: dict) -> Flags:
                  workload=workload, origins={flag: origins[name] for name, flag in names.items()})
 
 
-# What a framework that builds its own DeepSpeed config (OpenRLHF) also spells its own way.
+# What a framework that builds its own DeepSpeed config (OpenRLHF) also spells its own way, and
+# the RL layout's settings (memory/fit_rl.py).
 OWN_SETTINGS = ("stage", "offload_optimizer", "offload_param")
+RL_SETTINGS = ("rollout_share", "optimizer_offloaded", "params_offloaded", "token_budget", "logprob_micro",
+               "logprob_tokens")
 
 
 def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
@@ -155,7 +159,7 @@ def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
     # line's alone, a key the line sets over the recipe file it runs (``Document.elsewhere``)
     document = recipe.document
     if recipe.vocabulary:                 # a framework whose launch line is the recipe: every setting in its words
-        return {setting: recipe.vocabulary for setting in settings + OWN_SETTINGS}
+        return {setting: recipe.vocabulary for setting in settings + OWN_SETTINGS + RL_SETTINGS}
     line = recipe.framework in ("trl", "llamafactory")
     vocab = {setting: "cli" if line and document.on_command_line else recipe.framework for setting in settings}
     for setting in settings:
@@ -195,7 +199,7 @@ def _split(recipe: Recipe, job: dict, values: dict, notes: list[str]) -> dict:
 
 
 def _stage(recipe: Recipe, job: dict, notes: list[str], model: ModelShape, origins: dict,
-           critic: ModelShape | None = None) -> dict:
+           others: dict | None = None, zero_stage: int = 0) -> dict:
     """What the recipe's stage adds to one model's SFT step (memory/stages.py): chosen and rejected
     rows in one forward, a frozen reference copy unless PEFT gives it by disabling the adapter,
     and a colocated vLLM engine's share of the GPU."""
@@ -218,7 +222,7 @@ def _stage(recipe: Recipe, job: dict, notes: list[str], model: ModelShape, origi
         out["colocated_share"] = float(share)
         notes.append(f"vLLM colocated in the training process: {share:.0%} of each GPU for the whole run")
     if recipe.rollout is not None:
-        out["rollout"] = rollout_phases(recipe, model, notes, critic)
+        out["rollout"] = rollout_phases(recipe, model, notes, others, zero_stage)
         for setting, name in (("rollout_share", "share"), ("logprob_micro", "logprob_tokens")):
             fact = recipe.rollout.value[name]
             if fact.location is not None:
@@ -227,14 +231,26 @@ def _stage(recipe: Recipe, job: dict, notes: list[str], model: ModelShape, origi
 
 
 ROLLOUT_ENGINES = ("vllm", "sglang")
+# How each framework builds a value model (a critic, a reward model) from a causal LM's weights
+VALUE_HEADS = {"verl": "verl's load_valuehead_model: AutoModelForTokenClassification, num_labels 1",
+               "openrlhf": "OpenRLHF's get_llm_for_sequence_regression: the base model and a value_head "
+                           "Linear(hidden, 1)"}
 
 
-def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str],
-                   critic_model: ModelShape | None = None) -> Rollout:
+def value_params(shape: ModelShape) -> int:
+    """A value model's parameters: the causal LM's less its vocabulary head, plus one output per hidden unit."""
+    return shape.params - shape.head_params + shape.hidden_size
+
+
+def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str], others: dict | None = None,
+                   zero_stage: int = 0) -> Rollout:
     """The RL phases around the update (memory/rl.py) from the reader's facts: the engine and its
-    share, what moves to the host between phases, the critic (a value model of the shape its file
-    names, the actor's where it names none), the log-prob micro-batch."""
+    share, what moves to the host between phases, the critic and the frozen models beside the actor
+    (value models of the shapes their files name, the actor's where they name none), the log-prob
+    micro-batch."""
     facts = {name: fact.value for name, fact in recipe.rollout.value.items()}
+    framework, others = facts.get("framework", "verl"), others or {}
+    here = facts.get("colocated", True) is not False
     engine, share = facts["engine"], facts["share"]
     if engine == "???":                         # verl refuses the job (its VL313 says so): priced as vLLM
         engine = "vllm"
@@ -245,11 +261,11 @@ def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str],
         raise UnplannableError(f"rollout gpu_memory_utilization {share!r} is not a share of the GPU in (0, 1]")
     critic = 0
     if facts["critic"]:
-        shape = critic_model or model
-        critic = shape.params - shape.head_params + shape.hidden_size
-        notes.append(f"critic: a value model of {'the actor' if critic_model is None else critic_model.name}'s shape "
-                     f"with a one-output score head for lm_head ({critic / 1e9:.2f}B parameters; verl's "
-                     "load_valuehead_model: AutoModelForTokenClassification, num_labels 1), trained beside the actor")
+        shape = others.get("critic") or model
+        critic = value_params(shape)
+        notes.append(f"critic: a value model of {'the actor' if 'critic' not in others else shape.name}'s shape "
+                     f"with a one-output score head for lm_head ({critic / 1e9:.2f}B parameters; "
+                     f"{VALUE_HEADS[framework]}), trained beside the actor")
     tokens = facts["logprob_tokens"] if isinstance(facts["logprob_tokens"], int) else 0
     temperature = facts["temperature"]
     rollout = Rollout(engine=engine, share=float(share),
@@ -260,18 +276,43 @@ def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str],
                       critic_optimizer_offloaded=bool(facts["critic_optimizer_offloaded"]),
                       logprob_tokens=tokens, logprob_row=facts["logprob_row"], dynamic=bool(facts["dynamic"]),
                       logprob_setting=facts["logprob_setting"],
-                      scaled_logits=isinstance(temperature, (int, float)) and float(temperature) != 1.0)
-    notes.append(f"{recipe.release} hybrid engine: {engine} rollout with {share:.0%} of each GPU"
-                 + (" (asleep outside the rollout)" if rollout.frees_between else " (awake through the update)")
-                 + (", the actor's shards on the host between phases" if rollout.params_offloaded else "")
-                 + (", its optimizer states on the host outside the update" if rollout.optimizer_offloaded else "")
-                 + "; the reference's shards on the host")
+                      scaled_logits=isinstance(temperature, (int, float)) and float(temperature) != 1.0,
+                      framework=framework, engine_here=here, residents=_residents(facts, model, others, zero_stage),
+                      processes=facts.get("processes", 1), engine_process=framework == "openrlhf" and here,
+                      logit_bytes=6 if framework == "openrlhf" else 2, one_switch=framework == "openrlhf")
+    notes.append(_rollout_note(recipe, rollout))
     return rollout
+
+
+def _residents(facts: dict, model: ModelShape, others: dict, zero_stage: int) -> tuple[Resident, ...]:
+    """OpenRLHF's reference (the actor's weights) and reward model (a value model) where they share
+    the actor's GPUs: DeepSpeed eval engines, ZeRO-3 when the actor is, else whole."""
+    out = []
+    if facts.get("reference"):
+        out.append(Resident("reference", model.params, zero_stage == 3, bool(facts.get("reference_offloaded"))))
+    if facts.get("reward"):
+        out.append(Resident("reward model", value_params(others.get("reward") or others.get("critic") or model),
+                            zero_stage == 3, bool(facts.get("reward_offloaded"))))
+    return tuple(out)
+
+
+def _rollout_note(recipe: Recipe, r: Rollout) -> str:
+    """The layout in one line."""
+    if not r.engine_here:
+        return (f"{recipe.release}: the {r.engine} engines on GPUs of their own; on the actor's, "
+                + ", ".join(["the actor"] + [m.name for m in r.residents]))
+    words = f"{recipe.release} hybrid engine: {r.engine} rollout with {r.share:.0%} of each GPU"
+    words += " (asleep outside the rollout)" if r.frees_between else " (awake through the update)"
+    words += ", the actor's shards on the host between phases" if r.params_offloaded else ""
+    words += ", its optimizer states on the host outside the update" if r.optimizer_offloaded else ""
+    if r.framework == "verl":
+        return words + "; the reference's shards on the host"
+    return words + "".join(f"; the {m.name} beside it" for m in r.residents) + f"; {r.processes + 1} processes a GPU"
 
 
 def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values: dict, stated: frozenset[str],
                      ds: DeepSpeedConfig | None = None, acc: AccelerateConfig | None = None,
-                     critic: ModelShape | None = None) -> Job:
+                     others: dict[str, ModelShape] | None = None) -> Job:
     """The job a recipe describes, with the DeepSpeed file it names (already read) if any, or the
     Accelerate config it is launched with (``launch_config``)."""
     job, origins, overrides = job_values(recipe, values, stated)
@@ -296,7 +337,7 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
         plan = _plan_from_launcher(acc, job, flags, model, cluster)
     else:
         plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
-    plan = plan.with_changes(**_stage(recipe, job, notes, model, origins, critic))
+    plan = plan.with_changes(**_stage(recipe, job, notes, model, origins, others, plan.zero_stage))
     plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
                              origins={**origins, **plan.origins},
                              refuses=frozenset(refusal.limit for refusal in recipe.refusals)

@@ -78,3 +78,53 @@ def _arguments_of(files: tuple[tuple[Path, int, int], ...]) -> frozenset[str] | 
                                        for path, _, _ in files)))
     except (OSError, SyntaxError, ValueError, RecursionError):
         return None
+
+
+# train_ppo_ray (0.11.x) defines its optimizer flags in a loop: ``for prefix in ("actor", "critic"):
+# parser.add_argument(f"--{prefix}.adam.lr", ...)``
+FLAG_PREFIXES = ("actor", "critic")
+
+
+def _flag_names(argument: ast.expr) -> set[str]:
+    """The flag names one ``add_argument`` positional spells: a string, or the loop's f-string."""
+    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+        return {argument.value[2:]} if argument.value.startswith("--") else set()
+    if isinstance(argument, ast.JoinedStr):
+        text = "".join(part.value if isinstance(part, ast.Constant) else "{prefix}" for part in argument.values)
+        return {text[2:].format(prefix=prefix) for prefix in FLAG_PREFIXES} if text.startswith("--") else set()
+    return set()
+
+
+def argparse_flags(text: str) -> list[str]:
+    """Every flag an argparse program's ``add_argument`` calls define (OpenRLHF's cli/ programs);
+    the dev scripts read framework wheels with it too."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            for argument in node.args:
+                names |= _flag_names(argument)
+    return sorted(names)
+
+
+OPENRLHF_CLI = ("openrlhf/cli",)
+
+
+def vendored_flags(root: Path, program: str) -> list[str] | None:
+    """The flags of the OpenRLHF program the repository holds a copy of (``openrlhf/cli/NAME.py``:
+    a fork such as LIMR's runs its own flags), or None where it holds none."""
+    for folder in OPENRLHF_CLI:
+        path = root / folder / f"{program}.py"
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        return _flags_of(path, stat.st_mtime_ns, stat.st_size)
+    return None
+
+
+@lru_cache(maxsize=8)
+def _flags_of(path: Path, mtime: int, size: int) -> list[str] | None:
+    try:
+        return argparse_flags(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return None

@@ -73,6 +73,27 @@ WORDS: dict[tuple[str, str], str] = {
     ("openrlhf-flat", "no_grad_checkpointing"): "no --gradient_checkpointing",
     ("openrlhf-flat", "stage"): "--zero_stage {}",
     ("openrlhf-flat", "offload_optimizer"): "--adam_offload",
+    # OpenRLHF's PPO trainer under Ray (readers/openrlhf_ppo.py): its own flags, dotted and flat
+    ("openrlhf-ppo", "micro_batch"): "--train.micro_batch_size {}",
+    ("openrlhf-ppo", "grad_checkpointing"): "--actor.gradient_checkpointing_enable",
+    ("openrlhf-ppo", "no_grad_checkpointing"): "no --actor.gradient_checkpointing_enable",
+    ("openrlhf-ppo", "stage"): "--ds.zero_stage {}",
+    ("openrlhf-ppo", "offload_optimizer"): "--ds.adam_offload",
+    ("openrlhf-ppo", "rollout_share"): "--vllm.gpu_memory_utilization {}",
+    ("openrlhf-ppo", "optimizer_offloaded"): "--ds.enable_sleep",
+    ("openrlhf-ppo", "token_budget"): "--train.max_tokens_per_gpu {}",
+    ("openrlhf-ppo", "logprob_micro"): "--rollout.micro_batch_size {}",
+    ("openrlhf-ppo", "logprob_tokens"): "--rollout.max_tokens_per_gpu {}",
+    ("openrlhf-ppo-flat", "micro_batch"): "--micro_train_batch_size {}",
+    ("openrlhf-ppo-flat", "grad_checkpointing"): "--gradient_checkpointing",
+    ("openrlhf-ppo-flat", "no_grad_checkpointing"): "no --gradient_checkpointing",
+    ("openrlhf-ppo-flat", "stage"): "--zero_stage {}",
+    ("openrlhf-ppo-flat", "offload_optimizer"): "--adam_offload",
+    ("openrlhf-ppo-flat", "rollout_share"): "--vllm_gpu_memory_utilization {}",
+    ("openrlhf-ppo-flat", "optimizer_offloaded"): "--deepspeed_enable_sleep",
+    ("openrlhf-ppo-flat", "token_budget"): "--train_max_tokens_per_gpu {}",
+    ("openrlhf-ppo-flat", "logprob_micro"): "--micro_rollout_batch_size {}",
+    ("openrlhf-ppo-flat", "logprob_tokens"): "--rollout_max_tokens_per_gpu {}",
     # verl's trainer config (readers/verl.py), as the Hydra override that sets it
     ("verl", "micro_batch"): "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={}",
     ("verl", "grad_checkpointing"): "actor_rollout_ref.model.enable_gradient_checkpointing=True",
@@ -104,6 +125,12 @@ def say(vocabulary: dict[str, str] | None, default_source: str, setting: str, va
             return template.format(value, lower=str(value).lower(),
                                    reshard="true" if value == "FULL_SHARD" else "false")
     return f"{setting} {value}"
+
+
+def speaks(vocabulary: dict[str, str] | None, default_source: str, setting: str) -> bool:
+    """Whether the file's words can say ``setting`` at all (OpenRLHF has no flag that offloads the
+    trained model's parameters between phases): a hint it cannot say is not made."""
+    return any(WORDS.get((source, setting)) for source in ((vocabulary or {}).get(setting), default_source) if source)
 
 
 # What a framework can run a job under; the rest run everything (plain PyTorch, DeepSpeed, FSDP).

@@ -40,8 +40,8 @@ def stated_cluster(ctx: Context, result: FileResult, per_node: int, nodes: int, 
 
 def recipe_size(ctx: Context, recipe, result: FileResult) -> Context | None:
     """The GPUs a recipe states itself (verl's ``trainer.n_gpus_per_node`` x ``trainer.nnodes``,
-    its defaults where unset): the job's, over the settings' count; None where they are no count
-    (VL002: the check stops there)."""
+    OpenRLHF PPO's actor GPUs; the framework's defaults where unset): the job's, over the settings'
+    count; None where they are no count (VL002: the check stops there)."""
     from vramlint.rules.recipe import bad_count
     per_node, nodes = recipe.gpus
     wrong = [bad_count(recipe, fact) for fact in (per_node, nodes)
@@ -50,7 +50,7 @@ def recipe_size(ctx: Context, recipe, result: FileResult) -> Context | None:
         result.findings.extend(wrong)
         return None
     where = per_node.location or nodes.location or recipe.document.locate("$")
-    what = (f"trainer.n_gpus_per_node {per_node.value} x trainer.nnodes {nodes.value}"
+    what = (f"{recipe.key('gpus_per_node')} {per_node.value} x {recipe.key('nodes')} {nodes.value}"
             + ("" if per_node.location or nodes.location else f" ({recipe.title} defaults)"))
     cluster = stated_cluster(ctx, result, per_node.value, nodes.value, where, what)
     result.notes.append(f"GPUs: {cluster.describe()}, from {what}")

@@ -97,12 +97,12 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
         ctx = recipe_size(ctx, recipe, result)
         if ctx is None:
             return
-    critic = _critic_model(recipe, result, ctx)
-    if critic is False:
+    others = _other_models(recipe, result, ctx)
+    if others is None:
         return
     try:
         from vramlint.recipe_plan import plan_from_recipe        # imported by the files that are recipes
-        job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc, critic or None)
+        job = plan_from_recipe(recipe, model, ctx.cluster, ctx.values, ctx.stated, ds, acc, others)
     except UnplannableError as exc:
         result.findings.append(not_plannable(recipe, str(exc)))
         return
@@ -123,17 +123,29 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
     result.plan = plan
 
 
-def _critic_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShape | None | bool:
-    """An RL job's critic where its file names a model other than the actor's, resolved as any model
-    a file names (``--model`` names the actor, not it); None where it names none (the actor's
-    shape), False where it cannot be resolved (VL005: no estimate)."""
+# An RL job's other trained or frozen models a file may name (the rollout facts' ``<role>_model``)
+OTHER_MODELS = ("critic", "reward")
+
+
+def _other_models(recipe: Recipe, result: FileResult, ctx: Context) -> dict[str, ModelShape] | None:
+    """An RL job's critic and reward model, where its file names models other than the actor's,
+    each resolved as any model a file names (``--model`` names the actor, not them); a role it
+    names none for is left out (the actor's shape), and None where one cannot be resolved (VL005:
+    no estimate)."""
     facts = recipe.rollout.value if recipe.rollout is not None else {}
-    named = facts.get("critic_model")
-    if not facts.get("critic") or not facts["critic"].value or named is None or named.location is None \
-            or named.value in (None, recipe.model.value):
-        return None
-    shape = named_model(named, recipe.document.locate("$"), result, replace(ctx, stated=ctx.stated - {"model"}))
-    return False if shape is None else shape
+    shapes: dict[str, ModelShape] = {}
+    for role in OTHER_MODELS:
+        named = facts.get(f"{role}_model")
+        if not facts.get(role) or not facts[role].value or named is None or named.location is None \
+                or named.value in (None, recipe.model.value):
+            continue
+        same = next((shapes[other] for other in shapes if facts[f"{other}_model"].value == named.value), None)
+        shape = same or named_model(named, recipe.document.locate("$"), result,
+                                    replace(ctx, stated=ctx.stated - {"model"}))
+        if shape is None:
+            return None
+        shapes[role] = shape
+    return shapes
 
 
 def _launch_config(path: str, recipe: Recipe, result: FileResult,

@@ -16,9 +16,11 @@ from vramlint.jobs.inputs import load
 from vramlint.jobs.result import NO_GPUS, Context, FileResult
 from vramlint.readers import SCRIPT_KIND
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.launch import (ACCELERATE_LAUNCHERS, SERVING, Launch, accelerate_settings, arguments_data, launches, sbatch_options,
-                                     slurm_variables, stated_gpus, submitted, trains)
+from vramlint.readers.launch import (ACCELERATE_LAUNCHERS, RAY_COUNTS, RECIPE_COUNTS, SERVING, Launch,
+                                     accelerate_settings, arguments_data, launches, sbatch_options, slurm_variables,
+                                     stated_gpus, submitted, trains)
 from vramlint.readers.registry import RECIPES, detect
+from vramlint.readers.openrlhf_ppo import matters as openrlhf_matters
 from vramlint.readers.verl import matters as verl_matters
 from vramlint.readers.shell import Word, read_script, sbatch_lines
 from vramlint.repository import find_referenced, real, shown
@@ -157,13 +159,15 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
             document.data[key] = value
             document.positions[f"$.{key}"] = (word.line, word.column)
             document.elsewhere[f"$.{key}"] = path
+    counts = (launch.per_node_by, RECIPE_COUNTS[launch.per_node_by]) if launch.per_node_by in RECIPE_COUNTS else ()
     for key, word in unknown:
-        if kind == "verl" and (key in ("trainer.n_gpus_per_node", "trainer.nnodes") or not verl_matters(key)):
-            continue                                # the GPU count (_verl_cluster says), or a key of no memory
+        if key in counts or (kind == "verl" and not verl_matters(key)) \
+                or (launch.per_node_by in RAY_COUNTS and not openrlhf_matters(key)):
+            continue                                # the GPU count (_recipe_cluster says), or a key of no memory
         one.findings.append(value_unknown(path, key if kind == "verl" else f"--{key}", word,
                                           "the estimate takes the default or the flag that states it"))
-    if kind == "verl":
-        cluster, ctx = _verl_cluster(launch, one, ctx, options)
+    if counts:
+        cluster, ctx = _recipe_cluster(launch, one, ctx, options)
     else:
         cluster = _launch_cluster(launch, one, ctx, options, config_counts="launch_config" in values)
     if cluster is None:
@@ -174,14 +178,15 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
     return True
 
 
-def _verl_cluster(launch: Launch, one: FileResult, ctx: Context, options: dict) -> tuple[Cluster | None, Context]:
-    """A verl launch runs on the GPUs its config states (``trainer.n_gpus_per_node`` x
-    ``trainer.nnodes``, sized by ``jobs.gpus.recipe_size``, verl's defaults where unset); a count
-    past the visible GPUs is VL315 as for any launch; where the line sets the count to what only the
-    run knows, on the ``--gpus`` count (VL011 without one)."""
+def _recipe_cluster(launch: Launch, one: FileResult, ctx: Context, options: dict) -> tuple[Cluster | None, Context]:
+    """A launch whose job states its own GPUs (verl's ``trainer.n_gpus_per_node`` x ``trainer.nnodes``,
+    OpenRLHF PPO's ``--actor.num_gpus_per_node`` x ``--actor.num_nodes``) runs on them, sized by
+    ``jobs.gpus.recipe_size`` (the framework's defaults where unset); a count past the visible GPUs
+    is VL315 as for any launch; where the line sets the count to what only the run knows, on the
+    ``--gpus`` count (VL011 without one)."""
     stated = stated_gpus(launch, options)
     one.findings.extend(gpus_contradict(one.path, word, message) for word, message in stated.conflicts)
-    words = {"trainer.n_gpus_per_node": "the GPU count per node", "trainer.nnodes": "the node count"}
+    words = {launch.per_node_by: "the GPU count per node", RECIPE_COUNTS[launch.per_node_by]: "the node count"}
     unknown = [(key, word) for key, word, _ in launch.arguments if key in words and word is not None
                and word.text is None]
     if not unknown:

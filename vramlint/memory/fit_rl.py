@@ -10,7 +10,7 @@ from dataclasses import replace
 from vramlint.memory.search import Change, _bisect, _largest_from, fits, peak
 from vramlint.memory.inference import kv_cache
 from vramlint.plan import Plan
-from vramlint.vocabulary import say
+from vramlint.vocabulary import say, speaks
 
 
 def _with(plan: Plan, **changes) -> Plan:
@@ -30,6 +30,8 @@ def engine_floor(plan: Plan) -> float:
 def _share(plan: Plan, budget: int) -> list[Change]:
     """The largest rollout share (in hundredths) below the job's that fits, above the engine's floor."""
     r = plan.rollout
+    if not r.engine_here:                   # the engine's GPUs are its own: its share is not the peak's
+        return []
     top, floor = int(round(r.share * 100)) - 1, int(engine_floor(plan) * 100) + 1
     ok = lambda k: fits(_with(plan, share=k / 100), budget)  # noqa: E731
     if top < floor or not ok(floor):
@@ -43,10 +45,11 @@ def _offloads(plan: Plan, budget: int) -> list[Change]:
     """The actor's optimizer states, then its shards too, on the host between phases."""
     r, out = plan.rollout, []
     if not r.optimizer_offloaded:
-        changed = _with(plan, optimizer_offloaded=True)
+        changed = _with(plan, optimizer_offloaded=True, critic_optimizer_offloaded=r.critic_optimizer_offloaded
+                        or r.one_switch)
         if fits(changed, budget):
             return [Change(say(plan.vocabulary, plan.source, "optimizer_offloaded"), peak(changed))]
-    if not r.params_offloaded:
+    if not r.params_offloaded and speaks(plan.vocabulary, plan.source, "params_offloaded"):
         changed = _with(plan, optimizer_offloaded=True, params_offloaded=True)
         if fits(changed, budget):
             words = [say(plan.vocabulary, plan.source, name) for name in ("optimizer_offloaded", "params_offloaded")

@@ -23,31 +23,55 @@ engine, the reference and the critic on every GPU of one pool (trainer/ppo/v1/tr
   only the unit computing is on the GPU: nothing of it rests on the GPU.
 - The critic (GAE) is a value model trained like the actor: fp32 shards (``model_dtype`` fp32) and
   AdamW states over the same ranks, offloaded between its phases as its own ``fsdp`` switches say.
+
+OpenRLHF 0.11.2 (``Rollout.framework`` openrlhf, wheel sha256 c969d70d…; readers/openrlhf_ppo.py)
+runs each model as a Ray actor of its own, a DeepSpeed engine: under ``colocate_all`` every GPU
+holds a process of the actor, the reference, the critic and the reward model, and a vLLM worker,
+each with its CUDA context (``_contexts``). ``--ds.enable_sleep`` moves a trained model's
+optimizer states, fp32 master, gradient partition and reduce buckets to the host outside its
+``fit`` but keeps its 16-bit parameters (``offload_deepspeed_states``: no ``lp_params``,
+utils/deepspeed/deepspeed_utils.py:151-190); the reference and the reward model rest as 16-bit
+eval engines (``Resident``). Its log-prob forward casts the logits to fp32 (models/actor.py:267):
+bf16 and fp32 copies at once, 6 B a logit.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from vramlint.memory.parts.components import Component
+from vramlint.memory.parts.components import CONTEXT, Component
+from vramlint.memory.parts.fixed import CONTEXT as CONTEXTS, fixed_costs
 from vramlint.plan import Plan
 
 SOURCE = "verl 0.9.1 workers/engine_workers.py:729-826, workers/engine/fsdp/transformer_impl.py:200-231, 405-470"
 ENGINE_SOURCE = ("verl 0.9.1 rollout.gpu_memory_utilization (vLLM >= 0.11: that share of the GPU's total memory "
                  "for the engine's weights, activations and KV cache; SGLang: mem_fraction_static)")
+ENGINE_SOURCES = {"verl": ENGINE_SOURCE,
+                  "openrlhf": "OpenRLHF 0.11.2 --vllm.gpu_memory_utilization (its vllm extra pins 0.29.0: that share of "
+                              "the GPU's total memory for the engine's weights, activations and KV cache)"}
 ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
 # verl empties PyTorch's cache before the engine wakes and between phases (update_weights
 # ``empty_cache`` / ``aggressive_empty_cache``): a phase's peak is its tensors, no replayed reserve
-EMPTIED = "verl 0.9.1 update_weights empty_cache, aggressive_empty_cache between phases"
+EMPTIED = {"verl": "verl 0.9.1 update_weights empty_cache, aggressive_empty_cache between phases",
+           "openrlhf": "OpenRLHF 0.11.2 offload_deepspeed_states and make_experience's empty_cache between forwards"}
 ROLLOUT_PHASE, LOGPROB_PHASE = "rollout", "log-prob forward"
+OPENRLHF = ("OpenRLHF 0.11.2 trainer/ray/ppo_actor.py, ppo_critic.py, launcher.py (DeepSpeed engines), "
+            "utils/deepspeed/deepspeed_utils.py:151-190 offload_deepspeed_states")
+SOURCES = {"verl": SOURCE, "openrlhf": OPENRLHF}
+LOGIT_SOURCES = {"verl": "verl 0.9.1 transformer_impl.py prepare_model_outputs, utils/torch_functional.py:73-107",
+                 "openrlhf": "OpenRLHF 0.11.2 models/actor.py:266-289 (logits .to(torch.float32), div_ in place)"}
 
 
 def _critic(plan: Plan) -> list[Component]:
-    """The critic's fp32 shards (4 B) and AdamW m, v (8 B) per parameter over the data-parallel
-    ranks, each on the host where the critic's own offload switch says."""
+    """The critic's resting states over the data-parallel ranks, as the actor's runtime keeps a
+    model's: FSDP's fp32 shards and AdamW m, v (verl), or ZeRO's 16-bit weights, fp32 master with
+    m, v and ZeRO-3's gradient partition and reduce bucket (OpenRLHF), each on the host where the
+    critic's own offload switch says."""
     r = plan.rollout
     if r is None or not r.critic_params:
         return []
+    if plan.runtime == "deepspeed":
+        return _zero_critic(plan)
     n = plan.data_parallel
     share = -(-r.critic_params // n)
     over = f"{r.critic_params:,} / {n}"
@@ -57,6 +81,59 @@ def _critic(plan: Plan) -> list[Component]:
             Component("critic optimizer states", 0 if r.critic_optimizer_offloaded else 8 * share,
                       "offloaded to host (critic.fsdp.optimizer_offload)" if r.critic_optimizer_offloaded
                       else f"8 B x P_critic ({over}, AdamW m and v)", SOURCE)]
+
+
+def _zero_critic(plan: Plan) -> list[Component]:
+    """A critic trained by DeepSpeed under the actor's ZeRO stage (OpenRLHF's ``CriticModelActor``):
+    its 16-bit weights (partitioned under ZeRO-3), the fp32 master and AdamW m, v (12 B over the
+    ranks, on the host under ``--ds.adam_offload`` or between its fits under ``--ds.enable_sleep``),
+    and under ZeRO-3 its 16-bit gradient partition and reduce bucket (slept alike)."""
+    r, n, stage = plan.rollout, plan.data_parallel, plan.zero_stage
+    p = r.critic_params
+    slept = r.critic_optimizer_offloaded or plan.offload_optimizer != "none"
+    why = "on the host (--ds.adam_offload)" if plan.offload_optimizer != "none" else \
+        "on the host between its fits (--ds.enable_sleep)"
+    out = [Component("critic 16-bit weights", 2 * -(-p // n) if stage == 3 else 2 * p,
+                     f"2 B x P_critic ({p:,}{f' / {n}' if stage == 3 else ''})", OPENRLHF),
+           Component("critic optimizer states", 0 if slept else 12 * -(-p // (n if stage else 1)),
+                     why if slept else f"12 B x P_critic ({p:,}{f' / {n}' if stage else ''}: fp32 master, AdamW m, v)",
+                     OPENRLHF)]
+    if stage == 3:
+        out.append(Component("critic gradient partition + reduce bucket",
+                             0 if slept else 2 * -(-p // n) + 2 * plan.reduce_bucket_size,
+                             why if slept else f"2 B x P_critic / {n} + 2 B x reduce_bucket_size "
+                                               f"({plan.reduce_bucket_size:,})", OPENRLHF))
+    return out
+
+
+def _residents(plan: Plan) -> list[Component]:
+    """The frozen models beside the actor (``Rollout.residents``): 16-bit weights, ZeRO-3's
+    partition of them or the whole model, none where their ZeRO-3 offload holds them on the host."""
+    n, out = plan.data_parallel, []
+    for m in plan.rollout.residents:
+        if m.offloaded:
+            out.append(Component(f"{m.name} weights", 0, "ZeRO-3 offload_param: on the host", OPENRLHF))
+        else:
+            out.append(Component(f"{m.name} weights", 2 * -(-m.params // n) if m.sharded else 2 * m.params,
+                                 f"2 B x {m.params:,}" + (f" / {n} (ZeRO-3 eval engine)" if m.sharded
+                                                          else " (a ZeRO-0 eval engine: whole on each GPU)"),
+                                 OPENRLHF))
+    return out
+
+
+def _contexts(plan: Plan) -> list[Component]:
+    """The CUDA contexts (and NCCL buffers) of the other processes on each GPU: OpenRLHF's Ray
+    actors of the colocated models, each a DeepSpeed process like the actor's, and a vLLM worker."""
+    r = plan.rollout
+    others = r.processes - 1
+    if others <= 0 and not r.engine_process:
+        return []
+    each = fixed_costs(plan).bytes
+    size = others * each + (CONTEXTS["infer"] if r.engine_process else 0)
+    words = " + ".join(([f"{others} x {each:,} B (DeepSpeed processes)"] if others > 0 else [])
+                       + ([f"{CONTEXTS['infer']:,} B (the vLLM worker)"] if r.engine_process else []))
+    return [Component("other processes' CUDA contexts", size, words,
+                      "measured contexts (memory/parts/fixed.py); " + OPENRLHF, kind=CONTEXT)]
 
 
 def _at_start(plan: Plan) -> int:
@@ -82,42 +159,56 @@ def engine(plan: Plan) -> Component:
         free = total - _at_start(plan) - fixed_costs(plan).bytes
         return Component(name, int(free * r.share), f"{r.share} x {free:,} B (free when it starts: the GPU's "
                          f"{total:,} less the trainer's shards and the context)", ENGINE_SOURCE)
-    return Component(name, int(total * r.share), f"{r.share} x {total:,} B (the GPU's memory)", ENGINE_SOURCE)
+    return Component(name, int(total * r.share), f"{r.share} x {total:,} B (the GPU's memory)",
+                     ENGINE_SOURCES[r.framework])
 
 
 def resting(plan: Plan) -> list[Component]:
-    """What the RL job keeps beside the actor through its update: the critic's states, and the
-    engine where it never sleeps (``free_cache_engine`` off)."""
+    """What the RL job keeps beside the actor through its update: the critic's states, the frozen
+    models, the other processes' contexts, and the engine where it shares the GPUs and never
+    sleeps (verl's ``free_cache_engine`` off, OpenRLHF without ``--vllm.enable_sleep``)."""
     r = plan.rollout
     if r is None:
         return []
-    return _critic(plan) + ([] if r.frees_between else [engine(plan)])
+    awake = [engine(plan)] if r.engine_here and not r.frees_between else []
+    return _critic(plan) + _residents(plan) + _contexts(plan) + awake
 
 
-OFFLOADED = {"parameter shards": "params_offloaded", "optimizer states": "optimizer_offloaded"}
+# The actor's resting components each framework moves to the host between its phases, by the
+# name before any "(...)", and the switch that moves them: verl's FSDP shards and optimizer states;
+# DeepSpeed's offload_states (OpenRLHF) the optimizer states with the fp32 master, the gradient
+# partition and the reduce bucket, never the 16-bit parameters.
+OFFLOADED = {"fsdp": {"parameter shards": "params_offloaded", "optimizer states": "optimizer_offloaded"},
+             "deepspeed": {"optimizer states": "optimizer_offloaded", "gradient partition": "optimizer_offloaded",
+                           "IPG reduce bucket": "optimizer_offloaded"}}
+SWITCHES = {("verl", "params_offloaded"): "param_offload", ("verl", "optimizer_offloaded"): "optimizer_offload",
+            ("openrlhf", "optimizer_offloaded"): "--ds.enable_sleep"}
 
 
 def _between(components: list[Component], plan: Plan, keep_params: bool) -> list[Component]:
     """The actor's resting states outside its update: a shard or state the framework moved to the
     host counts nothing (``keep_params``: the log-prob forward loads the shards back)."""
     r, out = plan.rollout, []
+    moved = OFFLOADED.get(plan.runtime, {})
     for c in components:
-        switch = OFFLOADED.get(c.name)
+        switch = moved.get(c.name.split(" (")[0])
         if switch and getattr(r, switch) and not (keep_params and switch == "params_offloaded"):
-            c = replace(c, bytes=0, formula="on the host between updates (" + (
-                "param_offload" if switch == "params_offloaded" else "optimizer_offload") + ")", source=SOURCE)
+            c = replace(c, bytes=0, formula=f"on the host between updates ({SWITCHES[r.framework, switch]})",
+                        source=SOURCES[r.framework])
         out.append(c)
     return out
 
 
 def logprob_logits(plan: Plan) -> Component:
-    """The log-prob micro-batch's 16-bit logits (a second copy where a temperature divides them)."""
+    """The log-prob micro-batch's logits at their peak: verl's 16-bit ones (a second copy where a
+    temperature divides them), OpenRLHF's bf16 and fp32 copies (``logit_bytes`` 6)."""
     r = plan.rollout
     count = r.logprob_tokens * plan.model.vocab_size
-    per = 4 if r.scaled_logits else 2
+    per = r.logit_bytes * (2 if r.scaled_logits else 1)
+    what = " (bf16 and their fp32 copy)" if r.logit_bytes == 6 else ""
     return Component("log-prob logits", per * count, f"{per} B x logits ({r.logprob_tokens:,} tokens x "
-                     f"{plan.model.vocab_size:,})" + (" and their temperature-scaled copy" if r.scaled_logits else ""),
-                     "verl 0.9.1 transformer_impl.py prepare_model_outputs, utils/torch_functional.py:73-107")
+                     f"{plan.model.vocab_size:,}){what}" + (" and their temperature-scaled copy" if r.scaled_logits
+                                                          else ""), LOGIT_SOURCES[r.framework])
 
 
 def phases(plan: Plan, resting_components: list[Component], gathered: list[Component]) -> list[tuple[str, list]]:
@@ -126,7 +217,7 @@ def phases(plan: Plan, resting_components: list[Component], gathered: list[Compo
     if r is None:
         return []
     rollout = _between(resting_components, plan, keep_params=False)
-    if r.frees_between:
+    if r.frees_between and r.engine_here:
         rollout.append(engine(plan))
     logprob = _between(resting_components, plan, keep_params=True) + list(gathered) + [logprob_logits(plan)]
     return [(ROLLOUT_PHASE, rollout), (LOGPROB_PHASE, logprob)]

@@ -18,7 +18,8 @@ Launchers, and the release whose parser their options come from:
   its own script, ``--config`` the recipe, ``--accelerate_config`` the Accelerate file);
 - ``vllm serve`` / ``python -m vllm.entrypoints.openai.api_server``;
 - OpenRLHF's ``openrlhf.cli.train_sft|train_dpo|train_rm`` (0.11.2, and the flat flags up to 0.10.1),
-  whose flags are the recipe (``readers/openrlhf.py``);
+  whose flags are the recipe (``readers/openrlhf.py``), and ``train_ppo_ray``, on the actor's GPUs its
+  flags state (``readers/openrlhf_ppo.py``);
 - ``python script.py`` (one process), behind ``srun``, ``env``, ``nohup``, ``exec``, ``time``.
 """
 
@@ -95,11 +96,14 @@ def launches(commands: list[Command]) -> list[Launch]:
 # Jobs started through launchers vramlint does not read yet, by the module or command (issue 31:
 # RL frameworks; issue 32: pretraining frameworks): they are jobs, never skipped as nothing.
 UNREAD_MODULES = (("verl.", "verl (but verl.trainer.main_ppo)"),
-                  ("openrlhf.", "OpenRLHF (but train_sft, train_dpo, train_rm)"),
+                  ("openrlhf.", "OpenRLHF (but train_sft, train_dpo, train_rm, train_ppo_ray)"),
                   ("torchtitan.", "torchtitan"),
                   ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"),
                   ("trl.scripts.vllm_serve", "trl vllm-serve"))
 UNREAD_SCRIPTS = (("pretrain_", "Megatron"), ("run_train", "nanotron"))
+# Modules of those frameworks that start no GPU job: OpenRLHF's rule-based reward verifiers
+# (``openrlhf.models.remote_rm.math_verifier``: an HTTP server that checks answers on the CPU).
+NO_GPU_MODULES = ("openrlhf.models.remote_rm.",)
 
 
 def read_command(command: Command) -> Launch | None:
@@ -292,8 +296,9 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
         unread = f"the program it runs is {program.unknown if program else 'not named'}, known only when it runs"
     else:
         name = program.text.rsplit("/", 1)[-1].lower()
-        unread = next((f"{what} jobs are not read yet" for prefix, what in UNREAD_MODULES
-                       if program.text.lower().startswith(prefix)), "") or next(
+        unread = "" if program.text.lower().startswith(NO_GPU_MODULES) else next(
+            (f"{what} jobs are not read yet" for prefix, what in UNREAD_MODULES
+             if program.text.lower().startswith(prefix)), "") or next(
             (f"{what} jobs are not read yet" for prefix, what in UNREAD_SCRIPTS if name.startswith(prefix)), "")
         distributed = distributed or bool(unread)
     recipe = recipe_word(positional)
@@ -302,8 +307,23 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
         arguments = tuple(a for a in arguments if a[0] != "config")
     if trainer is not None:
         unread = ""
-    return Launch(launcher, TRAINING, command, program, options or {}, arguments, positional, count[0], count[1],
-                  nodes, total, recipe, distributed, unread, trainer, reads_as if trainer is not None else "")
+    launch = Launch(launcher, TRAINING, command, program, options or {}, arguments, positional, count[0], count[1],
+                    nodes, total, recipe, distributed, unread, trainer, reads_as if trainer is not None else "")
+    return _ray_placement(launch) if trainer is not None and trainer.text == "ppo" else launch
+
+
+# OpenRLHF's train_ppo_ray places its models on GPUs of Ray's, not of the launcher's: the actor's
+# (on which its ZeRO shards, and under colocate_all every model) by these flags, dotted or flat.
+RAY_COUNTS = {"actor.num_gpus_per_node": "actor.num_nodes", "actor_num_gpus_per_node": "actor_num_nodes"}
+
+
+def _ray_placement(launch: Launch) -> Launch:
+    """A ``train_ppo_ray`` line: one driver process, whose job runs on the actor's GPUs as its
+    flags state them (OpenRLHF's defaults, 8 x 1, where they do not; ``jobs.gpus.recipe_size``)."""
+    stated = {key: value for key, value, _ in launch.arguments}
+    per_node = next((key for key in RAY_COUNTS if key in stated), "actor.num_gpus_per_node")
+    return replace(launch, per_node=stated.get(per_node), per_node_by=per_node, nodes=stated.get(RAY_COUNTS[per_node]),
+                   distributed=True)
 
 
 _TRL_SCRIPT = re.compile(r"(?:^|/)trl/scripts/(\w+)\.py$|^trl\.scripts\.(\w+)$")
@@ -505,6 +525,10 @@ def _verl(command: Command, module: Word, words: list[Word]) -> Launch:
     return Launch("python", TRAINING, command, module, options, tuple(arguments), (),
                   stated.get("trainer.n_gpus_per_node"), "trainer.n_gpus_per_node", stated.get("trainer.nnodes"),
                   recipe=config, distributed=True, reads_as="verl")
+
+
+# The keys through which a job states its own GPUs (per node -> nodes): its cluster is the recipe's.
+RECIPE_COUNTS = {"trainer.n_gpus_per_node": "trainer.nnodes", **RAY_COUNTS}
 
 
 # verl's own trainer configs by name (verl 0.9.1 verl/trainer/config): read as its composed defaults,

@@ -35,6 +35,8 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.packaged import data_json
+from vramlint.repository import root_of
+from vramlint.vendored import vendored_flags
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, Refusal, positive, targets, truthy
 
@@ -57,7 +59,7 @@ ALIASES = {
 }
 # Flags only OpenRLHF's trainers have: a command line with one of them is OpenRLHF's.
 MARKS = ("micro_train_batch_size", "train.micro_batch_size", "ds.zero_stage", "model.model_name_or_path")
-TRAINERS = {"train_sft": "sft", "train_dpo": "dpo", "train_rm": "rm"}
+TRAINERS = {"train_sft": "sft", "train_dpo": "dpo", "train_rm": "rm", "train_ppo_ray": "ppo"}
 # Per trainer: the defaults that differ (cli/train_*.py at 0.11.2; the same at 0.10.1 and 0.9.0).
 MICRO_BATCH = {"sft": 8, "pt": 8, "dpo": 8, "rm": 1}
 MAX_LEN = {"sft": 2048, "pt": 2048, "dpo": 512, "rm": 512}
@@ -94,16 +96,16 @@ def full_name(key: str, known: list[str]) -> str:
     return matches[0] if len(matches) == 1 else key
 
 
-def dotted(document: Document, known: list[str]) -> Document:
+def dotted(document: Document, known: list[str], aliases: dict[str, str] = ALIASES) -> Document:
     """The command line with every flag under its full dotted name (abbreviations expanded against
-    ``known``, the program's flags), nested by section as OpenRLHF's ``hierarchize`` nests them,
-    each still where it is written."""
+    ``known``, the program's flags; a flat flag by ``aliases``), nested by section as OpenRLHF's
+    ``hierarchize`` nests them, each still where it is written."""
     data: dict = {}
     positions = {"$": document.positions.get("$", (1, 1))}
     elsewhere = {}
     for key, value in (document.data or {}).items():
         name = full_name(str(key), known)
-        name = ALIASES.get(name, name)
+        name = aliases.get(name, name)
         node = data
         parts = name.split(".")
         for part in parts[:-1]:
@@ -200,17 +202,22 @@ def _lora(keys: Keys, release: str) -> tuple[Fact, Fact, Fact]:
 
 
 # The releases whose flags a spelling is held to (data/openrlhf_flags.json, dev/openrlhf_flags.py):
-# the dotted flags are 0.11.2's; the flat ones any of 0.6.1 (--flash_attn), 0.9.0 (--bf16) and 0.10.1.
-FLAG_RELEASES = {False: ("0.11.2",), True: ("0.6.1", "0.9.0", "0.10.1")}
-PROGRAMS = {"sft": "train_sft", "pt": "train_sft", "dpo": "train_dpo", "rm": "train_rm"}
+# the dotted flags any of 0.10.2-0.11.2's; the flat ones any of 0.6.1 (--flash_attn), 0.9.0 (--bf16), 0.9.5
+# (--prompt_max_len), 0.9.10 and 0.10.1.
+FLAG_RELEASES = {False: ("0.10.2", "0.10.4", "0.11.0", "0.11.2"), True: ("0.6.1", "0.9.0", "0.9.5", "0.9.10", "0.10.1")}
+PROGRAMS = {"sft": "train_sft", "pt": "train_sft", "dpo": "train_dpo", "rm": "train_rm", "ppo": "train_ppo_ray"}
 
 
-def program_flags(trainer: Fact | None, flat: bool) -> tuple[str | None, list[str]]:
-    """The program a launch names (``train_sft`` ...) and the flags its argparse defines in the
-    releases of the spelling; none where no program is named."""
+def program_flags(trainer: Fact | None, flat: bool, path: str = "") -> tuple[str | None, list[str]]:
+    """The program a launch names (``train_sft`` ...) and the flags its argparse defines: the
+    repository's own copy's where it holds one (a fork), else those of the releases of the
+    spelling; none where no program is named."""
     program = PROGRAMS.get(str(trainer.value)) if trainer is not None else None
     if program is None:
         return None, []
+    own = vendored_flags(root_of(path), program) if path else None
+    if own is not None:
+        return program, own
     releases = data_json("openrlhf_flags.json")["releases"]
     return program, sorted({flag for release in FLAG_RELEASES[flat] for flag in releases[release]["programs"][program]})
 
@@ -234,7 +241,7 @@ def read_openrlhf(document: Document, trainer: Fact | None = None) -> Recipe:
     names (``openrlhf.cli.train_dpo``), which the flags do not state."""
     written = dict(document.data or {})
     flat = flat_spelling(written)
-    program, known = program_flags(trainer, flat)
+    program, known = program_flags(trainer, flat, document.path)
     document = dotted(document, known)
     release = FLAT if flat else VERSION
     keys = Keys(document, f"{release} default")

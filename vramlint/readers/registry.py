@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vramlint.readers import axolotl, deepspeed, glm_finetune, llamafactory, openrlhf, torchtune, trl
+from vramlint.readers import axolotl, deepspeed, glm_finetune, llamafactory, openrlhf, openrlhf_ppo, torchtune, trl
 
 
 def _lazy(module: str, name: str) -> Callable:
@@ -41,7 +41,7 @@ FORMATS: tuple[Format, ...] = (
     Format("llamafactory", "recipe", llamafactory.looks_like_llamafactory, "recipe", llamafactory.read_llamafactory),
     Format("axolotl", "recipe", axolotl.looks_like_axolotl, "recipe", axolotl.read_axolotl),
     Format("glm", "recipe", glm_finetune.looks_like_glm_finetune, "recipe", glm_finetune.read_glm_finetune),
-    Format("openrlhf", "recipe", openrlhf.looks_like_openrlhf, "recipe", openrlhf.read_openrlhf),
+    Format("openrlhf", "recipe", openrlhf.looks_like_openrlhf, "recipe", openrlhf_ppo.read_openrlhf_job),
     Format("verl", "recipe", _lazy("vramlint.readers.verl", "looks_like_verl"), "recipe",
            _lazy("vramlint.readers.verl", "read_verl")),
     Format("trl", "recipe", trl.looks_like_trl, "recipe", trl.read_trl),

@@ -182,7 +182,8 @@ class _Walker:
         if value_node is None:
             value: Word | tuple[Word, ...] = Word("", *self.where(node))
         elif value_node.type == "array":
-            value = tuple(w for child in value_node.named_children[:MOST_VALUE] for w in self.expand(child))
+            value = tuple(w for child in value_node.named_children[:MOST_VALUE] if child.type != "comment"
+                          for w in self.expand(child))       # a commented-out element is no word
         else:
             words = self.expand(value_node, split=False)
             # quoting is the use's, not the value's: ``"$X"`` stays one word, ``$X`` is split

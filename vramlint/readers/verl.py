@@ -51,7 +51,8 @@ ESTIMATORS = {"gae": "PPO (GAE)", "grpo": "GRPO", "rloo": "RLOO", "reinforce_plu
               "remax": "ReMax", "opo": "OPO", "gpg": "GPG", "grpo_passk": "GRPO pass@k"}
 SPELLING = {"micro_batch": f"{ACTOR}.ppo_micro_batch_size_per_gpu", "seq_len": "data.max_response_length",
             "grad_checkpointing": f"{MODEL}.enable_gradient_checkpointing", "lora_rank": f"{MODEL}.lora_rank",
-            "model": f"{MODEL}.path", "optimizer": f"{ACTOR}.optim.optimizer"}
+            "model": f"{MODEL}.path", "optimizer": f"{ACTOR}.optim.optimizer",
+            "gpus_per_node": "trainer.n_gpus_per_node", "nodes": "trainer.nnodes"}
 _INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?\s*([^,}]+?)\s*(?:,\s*([^}]*?)\s*)?\}$")
 
 

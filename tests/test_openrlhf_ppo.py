@@ -1,0 +1,179 @@
+"""OpenRLHF's PPO trainer under Ray (readers/openrlhf_ppo.py, memory/rl.py): real launch scripts from
+OpenRLHF and the repositories that run it (tests/data/launch/SOURCES.tsv), read flag by flag, and
+the RL step priced phase by phase on the actor's GPUs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from vramlint.packaged import data_json
+from vramlint.readers.openrlhf_ppo import ALIASES, DEFAULTS, FLAT, OLD, VERSION
+
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCH = ROOT / "tests" / "data" / "launch"
+SCRIPTS = LAUNCH / "OpenRLHF__OpenRLHF" / "examples" / "scripts"
+EXAMPLE = ROOT / "examples" / "launch" / "openrlhf-ppo-7b.sh"
+
+
+def _check(*argv: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", *argv, "--format", "json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _entry(*argv: str) -> dict:
+    (entry,) = [f for f in _check(*argv)["files"] if f.get("estimate") or f["status"] != "skipped"][-1:]
+    return entry
+
+
+def _components(entry: dict) -> dict[str, int]:
+    return {c["name"]: c["bytes"] for c in entry["estimate"]["components"]}
+
+
+def test_the_flags_it_reads_are_the_wheels_own():
+    """Every flat flag the reader renames is one train_ppo_ray's argparse defined up to 0.10.1, and
+    its dotted name one 0.11.2's defines (data/openrlhf_flags.json, read from the wheels by
+    dev/openrlhf_flags.py)."""
+    releases = data_json("openrlhf_flags.json")["releases"]
+    flat = set().union(*(releases[r]["programs"]["train_ppo_ray"] for r in ("0.9.0", "0.9.10", "0.10.1")))
+    dotted = set(releases["0.11.2"]["programs"]["train_ppo_ray"])
+    assert not set(ALIASES) - flat, set(ALIASES) - flat
+    assert not set(ALIASES.values()) - dotted, set(ALIASES.values()) - dotted
+    assert {"prompt_max_len", "generate_max_len"} <= set(releases["0.9.5"]["programs"]["train_ppo_ray"])
+    assert "prompt_max_len" not in releases["0.9.10"]["programs"]["train_ppo_ray"]
+    assert DEFAULTS[OLD]["train.micro_batch_size"] == 4 and DEFAULTS[VERSION] == DEFAULTS[FLAT]
+
+
+def test_the_hybrid_engine_peaks_at_the_rollout_beside_the_awake_deepspeed_states():
+    """examples/launch/openrlhf-ppo-7b.sh: colocate_all with --vllm.enable_sleep but no
+    --ds.enable_sleep. At the rollout vLLM's 0.6 of the GPU sits beside the actor's and the critic's
+    ZeRO-3 states, the reference's 16-bit shard and the contexts of the critic's, the reference's and
+    the vLLM worker's processes; --ds.enable_sleep (both models' states to the host) is the hint."""
+    entry = _entry(str(EXAMPLE), "--gpus", "H100")
+    parts = _components(entry)
+    assert entry["estimate"]["peak_moment"] == "rollout"
+    assert parts["rollout engine (vLLM, awake)"] == int(0.6 * entry["gpus"]["memory_bytes"])
+    p_actor, p_critic = 7_615_616_512, 7_070_622_720          # Qwen2.5-7B, and its value model
+    assert parts["optimizer states"] == 12 * p_actor // 8
+    assert parts["critic optimizer states"] == 12 * p_critic // 8
+    assert parts["reference weights"] == 2 * p_actor // 8
+    assert parts["other processes' CUDA contexts"] == 2 * 1_800_000_000 + 730_000_000
+    assert "reward model weights" not in parts                 # --reward.remote_url: no reward model
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL201"]
+    assert finding["line"] == 14 and finding["hint"].startswith("--ds.enable_sleep fits at")
+
+
+def test_ds_enable_sleep_keeps_the_16_bit_weights_and_one_flag_moves_both_models_states(tmp_path):
+    """offload_deepspeed_states moves the optimizer states, the fp32 master, the gradient partition
+    and the reduce bucket, never the 16-bit parameters; the critic's go with the actor's."""
+    script = tmp_path / "ppo.sh"
+    script.write_text(EXAMPLE.read_text().replace("   --vllm.enable_sleep \\\n",
+                                                  "   --vllm.enable_sleep \\\n   --ds.enable_sleep \\\n"))
+    entry = _entry(str(script), "--gpus", "H100")
+    parts = _components(entry)
+    # the peak moves to the actor's update, its states loaded back; the critic's stay on the host
+    # (a component of no bytes is left out of the listing)
+    assert entry["estimate"]["peak_moment"] == "backward at the loss" and entry["status"] == "estimated"
+    assert parts["optimizer states"] == 12 * 7_615_616_512 // 8 and parts["critic 16-bit weights"] > 0
+    assert "critic optimizer states" not in parts and "critic gradient partition + reduce bucket" not in parts
+    assert not [f for f in entry["findings"] if f["code"] in ("VL201", "VL210")]
+    (line,) = [a for a in entry["estimate"]["assumptions"] if a.startswith("RL step phases")]
+    update, rollout = (float(x) for x in re.findall(r"(?:update|rollout) ([0-9.]+) GiB", line))
+    assert rollout < update < 79.2
+
+
+def test_one_job_in_flat_and_dotted_flags_gives_one_answer(tmp_path):
+    """The example written with 0.10.1's flat flags is the same job: the same peak, the same hint in
+    its own spelling."""
+    flat = {"--actor.num_nodes": "--actor_num_nodes", "--actor.num_gpus_per_node": "--actor_num_gpus_per_node",
+            "--ref.num_nodes": "--ref_num_nodes", "--ref.num_gpus_per_node": "--ref_num_gpus_per_node",
+            "--vllm.num_engines": "--vllm_num_engines", "--vllm.tensor_parallel_size": "--vllm_tensor_parallel_size",
+            "--train.colocate_all": "--colocate_all_models",
+            "--vllm.gpu_memory_utilization": "--vllm_gpu_memory_utilization",
+            "--vllm.enable_sleep": "--vllm_enable_sleep", "--actor.model_name_or_path": "--pretrain",
+            "--reward.remote_url": "--remote_rm_url", "--ckpt.output_dir": "--save_path",
+            "--train.micro_batch_size": "--micro_train_batch_size", "--train.batch_size": "--train_batch_size",
+            "--rollout.micro_batch_size": "--micro_rollout_batch_size", "--rollout.batch_size": "--rollout_batch_size",
+            "--data.max_len": "--max_len", "--ds.zero_stage": "--zero_stage", "--ds.param_dtype": "--param_dtype",
+            "--actor.gradient_checkpointing_enable": "--gradient_checkpointing",
+            "--ds.packing_samples": "--packing_samples", "--data.prompt_dataset": "--prompt_data",
+            "--data.input_key": "--input_key", "--data.apply_chat_template": "--apply_chat_template"}
+    text = EXAMPLE.read_text()
+    for dotted, old in flat.items():
+        text = re.sub(rf"(?m)^   {re.escape(dotted)}(?=\s)", f"   {old}", text)
+    script = tmp_path / "flat.sh"
+    script.write_text(text)
+    one, two = _entry(str(EXAMPLE), "--gpus", "H100"), _entry(str(script), "--gpus", "H100")
+    assert one["estimate"]["per_gpu_peak_bytes"] == two["estimate"]["per_gpu_peak_bytes"]
+    (hint,) = [f["hint"] for f in two["findings"] if f["code"] == "VL201"]
+    assert hint.startswith("--deepspeed_enable_sleep fits at")
+    assert not [f for f in two["findings"] if f["code"] == "VL313"]
+
+
+def test_separate_placements_are_the_actors_gpus_and_say_the_critics_are_not_priced():
+    """OpenRLHF's train_ppo_llama_ray.sh (flat flags, prompt + generate lengths): the actor on 2 GPUs
+    with the reference beside it (--colocate_actor_ref), the critic and reward model on 2 others,
+    vLLM on 4: the estimate is the actor's GPUs, no engine on them, the critic's VL210."""
+    entry = _entry(str(SCRIPTS / "train_ppo_llama_ray.sh"), "--gpus", "A100-80GB", "--model",
+                   "meta-llama/Meta-Llama-3-8B-Instruct")
+    parts = _components(entry)
+    assert entry["gpus"]["per_node"] == 2 and entry["plan"]["seq_len"] == 2048    # 1024 + 1024
+    assert entry["plan"]["micro_batch"] == 16 and entry["plan"]["offload_optimizer"] == "cpu"
+    assert parts["reference weights"] == 2 * 8_030_261_248 // 2
+    assert not any(name.startswith("rollout engine") for name in parts)
+    assert not any(name.startswith("critic") for name in parts)
+    assert any(f["code"] == "VL210" and "critic's own GPUs" in f["message"] for f in entry["findings"])
+
+
+def test_a_reward_model_on_the_actors_gpus_is_resolved_as_any_model_a_file_names():
+    """OpenRLHF's own hybrid-engine script (dotted flags, at 3c3be623): its reward model shares the
+    actor's GPUs, so its shape is needed; not in the offline catalog here, that is VL005 at its line,
+    and the run is not estimated (never passed in silence). Its flags are all 0.11's: no VL313."""
+    entry = _check(str(SCRIPTS / "train_ppo_ray_hybrid_engine.sh"), "--gpus", "H100", "--model",
+                   "meta-llama/Meta-Llama-3-8B-Instruct")["files"][0]
+    codes = {(f["code"], f["line"]) for f in entry["findings"]}
+    assert ("VL005", 17) in codes and not any(code == "VL313" for code, _ in codes)
+    assert entry["status"] == "not estimated"
+
+
+def test_train_ppo_rays_start_up_assertions_are_its_refusals(tmp_path):
+    """colocate_all asserts actor GPUs == vllm engines x TP (cli/train_ppo_ray.py at 0.11.2)."""
+    script = tmp_path / "ppo.sh"
+    script.write_text(EXAMPLE.read_text().replace("--vllm.num_engines 4", "--vllm.num_engines 2"))
+    entry = _check(str(script), "--gpus", "H100")["files"][0]
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL313"]
+    assert finding["line"] == 11 and "must be equal to vllm_num_engines * vllm_tensor_parallel_size, got 8 and 4" \
+        in finding["message"]
+
+
+def test_a_fork_that_holds_its_own_openrlhf_is_held_to_its_own_flags(tmp_path):
+    """GAIR-NLP/LIMR's train_limr.sh passes --ref_pretrain and --samples_save_path, flags of its own
+    copy of openrlhf/cli/train_ppo_ray.py (98ebf1bd) that no release has: argparse's refusal only
+    where the repository holds no copy."""
+    repo = tmp_path / "limr"
+    (repo / "scripts").mkdir(parents=True)
+    (repo / ".git").mkdir()
+    shutil.copy(LAUNCH / "GAIR-NLP__LIMR" / "scripts" / "train_limr.sh", repo / "scripts" / "train_limr.sh")
+    alone = _check(str(repo / "scripts" / "train_limr.sh"), "--gpus", "8xA100-80GB", "--model", "Qwen/Qwen2.5-7B")
+    refusals = [f for entry in alone["files"] for f in entry["findings"] if f["code"] == "VL313"]
+    assert refusals and "--ref_pretrain" in refusals[0]["message"] and refusals[0]["line"] == 28
+    (repo / "openrlhf" / "cli").mkdir(parents=True)
+    shutil.copy(LAUNCH / "GAIR-NLP__LIMR" / "openrlhf" / "cli" / "train_ppo_ray.py", repo / "openrlhf" / "cli")
+    fork = _check(str(repo / "scripts" / "train_limr.sh"), "--gpus", "8xA100-80GB", "--model", "Qwen/Qwen2.5-7B")
+    assert not [f for entry in fork["files"] for f in entry["findings"] if f["code"] == "VL313"]
+
+
+def test_flags_kept_in_bash_arrays_with_a_commented_out_element_are_read():
+    """OpenRLHF 0.10.1's train_reinforce_baseline_hybrid_engine.sh keeps its flags in bash arrays, one
+    element commented out (``# --adam_offload``) after --gradient_checkpointing: a comment is no
+    word, so checkpointing is on and the optimizer is not offloaded."""
+    entry = _entry(str(SCRIPTS / "train_reinforce_baseline_hybrid_engine.sh"), "--gpus", "H100", "--model",
+                   "Qwen/Qwen2.5-3B-Instruct")
+    assert entry["plan"]["grad_checkpointing"] is True and entry["plan"]["offload_optimizer"] == "none"
+    assert entry["gpus"]["per_node"] == 4
