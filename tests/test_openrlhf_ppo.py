@@ -81,7 +81,7 @@ def test_ds_enable_sleep_keeps_the_16_bit_weights_and_one_flag_moves_both_models
     # (a component of no bytes is left out of the listing)
     assert entry["estimate"]["peak_moment"] == "backward at the loss" and entry["status"] == "estimated"
     assert parts["optimizer states"] == 12 * 7_615_616_512 // 8 and parts["critic 16-bit weights"] > 0
-    assert "critic optimizer states" not in parts and "critic gradient partition + reduce bucket" not in parts
+    assert not {"critic optimizer states", "critic gradient partition", "critic reduce bucket"} & set(parts)
     assert not [f for f in entry["findings"] if f["code"] in ("VL201", "VL210")]
     (line,) = [a for a in entry["estimate"]["assumptions"] if a.startswith("RL step phases")]
     update, rollout = (float(x) for x in re.findall(r"(?:update|rollout) ([0-9.]+) GiB", line))
@@ -177,3 +177,29 @@ def test_flags_kept_in_bash_arrays_with_a_commented_out_element_are_read():
                    "Qwen/Qwen2.5-3B-Instruct")
     assert entry["plan"]["grad_checkpointing"] is True and entry["plan"]["offload_optimizer"] == "none"
     assert entry["gpus"]["per_node"] == 4
+    # --use_dynamic_batch: DeepSpeed gets micro-batch 1 and accumulation 1, no train_batch_size
+    # (deepspeed.py:451-456); it used to derive 1024 x 2 / 4 = 512 accumulated micro-batches
+    assert entry["plan"]["micro_batch"] == 1 and entry["plan"]["grad_accum"] == 1
+
+
+def test_the_flat_ref_reward_offload_puts_the_references_zero3_shards_on_the_host():
+    """OpenRLHF's train_ppo_llama_ray_slurm.sh (bdf7dfa5): ZeRO-3, the reference beside the actor
+    (--colocate_actor_ref), --ref_reward_offload: its shards live on the host, nothing on the GPU."""
+    entry = _entry(str(SCRIPTS / "train_ppo_llama_ray_slurm.sh"), "--gpus", "A100-80GB", "--model",
+                   "meta-llama/Meta-Llama-3-8B-Instruct")
+    assert entry["plan"]["zero_stage"] == 3 and "reference weights" not in _components(entry)
+    assert any("reference" in a for a in entry["estimate"]["assumptions"] if a.startswith("OpenRLHF 0.9.5"))
+
+
+def test_ds_enable_sleep_moves_nothing_under_adam_offload(tmp_path):
+    """offload_deepspeed_states returns at once when the optimizer is already on the host
+    (deepspeed_utils.py:155-157): the reduce bucket stays, so --ds.enable_sleep changes no phase."""
+    def phases(extra: str) -> str:
+        script = tmp_path / "ppo.sh"
+        sleep = "   --vllm.enable_sleep \\\n"
+        script.write_text(EXAMPLE.read_text().replace(sleep, sleep + extra))
+        (line,) = [a for a in _entry(str(script), "--gpus", "H100")["estimate"]["assumptions"]
+                   if a.startswith("RL step phases")]
+        return line
+    assert phases("   --ds.adam_offload \\\n") == phases("   --ds.adam_offload \\\n   --ds.enable_sleep \\\n")
+    assert phases("   --ds.adam_offload \\\n") != phases("   --ds.enable_sleep \\\n")

@@ -87,12 +87,11 @@ class Flags:
 @dataclass(frozen=True)
 class Resident:
     """A frozen model an RL job keeps on the GPUs that train (OpenRLHF's reference and reward
-    model, DeepSpeed eval engines): 16-bit weights, partitioned where ZeRO-3 partitions them, on
-    the host where their ZeRO-3 offload puts them."""
+    model, DeepSpeed eval engines at the actor's ZeRO-3, else stage 0: memory/rl.py): 16-bit
+    weights, on the host where their ZeRO-3 offload puts them."""
 
     name: str                      # reference, reward model
     params: int
-    sharded: bool = False          # ZeRO-3: 2 B x P / N_d; else whole on each GPU
     offloaded: bool = False        # --ref.offload / --reward.offload under ZeRO-3: on the host
 
 
@@ -121,7 +120,7 @@ class Rollout:
     residents: tuple[Resident, ...] = ()   # frozen models resting on these GPUs beside the actor
     processes: int = 1             # trainer processes on each GPU (OpenRLHF: a Ray actor per colocated model)
     engine_process: bool = False   # the engine's worker is a process of its own on each GPU (a context of its own)
-    logit_bytes: int = 2           # bytes per logit at the log-prob forward's peak (OpenRLHF: bf16 + its fp32 copy)
+    logit_bytes: int = 2           # bytes per logit at the log-prob forward's peak (OpenRLHF: bf16 + its fp32 copy, 6)
     one_switch: bool = False       # one switch offloads the actor's and the critic's states (--ds.enable_sleep)
 
 

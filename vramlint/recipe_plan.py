@@ -199,7 +199,7 @@ def _split(recipe: Recipe, job: dict, values: dict, notes: list[str]) -> dict:
 
 
 def _stage(recipe: Recipe, job: dict, notes: list[str], model: ModelShape, origins: dict,
-           others: dict | None = None, zero_stage: int = 0) -> dict:
+           others: dict | None = None) -> dict:
     """What the recipe's stage adds to one model's SFT step (memory/stages.py): chosen and rejected
     rows in one forward, a frozen reference copy unless PEFT gives it by disabling the adapter,
     and a colocated vLLM engine's share of the GPU."""
@@ -222,7 +222,7 @@ def _stage(recipe: Recipe, job: dict, notes: list[str], model: ModelShape, origi
         out["colocated_share"] = float(share)
         notes.append(f"vLLM colocated in the training process: {share:.0%} of each GPU for the whole run")
     if recipe.rollout is not None:
-        out["rollout"] = rollout_phases(recipe, model, notes, others, zero_stage)
+        out["rollout"] = rollout_phases(recipe, model, notes, others)
         for setting, name in (("rollout_share", "share"), ("logprob_micro", "logprob_tokens")):
             fact = recipe.rollout.value[name]
             if fact.location is not None:
@@ -237,13 +237,7 @@ VALUE_HEADS = {"verl": "verl's load_valuehead_model: AutoModelForTokenClassifica
                            "Linear(hidden, 1)"}
 
 
-def value_params(shape: ModelShape) -> int:
-    """A value model's parameters: the causal LM's less its vocabulary head, plus one output per hidden unit."""
-    return shape.params - shape.head_params + shape.hidden_size
-
-
-def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str], others: dict | None = None,
-                   zero_stage: int = 0) -> Rollout:
+def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str], others: dict | None = None) -> Rollout:
     """The RL phases around the update (memory/rl.py) from the reader's facts: the engine and its
     share, what moves to the host between phases, the critic and the frozen models beside the actor
     (value models of the shapes their files name, the actor's where they name none), the log-prob
@@ -255,14 +249,15 @@ def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str], others: 
     if engine == "???":                         # verl refuses the job (its VL313 says so): priced as vLLM
         engine = "vllm"
     if engine not in ROLLOUT_ENGINES:
-        raise UnplannableError(f"rollout engine {engine!r} ({recipe.rollout.value['engine'].location or 'default'}) "
+        stated = recipe.rollout.value["engine"]
+        raise UnplannableError(f"rollout engine {engine!r} ({stated.location or stated.default or 'default'}) "
                                f"is not modelled: vramlint prices {' and '.join(ROLLOUT_ENGINES)} rollouts")
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
         raise UnplannableError(f"rollout gpu_memory_utilization {share!r} is not a share of the GPU in (0, 1]")
     critic = 0
     if facts["critic"]:
         shape = others.get("critic") or model
-        critic = value_params(shape)
+        critic = shape.value_model_params
         notes.append(f"critic: a value model of {'the actor' if 'critic' not in others else shape.name}'s shape "
                      f"with a one-output score head for lm_head ({critic / 1e9:.2f}B parameters; "
                      f"{VALUE_HEADS[framework]}), trained beside the actor")
@@ -277,22 +272,22 @@ def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str], others: 
                       logprob_tokens=tokens, logprob_row=facts["logprob_row"], dynamic=bool(facts["dynamic"]),
                       logprob_setting=facts["logprob_setting"],
                       scaled_logits=isinstance(temperature, (int, float)) and float(temperature) != 1.0,
-                      framework=framework, engine_here=here, residents=_residents(facts, model, others, zero_stage),
-                      processes=facts.get("processes", 1), engine_process=framework == "openrlhf" and here,
-                      logit_bytes=6 if framework == "openrlhf" else 2, one_switch=framework == "openrlhf")
+                      framework=framework, engine_here=here, residents=_residents(facts, model, others),
+                      processes=facts.get("processes", 1), engine_process=bool(facts.get("engine_process")),
+                      logit_bytes=facts.get("logit_bytes", 2), one_switch=bool(facts.get("one_switch")))
     notes.append(_rollout_note(recipe, rollout))
     return rollout
 
 
-def _residents(facts: dict, model: ModelShape, others: dict, zero_stage: int) -> tuple[Resident, ...]:
-    """OpenRLHF's reference (the actor's weights) and reward model (a value model) where they share
-    the actor's GPUs: DeepSpeed eval engines, ZeRO-3 when the actor is, else whole."""
+def _residents(facts: dict, model: ModelShape, others: dict) -> tuple[Resident, ...]:
+    """The frozen models the reader says share the actor's GPUs (OpenRLHF's reference, the actor's
+    weights, and reward model, a value model of the shape its flag names)."""
     out = []
     if facts.get("reference"):
-        out.append(Resident("reference", model.params, zero_stage == 3, bool(facts.get("reference_offloaded"))))
+        out.append(Resident("reference", model.params, bool(facts.get("reference_offloaded"))))
     if facts.get("reward"):
-        out.append(Resident("reward model", value_params(others.get("reward") or others.get("critic") or model),
-                            zero_stage == 3, bool(facts.get("reward_offloaded"))))
+        out.append(Resident("reward model", (others.get("reward") or model).value_model_params,
+                            bool(facts.get("reward_offloaded"))))
     return tuple(out)
 
 
@@ -307,7 +302,8 @@ def _rollout_note(recipe: Recipe, r: Rollout) -> str:
     words += ", its optimizer states on the host outside the update" if r.optimizer_offloaded else ""
     if r.framework == "verl":
         return words + "; the reference's shards on the host"
-    return words + "".join(f"; the {m.name} beside it" for m in r.residents) + f"; {r.processes + 1} processes a GPU"
+    return words + "".join(f"; the {m.name} beside it" for m in r.residents) + \
+        f"; {r.processes + r.engine_process} processes a GPU"
 
 
 def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values: dict, stated: frozenset[str],
@@ -337,7 +333,7 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
         plan = _plan_from_launcher(acc, job, flags, model, cluster)
     else:
         plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
-    plan = plan.with_changes(**_stage(recipe, job, notes, model, origins, others, plan.zero_stage))
+    plan = plan.with_changes(**_stage(recipe, job, notes, model, origins, others))
     plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
                              origins={**origins, **plan.origins},
                              refuses=frozenset(refusal.limit for refusal in recipe.refusals)

@@ -166,8 +166,9 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
         phases = (rl.summary(update, moment, others, context.bytes),)
         if phase is not None and phase.bytes + workspaces(plan).bytes > update:
             tensors, moment, full = [c for c in phase.components if c.bytes] + [workspaces(plan)], phase.name, 0
-            reserve = Component("allocator reserve", 0, "the cache emptied before the phase (" + rl.EMPTIED[plan.rollout.framework] + ")",
-                                rl.SOURCES[plan.rollout.framework], kind=ALLOCATOR)
+            framework = plan.rollout.framework
+            reserve = Component("allocator reserve", 0, f"the cache emptied before the phase ({rl.EMPTIED[framework]})",
+                                rl.SOURCES[framework], kind=ALLOCATOR)
     width, reasons = band(plan)
     limits = tuple(text(plan) if callable(text) else text for applies, text in LIMITS if applies(plan))
     return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + text_only + phases + limits

@@ -57,7 +57,9 @@ EMPTIED = {"verl": "verl 0.9.1 update_weights empty_cache, aggressive_empty_cach
 ROLLOUT_PHASE, LOGPROB_PHASE = "rollout", "log-prob forward"
 OPENRLHF = ("OpenRLHF 0.11.2 trainer/ray/ppo_actor.py, ppo_critic.py, launcher.py (DeepSpeed engines), "
             "utils/deepspeed/deepspeed_utils.py:151-190 offload_deepspeed_states")
+EVAL_SOURCE = "OpenRLHF 0.11.2 utils/deepspeed/deepspeed.py:489-501 get_ds_eval_config, trainer/ray/launcher.py:104-180"
 SOURCES = {"verl": SOURCE, "openrlhf": OPENRLHF}
+LOGIT_WORDS = {6: " (bf16 and their fp32 copy)"}
 LOGIT_SOURCES = {"verl": "verl 0.9.1 transformer_impl.py prepare_model_outputs, utils/torch_functional.py:73-107",
                  "openrlhf": "OpenRLHF 0.11.2 models/actor.py:266-289 (logits .to(torch.float32), div_ in place)"}
 
@@ -84,40 +86,43 @@ def _critic(plan: Plan) -> list[Component]:
 
 
 def _zero_critic(plan: Plan) -> list[Component]:
-    """A critic trained by DeepSpeed under the actor's ZeRO stage (OpenRLHF's ``CriticModelActor``):
-    its 16-bit weights (partitioned under ZeRO-3), the fp32 master and AdamW m, v (12 B over the
-    ranks, on the host under ``--ds.adam_offload`` or between its fits under ``--ds.enable_sleep``),
-    and under ZeRO-3 its 16-bit gradient partition and reduce bucket (slept alike)."""
+    """A critic trained by DeepSpeed under the actor's ZeRO stage (OpenRLHF's ``CriticModelActor``),
+    kept as the actor's ZeRO states are (runtimes/deepspeed/states.py): its 16-bit weights
+    (partitioned under ZeRO-3), the fp32 master and AdamW m, v (12 B over the ranks; on the host
+    under ``--ds.adam_offload``), and under ZeRO-3 its 16-bit gradient partition (none with the
+    optimizer offloaded) and reduce bucket. Between its fits ``--ds.enable_sleep`` moves all but
+    the weights to the host (``critic_optimizer_offloaded``)."""
     r, n, stage = plan.rollout, plan.data_parallel, plan.zero_stage
-    p = r.critic_params
-    slept = r.critic_optimizer_offloaded or plan.offload_optimizer != "none"
-    why = "on the host (--ds.adam_offload)" if plan.offload_optimizer != "none" else \
-        "on the host between its fits (--ds.enable_sleep)"
+    p, slept, adam = r.critic_params, r.critic_optimizer_offloaded, plan.offload_optimizer != "none"
+    asleep = "on the host between its fits (--ds.enable_sleep)"
+    over = f" / {n}" if stage else ""
     out = [Component("critic 16-bit weights", 2 * -(-p // n) if stage == 3 else 2 * p,
-                     f"2 B x P_critic ({p:,}{f' / {n}' if stage == 3 else ''})", OPENRLHF),
-           Component("critic optimizer states", 0 if slept else 12 * -(-p // (n if stage else 1)),
-                     why if slept else f"12 B x P_critic ({p:,}{f' / {n}' if stage else ''}: fp32 master, AdamW m, v)",
-                     OPENRLHF)]
+                     f"2 B x P_critic ({p:,}{over if stage == 3 else ''})", OPENRLHF),
+           Component("critic optimizer states", 0 if slept or adam else 12 * -(-p // (n if stage else 1)),
+                     asleep if slept else "on the host (--ds.adam_offload)" if adam else
+                     f"12 B x P_critic ({p:,}{over}: fp32 master, AdamW m, v)", OPENRLHF)]
     if stage == 3:
-        out.append(Component("critic gradient partition + reduce bucket",
-                             0 if slept else 2 * -(-p // n) + 2 * plan.reduce_bucket_size,
-                             why if slept else f"2 B x P_critic / {n} + 2 B x reduce_bucket_size "
-                                               f"({plan.reduce_bucket_size:,})", OPENRLHF))
+        out += [Component("critic gradient partition", 0 if slept or adam else 2 * -(-p // n),
+                          asleep if slept else "none: the optimizer is offloaded" if adam else
+                          f"2 B x P_critic ({p:,}{over})", OPENRLHF),
+                Component("critic reduce bucket", 0 if slept else 2 * plan.reduce_bucket_size,
+                          asleep if slept else f"2 B x reduce_bucket_size ({plan.reduce_bucket_size:,})", OPENRLHF)]
     return out
 
 
 def _residents(plan: Plan) -> list[Component]:
     """The frozen models beside the actor (``Rollout.residents``): 16-bit weights, ZeRO-3's
-    partition of them or the whole model, none where their ZeRO-3 offload holds them on the host."""
-    n, out = plan.data_parallel, []
+    partition of them where the actor trains under ZeRO-3 (``get_ds_eval_config``: stage 3, else
+    0), else the whole model, none where their ZeRO-3 offload holds them on the host."""
+    n, sharded, out = plan.data_parallel, plan.zero_stage == 3, []
     for m in plan.rollout.residents:
         if m.offloaded:
             out.append(Component(f"{m.name} weights", 0, "ZeRO-3 offload_param: on the host", OPENRLHF))
         else:
-            out.append(Component(f"{m.name} weights", 2 * -(-m.params // n) if m.sharded else 2 * m.params,
-                                 f"2 B x {m.params:,}" + (f" / {n} (ZeRO-3 eval engine)" if m.sharded
+            out.append(Component(f"{m.name} weights", 2 * -(-m.params // n) if sharded else 2 * m.params,
+                                 f"2 B x {m.params:,}" + (f" / {n} (ZeRO-3 eval engine)" if sharded
                                                           else " (a ZeRO-0 eval engine: whole on each GPU)"),
-                                 OPENRLHF))
+                                 EVAL_SOURCE))
     return out
 
 
@@ -205,7 +210,7 @@ def logprob_logits(plan: Plan) -> Component:
     r = plan.rollout
     count = r.logprob_tokens * plan.model.vocab_size
     per = r.logit_bytes * (2 if r.scaled_logits else 1)
-    what = " (bf16 and their fp32 copy)" if r.logit_bytes == 6 else ""
+    what = LOGIT_WORDS.get(r.logit_bytes, "")
     return Component("log-prob logits", per * count, f"{per} B x logits ({r.logprob_tokens:,} tokens x "
                      f"{plan.model.vocab_size:,}){what}" + (" and their temperature-scaled copy" if r.scaled_logits
                                                           else ""), LOGIT_SOURCES[r.framework])

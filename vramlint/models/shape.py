@@ -299,6 +299,13 @@ class ModelShape:
         return len(self.layers)
 
     @property
+    def value_model_params(self) -> int:
+        """The model as a value model (an RL critic or reward model): its vocabulary head replaced by
+        one output per hidden unit (verl's AutoModelForTokenClassification num_labels 1, OpenRLHF's
+        value_head Linear(hidden, 1))."""
+        return self.params - self.head_params + self.hidden_size
+
+    @property
     def outside_layers(self) -> int:
         """Embeddings, lm_head, final norm and other model-level tensors."""
         return self.embedding_params + self.head_params + self.final_norm_params + self.extra_params

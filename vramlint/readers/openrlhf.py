@@ -83,9 +83,9 @@ def trainer_of(program: str) -> str | None:
     return TRAINERS.get(found.group(1)) if found else None
 
 
-def flat_spelling(written: dict) -> bool:
-    """Whether the command uses the flags of 0.10.1 and before (one of them, or --bf16 / --flash_attn)."""
-    return any(ALIASES.get(str(key), str(key)) != key or key in ("bf16", "flash_attn") for key in written)
+def flat_spelling(written: dict, aliases: dict[str, str] = ALIASES) -> bool:
+    """Whether the command uses the flags of 0.10.1 and before (one of ``aliases``, or --bf16 / --flash_attn)."""
+    return any(aliases.get(str(key), str(key)) != key or key in ("bf16", "flash_attn") for key in written)
 
 
 def full_name(key: str, known: list[str]) -> str:
@@ -160,14 +160,17 @@ def _attention(keys: Keys, release: str) -> Fact:
     return Fact(value, fact.location, fact.default)
 
 
-def _deepspeed(keys: Keys, precision: Fact, micro: Fact, command: tuple[int, int]) -> tuple[dict, dict]:
+def _deepspeed(keys: Keys, precision: Fact, micro: Fact, command: tuple[int, int],
+               dynamic: Fact | None = None) -> tuple[dict, dict]:
     """The DeepSpeed config ``get_train_ds_config`` builds (deepspeed_utils.py:8-70, at its
     ``offload=False``), with each value placed at the flag that sets it. Its ``"auto"`` buffer
     sizes are left out: no HF Trainer fills them, and DeepSpeed drops an ``"auto"`` value for its
     default (0.19.8 runtime/config_utils.py:56), as it does a key that is absent. The micro-batch
     is always set (``get_ds_train_config``: the flag's value or its default), so DeepSpeed derives
     only the accumulation; it and train_batch_size are stated by the command even at their defaults
-    (``command``: where it is written), as DeepSpeed's batch arithmetic needs."""
+    (``command``: where it is written), as DeepSpeed's batch arithmetic needs. Under
+    ``--train.dynamic_batch_enable`` (``dynamic``) the micro-batch is 1 and the accumulation 1, with
+    no train_batch_size (deepspeed.py:451-456): the trainer accumulates token-budget batches itself."""
     stage = keys.get("ds.zero_stage", default=2, convert=positive)
     adam = keys.get("ds.adam_offload", default=False, convert=truthy)
     tp = keys.get("ds.tensor_parallel_size", default=1, convert=positive)
@@ -181,15 +184,20 @@ def _deepspeed(keys: Keys, precision: Fact, micro: Fact, command: tuple[int, int
         "gradient_clipping": norm.value, "tensor_parallel": {"autotp_size": tp.value},
         "optimizer": {"type": "AdamW"}, "train_micro_batch_size_per_gpu": micro.value,
     }
-    if all(isinstance(f.value, int) for f in (batch, ring, tp)):
+    if dynamic is not None and dynamic.value:
+        config["gradient_accumulation_steps"] = 1
+        batch = dynamic
+    elif all(isinstance(f.value, int) for f in (batch, ring, tp)):
         config["train_batch_size"] = batch.value * ring.value * tp.value
     placed = {"zero_optimization.stage": stage, "zero_optimization.offload_optimizer.device": adam,
               "bf16.enabled": precision, "fp16.enabled": precision, "gradient_clipping": norm,
-              "tensor_parallel.autotp_size": tp, "train_micro_batch_size_per_gpu": micro, "train_batch_size": batch}
+              "tensor_parallel.autotp_size": tp, "train_micro_batch_size_per_gpu": micro,
+              "gradient_accumulation_steps" if dynamic is not None and dynamic.value else "train_batch_size": batch}
     positions = {f"$.deepspeed.{path}": (fact.location.line, fact.location.column)
                  for path, fact in placed.items() if fact.location is not None}
-    for path in ("train_micro_batch_size_per_gpu", "train_batch_size"):
-        positions.setdefault(f"$.deepspeed.{path}", command)
+    for path in ("train_micro_batch_size_per_gpu", "train_batch_size", "gradient_accumulation_steps"):
+        if path in config:
+            positions.setdefault(f"$.deepspeed.{path}", command)
     return config, positions
 
 

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.openrlhf import (_attention, _deepspeed, _lora, _precision, dotted, program_flags,
-                                        read_openrlhf, unrecognized)
-from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, Refusal, positive, truthy
+from vramlint.readers.openrlhf import (_attention, _deepspeed, _lora, _precision, dotted, flat_spelling,
+                                        program_flags, read_openrlhf, unrecognized)
+from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, Refusal, longest, positive, truthy
 
 VERSION, FLAT, OLD = "OpenRLHF 0.11.2", "OpenRLHF 0.10.1", "OpenRLHF 0.9.5"
 # Flat flags (0.10.1 and before) -> their dotted names from 0.10.2 (the same argparse defaults).
@@ -67,6 +67,8 @@ ALIASES = {
 }
 # Flags of the releases before 0.9.10 only: the sequence cap was prompt + generation
 OLD_FLAGS = ("prompt_max_len", "generate_max_len")
+# A flat flag with no one dotted name: both frozen models' ZeRO-3 shards on the host (0.10.1 and before)
+FLAT_ONLY = {"ref_reward_offload"}
 # Defaults that changed between the releases a spelling covers (cli/train_ppo_ray.py of each wheel)
 DEFAULTS = {VERSION: {"train.micro_batch_size": 1, "rollout.micro_batch_size": 1},
             FLAT: {"train.micro_batch_size": 1, "rollout.micro_batch_size": 1},
@@ -96,7 +98,7 @@ def matters(key: str) -> bool:
     """Whether a flag changes the job's memory: a flat one this reader reads (``ALIASES``, the old
     length flags), a dotted one outside checkpoints, logging, evaluation and data files."""
     if "." not in key:
-        return key in ALIASES or key in OLD_FLAGS
+        return key in ALIASES or key in OLD_FLAGS or key in FLAT_ONLY
     return key == "data.max_len" or not key.startswith(QUIET)
 
 
@@ -113,8 +115,7 @@ def _release(written: dict) -> str:
     ``--generate_max_len``."""
     if any(key in OLD_FLAGS for key in written):
         return OLD
-    flat = any(ALIASES.get(str(key), str(key)) != key or key in ("bf16", "flash_attn") for key in written)
-    return FLAT if flat else VERSION
+    return FLAT if flat_spelling(written, ALIASES) or FLAT_ONLY.intersection(written) else VERSION
 
 
 def read_ppo(document: Document, trainer: Fact) -> Recipe:
@@ -136,7 +137,7 @@ def read_ppo(document: Document, trainer: Fact) -> Recipe:
     budget = keys.get("train.max_tokens_per_gpu", default=16192, convert=positive, why=f"{release} default")
     if dynamic.value:
         micro = Fact(1, dynamic.location, "one packed row (--train.dynamic_batch_enable)")
-    config, positions = _deepspeed(keys, precision, micro, document.positions["$"])
+    config, positions = _deepspeed(keys, precision, micro, document.positions["$"], dynamic)
     document.data["deepspeed"] = config
     document.positions.update(positions)
     document.positions.setdefault("$.deepspeed", document.positions["$"])
@@ -175,12 +176,8 @@ def _sequence(keys: Keys, release: str) -> Fact:
     0.9.10 ``--prompt_max_len`` + ``--generate_max_len`` (1024 + 1024)."""
     if release != OLD:
         return keys.get("data.max_len", default=2048, convert=positive, why=f"{release} --data.max_len default")
-    prompt = keys.get("prompt_max_len", default=1024, convert=positive, why=f"{release} default")
-    generate = keys.get("generate_max_len", default=1024, convert=positive, why=f"{release} default")
-    if all(isinstance(f.value, int) and not isinstance(f.value, bool) for f in (prompt, generate)):
-        where = generate if generate.location is not None else prompt
-        return Fact(prompt.value + generate.value, where.location, where.default)
-    return Fact(None, generate.location, generate.default)
+    return longest(keys.get("prompt_max_len", default=1024, convert=positive, why=f"{release} default"),
+                   keys.get("generate_max_len", default=1024, convert=positive, why=f"{release} default"))
 
 
 def _update_tokens(seq: Fact, budget: Fact) -> Fact:
@@ -230,6 +227,8 @@ def _rollout(keys: Keys, seq: Fact, budget: Fact, estimator: Fact, defaults: dic
     models = _models(keys, estimator)
     together = keys.get("train.colocate_all", default=False, convert=truthy)
     sleep = keys.get("ds.enable_sleep", default=False, convert=truthy)
+    if sleep.value and truthy(keys.raw("ds.adam_offload")):     # deepspeed_utils.py:155-157: nothing to move
+        sleep = Fact(False, sleep.location, "offload_deepspeed_states returns at once under --ds.adam_offload")
     engine_sleep = keys.get("vllm.enable_sleep", default=False, convert=truthy)
     if not together.value:                  # cli/train_ppo_ray.py:669-671: sleep only with colocate_all
         engine_sleep = Fact(False, engine_sleep.location, "--vllm.enable_sleep is set to False without colocate_all")
@@ -260,17 +259,26 @@ def _rollout(keys: Keys, seq: Fact, budget: Fact, estimator: Fact, defaults: dic
         "critic": Fact(models["critic"] and colocated["critic"], estimator.location, estimator.default),
         "critic_model": _critic_model(keys),
         "critic_params_offloaded": Fact(False), "critic_optimizer_offloaded": sleep,
-        "reference": Fact(models["ref"] and colocated["ref"]),
-        "reference_offloaded": Fact(stage == 3 and truthy(keys.raw("ref.offload")), keys.get("ref.offload").location),
+        "reference": Fact(models["ref"] and colocated["ref"]), "reference_offloaded": _offloaded(keys, "ref", stage),
         "reward": Fact(models["reward"] and colocated["reward"]),
-        "reward_model": keys.get("reward.model_name_or_path"),
-        "reward_offloaded": Fact(stage == 3 and truthy(keys.raw("reward.offload")), keys.get("reward.offload").location),
+        "reward_model": keys.get("reward.model_name_or_path"), "reward_offloaded": _offloaded(keys, "reward", stage),
         "processes": Fact(1 + sum(1 for role in ("ref", "critic", "reward") if models[role] and colocated[role])),
+        "engine_process": Fact(bool(together.value), together.location, "a vLLM worker on each GPU of the group"),
+        "logit_bytes": Fact(6, None, "models/actor.py:267: the logits cast to fp32 beside their bf16 copy"),
+        "one_switch": Fact(True, None, "--ds.enable_sleep offloads every trained model's states"),
         "logprob_tokens": tokens, "logprob_setting": Fact("logprob_tokens" if dynamic.value else "logprob_micro"),
         "logprob_row": Fact(0 if dynamic.value or not isinstance(seq.value, int) else seq.value),
         "dynamic": dynamic, "temperature": Fact(1.0, None, "divided in place (models/actor.py:270-271)"),
     }
     return Fact(facts, together.location or keys.document.locate("$"))
+
+
+def _offloaded(keys: Keys, role: str, stage: object) -> Fact:
+    """A frozen model's ZeRO-3 shards on the host: ``--ref.offload`` / ``--reward.offload``, or the
+    flat ``--ref_reward_offload`` for both; below ZeRO-3 its eval engine keeps the whole model
+    (DeepSpeed offloads parameters only at stage 3)."""
+    fact = keys.get(f"{role}.offload", "ref_reward_offload", default=False, convert=truthy)
+    return Fact(stage == 3 and bool(fact.value), fact.location, fact.default)
 
 
 def _number(value):

@@ -198,6 +198,15 @@ class Keys:
         return Fact(value, self.document.locate(f"$.{path}"))
 
 
+def longest(prompt: Fact, response: Fact) -> Fact:
+    """An RL job's longest sequence, prompt + response, located at the response's length (the one
+    users turn); unknown where either is no count."""
+    if all(isinstance(f.value, int) and not isinstance(f.value, bool) for f in (prompt, response)):
+        where = response if response.location is not None else prompt
+        return Fact(prompt.value + response.value, where.location, where.default)
+    return Fact(None, response.location, response.default)
+
+
 def truthy(value: Any) -> bool:
     """YAML and the frameworks' argument parsers: true/false, "true"/"false", 1/0."""
     if isinstance(value, str):

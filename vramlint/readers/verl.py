@@ -37,7 +37,8 @@ from typing import Any
 from vramlint.documents import Document
 from vramlint.packaged import data_json
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, Feature, FsdpFacts, Keys, Recipe, Refusal, positive, targets, truthy
+from vramlint.readers.recipe import (TRAIN, Feature, FsdpFacts, Keys, Recipe, Refusal, longest, positive, targets,
+                                     truthy)
 
 VERSION = "verl 0.9.1"
 DEFAULTS_FILE = "verl_ppo_trainer.json"
@@ -180,7 +181,7 @@ def read_verl(document: Document, trainer: Fact | None = None) -> Recipe:
     estimator = keys.value("algorithm.adv_estimator")
     stage = Fact(STAGES.get(str(estimator.value), "ppo"), estimator.location, estimator.default)
     prompt, response = keys.count("data.max_prompt_length"), keys.count("data.max_response_length")
-    seq = _sum(prompt, response)
+    seq = longest(prompt, response)
     sp = keys.count(f"{ACTOR}.ulysses_sequence_parallel_size")
     micro, seq_len, accumulation, notes = _micro_batch(keys, seq, sp)
     if keys.flag(f"{MODEL}.use_remove_padding").value and isinstance(seq.value, int):
@@ -220,14 +221,6 @@ def _model(keys: VerlKeys) -> Fact:
     machines) is no model to resolve."""
     fact = keys.value(f"{MODEL}.path")
     return fact if fact.location is not None else Fact(None, None, f"{VERSION}: {MODEL}.path not set")
-
-
-def _sum(a: Fact, b: Fact) -> Fact:
-    """Prompt + response: a sequence's longest, located at the response length (the one users turn)."""
-    if all(isinstance(f.value, int) and not isinstance(f.value, bool) for f in (a, b)):
-        where = b if b.location is not None else a
-        return Fact(a.value + b.value, where.location, where.default)
-    return Fact(None, b.location, b.default)
 
 
 def _micro_batch(keys: VerlKeys, seq: Fact, sp: Fact) -> tuple[Fact, Fact, Fact, list[str]]:
@@ -424,15 +417,15 @@ def _token_budgets(keys: VerlKeys) -> list[Refusal]:
     reaches them."""
     if not keys.flag(f"{ACTOR}.use_dynamic_bsz").value:
         return []
-    longest = _sum(keys.count("data.max_prompt_length"), keys.count("data.max_response_length")).value
+    cap = longest(keys.count("data.max_prompt_length"), keys.count("data.max_response_length")).value
     sp = keys.count(f"{ACTOR}.ulysses_sequence_parallel_size").value
     sections = [(ACTOR, "ppo_max_token_len_per_gpu"), (ROLLOUT, "log_prob_max_token_len_per_gpu")]
     sections += [(REF, "log_prob_max_token_len_per_gpu")] if needs_reference(keys) else []
     out = []
     for section, name in sections:
         budget = keys.count(f"{section}.{name}").value
-        if _ints(Fact(budget), Fact(sp), Fact(longest)) and budget * sp < longest:
+        if _ints(Fact(budget), Fact(sp), Fact(cap)) and budget * sp < cap:
             out.append(Refusal("always", f"{section}.{name}", f"AssertionError: max_token_len must be greater than "
-                               f"the sequence length. Got max_token_len={budget * sp} and max_seq_len={longest} (once "
+                               f"the sequence length. Got max_token_len={budget * sp} and max_seq_len={cap} (once "
                                "a sequence reaches max_prompt_length + max_response_length)"))
     return out
