@@ -28,7 +28,8 @@ def _check(*argv: str) -> dict:
 
 
 def _entry(*argv: str) -> dict:
-    (entry,) = [f for f in _check(*argv)["files"] if f.get("estimate") or f["status"] != "skipped"][-1:]
+    """The actor's job (the first; the critic's GPUs, where they are its own, come after it)."""
+    (entry,) = [f for f in _check(*argv)["files"] if f.get("estimate") or f["status"] != "skipped"][:1]
     return entry
 
 
@@ -116,19 +117,41 @@ def test_one_job_in_flat_and_dotted_flags_gives_one_answer(tmp_path):
     assert not [f for f in two["findings"] if f["code"] == "VL313"]
 
 
-def test_separate_placements_are_the_actors_gpus_and_say_the_critics_are_not_priced():
+def test_separate_placements_price_the_actors_and_the_critics_gpus_each(tmp_path):
     """OpenRLHF's train_ppo_llama_ray.sh (flat flags, prompt + generate lengths): the actor on 2 GPUs
-    with the reference beside it (--colocate_actor_ref), the critic and reward model on 2 others,
-    vLLM on 4: the estimate is the actor's GPUs, no engine on them, the critic's VL210."""
-    entry = _entry(str(SCRIPTS / "train_ppo_llama_ray.sh"), "--gpus", "A100-80GB", "--model",
-                   "meta-llama/Meta-Llama-3-8B-Instruct")
-    parts = _components(entry)
-    assert entry["gpus"]["per_node"] == 2 and entry["plan"]["seq_len"] == 2048    # 1024 + 1024
-    assert entry["plan"]["micro_batch"] == 16 and entry["plan"]["offload_optimizer"] == "cpu"
+    with the reference beside it (--colocate_actor_ref), the critic with the reward model beside it
+    on 2 others (--colocate_critic_reward), vLLM on 4. Two jobs: the actor's GPUs (no engine, no
+    critic), and the critic's, its DeepSpeed update of a value model (lm_head replaced by one output
+    a hidden unit, no vocabulary logits) beside the reward model's ZeRO-3 shard and its process.
+    The reward model is Llama-3-8B fine-tuned; the script's Hub id is not in the offline catalog,
+    so the script is read with Meta-Llama-3-8B-Instruct's name in its place."""
+    script = tmp_path / "train_ppo_llama_ray.sh"
+    script.write_text((SCRIPTS / "train_ppo_llama_ray.sh").read_text().replace(
+        "OpenRLHF/Llama-3-8b-rm-mixture", "meta-llama/Meta-Llama-3-8B-Instruct"))
+    actor, critic = _check(str(script), "--gpus", "A100-80GB", "--model", "meta-llama/Meta-Llama-3-8B-Instruct")["files"]
+    parts = _components(actor)
+    assert actor["gpus"]["per_node"] == 2 and actor["plan"]["seq_len"] == 2048    # 1024 + 1024
+    assert actor["plan"]["micro_batch"] == 16 and actor["plan"]["offload_optimizer"] == "cpu"
     assert parts["reference weights"] == 2 * 8_030_261_248 // 2
-    assert not any(name.startswith("rollout engine") for name in parts)
-    assert not any(name.startswith("critic") for name in parts)
-    assert any(f["code"] == "VL210" and "critic's own GPUs" in f["message"] for f in entry["findings"])
+    assert not any(name.startswith(("rollout engine", "critic")) for name in parts)
+    assert not [f for f in actor["findings"] if f["code"] == "VL210"]     # the frozen models share trained GPUs
+    value = 8_030_261_248 - 128_256 * 4096 + 4096                          # lm_head -> Linear(4096, 1)
+    theirs = _components(critic)
+    assert critic["via"].endswith("critic") and critic["gpus"]["per_node"] == 2 and critic["gpus"]["from"].endswith(":11")
+    assert theirs["weights (16-bit)"] == theirs["reward model weights"] == 2 * value // 2
+    assert theirs["other processes' CUDA contexts"] == parts["other processes' CUDA contexts"]   # one process beside
+    assert not any("logits" in name for name in theirs) and critic["plan"]["micro_batch"] == 16
+    assert critic["estimate"]["per_gpu_peak_bytes"] < actor["estimate"]["per_gpu_peak_bytes"]
+
+
+def test_frozen_models_on_gpus_of_their_own_are_said_unpriced():
+    """OpenRLHF's 70B script: the reference and the reward model on 4 GPUs each of their own. The
+    actor's and the critic's GPUs are estimated; the frozen groups are VL210 where their flags are."""
+    files = _check(str(SCRIPTS / "train_ppo_llama_ray_70b.sh"), "--gpus", "A100-80GB")["files"]
+    assert [f["status"] for f in files] == ["estimated", "estimated"]
+    lines = sorted(f["line"] for f in files[0]["findings"] if f["code"] == "VL210")
+    assert lines == [8, 10]                              # --ref_num_gpus_per_node, --reward_num_gpus_per_node
+    assert files[1]["plan"]["model"].endswith("as a value model")
 
 
 def test_a_reward_model_on_the_actors_gpus_is_resolved_as_any_model_a_file_names():

@@ -248,7 +248,7 @@ def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str], others: 
     engine, share = facts["engine"], facts["share"]
     if engine == "???":                         # verl refuses the job (its VL313 says so): priced as vLLM
         engine = "vllm"
-    if engine not in ROLLOUT_ENGINES:
+    if engine not in ROLLOUT_ENGINES and not recipe.role:   # a group that is not the policy's generates nothing
         stated = recipe.rollout.value["engine"]
         raise UnplannableError(f"rollout engine {engine!r} ({stated.location or stated.default or 'default'}) "
                                f"is not modelled: vramlint prices {' and '.join(ROLLOUT_ENGINES)} rollouts")
@@ -294,8 +294,9 @@ def _residents(facts: dict, model: ModelShape, others: dict) -> tuple[Resident, 
 def _rollout_note(recipe: Recipe, r: Rollout) -> str:
     """The layout in one line."""
     if not r.engine_here:
-        return (f"{recipe.release}: the {r.engine} engines on GPUs of their own; on the actor's, "
-                + ", ".join(["the actor"] + [m.name for m in r.residents]))
+        role = recipe.role or "actor"
+        return (f"{recipe.release}: the rollout engines on GPUs of their own; on the {role}'s, "
+                + ", ".join([f"the {role}"] + [m.name for m in r.residents]))
     words = f"{recipe.release} hybrid engine: {r.engine} rollout with {r.share:.0%} of each GPU"
     words += " (asleep outside the rollout)" if r.frees_between else " (awake through the update)"
     words += ", the actor's shards on the host between phases" if r.params_offloaded else ""

@@ -45,7 +45,19 @@ def check(document: Document, result: FileResult, ctx: Context) -> list[FileResu
     read = RECIPES[result.kind].read
     recipe = read(document, ctx.trainer) if ctx.trainer is not None else read(document)
     recipe_job(as_released(recipe, ctx), result, ctx)
-    return [result]
+    return [result, *(_group_job(group, recipe, result, ctx) for group in recipe.groups)]
+
+
+def _group_job(group: Recipe, first: Recipe, result: FileResult, ctx: Context) -> FileResult:
+    """Another GPU group of the same job (``Recipe.groups``: OpenRLHF's critic on GPUs of its own):
+    a job of its own, on the GPUs its recipe states, reported beside the first. ``--model`` names
+    the first group's model: a group of another model resolves its own, as any model a file names."""
+    one = FileResult(result.path, kind=result.kind, via=", ".join(filter(None, (result.via, group.role))),
+                     cluster=ctx.cluster, job=True)
+    if group.model.value != first.model.value:
+        ctx = replace(ctx, stated=ctx.stated - {"model"})
+    recipe_job(group, one, ctx)
+    return one
 
 
 def as_released(recipe: Recipe, ctx: Context) -> Recipe:
@@ -78,6 +90,8 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
     model = _recipe_model(recipe, result, ctx)
     if model is None:
         return
+    if recipe.value_head:
+        model = model.as_value_model()
     result.model_at = recipe.model.location
     ds, acc = None, None
     stand_in = ctx.values.get("launch_config")

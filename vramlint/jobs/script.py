@@ -51,10 +51,10 @@ def check_commands(commands: list, text: str, result: FileResult, ctx: Context, 
     for launch in launches(commands):
         one = FileResult(result.path, kind=SCRIPT_KIND, via=f"{launch.launcher}, line {launch.line}",
                          cluster=ctx.cluster, job=True, notes=list(result.notes), gpus_from=result.gpus_from)
-        checked = _check_serving_launch(launch, text, one, ctx, options) if launch.kind == SERVING else \
-            _check_training_launch(launch, text, one, ctx, options)
-        if checked:
-            out.append(one)
+        if launch.kind == SERVING:
+            out += [one] if _check_serving_launch(launch, text, one, ctx, options) else []
+        else:
+            out += _check_training_launch(launch, text, one, ctx, options)
     if out:
         out[0].findings[:0] = result.findings       # what the file itself says (a task's GPUs) goes with its first job
         return out
@@ -126,24 +126,26 @@ def _launch_cluster(launch: Launch, one: FileResult, ctx: Context, options: dict
     return stated_cluster(ctx, one, stated.per_node, stated.nodes, Location(path, "$", at.line, at.column), stated.by)
 
 
-def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Context, options: dict) -> bool:
+def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Context,
+                           options: dict) -> list[FileResult]:
     """A training launch: the program's arguments (over the recipe file it parses first, where it
     names one) read as the same keys in a recipe; the Accelerate config it launches with stands in
-    as ``--launch-config`` does. False where the command is no training job (a download script)."""
+    as ``--launch-config`` does. Its results: ``one``, and one more for each other GPU group the
+    job trains on (``Recipe.groups``); none where the command is no training job (a download script)."""
     path = one.path
     if launch.unread:
-        return _unread_launch(launch, one)
+        return [one] if _unread_launch(launch, one) else []
     data, positions, unknown = arguments_data(launch)
     document = _over_file(launch, text, one, data, positions)
     if not isinstance(document, Document):
-        return document
+        return [one] if document else []
     kind = launch.reads_as or detect(document.data)      # the program says (TRL, OpenRLHF), else its keys do
     if kind not in RECIPES:
         if not trains(launch):
-            return False                  # python setup.py, a download script: not a job
+            return []                     # python setup.py, a download script: not a job
         program = launch.program.text if launch.program is not None else launch.launcher
-        return _unread_launch(replace(launch, unread=f"{program} gets arguments that are no recipe vramlint reads"),
-                              one)
+        _unread_launch(replace(launch, unread=f"{program} gets arguments that are no recipe vramlint reads"), one)
+        return [one]
     values = dict(ctx.values)
     config = launch.options.get("config_file")
     if launch.launcher in ACCELERATE_LAUNCHERS and config is not None and config.text:
@@ -151,7 +153,7 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
         if found is None:
             one.findings.append(missing_reference(Location(path, "$", config.line, config.column), config.text,
                                                   key="--config_file"))
-            return True
+            return [one]
         values["launch_config"], read = found
         one.reads.append(read)
     for key, value, word in accelerate_settings(launch):        # accelerate's own flags, as the Trainer gets them
@@ -171,11 +173,11 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
     else:
         cluster = _launch_cluster(launch, one, ctx, options, config_counts="launch_config" in values)
     if cluster is None:
-        return True
+        return [one]
     trainer = launch.trainer
     stage = Fact(trainer.text, Location(path, "$", trainer.line, trainer.column)) if trainer is not None else None
-    check_document(document, one, replace(ctx, cluster=cluster, values=values, kind=kind, trainer=stage))
-    return True
+    results = check_document(document, one, replace(ctx, cluster=cluster, values=values, kind=kind, trainer=stage))
+    return results if any(r is one for r in results) else [one]
 
 
 def _recipe_cluster(launch: Launch, one: FileResult, ctx: Context, options: dict) -> tuple[Cluster | None, Context]:

@@ -219,8 +219,8 @@ def logprob_logits(plan: Plan) -> Component:
 def phases(plan: Plan, resting_components: list[Component], gathered: list[Component]) -> list[tuple[str, list]]:
     """The rollout and log-prob moments, as (name, components): what rests on the GPU in each."""
     r = plan.rollout
-    if r is None:
-        return []
+    if r is None or not (r.engine_here or r.logprob_tokens):
+        return []                   # a group that neither hosts the engine nor makes log-probs: its update alone
     rollout = _between(resting_components, plan, keep_params=False)
     if r.frees_between and r.engine_here:
         rollout.append(engine(plan))

@@ -298,12 +298,17 @@ class ModelShape:
     def num_layers(self) -> int:
         return len(self.layers)
 
-    @property
-    def value_model_params(self) -> int:
+    def as_value_model(self) -> ModelShape:
         """The model as a value model (an RL critic or reward model): its vocabulary head replaced by
         one output per hidden unit (verl's AutoModelForTokenClassification num_labels 1, OpenRLHF's
-        value_head Linear(hidden, 1))."""
-        return self.params - self.head_params + self.hidden_size
+        value_head Linear(hidden, 1)); the head's size is what a gathered or sharded head counts,
+        and no loss over the vocabulary is made (``Plan.loss`` none)."""
+        return replace(self, head_params=self.hidden_size, name=f"{self.name or 'the model'} as a value model")
+
+    @property
+    def value_model_params(self) -> int:
+        """A value model's parameters (``as_value_model``)."""
+        return self.as_value_model().params
 
     @property
     def outside_layers(self) -> int:

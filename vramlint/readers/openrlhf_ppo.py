@@ -12,7 +12,8 @@ Read from the wheels (``openrlhf-0.11.2``, sha256 c969d70d…, the dotted flags;
   It asserts ``actor GPUs == vllm.num_engines x vllm.tensor_parallel_size``. Without it each role
   has GPUs of its own (``--X.num_nodes`` x ``--X.num_gpus_per_node``), the reference beside the
   actor under ``--train.colocate_actor_ref``, the reward model beside the critic under
-  ``--train.colocate_critic_reward``; the vLLM engines take ``num_engines x TP`` more.
+  ``--train.colocate_critic_reward``; the vLLM engines take ``num_engines x TP`` more. Each
+  trained model's GPUs are a job: the actor's, and there the critic's (``Recipe.groups``).
 - **Models**. The reference exists where ``--algo.kl.init_coef`` > 0 (default 0.01); a critic where
   ``--algo.advantage.estimator`` is ``gae`` (the default), of ``--critic.model_name_or_path``, else
   the first reward model (:605-612); a reward model unless ``--reward.remote_url``. The reference
@@ -32,6 +33,8 @@ Read from the wheels (``openrlhf-0.11.2``, sha256 c969d70d…, the dotted flags;
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
@@ -143,7 +146,7 @@ def read_ppo(document: Document, trainer: Fact) -> Recipe:
     document.positions.setdefault("$.deepspeed", document.positions["$"])
     rank, lora_targets, dropout = _lora(keys, release)
     ring = keys.get("ds.ring_attn_size", default=1, convert=positive)
-    return Recipe(
+    actor = Recipe(
         document=document, framework="openrlhf", title=release, task=TRAIN, stage=stage,
         model=keys.get("actor.model_name_or_path"), revision=Fact("main"), micro_batch=micro,
         grad_accum=Fact(None, None, "DeepSpeed derives it: train_batch_size / (micro-batch x data-parallel GPUs)"),
@@ -167,8 +170,37 @@ def read_ppo(document: Document, trainer: Fact) -> Recipe:
                f"{estimator.value})", *_placement_notes(keys, _models(keys, estimator))),
         refusals=unrecognized(written, program, known) + _refusals(keys, release),
         rollout=_rollout(keys, seq, budget, estimator, defaults, release),
-        gpus=_actor_gpus(keys, release),
+        gpus=_role_facts(keys, "actor", release),
     )
+    return replace(actor, groups=_critic_group(actor, keys, estimator, release))
+
+
+def _critic_group(actor: Recipe, keys: Keys, estimator: Fact, release: str) -> tuple[Recipe, ...]:
+    """The critic on GPUs of its own (no colocate_all: cli/train_ppo_ray.py:108-127), a job of its
+    own: ``CriticModelActor`` trains the value model under the actor's DeepSpeed config
+    (``strategy.get_ds_train_config()``), micro-batch and ``--actor.gradient_checkpointing_enable``
+    (trainer/ray/ppo_critic.py:186-256), its loss over one value a token (no vocabulary logits);
+    under ``--train.colocate_critic_reward`` the reward model's eval engine, a process of its own,
+    rests beside it."""
+    models = _models(keys, estimator)
+    if not models["critic"] or truthy(keys.raw("train.colocate_all")):
+        return ()
+    beside = models["reward"] and truthy(keys.raw("train.colocate_critic_reward"))
+    facts = {**actor.rollout.value, "role": Fact("critic"), "colocated": Fact(False), "critic": Fact(False),
+             "reference": Fact(False), "reward": Fact(beside, keys.get("train.colocate_critic_reward").location),
+             "processes": Fact(1 + beside), "engine_process": Fact(False), "logprob_tokens": Fact(0)}
+    flat = actor.release != VERSION
+    spelling = {**actor.keys, "model": "--critic_pretrain" if flat else "--critic.model_name_or_path",
+                "gpus_per_node": "--critic_num_gpus_per_node" if flat else "--critic.num_gpus_per_node",
+                "nodes": "--critic_num_nodes" if flat else "--critic.num_nodes"}
+    model = _critic_model(keys)
+    return (replace(actor, model=model, value_head=True, role="critic", keys=spelling, groups=(), refusals=(),
+                    features=(), switches={"loss": Fact("none", model.location, "CriticModel: a value head over the "
+                                                        "last hidden states, one value a token")},
+                    max_grad_norm=keys.get("critic.max_norm", default=1.0, why=f"{release} --critic.max_norm default"),
+                    notes=("the critic's GPUs: its DeepSpeed update under the actor's ZeRO config and micro-batch"
+                           + (", the reward model beside it (colocate_critic_reward)" if beside else ""),),
+                    rollout=Fact(facts, actor.rollout.location), gpus=_role_facts(keys, "critic", release)),)
 
 
 def _sequence(keys: Keys, release: str) -> Fact:
@@ -188,15 +220,15 @@ def _update_tokens(seq: Fact, budget: Fact) -> Fact:
     return budget
 
 
-def _actor_gpus(keys: Keys, release: str) -> tuple[Fact, Fact]:
-    """The actor's GPUs, on which its ZeRO shards (and under colocate_all every model and engine)."""
-    return (keys.get("actor.num_gpus_per_node", default=8, convert=positive, why=f"{release} default"),
-            keys.get("actor.num_nodes", default=1, convert=positive, why=f"{release} default"))
+def _role_facts(keys: Keys, role: str, release: str) -> tuple[Fact, Fact]:
+    """A role's GPUs per node and nodes (``--actor.num_gpus_per_node`` x ``--actor.num_nodes``, 8 x 1
+    unset), on which its ZeRO shards (the actor's: under colocate_all every model and engine)."""
+    return (keys.get(f"{role}.num_gpus_per_node", default=8, convert=positive, why=f"{release} default"),
+            keys.get(f"{role}.num_nodes", default=1, convert=positive, why=f"{release} default"))
 
 
 def _role_gpus(keys: Keys, role: str) -> int:
-    per_node = keys.get(f"{role}.num_gpus_per_node", default=8, convert=positive).value
-    nodes = keys.get(f"{role}.num_nodes", default=1, convert=positive).value
+    per_node, nodes = (fact.value for fact in _role_facts(keys, role, ""))
     return per_node * nodes if _ints(per_node, nodes) else 0
 
 
@@ -303,7 +335,8 @@ def _placement_notes(keys: Keys, models: dict[str, bool]) -> list[str]:
                                                      if truthy(keys.raw("train.colocate_critic_reward")) else ""))
     if _ints(engines, tp):
         parts.append(f"vLLM {engines} x TP {tp} = {engines * tp} GPUs")
-    return ["separate placements: " + ", ".join(parts) + "; the estimate is the actor's GPUs"]
+    return ["separate placements: " + ", ".join(parts) + "; the actor's GPUs here"
+            + (", the critic's its own estimate" if models["critic"] else "")]
 
 
 def _unpriced(keys: Keys) -> tuple[Feature, ...]:
@@ -311,10 +344,7 @@ def _unpriced(keys: Keys) -> tuple[Feature, ...]:
     out = []
     together = truthy(keys.raw("train.colocate_all"))
     estimator = keys.get("algo.advantage.estimator", default="gae")
-    if estimator.value == "gae" and not together:
-        out.append(Feature(estimator, "the critic's own GPUs (its DeepSpeed update"
-                           + (" beside the reward model" if truthy(keys.raw("train.colocate_critic_reward")) else "")
-                           + ") are not priced: the estimate is the actor's"))
+    out += _frozen_groups(keys, _models(keys, estimator))
     if estimator.value == "gae" and together and not truthy(keys.raw("ds.enable_sleep")):
         out.append(Feature(keys.get("train.colocate_all"), "the critic trains at the same time as the actor on the "
                            "same GPUs (no --ds.enable_sleep): its activations and gradients"))
@@ -322,6 +352,23 @@ def _unpriced(keys: Keys) -> tuple[Feature, ...]:
         out.append(Feature(keys.get("train.async_enable"), "asynchronous training (--train.async_enable): "
                            "generation overlaps the update"))
     return tuple(out)
+
+
+def _frozen_groups(keys: Keys, models: dict[str, bool]) -> list[Feature]:
+    """The frozen models on GPUs of their own (no colocate_all): the reference unless
+    ``--train.colocate_actor_ref``, the reward model unless beside the critic; their eval engines
+    and forward over ``--rollout.micro_batch_size`` rows are not priced (the reference's makes the
+    vocabulary's logits, as the actor's log-prob forward does)."""
+    if truthy(keys.raw("train.colocate_all")):
+        return []
+    out = []
+    if models["ref"] and not truthy(keys.raw("train.colocate_actor_ref")):
+        out.append(Feature(keys.get("ref.num_gpus_per_node"), "the reference's own GPUs (its 16-bit eval engine and "
+                           "the log-prob forward's logits) are not priced: the estimates are the trained models'"))
+    if models["reward"] and not (models["critic"] and truthy(keys.raw("train.colocate_critic_reward"))):
+        out.append(Feature(keys.get("reward.num_gpus_per_node"), "the reward model's own GPUs (its 16-bit eval "
+                           "engine and forward) are not priced: the estimates are the trained models'"))
+    return out
 
 
 def _switches(keys: Keys) -> dict[str, Fact]:

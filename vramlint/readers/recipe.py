@@ -119,6 +119,11 @@ class Recipe:
     # ``plan.Rollout`` by recipe_plan
     rollout: Fact | None = None
     gpus: tuple[Fact, Fact] | None = None    # GPUs per node and nodes, where the recipe states them (verl's trainer)
+    value_head: bool = False           # the model trains as a value model (an RL critic: ModelShape.as_value_model)
+    # The job's other GPU groups that train, each a recipe and a job of its own on its own GPUs
+    # (OpenRLHF's critic in a separate placement); ``role`` names the group in what is reported
+    groups: tuple[Recipe, ...] = ()
+    role: str = ""
 
     @property
     def training(self) -> bool:
