@@ -248,6 +248,15 @@ def test_defaults_exports_arrays_and_arithmetic():
                                 "--gradient_accumulation_steps", "4"]
 
 
+def test_arithmetic_with_spaces_inside_is_computed():
+    """verl's examples/tuning scripts (at a31a8f25) write ``$(( nproc_per_gpu * nnodes * ngpu_per_node ))``
+    after a comment of non-ASCII marks: bash computes 16; it was left unknown (a leading space)."""
+    text = ('nproc_per_gpu=16 # 64\u221a \u2192 128\u00d7\nnnodes=1\nngpu_per_node=1\n'
+            'total_procs=$(( nproc_per_gpu * nnodes * ngpu_per_node ))\n'
+            'python3 -m verl.trainer.main_ppo data.train_batch_size=${total_procs} x=$((  (total_procs + 2) / 3 ))\n')
+    assert _words(text)[-1][-2:] == ["data.train_batch_size=16", "x=6"]
+
+
 def test_an_unquoted_variable_splits_and_keeps_what_is_known():
     text = 'N=$(nvidia-smi -L | wc -l)\nDIST="--nproc_per_node $N \\\n  --nnodes 1"\ntorchrun $DIST train.py\n'
     (words,) = _words(text)[-1:]
@@ -805,3 +814,19 @@ def test_a_flag_openrlhf_does_not_define_is_its_argparse_refusal(tmp_path):
     assert refused["hint"].endswith("(did you mean --train.micro_batch_size?)") and refused["column"] == 110
     assert not [f for f in files["abbrev.sh"]["findings"] if f["code"] == "VL313"]
     assert files["abbrev.sh"]["plan"]["micro_batch"] == 4        # read as argparse reads it, not the default 8
+
+
+def test_the_rl_reports_benchmark_rows_are_launches_it_reads():
+    """tests/data/published/rl_reports.jsonl (benchmarks/rl_reports.py): each report has its
+    source, outcome and GPU, and each command that starts python is one OpenRLHF PPO or verl
+    launch as the shell reader reads it (a row that hands its job to a script it does not carry
+    is checked as not estimated by the benchmark)."""
+    from vramlint.readers.launch import launches
+    rows = [json.loads(line) for line in (DATA / "published" / "rl_reports.jsonl").open(encoding="utf-8")]
+    assert len({row["id"] for row in rows}) == len(rows) >= 30
+    for row in rows:
+        assert row["source"].startswith("https://") and row["outcome"] in ("fits", "oom") and row["gpu"]
+        found = launches(read_script(row["command"]).commands)
+        if "python" in row["command"]:
+            assert [(launch.reads_as, launch.trainer.text if launch.trainer else None) for launch in found] in \
+                ([("openrlhf", "ppo")], [("verl", None)]), row["id"]

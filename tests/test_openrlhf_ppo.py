@@ -128,16 +128,19 @@ def test_separate_placements_price_the_actors_and_the_critics_gpus_each(tmp_path
     script = tmp_path / "train_ppo_llama_ray.sh"
     script.write_text((SCRIPTS / "train_ppo_llama_ray.sh").read_text().replace(
         "OpenRLHF/Llama-3-8b-rm-mixture", "meta-llama/Meta-Llama-3-8B-Instruct"))
-    actor, critic = _check(str(script), "--gpus", "A100-80GB", "--model", "meta-llama/Meta-Llama-3-8B-Instruct")["files"]
+    actor, critic = _check(str(script), "--gpus", "A100-80GB", "--model",
+                           "meta-llama/Meta-Llama-3-8B-Instruct")["files"]
     parts = _components(actor)
     assert actor["gpus"]["per_node"] == 2 and actor["plan"]["seq_len"] == 2048    # 1024 + 1024
     assert actor["plan"]["micro_batch"] == 16 and actor["plan"]["offload_optimizer"] == "cpu"
     assert parts["reference weights"] == 2 * 8_030_261_248 // 2
     assert not any(name.startswith(("rollout engine", "critic")) for name in parts)
-    assert not [f for f in actor["findings"] if f["code"] == "VL210"]     # the frozen models share trained GPUs
+    unpriced = [f["message"] for f in actor["findings"] if f["code"] == "VL210"]
+    assert len(unpriced) == 1 and "vLLM engines' own GPUs" in unpriced[0]    # the frozen models share trained GPUs
     value = 8_030_261_248 - 128_256 * 4096 + 4096                          # lm_head -> Linear(4096, 1)
     theirs = _components(critic)
-    assert critic["via"].endswith("critic") and critic["gpus"]["per_node"] == 2 and critic["gpus"]["from"].endswith(":11")
+    assert critic["via"].endswith("critic") and critic["gpus"]["per_node"] == 2
+    assert critic["gpus"]["from"].endswith(":11")                          # --critic_num_gpus_per_node
     assert theirs["weights (16-bit)"] == theirs["reward model weights"] == 2 * value // 2
     assert theirs["other processes' CUDA contexts"] == parts["other processes' CUDA contexts"]   # one process beside
     assert not any("logits" in name for name in theirs) and critic["plan"]["micro_batch"] == 16
@@ -145,12 +148,12 @@ def test_separate_placements_price_the_actors_and_the_critics_gpus_each(tmp_path
 
 
 def test_frozen_models_on_gpus_of_their_own_are_said_unpriced():
-    """OpenRLHF's 70B script: the reference and the reward model on 4 GPUs each of their own. The
-    actor's and the critic's GPUs are estimated; the frozen groups are VL210 where their flags are."""
+    """OpenRLHF's 70B script: the reference and the reward model on 4 GPUs each of their own, vLLM
+    on 8. The actor's and the critic's GPUs are estimated; the other groups are VL210 at their flags."""
     files = _check(str(SCRIPTS / "train_ppo_llama_ray_70b.sh"), "--gpus", "A100-80GB")["files"]
     assert [f["status"] for f in files] == ["estimated", "estimated"]
     lines = sorted(f["line"] for f in files[0]["findings"] if f["code"] == "VL210")
-    assert lines == [8, 10]                              # --ref_num_gpus_per_node, --reward_num_gpus_per_node
+    assert lines == [8, 10, 15]     # --ref_num_gpus_per_node, --reward_num_gpus_per_node, --vllm_num_engines
     assert files[1]["plan"]["model"].endswith("as a value model")
 
 
@@ -226,3 +229,16 @@ def test_ds_enable_sleep_moves_nothing_under_adam_offload(tmp_path):
         return line
     assert phases("   --ds.adam_offload \\\n") == phases("   --ds.adam_offload \\\n   --ds.enable_sleep \\\n")
     assert phases("   --ds.adam_offload \\\n") != phases("   --ds.enable_sleep \\\n")
+
+
+def test_an_engine_count_only_the_run_knows_is_vllm_and_no_refusal(tmp_path):
+    """``--vllm_num_engines $N`` with ``N=$(nvidia-smi -L | wc -l)``: the flag is written, so vLLM
+    generates (not "no vLLM", which would refuse --packing_samples); VL014 says the count is unknown."""
+    script = tmp_path / "ppo.sh"
+    script.write_text("N=$(nvidia-smi -L | wc -l)\npython3 -m openrlhf.cli.train_ppo_ray --pretrain "
+                      "Qwen/Qwen2.5-7B-Instruct --vllm_num_engines $N --packing_samples --colocate_all_models "
+                      "--advantage_estimator group_norm --n_samples_per_prompt 4 --init_kl_coef 0\n")
+    entry = _entry(str(script), "--gpus", "H100")
+    codes = {f["code"] for f in entry["findings"]}
+    assert "VL313" not in codes and "VL014" in codes and entry["status"] == "estimated"
+    assert any(name.startswith("rollout engine (vLLM") for name in _components(entry))

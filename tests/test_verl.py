@@ -280,3 +280,21 @@ def test_a_config_that_composes_verls_own_and_verls_megatron_config_are_jobs(tmp
     assert megatron["status"] == "not estimated"
     assert [f["code"] for f in megatron["findings"]] == ["VL011"]
     assert "not modelled" in megatron["findings"][0]["message"]
+
+
+def test_a_micro_batch_only_the_run_knows_is_no_refusal_and_no_estimate(tmp_path):
+    """``ppo_micro_batch_size_per_gpu=$MICRO`` (unset in the script): the key is written, so verl's
+    "Please set at least one of" is no VL313; there is no micro-batch to price, so the job is not
+    estimated (VL011), never a crash (it was VL003, a TypeError in the plan)."""
+    script = tmp_path / "run.sh"
+    script.write_text("python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_batch_size=64 \\\n"
+                      "  actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct \\\n"
+                      "  actor_rollout_ref.rollout.name=vllm \\\n"
+                      "  actor_rollout_ref.actor.ppo_mini_batch_size=64 \\\n"
+                      "  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=$MICRO \\\n"
+                      "  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=$MICRO \\\n"
+                      "  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8 trainer.n_gpus_per_node=8\n")
+    entry = _check(script, "--gpus", "H100")
+    codes = {f["code"] for f in entry["findings"]}
+    assert "VL313" not in codes and "VL003" not in codes and "VL011" in codes
+    assert entry["status"] == "not estimated"

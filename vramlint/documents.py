@@ -46,6 +46,9 @@ class Document:
     elsewhere: dict[str, str] = field(default_factory=dict)   # key -> the file that states it, where not ``path``
     # (a launch script's arguments over the recipe it runs: one job, each value where it is written)
     on_command_line: bool = False     # its keys are a launch line's ``--key value`` arguments (as hints spell them)
+    # Keys the launch line writes with a value only the run knows (``--x $N``): not in ``data``, yet
+    # set, so a refusal for a missing key does not fire on them
+    unknown: frozenset[str] = frozenset()
 
     def locate(self, json_path: str) -> Location:
         """The key's own position, else its nearest ancestor's, else the top of the file."""

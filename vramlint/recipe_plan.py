@@ -340,6 +340,9 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
                              refuses=frozenset(refusal.limit for refusal in recipe.refusals)
                              | frozenset(refused_by(recipe.framework)))
     trainer = {name: job[name] for name in ("micro_batch", "grad_accum", "mixed_precision")}
+    if plan.micro_batch is None:            # verl's refusal (VL313) names the key where it is unset
+        raise UnplannableError(f"no micro-batch to price: {recipe.key('micro_batch')} is unset, or known only when "
+                               "the job runs")
     return Job(plan.with_changes(vocabulary=_vocabulary(recipe, plan)), overrides, trainer)
 
 

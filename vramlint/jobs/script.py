@@ -139,6 +139,7 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
     document = _over_file(launch, text, one, data, positions)
     if not isinstance(document, Document):
         return [one] if document else []
+    document = replace(document, unknown=frozenset(key for key, _ in unknown))
     kind = launch.reads_as or detect(document.data)      # the program says (TRL, OpenRLHF), else its keys do
     if kind not in RECIPES:
         if not trains(launch):

@@ -115,8 +115,9 @@ def dotted(document: Document, known: list[str], aliases: dict[str, str] = ALIAS
             positions[f"$.{name}"] = document.positions[f"$.{key}"]
         if f"$.{key}" in document.elsewhere:
             elsewhere[f"$.{name}"] = document.elsewhere[f"$.{key}"]
+    unknown = frozenset(aliases.get(key, key) for key in document.unknown)
     return Document(document.path, document.text, data, positions, list(document.lenient), elsewhere,
-                    on_command_line=True)
+                    on_command_line=True, unknown=unknown)
 
 
 def _stage(keys: Keys, trainer: Fact | None) -> Fact:

@@ -265,6 +265,8 @@ def _rollout(keys: Keys, seq: Fact, budget: Fact, estimator: Fact, defaults: dic
     if not together.value:                  # cli/train_ppo_ray.py:669-671: sleep only with colocate_all
         engine_sleep = Fact(False, engine_sleep.location, "--vllm.enable_sleep is set to False without colocate_all")
     engines = keys.get("vllm.num_engines", default=None, convert=positive, why=f"{release} default: no vLLM")
+    if "vllm.num_engines" in keys.document.unknown:     # written, its count only the run knows: vLLM generates
+        engines = Fact(1, None, "--vllm.num_engines is set to a value only the run knows")
     dynamic = keys.get("train.dynamic_batch_enable", default=False, convert=truthy)
     if dynamic.value:
         tokens = keys.get("rollout.max_tokens_per_gpu", default=budget.value, convert=positive,
@@ -355,10 +357,11 @@ def _unpriced(keys: Keys) -> tuple[Feature, ...]:
 
 
 def _frozen_groups(keys: Keys, models: dict[str, bool]) -> list[Feature]:
-    """The frozen models on GPUs of their own (no colocate_all): the reference unless
-    ``--train.colocate_actor_ref``, the reward model unless beside the critic; their eval engines
-    and forward over ``--rollout.micro_batch_size`` rows are not priced (the reference's makes the
-    vocabulary's logits, as the actor's log-prob forward does)."""
+    """The GPU groups that train nothing, on GPUs of their own (no colocate_all): the reference
+    unless ``--train.colocate_actor_ref``, the reward model unless beside the critic, the vLLM
+    engines; their eval engines and forward over ``--rollout.micro_batch_size`` rows (the
+    reference's makes the vocabulary's logits, as the actor's log-prob forward does) and the
+    engines' start-up budget are not priced."""
     if truthy(keys.raw("train.colocate_all")):
         return []
     out = []
@@ -368,6 +371,11 @@ def _frozen_groups(keys: Keys, models: dict[str, bool]) -> list[Feature]:
     if models["reward"] and not (models["critic"] and truthy(keys.raw("train.colocate_critic_reward"))):
         out.append(Feature(keys.get("reward.num_gpus_per_node"), "the reward model's own GPUs (its 16-bit eval "
                            "engine and forward) are not priced: the estimates are the trained models'"))
+    engines = keys.get("vllm.num_engines")
+    if engines.value or "vllm.num_engines" in keys.document.unknown:
+        out.append(Feature(engines, "the vLLM engines' own GPUs (--vllm.gpu_memory_utilization of each, the "
+                           "weights over --vllm.tensor_parallel_size) are not priced: the estimates are the "
+                           "trained models'"))
     return out
 
 
@@ -397,7 +405,7 @@ def _refusals(keys: Keys, release: str) -> tuple[Refusal, ...]:
         out.append(Refusal("always", "ref.num_gpus_per_node", "AssertionError: num_nodes and num_gpus_per_node must "
                            "be the same when colocate actor and ref model."))
     packing = truthy(keys.raw("ds.packing_samples")) or truthy(keys.raw("train.dynamic_batch_enable"))
-    if packing and not _ints(engines):
+    if packing and not _ints(engines) and "vllm.num_engines" not in keys.document.unknown:
         out.append(Refusal("always", "ds.packing_samples", "AssertionError: Only support `--packing_samples` with "
                            "vLLM."))
     estimator = keys.get("algo.advantage.estimator", default="gae").value

@@ -443,7 +443,7 @@ class _Walker:
             expression = re.sub(r"\$?\{?([A-Za-z_][A-Za-z_0-9]*)\}?", value, text)
             if not re.fullmatch(r"[\d\s+\-*/%()]+", expression) or len(expression) > 200:
                 raise ValueError(text)
-            result = _integer(expression)
+            result = _integer(expression.strip())     # `$(( a * 2 ))`: Python parses no leading space
         except (ValueError, ZeroDivisionError, SyntaxError):
             return Word(None, line, column, unknown=self.text(node))
         return Word(str(result), line, column)

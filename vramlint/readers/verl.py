@@ -391,7 +391,8 @@ def _refusals(keys: VerlKeys) -> tuple[Refusal, ...]:
                                                f"{path}"))
     if not keys.flag(f"{ACTOR}.use_dynamic_bsz").value:
         for section, param in ((ACTOR, "ppo_micro_batch_size"), (ROLLOUT, "log_prob_micro_batch_size")):
-            if all(keys.value(f"{section}.{name}").value is None for name in (param, f"{param}_per_gpu")):
+            if all(keys.value(f"{section}.{name}").value is None and f"{section}.{name}" not in keys.document.unknown
+                   for name in (param, f"{param}_per_gpu")):
                 out.append(Refusal("always", f"{section}.{param}_per_gpu",
                                    f"[{section}] Please set at least one of '{section}.{param}' or "
                                    f"'{section}.{param}_per_gpu'."))
