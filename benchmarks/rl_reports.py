@@ -54,7 +54,7 @@ WHY = {
 # Rows whose verdict turns on sequence lengths: verl packs each micro-batch's own tokens
 # (use_remove_padding) and vramlint prices every sequence at its cap (prompt + response); the
 # reports ran GSM8K / math prompts whose responses are far shorter than the cap
-CAP = ("verl-tuning-", "verl-145", "tinyzero-62-a100-80g")
+CAP = ("verl-tuning-",)
 CAP_WHY = ("Sequence lengths, most likely: vramlint prices every sequence at max_prompt_length + "
            "max_response_length (the cap, the worst case); the run packed its GSM8K sequences' own tokens "
            "(use_remove_padding), far fewer than the cap.")

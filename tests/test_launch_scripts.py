@@ -646,7 +646,7 @@ def test_a_workflows_run_steps_are_its_jobs_and_an_expression_is_a_value_only_th
 # file, as (via, status, the codes of its findings). --gpus H100 names the type (no workflow does).
 WORKFLOWS = {
     "vllm-project__production-stack/.github/workflows/router-e2e-test.yml": [
-        (None, "skipped", []), (None, "skipped", []),
+        (None, "skipped", ["VL011"] * 3), (None, "skipped", ["VL011"]),    # run steps' scripts it does not carry
         ("vllm, line 182", "not estimated", ["VL005"]), ("vllm, line 183", "not estimated", ["VL005"])],
     "deepspeedai__DeepSpeed/.github/workflows/xpu-compile.yml": [
         ("deepspeed, line 57", "not estimated", ["VL011"]), ("deepspeed, line 61", "not estimated", ["VL011"])],
@@ -830,3 +830,17 @@ def test_the_rl_reports_benchmark_rows_are_launches_it_reads():
         if "python" in row["command"]:
             assert [(launch.reads_as, launch.trainer.text if launch.trainer else None) for launch in found] in \
                 ([("openrlhf", "ppo")], [("verl", None)]), row["id"]
+
+
+def test_a_script_that_hands_its_work_to_one_not_here_says_so(tmp_path):
+    """simpleRL-Zoo's README runs ``bash train_grpo_math_tune_ray.sh --model_name ...``: checked
+    without that script, a warning at the line says the job it may start is not checked (it was
+    skipped in silence); not an error, for a handed script may be a clean-up step."""
+    script = tmp_path / "run.sh"
+    script.write_text("bash train_grpo_math_tune_ray.sh --model_name Qwen-2.5-7B --max_response_length 8192\n")
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", str(script), "--gpus", "H100", "--format",
+                           "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    (entry,) = json.loads(proc.stdout)["files"]
+    assert proc.returncode == 0 and entry["status"] == "skipped"
+    assert [(f["code"], f["severity"], f["line"]) for f in entry["findings"]] == [("VL011", "warning", 1)]
+    assert "train_grpo_math_tune_ray.sh" in entry["findings"][0]["message"]

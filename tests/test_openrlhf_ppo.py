@@ -242,3 +242,16 @@ def test_an_engine_count_only_the_run_knows_is_vllm_and_no_refusal(tmp_path):
     codes = {f["code"] for f in entry["findings"]}
     assert "VL313" not in codes and "VL014" in codes and entry["status"] == "estimated"
     assert any(name.startswith("rollout engine (vLLM") for name in _components(entry))
+
+
+def test_a_critic_of_the_actors_unresolved_model_says_so_once(tmp_path):
+    """GAE without colocate_all and no critic or reward model named: the critic is the actor's
+    model. Where that cannot be resolved, the actor's job has the VL005 and the critic's a VL011
+    pointing at it, not a second VL005 for the same line."""
+    script = tmp_path / "ppo.sh"
+    script.write_text("python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path ./no-such-model "
+                      "--reward.remote_url http://localhost:5000/get_reward --vllm.num_engines 2\n")
+    actor, critic = _check(str(script), "--gpus", "H100")["files"]
+    assert [f["code"] for f in actor["findings"] if f["severity"] == "error"] == ["VL005"]
+    (finding,) = [f for f in critic["findings"] if f["severity"] == "error"]
+    assert finding["code"] == "VL011" and "VL005 above" in finding["message"] and critic["via"].endswith("critic")

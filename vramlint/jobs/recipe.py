@@ -56,6 +56,10 @@ def _group_job(group: Recipe, first: Recipe, result: FileResult, ctx: Context) -
                      cluster=ctx.cluster, job=True)
     if group.model.value != first.model.value:
         ctx = replace(ctx, stated=ctx.stated - {"model"})
+    elif any(f.code == "VL005" for f in result.findings):   # the same model, not resolved: said once, there
+        one.model_at = group.model.location
+        one.unplanned(f"the {group.role}'s model is {first.model.value}, not resolved (its VL005 above)")
+        return one
     recipe_job(group, one, ctx)
     return one
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from vramlint.documents import Document, Location, read_text
 from vramlint.errors import UsageError
+from vramlint.findings import WARNING
 from vramlint.hardware import Cluster
 from vramlint.jobs import check_document
 from vramlint.jobs.gpus import stated_cluster
@@ -63,11 +64,30 @@ def check_commands(commands: list, text: str, result: FileResult, ctx: Context, 
     elsewhere = [target for target in handed if str(real(target)) not in ctx.run_paths]
     if elsewhere:                       # this run does not check them: they are checked here, as this file's
         return _handed_to(elsewhere, result, ctx)
+    missing = [(name, command.line) for command in commands for name in submitted([command])
+               if find_referenced(name, result.path) is None]
+    if missing and not handed:
+        return [_handed_elsewhere(missing, result)]
     result.job = False
     result.skip(f"hands its job to {', '.join(shown(t) for t in handed)}, checked in this run: skipped" if handed
                 else "starts no training or serving job (torchrun, accelerate launch, deepspeed, python, "
                 "llamafactory-cli, tune, axolotl, vllm serve): skipped")
     return [result]
+
+
+def _handed_elsewhere(missing: list[tuple[str, int]], result: FileResult) -> FileResult:
+    """A script whose only commands hand work to scripts this repository does not hold (a README's
+    ``bash train_grpo.sh --model_name ...``, a workflow's ``bash clean-up.sh``): whether they start a
+    job is not known here, so each is a warning at its line (VL011 at warning severity), not a
+    silent skip and not an error for what may be a clean-up script."""
+    for name, line in missing:
+        finding = not_estimated(Location(result.path, "$", line, 1), f"line {line} hands its work to {name}, "
+                                "which is not in this repository: a job it starts is not checked",
+                                f"check {name} where it is, or add it here")
+        result.findings.append(replace(finding, severity=WARNING))
+    result.job = False
+    result.skip(f"hands its work to {', '.join(name for name, _ in missing)}, not in this repository: not checked")
+    return result
 
 
 def _handed_to(scripts: list, result: FileResult, ctx: Context) -> list[FileResult]:

@@ -186,7 +186,7 @@ def _critic_group(actor: Recipe, keys: Keys, estimator: Fact, release: str) -> t
     if not models["critic"] or truthy(keys.raw("train.colocate_all")):
         return ()
     beside = models["reward"] and truthy(keys.raw("train.colocate_critic_reward"))
-    facts = {**actor.rollout.value, "role": Fact("critic"), "colocated": Fact(False), "critic": Fact(False),
+    facts = {**actor.rollout.value, "colocated": Fact(False), "critic": Fact(False),
              "reference": Fact(False), "reward": Fact(beside, keys.get("train.colocate_critic_reward").location),
              "processes": Fact(1 + beside), "engine_process": Fact(False), "logprob_tokens": Fact(0)}
     flat = actor.release != VERSION
