@@ -94,11 +94,11 @@ EXPECTED = {
     "hkust-nlp__deita/examples/train/sft.sh": [("deepspeed", 15, None, 1, None, False)],
     "hmosousa__tradutor/scripts/train/llama3_fft.sh": [("python", 3, 1, 1, "a single python process", False),
                                                        ("tune", 6, 4, 1, "--nproc_per_node", False)],
-    "huggingface__alignment-handbook/recipes/launch.slurm": [("trl", 128, 8, 1, "#SBATCH", True),
+    "huggingface__alignment-handbook/recipes/launch.slurm": [("trl", 128, 8, 1, "#SBATCH", False),
                                                              ("accelerate", 144, 8, 1, "#SBATCH", False)],
     "huggingface__nanotron/examples/mamba/run_multinode.sh": [("torchrun", 143, 8, 2, "--nproc_per_node", True),
                                                               ("torchrun", 162, 8, 2, "--nproc_per_node", True)],
-    "huggingface__open-r1/slurm/train.slurm": [("trl", 133, 8, 1, "#SBATCH", True),
+    "huggingface__open-r1/slurm/train.slurm": [("trl", 133, 8, 1, "#SBATCH", False),
                                                ("accelerate", 150, 8, 1, "#SBATCH", False)],
     "huggingface__picotron/template/base_job.slurm": [("torchrun", 76, None, 1, None, False)],
     "lm-sys__FastChat/scripts/train_lora.sh": [("deepspeed", 1, None, 1, None, False)],
@@ -844,3 +844,25 @@ def test_a_script_that_hands_its_work_to_one_not_here_says_so(tmp_path):
     assert proc.returncode == 0 and entry["status"] == "skipped"
     assert [(f["code"], f["severity"], f["line"]) for f in entry["findings"]] == [("VL011", "warning", 1)]
     assert "train_grpo_math_tune_ray.sh" in entry["findings"][0]["message"]
+
+
+def test_trl_vllm_serve_is_the_vllm_serve_line_it_runs(tmp_path):
+    """TRL GRPO's server mode: ``trl vllm-serve`` (TRL 1.16 ``build_command``) runs ``vllm serve``
+    with its arguments and TRL's own gpu_memory_utilization 0.9 (not vLLM's release default): one
+    job, one answer, whichever line states it. The trainer beside it holds no engine."""
+    trl = tmp_path / "trl.sh"
+    trl.write_text("CUDA_VISIBLE_DEVICES=7 trl vllm-serve --model Qwen/Qwen2.5-7B --tensor_parallel_size 1 "
+                   "--max_model_len 4096 --log_level warning &\n"
+                   "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6 accelerate launch --num_processes 7 train_grpo.py "
+                   "--model_name_or_path Qwen/Qwen2.5-7B --use_vllm --vllm_mode server "
+                   "--per_device_train_batch_size 4 --bf16\n")
+    vllm = tmp_path / "vllm.sh"
+    vllm.write_text("CUDA_VISIBLE_DEVICES=7 vllm serve Qwen/Qwen2.5-7B --tensor-parallel-size 1 --max-model-len 4096 "
+                    "--gpu-memory-utilization 0.9\n")
+    server, trainer = _check(str(trl), "--gpus", "H100", "--vllm-version", "0.29.0")["files"]
+    (same,) = _check(str(vllm), "--gpus", "H100", "--vllm-version", "0.29.0")["files"]
+    assert server["via"] == "trl, line 1" and server["serving"]["gpu_memory_utilization"] == 0.9
+    assert server["serving"]["kv_cache_bytes"] == same["serving"]["kv_cache_bytes"] > 0
+    assert not [f for f in server["findings"] if f["severity"] == "error" or f["code"] == "VL101"]
+    assert trainer["status"] == "estimated"
+    assert not any(c["name"].startswith("vLLM") for c in trainer["estimate"]["components"])

@@ -128,15 +128,15 @@ def test_separate_placements_price_the_actors_and_the_critics_gpus_each(tmp_path
     script = tmp_path / "train_ppo_llama_ray.sh"
     script.write_text((SCRIPTS / "train_ppo_llama_ray.sh").read_text().replace(
         "OpenRLHF/Llama-3-8b-rm-mixture", "meta-llama/Meta-Llama-3-8B-Instruct"))
-    actor, critic = _check(str(script), "--gpus", "A100-80GB", "--model",
-                           "meta-llama/Meta-Llama-3-8B-Instruct")["files"]
+    actor, critic, engines = _check(str(script), "--gpus", "A100-80GB", "--model",
+                                    "meta-llama/Meta-Llama-3-8B-Instruct")["files"]
     parts = _components(actor)
     assert actor["gpus"]["per_node"] == 2 and actor["plan"]["seq_len"] == 2048    # 1024 + 1024
     assert actor["plan"]["micro_batch"] == 16 and actor["plan"]["offload_optimizer"] == "cpu"
     assert parts["reference weights"] == 2 * 8_030_261_248 // 2
     assert not any(name.startswith(("rollout engine", "critic")) for name in parts)
-    unpriced = [f["message"] for f in actor["findings"] if f["code"] == "VL210"]
-    assert len(unpriced) == 1 and "vLLM engines' own GPUs" in unpriced[0]    # the frozen models share trained GPUs
+    assert not [f for f in actor["findings"] if f["code"] == "VL210"]    # the frozen models share trained GPUs
+    assert engines["via"].endswith("vLLM engines") and engines["kind"] == "vllm"
     value = 8_030_261_248 - 128_256 * 4096 + 4096                          # lm_head -> Linear(4096, 1)
     theirs = _components(critic)
     assert critic["via"].endswith("critic") and critic["gpus"]["per_node"] == 2
@@ -147,14 +147,47 @@ def test_separate_placements_price_the_actors_and_the_critics_gpus_each(tmp_path
     assert critic["estimate"]["per_gpu_peak_bytes"] < actor["estimate"]["per_gpu_peak_bytes"]
 
 
-def test_frozen_models_on_gpus_of_their_own_are_said_unpriced():
-    """OpenRLHF's 70B script: the reference and the reward model on 4 GPUs each of their own, vLLM
-    on 8. The actor's and the critic's GPUs are estimated; the other groups are VL210 at their flags."""
+def test_frozen_models_and_engines_on_gpus_of_their_own_are_jobs_of_their_own():
+    """OpenRLHF's 70B script (flat flags of 0.9.5): the reference and the reward model on 4 GPUs each
+    of their own, the vLLM engines on 4 x TP 2. Five jobs: the actor, the critic, the reference and
+    the reward model (ZeRO-3 eval engines: their 16-bit shards over their 4 GPUs and their no-grad
+    forward over --micro_rollout_batch_size 2 rows of 1024 + 1024 tokens, packed), and the engines,
+    checked as the vllm serve config create_vllm_engines builds (bf16, TP 2, max_model_len 2048,
+    OpenRLHF's gpu_memory_utilization 0.95) at 0.9.5's pinned vLLM 0.17.0. Nothing is VL210."""
     files = _check(str(SCRIPTS / "train_ppo_llama_ray_70b.sh"), "--gpus", "A100-80GB")["files"]
-    assert [f["status"] for f in files] == ["estimated", "estimated"]
-    lines = sorted(f["line"] for f in files[0]["findings"] if f["code"] == "VL210")
-    assert lines == [8, 10, 15]     # --ref_num_gpus_per_node, --reward_num_gpus_per_node, --vllm_num_engines
-    assert files[1]["plan"]["model"].endswith("as a value model")
+    assert [f["via"].rsplit(", ", 1)[-1] for f in files] == ["line 3", "critic", "reference", "reward model",
+                                                                 "vLLM engines"]
+    assert [f["status"] for f in files] == ["estimated"] * 5
+    assert not [f for one in files for f in one["findings"] if f["code"] == "VL210"]
+    reference, reward, engines = files[2], files[3], files[4]
+    p, value = 70_553_706_496, 70_553_706_496 - 128_256 * 8192 + 8192     # lm_head -> Linear(8192, 1)
+    ref_parts, reward_parts = _components(reference), _components(reward)
+    assert reference["gpus"]["per_node"] == 4 and reference["gpus"]["from"].endswith(":8")
+    assert ref_parts["weights (16-bit eval engine)"] == 2 * p // 4
+    assert ref_parts["log-prob logits"] == 6 * 2 * 2048 * 128_256         # bf16 + fp32, 2 rows of 2048
+    assert ref_parts["head gathered"] == 2 * 128_256 * 8192
+    assert reward_parts["weights (16-bit eval engine)"] == 2 * -(-value // 4)
+    assert not any("logits" in name for name in reward_parts)           # a value head: no vocabulary
+    assert reward["estimate"]["per_gpu_peak_bytes"] < reference["estimate"]["per_gpu_peak_bytes"]
+    serving = engines["serving"]
+    assert (serving["tensor_parallel"], serving["max_model_len"], serving["gpu_memory_utilization"]) == (2, 2048, 0.95)
+    assert engines["vllm_version"] == "0.17.0" and serving["components"][0]["bytes"] == 2 * p // 2
+
+
+def test_a_frozen_group_that_does_not_fit_gets_its_own_changes(tmp_path):
+    """The same script under ZeRO-2 with the reference on 2 GPUs: its eval engine keeps the whole
+    70B model (get_ds_eval_config: stage 0 below the actor's ZeRO-3), 131 GiB. VL201 at the
+    experience micro-batch's line, with the changes a frozen model has: ZeRO-3, and its weights on
+    the host (--ref_reward_offload, ZeRO-3's offload_param); never checkpointing or the optimizer."""
+    script = tmp_path / "ppo.sh"
+    script.write_text((SCRIPTS / "train_ppo_llama_ray_70b.sh").read_text().replace("--zero_stage 3", "--zero_stage 2")
+                      .replace("--ref_num_gpus_per_node 4", "--ref_num_gpus_per_node 2"))
+    reference = _check(str(script), "--gpus", "A100-80GB")["files"][2]
+    (finding,) = [f for f in reference["findings"] if f["code"] == "VL201"]
+    assert finding["line"] == 22                                       # --micro_rollout_batch_size 2
+    assert _components(reference)["weights (16-bit eval engine)"] == 2 * 70_553_706_496
+    assert finding["hint"].startswith("--zero_stage 3 + --ref_reward_offload fits at")
+    assert "checkpointing" not in finding["hint"] and "adam" not in finding["hint"]
 
 
 def test_a_reward_model_on_the_actors_gpus_is_resolved_as_any_model_a_file_names():
@@ -251,7 +284,44 @@ def test_a_critic_of_the_actors_unresolved_model_says_so_once(tmp_path):
     script = tmp_path / "ppo.sh"
     script.write_text("python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path ./no-such-model "
                       "--reward.remote_url http://localhost:5000/get_reward --vllm.num_engines 2\n")
-    actor, critic = _check(str(script), "--gpus", "H100")["files"]
+    actor, critic, reference, engines = _check(str(script), "--gpus", "H100")["files"]
     assert [f["code"] for f in actor["findings"] if f["severity"] == "error"] == ["VL005"]
+    for group in (reference, engines):
+        (said,) = [f for f in group["findings"] if f["severity"] == "error"]
+        assert said["code"] == "VL011" and "VL005 above" in said["message"]
     (finding,) = [f for f in critic["findings"] if f["severity"] == "error"]
     assert finding["code"] == "VL011" and "VL005 above" in finding["message"] and critic["via"].endswith("critic")
+
+
+def test_engines_that_cannot_start_are_said_in_openrlhfs_flags(tmp_path):
+    """The 70B script's engines at --vllm_tensor_parallel_size 1: the 16-bit 70B model alone is
+    more than OpenRLHF's 0.95 share of an 80 GB card, so vLLM refuses to allocate its KV cache
+    ("No available memory for the cache blocks"), at the TP flag's line. The hint speaks
+    train_ppo_ray's flags; vLLM settings OpenRLHF fixes (dtype, quantization, max_num_seqs) are
+    not proposed."""
+    script = tmp_path / "ppo.sh"
+    script.write_text((SCRIPTS / "train_ppo_llama_ray_70b.sh").read_text()
+                      .replace("--vllm_tensor_parallel_size 2", "--vllm_tensor_parallel_size 1"))
+    engines = _check(str(script), "--gpus", "A100-80GB")["files"][-1]
+    (finding,) = [f for f in engines["findings"] if f["severity"] == "error"]
+    assert finding["code"] == "VL201" and finding["line"] == 16
+    assert finding["message"].startswith("No available memory for the cache blocks.")
+    assert finding["hint"] == "--vllm_tensor_parallel_size 2 (2 GPUs)"
+
+
+def test_dotted_engines_run_the_vllm_openrlhf_pins(tmp_path):
+    """0.11.2's dotted flags: its vllm extra pins vLLM 0.29.0 (the wheel's METADATA), newer than
+    the releases vramlint models, which the engines' job says (VL009); a repository pin wins."""
+    script = tmp_path / "ppo.sh"
+    script.write_text("python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path Qwen/Qwen2.5-7B-Instruct "
+                      "--reward.remote_url http://localhost:5000/get_reward --algo.advantage.estimator group_norm "
+                      "--rollout.n_samples_per_prompt 8 --vllm.num_engines 2 --vllm.tensor_parallel_size 2 "
+                      "--vllm.gpu_memory_utilization 0.6\n")
+    engines = _check(str(script), "--gpus", "H100")["files"][-1]
+    assert engines["via"].endswith("vLLM engines") and engines["vllm_version"] == "0.29.0"
+    assert [f["code"] for f in engines["findings"]] == ["VL009"]
+    assert engines["serving"]["gpu_memory_utilization"] == 0.6
+    (tmp_path / "requirements.txt").write_text("vllm==0.11.0\n")
+    (tmp_path / ".git").mkdir()
+    pinned = _check(str(script), "--gpus", "H100")["files"][-1]
+    assert pinned["vllm_version"] == "0.11.0" and not pinned["findings"]

@@ -122,6 +122,10 @@ class Rollout:
     engine_process: bool = False   # the engine's worker is a process of its own on each GPU (a context of its own)
     logit_bytes: int = 2           # bytes per logit at the log-prob forward's peak (OpenRLHF: bf16 + its fp32 copy, 6)
     one_switch: bool = False       # one switch offloads the actor's and the critic's states (--ds.enable_sleep)
+    trains: bool = True            # False: a group that trains nothing (OpenRLHF's reference or reward model on GPUs
+    #                                of their own): its resting model and its no-grad forward (memory/rl.frozen)
+    offloaded: bool = False        # such a group's model on the host (its --ref.offload / --reward.offload, ZeRO-3)
+    offload_setting: str = ""      # the setting that puts it there (vocabulary.WORDS): ref_offload, reward_offload
 
 
 @dataclass(frozen=True)
@@ -263,6 +267,11 @@ class Plan:
         else:
             name = "PyTorch DDP" if self.data_parallel > 1 else "PyTorch"
         return name + (f" + TP {self.tensor_parallel}" if self.tensor_parallel > 1 else "")
+
+    @property
+    def frozen(self) -> bool:
+        """A GPU group that trains nothing (``Rollout.trains`` off): its no-grad forward is the job."""
+        return self.rollout is not None and not self.rollout.trains
 
     def with_changes(self, **changes) -> Plan:
         return replace(self, **changes)

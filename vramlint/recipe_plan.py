@@ -147,7 +147,7 @@ def _flags(job: dict, origins: dict, values: dict) -> Flags:
 # the RL layout's settings (memory/fit_rl.py).
 OWN_SETTINGS = ("stage", "offload_optimizer", "offload_param")
 RL_SETTINGS = ("rollout_share", "optimizer_offloaded", "params_offloaded", "token_budget", "logprob_micro",
-               "logprob_tokens")
+               "logprob_tokens", "ref_offload", "reward_offload")
 
 
 def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
@@ -274,8 +274,11 @@ def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str], others: 
                       scaled_logits=isinstance(temperature, (int, float)) and float(temperature) != 1.0,
                       framework=framework, engine_here=here, residents=_residents(facts, model, others),
                       processes=facts.get("processes", 1), engine_process=bool(facts.get("engine_process")),
-                      logit_bytes=facts.get("logit_bytes", 2), one_switch=bool(facts.get("one_switch")))
-    notes.append(_rollout_note(recipe, rollout))
+                      logit_bytes=facts.get("logit_bytes", 2), one_switch=bool(facts.get("one_switch")),
+                      trains=facts.get("trains", True) is not False, offloaded=bool(facts.get("offloaded")),
+                      offload_setting=facts.get("offload_setting", ""))
+    if rollout.trains:
+        notes.append(_rollout_note(recipe, rollout))
     return rollout
 
 

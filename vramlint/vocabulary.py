@@ -84,6 +84,8 @@ WORDS: dict[tuple[str, str], str] = {
     ("openrlhf-ppo", "token_budget"): "--train.max_tokens_per_gpu {}",
     ("openrlhf-ppo", "logprob_micro"): "--rollout.micro_batch_size {}",
     ("openrlhf-ppo", "logprob_tokens"): "--rollout.max_tokens_per_gpu {}",
+    ("openrlhf-ppo", "ref_offload"): "--ref.offload",
+    ("openrlhf-ppo", "reward_offload"): "--reward.offload",
     ("openrlhf-ppo-flat", "micro_batch"): "--micro_train_batch_size {}",
     ("openrlhf-ppo-flat", "grad_checkpointing"): "--gradient_checkpointing",
     ("openrlhf-ppo-flat", "no_grad_checkpointing"): "no --gradient_checkpointing",
@@ -94,6 +96,8 @@ WORDS: dict[tuple[str, str], str] = {
     ("openrlhf-ppo-flat", "token_budget"): "--train_max_tokens_per_gpu {}",
     ("openrlhf-ppo-flat", "logprob_micro"): "--micro_rollout_batch_size {}",
     ("openrlhf-ppo-flat", "logprob_tokens"): "--rollout_max_tokens_per_gpu {}",
+    ("openrlhf-ppo-flat", "ref_offload"): "--ref_reward_offload",
+    ("openrlhf-ppo-flat", "reward_offload"): "--ref_reward_offload",
     # verl's trainer config (readers/verl.py), as the Hydra override that sets it
     ("verl", "micro_batch"): "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={}",
     ("verl", "grad_checkpointing"): "actor_rollout_ref.model.enable_gradient_checkpointing=True",

@@ -45,22 +45,43 @@ def check(document: Document, result: FileResult, ctx: Context) -> list[FileResu
     read = RECIPES[result.kind].read
     recipe = read(document, ctx.trainer) if ctx.trainer is not None else read(document)
     recipe_job(as_released(recipe, ctx), result, ctx)
-    return [result, *(_group_job(group, recipe, result, ctx) for group in recipe.groups)]
+    out = [result, *(_group_job(group, recipe, result, ctx) for group in recipe.groups)]
+    for engines in recipe.engines:
+        model = engines.document.data.get("model")
+        unresolved = _said_above(engines.role, model, recipe, result, ctx, engines.document.locate("$.model"))
+        if unresolved is not None:
+            out.append(unresolved)
+            continue
+        from vramlint.jobs.vllm import engines_job       # the serving model: loaded where a job has engines
+        out.append(engines_job(engines, result, ctx))
+    return out
 
 
 def _group_job(group: Recipe, first: Recipe, result: FileResult, ctx: Context) -> FileResult:
     """Another GPU group of the same job (``Recipe.groups``: OpenRLHF's critic on GPUs of its own):
     a job of its own, on the GPUs its recipe states, reported beside the first. ``--model`` names
     the first group's model: a group of another model resolves its own, as any model a file names."""
+    unresolved = _said_above(group.role, group.model.value, first, result, ctx, group.model.location)
+    if unresolved is not None:
+        return unresolved
     one = FileResult(result.path, kind=result.kind, via=", ".join(filter(None, (result.via, group.role))),
                      cluster=ctx.cluster, job=True)
     if group.model.value != first.model.value:
         ctx = replace(ctx, stated=ctx.stated - {"model"})
-    elif any(f.code == "VL005" for f in result.findings):   # the same model, not resolved: said once, there
-        one.model_at = group.model.location
-        one.unplanned(f"the {group.role}'s model is {first.model.value}, not resolved (its VL005 above)")
-        return one
     recipe_job(group, one, ctx)
+    return one
+
+
+def _said_above(role: str, model, first: Recipe, result: FileResult, ctx: Context, where) -> FileResult | None:
+    """A group of the first job's model where that model was not resolved: not estimated, said
+    once (a VL011 pointing at the first job's VL005), not a second VL005 for the same line."""
+    if model != first.model.value or not any(f.code == "VL005" for f in result.findings):
+        return None
+    one = FileResult(result.path, kind=result.kind, via=", ".join(filter(None, (result.via, role))),
+                     cluster=ctx.cluster, job=True)
+    one.model_at = where
+    one.unplanned(f"the {role}' model is {model}, not resolved (its VL005 above)" if role.endswith("s") else
+                  f"the {role}'s model is {model}, not resolved (its VL005 above)")
     return one
 
 
@@ -131,7 +152,7 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
     result.findings.extend(framework_refusals(recipe, plan))
     if recipe.framework == "llamafactory":
         result.findings.extend(check_llamafactory(recipe))
-    if ds is not None:
+    if ds is not None and not recipe.role:     # a group's config is the first job's, its findings said there
         result.findings.extend(check_trainer_mismatch(recipe, ds, plan.cluster.world_size, job.trainer))
         asked = recipe.optimizer.value if recipe.optimizer.value in OPTIMIZERS else None
         result.findings.extend(optimizer_unused(ds, plan, asked, recipe.key("optimizer")))

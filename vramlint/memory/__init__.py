@@ -145,6 +145,8 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     phase = None
     if plan.mode == "infer":
         tensors, moment, host = inference_components(plan), "prefill", []
+    elif plan.rollout is not None and not plan.rollout.trains:
+        return _frozen(plan)
     else:
         peak, all_moments, states = training_peak(plan)
         if plan.rollout is not None:       # the update's peak, or an RL phase's if that is the larger
@@ -173,6 +175,21 @@ def estimate(plan: Plan, replay: bool = True) -> Estimate:
     limits = tuple(text(plan) if callable(text) else text for applies, text in LIMITS if applies(plan))
     return Estimate(tuple(tensors + [reserve, context] + host), plan.assumptions + text_only + phases + limits
                     + tuple(reasons), moment, width, reserve_wanted=full)
+
+
+FROZEN_BAND = (0.15, "band ±15%: an eval engine's forward on GPUs of its own: not measured")
+
+
+def _frozen(plan: Plan) -> Estimate:
+    """A group that trains nothing: its forward's tensors from an emptied cache (OpenRLHF's
+    make_experience empties it between forwards), the process's context."""
+    tensors = [c for c in rl.frozen(plan) if c.bytes] + [workspaces(plan)]
+    framework = plan.rollout.framework
+    reserve = Component("allocator reserve", 0, f"the cache emptied before the forward ({rl.EMPTIED[framework]})",
+                        rl.SOURCES[framework], kind=ALLOCATOR)
+    context = replace(fixed_costs(plan), kind=CONTEXT)
+    return Estimate(tuple(tensors + [reserve, context]), plan.assumptions + (FROZEN_BAND[1],), rl.FROZEN_PHASE,
+                    FROZEN_BAND[0])
 
 
 def _update_peak(moments: list):

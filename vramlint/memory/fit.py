@@ -137,6 +137,9 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
     if plan.refused():                  # the framework starts no launch of it: its refusal is the finding
         return []
     out: list[Change] = []
+    if plan.frozen:                     # a group that trains nothing: its eval engine's changes alone
+        from vramlint.memory.fit_rl import frozen_changes
+        return frozen_changes(plan, budget)
     if plan.rollout is not None:        # an RL step: its layout's own changes first (memory/fit_rl.py)
         from vramlint.memory.fit_rl import rl_changes
         out += rl_changes(plan, budget)

@@ -87,3 +87,32 @@ def rl_changes(plan: Plan, budget: int) -> list[Change]:
     """The RL layout's own changes that fit, the cheapest first: the engine's share (a smaller KV
     cache), the log-prob micro-batch, the token budget, then offload between phases."""
     return _share(plan, budget) + _logprob(plan, budget) + _token_budget(plan, budget) + _offloads(plan, budget)
+
+
+def frozen_changes(plan: Plan, budget: int) -> list[Change]:
+    """A group that trains nothing (``Plan.frozen``): ZeRO-3 for its eval engine (OpenRLHF's eval
+    config follows the actor's stage), a smaller experience micro-batch, its model on the host
+    under ZeRO-3 (``offload_setting``); failing those, the fewest GPUs for it under ZeRO-3."""
+    out: list[Change] = []
+    stage3 = plan.with_changes(zero_stage=3)
+    if plan.zero_stage != 3 and fits(stage3, budget):
+        out.append(Change(say(plan.vocabulary, plan.source, "stage", 3), peak(stage3)))
+    out += _logprob(plan, budget)
+    setting = plan.rollout.offload_setting
+    offloaded = _with(stage3, offloaded=True)
+    if setting and not plan.rollout.offloaded and speaks(plan.vocabulary, plan.source, setting) \
+            and fits(offloaded, budget):
+        words = ([] if plan.zero_stage == 3 else [say(plan.vocabulary, plan.source, "stage", 3)])
+        out.append(Change(" + ".join(words + [say(plan.vocabulary, plan.source, setting)]), peak(offloaded)))
+    return out or _frozen_gpus(stage3, budget)
+
+
+def _frozen_gpus(plan: Plan, budget: int, most: int = 64) -> list[Change]:
+    """The fewest whole nodes of the group's GPUs on which its ZeRO-3 eval engine fits."""
+    on = lambda nodes: plan.with_changes(cluster=replace(plan.cluster, nodes=nodes))  # noqa: E731
+    if not fits(on(most), budget):
+        return []
+    nodes = _bisect(lambda n: fits(on(n), budget), most, plan.cluster.nodes)
+    bigger = on(nodes)
+    return [Change(f"{nodes} nodes x {plan.cluster.per_node} GPUs ({bigger.cluster.world_size} GPUs) for it, "
+                   + say(plan.vocabulary, plan.source, "stage", 3), peak(bigger))]

@@ -41,6 +41,7 @@ from dataclasses import replace
 
 from vramlint.memory.parts.components import CONTEXT, Component
 from vramlint.memory.parts.fixed import CONTEXT as CONTEXTS, fixed_costs
+from vramlint.memory.runtimes.deepspeed.states import zero3_forward_gathered
 from vramlint.plan import Plan
 
 SOURCE = "verl 0.9.1 workers/engine_workers.py:729-826, workers/engine/fsdp/transformer_impl.py:200-231, 405-470"
@@ -229,6 +230,32 @@ def phases(plan: Plan, resting_components: list[Component], gathered: list[Compo
 
 
 PHASES = (ROLLOUT_PHASE, LOGPROB_PHASE)
+FROZEN_PHASE = "forward (no grad)"
+
+
+def frozen(plan: Plan) -> list[Component]:
+    """A GPU group that trains nothing (``Rollout.trains`` off: OpenRLHF's reference or reward model
+    on GPUs of its own, ``ReferenceModelActor`` / ``RewardModelActor``, trainer/ray/launcher.py:
+    105-200 at 0.11.2) at its forward's peak: its 16-bit eval engine's weights (ZeRO-3 partitioned
+    over the group's ranks where the actor trains under ZeRO-3, else whole: ``get_ds_eval_config``;
+    on the host under its ``offload``), and the larger of two moments: a layer computing with what
+    ZeRO-3 gathers for it, or the head with the micro-batch's logits (the reference's log-probs:
+    bf16 and fp32, ``logit_bytes``; a reward model's value head makes one number a token,
+    ``logit_bytes`` 0). ``use_cache`` is off (models/actor.py:210, models/model.py:159): no KV
+    cache; a layer's working set is gone by the logits."""
+    r, m, n = plan.rollout, plan.model, plan.data_parallel
+    sharded = plan.zero_stage == 3
+    name = "weights (16-bit eval engine)"
+    if r.offloaded:
+        weights = Component(name, 0, "ZeRO-3 offload_param: on the host", EVAL_SOURCE)
+    else:
+        weights = Component(name, 2 * -(-m.params // n) if sharded else 2 * m.params,
+                            f"2 B x {m.params:,}" + (f" / {n} (ZeRO-3 eval engine)" if sharded
+                                                     else " (a ZeRO-0 eval engine: whole on each GPU)"), EVAL_SOURCE)
+    layer, head = zero3_forward_gathered(plan) if sharded and (n > 1 or r.offloaded) else (None, None)
+    at_head = [weights] + ([head] if head else []) + ([logprob_logits(plan)] if r.logit_bytes else [])
+    in_layer = [weights] + ([layer] if layer else [])
+    return max(at_head, in_layer, key=lambda parts: sum(c.bytes for c in parts))
 
 
 def summary(update: int, moment: str, others: dict[str, int], context: int) -> str:

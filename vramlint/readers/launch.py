@@ -162,7 +162,7 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
     if name == "trl" and rest and rest[0].text in TRL_TRAINERS:
         return _trl(command, rest[0], rest[1:])
     if name == "trl" and rest and rest[0].text == "vllm-serve":
-        return Launch("trl", TRAINING, command, distributed=True, unread="trl vllm-serve jobs are not read yet")
+        return _trl_vllm_serve(command, rest[0], rest[1:])
     if name == "sglang" and rest and rest[0].text == "serve":
         return _sglang(command, rest[1:])
     if name == "ray" and any(w.text == "submit" for w in rest[:2]) and any(w.text == "--" for w in rest):
@@ -486,6 +486,29 @@ def _vllm(command: Command, words: list[Word], model: Word | None) -> Launch:
     if model is not None:
         arguments = (("model", model, model),) + arguments
     return Launch("vllm", SERVING, command, model, {}, arguments, positional, None, "vllm", None)
+
+
+# ``trl vllm-serve``'s own arguments (TRL 1.16.0 trl/scripts/vllm_serve.py ``ScriptArguments``) that
+# ``build_command`` passes to ``vllm serve`` under another name, or not at all; and the defaults it
+# always passes, which stand over the vLLM release's (its gpu_memory_utilization 0.9, not 0.92).
+TRL_SERVE_NAMES = {"vllm_model_impl": "model_impl", "vllm-model-impl": "model_impl", "log_level": None,
+                   "log-level": None}
+TRL_SERVE_DEFAULTS = {"gpu_memory_utilization": "0.9"}
+
+
+def _trl_vllm_serve(command: Command, verb: Word, words: list[Word]) -> Launch:
+    """``trl vllm-serve --model M --tensor_parallel_size 2 ...``: TRL 1.16 runs ``vllm serve M`` with
+    its arguments (``build_command``: TP, DP, gpu_memory_utilization, dtype, kv_cache_dtype,
+    max_model_len, prefix caching, eager, extra arguments as they are), so it is read as that line,
+    with TRL's own defaults where the line leaves them (placed at ``vllm-serve``)."""
+    arguments, positional = _arguments(words)
+    kept = [(TRL_SERVE_NAMES.get(key, key), value, word) for key, value, word in arguments
+            if TRL_SERVE_NAMES.get(key, key) is not None]
+    said = {key.replace("-", "_") for key, _, _ in kept}
+    kept += [(key, Word(value, verb.line, verb.column), verb) for key, value in TRL_SERVE_DEFAULTS.items()
+             if key not in said]
+    model = next((value for key, value, _ in kept if key == "model"), None)
+    return Launch("trl", SERVING, command, program=model, arguments=tuple(kept), positional=positional)
 
 
 # Hydra's own options on a verl launch line (hydra 1.3 ``get_args_parser``): the config's folder and

@@ -40,7 +40,7 @@ from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.openrlhf import (_attention, _deepspeed, _lora, _precision, dotted, flat_spelling,
                                         program_flags, read_openrlhf, unrecognized)
-from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, Refusal, longest, positive, truthy
+from vramlint.readers.recipe import TRAIN, Engines, Feature, Keys, Recipe, Refusal, longest, positive, truthy
 
 VERSION, FLAT, OLD = "OpenRLHF 0.11.2", "OpenRLHF 0.10.1", "OpenRLHF 0.9.5"
 # Flat flags (0.10.1 and before) -> their dotted names from 0.10.2 (the same argparse defaults).
@@ -73,6 +73,16 @@ OLD_FLAGS = ("prompt_max_len", "generate_max_len")
 # A flat flag with no one dotted name: both frozen models' ZeRO-3 shards on the host (0.10.1 and before)
 FLAT_ONLY = {"ref_reward_offload"}
 # Defaults that changed between the releases a spelling covers (cli/train_ppo_ray.py of each wheel)
+# The vLLM settings train_ppo_ray lets its users set, as a hint says them (the rest it fixes)
+ENGINE_FLAGS = {VERSION: {"gpu_memory_utilization": "--vllm.gpu_memory_utilization {}",
+                          "tensor_parallel_size": "--vllm.tensor_parallel_size {}",
+                          "max_model_len": "--data.max_len {}"},
+                FLAT: {"gpu_memory_utilization": "--vllm_gpu_memory_utilization {}",
+                       "tensor_parallel_size": "--vllm_tensor_parallel_size {}", "max_model_len": "--max_len {}"},
+                OLD: {"gpu_memory_utilization": "--vllm_gpu_memory_utilization {}",
+                      "tensor_parallel_size": "--vllm_tensor_parallel_size {}", "max_model_len": "--max_len {}"}}
+# The vLLM each release's ``openrlhf[vllm]`` extra pins (the wheels' METADATA): its engines' release
+VLLM_PINS = {VERSION: "0.29.0", FLAT: "0.19.0", OLD: "0.17.0"}
 DEFAULTS = {VERSION: {"train.micro_batch_size": 1, "rollout.micro_batch_size": 1},
             FLAT: {"train.micro_batch_size": 1, "rollout.micro_batch_size": 1},
             OLD: {"train.micro_batch_size": 4, "rollout.micro_batch_size": 8}}
@@ -172,7 +182,9 @@ def read_ppo(document: Document, trainer: Fact) -> Recipe:
         rollout=_rollout(keys, seq, budget, estimator, defaults, release),
         gpus=_role_facts(keys, "actor", release),
     )
-    return replace(actor, groups=_critic_group(actor, keys, estimator, release))
+    return replace(actor, groups=_critic_group(actor, keys, estimator, release)
+                   + _frozen_groups(actor, keys, estimator, release),
+                   engines=_engines(keys, seq, actor.model, release))
 
 
 def _critic_group(actor: Recipe, keys: Keys, estimator: Fact, release: str) -> tuple[Recipe, ...]:
@@ -346,7 +358,6 @@ def _unpriced(keys: Keys) -> tuple[Feature, ...]:
     out = []
     together = truthy(keys.raw("train.colocate_all"))
     estimator = keys.get("algo.advantage.estimator", default="gae")
-    out += _frozen_groups(keys, _models(keys, estimator))
     if estimator.value == "gae" and together and not truthy(keys.raw("ds.enable_sleep")):
         out.append(Feature(keys.get("train.colocate_all"), "the critic trains at the same time as the actor on the "
                            "same GPUs (no --ds.enable_sleep): its activations and gradients"))
@@ -356,27 +367,79 @@ def _unpriced(keys: Keys) -> tuple[Feature, ...]:
     return tuple(out)
 
 
-def _frozen_groups(keys: Keys, models: dict[str, bool]) -> list[Feature]:
-    """The GPU groups that train nothing, on GPUs of their own (no colocate_all): the reference
-    unless ``--train.colocate_actor_ref``, the reward model unless beside the critic, the vLLM
-    engines; their eval engines and forward over ``--rollout.micro_batch_size`` rows (the
-    reference's makes the vocabulary's logits, as the actor's log-prob forward does) and the
-    engines' start-up budget are not priced."""
+def _engines(keys: Keys, seq: Fact, model: Fact, release: str) -> tuple[Engines, ...]:
+    """The vLLM engines on GPUs of their own (no colocate_all, or asynchronous training): each an
+    ``LLM`` built as ``create_vllm_engines`` builds it (trainer/ray/vllm_engine.py:262-279 at
+    0.11.2): the actor's model in bfloat16 over ``--vllm.tensor_parallel_size`` GPUs, ``max_model_len``
+    the job's ``--data.max_len``, ``--vllm.gpu_memory_utilization`` (OpenRLHF's default 0.95),
+    ``--vllm.enforce_eager`` and ``--vllm.enable_prefix_caching``; checked as that ``vllm serve``
+    config at the release the framework's vllm extra pins."""
+    if truthy(keys.raw("train.colocate_all")) and not truthy(keys.raw("train.async_enable")):
+        return ()
+    engines = keys.get("vllm.num_engines", convert=positive)
+    if not _ints(engines.value) and "vllm.num_engines" not in keys.document.unknown:
+        return ()
+    tp = keys.get("vllm.tensor_parallel_size", default=1, convert=positive)
+    args = {"model": model, "tensor_parallel_size": tp, "max_model_len": seq, "dtype": Fact("bfloat16"),
+            "gpu_memory_utilization": keys.get("vllm.gpu_memory_utilization", default=0.95, convert=_number),
+            "enforce_eager": keys.get("vllm.enforce_eager", default=False, convert=truthy),
+            "enable_prefix_caching": keys.get("vllm.enable_prefix_caching", default=False, convert=truthy)}
+    top = keys.document.positions["$"]
+    data = {key: fact.value for key, fact in args.items() if fact.value is not None}
+    positions = {"$": top, **{f"$.{key}": (fact.location.line, fact.location.column) for key, fact in args.items()
+                              if fact.location is not None and key in data}}
+    count = f"{engines.value} engine(s)" if _ints(engines.value) else "--vllm.num_engines (a value the run knows)"
+    return (Engines("vLLM engines", Document(keys.document.path, keys.document.text, data, positions,
+                                             elsewhere=dict(keys.document.elsewhere)),
+                    VLLM_PINS[release], f"{release}'s vllm extra (pip install openrlhf[vllm])",
+                    f"the vLLM engines' GPUs: {count} x --vllm.tensor_parallel_size {tp.value}, each an LLM of "
+                    f"max_model_len {seq.value} (create_vllm_engines)", ENGINE_FLAGS[release]),)
+
+
+def _frozen_groups(actor: Recipe, keys: Keys, estimator: Fact, release: str) -> tuple[Recipe, ...]:
+    """The models that train nothing, on GPUs of their own (no colocate_all: cli/train_ppo_ray.py:
+    93-140): the reference unless ``--train.colocate_actor_ref``, the reward model unless beside the
+    critic (``--train.colocate_critic_reward``); each a job of its own on its ``num_gpus_per_node`` x
+    ``num_nodes``: its eval engine and the no-grad forward ``make_experience`` runs on it over
+    ``--rollout.micro_batch_size`` rows (memory/rl.frozen). The reference makes the log-probs (6 B
+    a logit, as the actor's log-prob forward); the reward model is a value model (one number a
+    token). A reward model that is a remote URL or an agent function has no GPUs."""
+    models = _models(keys, estimator)
     if truthy(keys.raw("train.colocate_all")):
-        return []
+        return ()
     out = []
     if models["ref"] and not truthy(keys.raw("train.colocate_actor_ref")):
-        out.append(Feature(keys.get("ref.num_gpus_per_node"), "the reference's own GPUs (its 16-bit eval engine and "
-                           "the log-prob forward's logits) are not priced: the estimates are the trained models'"))
-    if models["reward"] and not (models["critic"] and truthy(keys.raw("train.colocate_critic_reward"))):
-        out.append(Feature(keys.get("reward.num_gpus_per_node"), "the reward model's own GPUs (its 16-bit eval "
-                           "engine and forward) are not priced: the estimates are the trained models'"))
-    engines = keys.get("vllm.num_engines")
-    if engines.value or "vllm.num_engines" in keys.document.unknown:
-        out.append(Feature(engines, "the vLLM engines' own GPUs (--vllm.gpu_memory_utilization of each, the "
-                           "weights over --vllm.tensor_parallel_size) are not priced: the estimates are the "
-                           "trained models'"))
-    return out
+        out.append(_frozen(actor, keys, "ref", actor.model, release))
+    reward = keys.get("reward.model_name_or_path")
+    beside_critic = models["critic"] and truthy(keys.raw("train.colocate_critic_reward"))
+    if models["reward"] and reward.value and not beside_critic:
+        out.append(_frozen(actor, keys, "reward", Fact(str(reward.value).split(",")[0], reward.location,
+                                                          reward.default), release))
+    return tuple(out)
+
+
+def _frozen(actor: Recipe, keys: Keys, role: str, model: Fact, release: str) -> Recipe:
+    """One frozen model's group (``ReferenceModelActor`` / ``RewardModelActor``, trainer/ray/
+    launcher.py:105-200 at 0.11.2), a recipe that trains nothing (``trains`` off)."""
+    ref = role == "ref"
+    facts = {**actor.rollout.value, "trains": Fact(False), "colocated": Fact(False), "critic": Fact(False),
+             "reference": Fact(False), "reward": Fact(False), "processes": Fact(1), "engine_process": Fact(False),
+             "offloaded": actor.rollout.value["reference_offloaded" if ref else "reward_offloaded"],
+             "offload_setting": Fact(f"{role}_offload"),
+             "logit_bytes": actor.rollout.value["logit_bytes"] if ref else
+             Fact(0, None, "a value head: one number a token (models/model.py get_llm_for_sequence_regression)")}
+    flat = actor.release != VERSION
+    flags = {"ref": ("--pretrain", "--ref_num_gpus_per_node", "--ref_num_nodes"),
+             "reward": ("--reward_pretrain", "--reward_num_gpus_per_node", "--reward_num_nodes")}[role] if flat else \
+        (f"--{role}.model_name_or_path" if not ref else "--actor.model_name_or_path",
+         f"--{role}.num_gpus_per_node", f"--{role}.num_nodes")
+    spelling = {**actor.keys, "model": flags[0], "gpus_per_node": flags[1], "nodes": flags[2]}
+    name = "reference" if ref else "reward model"
+    return replace(actor, model=model, value_head=not ref, role=name, keys=spelling, groups=(), refusals=(),
+                   features=(), switches={"loss": Fact("none", None, "no loss: a forward that trains nothing")},
+                   notes=(f"the {name}'s GPUs: its 16-bit eval engine and the experience forward over "
+                                       "--rollout.micro_batch_size rows, no training",),
+                   rollout=Fact(facts, actor.rollout.location), gpus=_role_facts(keys, role, release))
 
 
 def _switches(keys: Keys) -> dict[str, Fact]:

@@ -57,6 +57,21 @@ class FsdpFacts:
 
 
 @dataclass(frozen=True)
+class Engines:
+    """A job's generation engines on GPUs of their own (OpenRLHF's ``--vllm.num_engines`` without
+    colocate_all): the ``vllm serve`` config each engine starts, its keys placed at the flags that
+    state them, checked as that config is (jobs/vllm.py), at the engine release the framework pins
+    where the repository pins none."""
+
+    role: str                      # how the group is named in what is reported
+    document: Document             # the engine's vLLM arguments, as a ``vllm serve --config`` file holds them
+    release: str                   # the vLLM release the framework's extra pins
+    origin: str                    # where that pin is read
+    note: str                      # how many engines, over how many GPUs
+    spelling: Mapping[str, str] = field(default_factory=dict)   # vLLM key -> the flag that sets it (rules/serving)
+
+
+@dataclass(frozen=True)
 class Recipe:
     """One training recipe's facts. ``keys`` spells each setting as this framework does, so a hint
     can say ``micro_batch_size: 2`` to an axolotl user and ``per_device_train_batch_size: 2`` to
@@ -124,6 +139,7 @@ class Recipe:
     # (OpenRLHF's critic in a separate placement); ``role`` names the group in what is reported
     groups: tuple[Recipe, ...] = ()
     role: str = ""
+    engines: tuple[Engines, ...] = ()  # the generation engines on GPUs of their own, each group a vLLM check
 
     @property
     def training(self) -> bool:

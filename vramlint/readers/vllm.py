@@ -68,8 +68,10 @@ class VllmConfig:
     notes: tuple[str, ...] = field(default=())
 
     def location_of(self, key: str):
+        """Where the key is written; None where it is not (a value another tool's flags fix:
+        OpenRLHF's engines' ``dtype``)."""
         written = self.keys.get(key)
-        return self.document.locate(f"$.{written}") if written else None
+        return self.document.locate(f"$.{written}") if written and self.document.has(f"$.{written}") else None
 
     @property
     def draft_model(self) -> str | None:

@@ -75,10 +75,17 @@ def _plan_line(plan) -> str:
     """What was estimated, in the runtime's own words, with where the micro-batch came from."""
     origin = plan.origins.get("micro_batch")
     accumulation = f" x {plan.grad_accum} accumulated" if plan.grad_accum > 1 else ""
+    if plan.frozen:
+        return f"{plan.setup_name} {plan.precision} eval engine, DP {plan.data_parallel}, {_forward(plan)}"
     return (f"{plan.setup_name} {plan.precision}, micro-batch {plan.micro_batch}"
             f"{f' ({origin})' if origin else ''}{accumulation}, seq {plan.seq_len}, DP {plan.data_parallel}, "
             f"offload optimizer {plan.offload_optimizer} / params {plan.offload_param}, "
             f"checkpointing {'on' if plan.grad_checkpointing else 'off'}")
+
+
+def _forward(plan) -> str:
+    """A group that trains nothing: the forward it runs (memory/rl.frozen)."""
+    return f"no-grad forward over {plan.rollout.logprob_tokens:,} tokens"
 
 
 def checked_as(result) -> str:
@@ -89,6 +96,9 @@ def checked_as(result) -> str:
         plan = result.plan
         origin = plan.origins.get("micro_batch")
         assumed = " (assumed)" if origin is not None and origin.kind == "default" else ""
+        if plan.frozen:
+            return f"{name} on {plan.cluster.describe()}, {plan.setup_name} {plan.precision} eval engine, " \
+                   f"{_forward(plan)}"
         return (f"{name} on {plan.cluster.describe()}, {plan.setup_name} {plan.precision}, "
                 f"micro-batch {plan.micro_batch}{assumed} x {plan.seq_len:,} tokens")
     if result.serving is not None:
@@ -113,10 +123,10 @@ def verdict(result, glyphs: dict[str, str] = UNICODE) -> str:
         said = (f"refuses to start (mem_fraction_static {est.mem_fraction_static})" if est.refusal else
                 f"KV pool {max(est.rest, 0) / GiB:.2f} GiB, max_total_num_tokens {est.max_total_num_tokens:,} "
                 f"(mem_fraction_static {est.mem_fraction_static})")
-        return f"{result.path}: SGLang {said}, {checked_as(result)}"
+        return f"{result.path}{via}: SGLang {said}, {checked_as(result)}"
     if result.serving is not None:
         serving, est = result.serving
-        return (f"{result.path}: vLLM KV cache {est.kv_budget / GiB:.2f} GiB, {est.kv_tokens:,} tokens, "
+        return (f"{result.path}{via}: vLLM KV cache {est.kv_budget / GiB:.2f} GiB, {est.kv_tokens:,} tokens, "
                 f"max_model_len {est.max_model_len:,}, {checked_as(result)}")
     note = result.notes[0] if result.notes else ("not estimated (see its findings)" if result.findings
                                                  else "no estimate")

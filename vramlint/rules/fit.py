@@ -37,7 +37,7 @@ NEAR_THRESHOLD = 0.90
 
 
 # An RL step's phase -> the setting that governs it (memory/rl.py), pointed at where it is the peak.
-PHASE_SETTINGS = {"rollout": "rollout_share", "log-prob forward": "logprob_micro"}
+PHASE_SETTINGS = {"rollout": "rollout_share", "log-prob forward": "logprob_micro", "forward (no grad)": "logprob_micro"}
 
 
 def _where(plan: Plan, path: str, moment: str = "") -> Location:

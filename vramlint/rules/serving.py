@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from functools import partial
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, Finding
@@ -75,11 +76,25 @@ RULES = (
 )
 
 
-def check_serving(serving: Serving, est: ServingEstimate, locate, path: str) -> Iterator[Finding]:
-    """``locate(key)`` gives the location of a (normalised) key in the file, or None."""
+def check_serving(serving: Serving, est: ServingEstimate, locate, path: str,
+                  spelling: Mapping[str, str] | None = None) -> Iterator[Finding]:
+    """``locate(key)`` gives the location of a (normalised) key in the file, or None. ``spelling``:
+    how the budget's hints are said where vLLM's arguments come from another tool's flags (OpenRLHF's
+    engines: ``{"tensor_parallel_size": "--vllm.tensor_parallel_size {}"}``); a key it leaves out is
+    one that tool does not let its users set, and is not proposed."""
     here = lambda *keys: next((loc for loc in map(locate, keys) if loc), Location(path))  # noqa: E731
+    say = partial(_say, spelling)
     yield from _refusals(serving, here)
-    yield from _budget(serving, est, here)
+    yield from _budget(serving, est, here, say)
+
+
+def _say(spelling: Mapping[str, str] | None, key: str, value: object) -> str | None:
+    """``key`` = ``value`` in the file's words: a vLLM config's ``tensor-parallel-size: 2``, or the
+    flag of the tool that builds the engine; None where that tool has no way to set it."""
+    if spelling is None:
+        return f"{key.replace('_', '-')}: {value}"
+    template = spelling.get(key)
+    return template.format(value) if template else None
 
 
 def _refusals(serving: Serving, here) -> Iterator[Finding]:
@@ -116,11 +131,11 @@ def _refusals(serving: Serving, here) -> Iterator[Finding]:
                       hint=f"max-model-len: {derived}")
 
 
-def _budget(serving: Serving, est: ServingEstimate, here) -> Iterator[Finding]:
+def _budget(serving: Serving, est: ServingEstimate, here, say) -> Iterator[Finding]:
     """Where the weights, the profile run and one request of max_model_len do not fit the budget."""
     if (free := _serving().free_at_startup(serving)) is not None and free < est.requested:
         yield Finding(*WHOLE_GPU, here("gpu_memory_utilization"), _short_at_startup(serving, est, free),
-                      hint=f"gpu-memory-utilization: {math.floor(100 * free / serving.gpu_bytes) / 100:.2f} at most")
+                      hint=f"{say('gpu_memory_utilization', _hundredths(free / serving.gpu_bytes))} at most")
     elif serving.utilization >= MOST_UTILIZATION:
         yield Finding(*WHOLE_GPU, here("gpu_memory_utilization"), f"gpu_memory_utilization {serving.utilization} gives "
                       "vLLM the whole GPU: what its budget does not count has no room left",
@@ -131,21 +146,21 @@ def _budget(serving: Serving, est: ServingEstimate, here) -> Iterator[Finding]:
                       f"{_no_blocks(serving)} (weights and activations need "
                       f"{(est.requested - est.kv_budget) / GiB:.2f} GiB of the {est.requested / GiB:.2f} GiB that "
                       f"gpu_memory_utilization {serving.utilization} allows per GPU)",
-                      hint=_what_fits(serving))
+                      hint=_what_fits(serving, say))
     elif over := _serving().overcommitted(serving, est):
         yield Finding(*EXCEEDS, here("kv_cache_memory_bytes", "tensor_parallel_size", "model"),
                       f"Weights, activations and the {est.kv_budget / GiB:.2f} GiB KV cache that kv_cache_memory_bytes "
                       f"sets need {(serving.gpu_bytes + over) / GiB:.2f} GiB, more than the "
                       f"{serving.gpu_bytes / GiB:.2f} GiB of the GPU",
-                      hint=_what_fits(serving))
+                      hint=_what_fits(serving, say))
     if serving.auto_max_model_len and est.kv_budget > 0 and est.max_model_len == 0:
         yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"),
                       "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. "
-                      "Try increasing `gpu_memory_utilization`.", hint=_what_fits(serving))
+                      "Try increasing `gpu_memory_utilization`.", hint=_what_fits(serving, say))
     if est.kv_budget > 0 and est.needed > est.kv_budget:
         yield Finding(*EXCEEDS_KV, here("max_model_len", "gpu_memory_utilization"), _too_long(serving, est),
-                      hint=_what_fits(serving, f"max-model-len: {est.max_len_that_fits}" if est.max_len_that_fits
-                                      else None))
+                      hint=_what_fits(serving, say, say("max_model_len", est.max_len_that_fits)
+                                      if est.max_len_that_fits else None))
 
 
 def _no_blocks(serving: Serving) -> str:
@@ -210,7 +225,7 @@ def _capability_refusal(serving: Serving) -> tuple[str, str] | None:
             f"a GPU of compute capability {least / 10:.1f} or newer ({newer}), or a checkpoint not in {method}")
 
 
-def _what_fits(serving: Serving, first: str | None = None) -> str:
+def _what_fits(serving: Serving, say, first: str | None = None) -> str:
     """The changes that would let vLLM start, each computed with the same budget, in the file's
     own keys: ``first`` (else a checkpoint in fewer bits), then a kv-cache-memory-bytes that holds one request (where the file sets
     one), the lowest gpu-memory-utilization, the largest max-num-seqs and max-num-batched-tokens
@@ -218,28 +233,37 @@ def _what_fits(serving: Serving, first: str | None = None) -> str:
     else bitsandbytes' 4 bits, where the GPU allows them), a
     multimodal checkpoint served for text alone and the smallest tensor-parallel-size that would do."""
     quant = serving.model.quantization
-    options = [first or ("a quantized checkpoint" if quant is None else f"a checkpoint in fewer bits than {quant.method}")]
+    checkpoint = "a quantized checkpoint" if quant is None else f"a checkpoint in fewer bits than {quant.method}"
+    options = [first or (checkpoint if say("quantization", "") else None)]   # where its users choose the checkpoint
     kv_bytes = _serving().kv_bytes_that_start(serving)
     if kv_bytes:                            # vLLM reads "M" as MiB (human_readable_int)
-        options.append(f"kv-cache-memory-bytes: {kv_bytes // 2**20}M")
+        options.append(say("kv_cache_memory_bytes", f"{kv_bytes // 2**20}M"))
     utilization = _serving().smallest_utilization(serving)
     if utilization is not None:
-        options.append(f"gpu-memory-utilization: {utilization:.2f}")
+        options.append(say("gpu_memory_utilization", f"{utilization:.2f}"))
     for key in ("max_num_seqs", "max_num_batched_tokens"):
         value = _serving().largest_that_starts(serving, key)
         if value is not None:
-            options.append(f"{key.replace('_', '-')}: {value}")
+            options.append(say(key, value))
     if _serving().fits_fp8_kv(serving):
-        options.append("kv-cache-dtype: fp8")
+        options.append(say("kv_cache_dtype", "fp8"))
     online = [method for method in ("fp8", "bitsandbytes")      # fp8 first: faster, and nearer 16-bit quality
               if _serving().fits_online(serving, method) and not _capability_refusal(_serving().quantized_online(serving, method))]
     if online:
-        options.append(f"quantization: {online[0]}")
-    if _serving().fits_text_only(serving):
-        options.append("language-model-only: true (text only)")
+        options.append(say("quantization", online[0]))
+    text_only = say("language_model_only", "true")
+    if text_only and _serving().fits_text_only(serving):
+        options.append(f"{text_only} (text only)")
     tp = _serving().smallest_tp(serving)
-    options.append(f"tensor-parallel-size: {tp} ({tp * serving.pp} GPUs)" if tp else "more GPUs (pipeline parallel)")
-    return ", ".join(options[:-1]) + " or " + options[-1]
+    wider = say("tensor_parallel_size", tp) if tp else None
+    options.append(f"{wider} ({tp * serving.pp} GPUs)" if wider else None if tp else "more GPUs (pipeline parallel)")
+    options = [option for option in options if option]
+    return ", ".join(options[:-1]) + " or " + options[-1] if len(options) > 1 else options[0]
+
+
+def _hundredths(share: float) -> str:
+    """A share of the GPU rounded down to what vLLM's flag takes: 0.87."""
+    return f"{math.floor(100 * share) / 100:.2f}"
 
 
 def _divisors(n: int) -> str:

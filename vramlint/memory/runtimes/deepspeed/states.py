@@ -196,6 +196,20 @@ def _zero3_gathered(plan: Plan) -> tuple[list[Component], list[Component]]:
                        "stage3_max_reuse_distance)", DS_STAGE3)])
 
 
+def zero3_forward_gathered(plan: Plan) -> tuple[Component, Component]:
+    """What a ZeRO-3 eval engine's no-grad forward holds gathered (OpenRLHF's reference and reward
+    model on GPUs of their own): no backward comes, so no module's next use lies within
+    ``stage3_max_reuse_distance`` and each is released after its forward; while a layer computes,
+    it and the prefetch bucket ahead, and at the end the head, alone."""
+    m, w = plan.model, ds_width(plan)
+    one = max(_layer_base(plan, layer) for layer in m.layers)
+    ahead = min(plan.prefetch_bucket_size, plan.max_live_parameters)
+    head = m.head_params or m.embedding_params
+    return (Component("layer gathered + prefetch", w * (one + ahead), f"{w} B x ({one:,} + min(stage3_prefetch_"
+                      f"bucket_size, stage3_max_live_parameters) {ahead:,})", DS_STAGE3),
+            Component("head gathered", w * head, f"{w} B x the head ({head:,})", DS_STAGE3))
+
+
 def _layer_base(plan: Plan, layer: Layer) -> int:
     """A decoder layer's base parameters as ZeRO-3 gathers them, in ``ds_width`` elements."""
     return sum(base_bytes(plan, group, size) for group, size in layer.parameter_tensors) // ds_width(plan)
