@@ -9,8 +9,9 @@ and checked in-process:
 
     vramlint check run.sh --gpus GPU --model STANDIN --format json
 
-  verdict   "oom" where any job of the command (the actor's GPUs, the critic's) peaks over the
-            GPU, "fits" where all are estimated and fit, "n/a" where a job is not estimated
+  verdict   "oom" where any job of the command (the actor's GPUs, the critic's, the reference's,
+            the reward model's) peaks over the GPU or its vLLM engines refuse to start (their vllm
+            serve check), "fits" where all are estimated and fit, "n/a" where a job is not estimated
             (its finding is shown: a launch vramlint does not read is VL011, never a pass)
   right     verdict == the reported outcome; "n/a" rows are counted apart
   peak      each estimated job's per-GPU peak / the GPU's memory, GiB, and the moment it is at
@@ -60,6 +61,10 @@ CAP_WHY = ("Sequence lengths, most likely: vramlint prices every sequence at max
            "(use_remove_padding), far fewer than the cap.")
 
 
+# The GPU groups a command's results name (readers/openrlhf_ppo.py): the first is the actor's
+ROLES = ("critic", "reference", "reward model", "vLLM engines")
+
+
 def check(row):
     """The row's command checked as a script on its GPUs: (jobs, error) where each job is
     (role, status, peak_bytes, gpu_bytes, moment, codes)."""
@@ -81,12 +86,16 @@ def check(row):
     jobs = []
     for f in json.loads(text)["files"]:
         role = (f.get("via") or "").split(",")[-1].strip()
-        role = "critic" if role == "critic" else "actor"
-        e = f.get("estimate")
+        role = role if role in ROLES else "actor"
+        e, serving = f.get("estimate"), f.get("serving")
         codes = sorted({x["code"] for x in f["findings"] if x["severity"] == "error" and x["code"] != "VL201"})
         if e:
             jobs.append((role, "estimated", e["per_gpu_peak_bytes"], f["gpus"]["memory_bytes"],
                          e.get("peak_moment", ""), codes))
+        elif serving and f["status"] == "estimated":     # the engines' vllm serve: over where vLLM refuses to start
+            refused = any(x["severity"] == "error" and x["code"].startswith("VL2") for x in f["findings"])
+            kv = serving["kv_cache_bytes"]
+            jobs.append((role, "estimated", 2 if refused else 0, 1, f"KV cache {kv / GIB:.1f} GiB", codes))
         else:
             jobs.append((role, f["status"], 0, 0, "", codes))
     return jobs, None
@@ -114,7 +123,9 @@ def main():
         counts["n/a" if said == "n/a" else ("right" if mark == "ok" else "wrong")] += 1
         if mark == "WRONG":
             wrong.append(row["id"])
-        peaks = "; ".join(f"{role} {peak / GIB:.1f}/{gpu / GIB:.1f} @{moment}" if status == "estimated"
+        peaks = "; ".join(f"{role} {moment}" + (" (refused)" if peak > gpu else "") if role == "vLLM engines" and
+                          status == "estimated" else f"{role} {peak / GIB:.1f}/{gpu / GIB:.1f} @{moment}"
+                          if status == "estimated"
                           else f"{role} {status} {','.join(codes)}" for role, status, peak, gpu, moment, codes in jobs)
         print(f"{row['id']:<38} {row['gpu']:<10} {row['outcome']:<8} {said:<8} {mark:<5} {peaks or error}")
     judged = counts["right"] + counts["wrong"]

@@ -325,3 +325,18 @@ def test_dotted_engines_run_the_vllm_openrlhf_pins(tmp_path):
     (tmp_path / ".git").mkdir()
     pinned = _check(str(script), "--gpus", "H100")["files"][-1]
     assert pinned["vllm_version"] == "0.11.0" and not pinned["findings"]
+
+
+def test_a_reward_model_that_is_also_the_critic_unresolved_says_so_once(tmp_path):
+    """GAE with a reward model on GPUs of its own and no critic named: the critic is built from the
+    reward model (cli/train_ppo_ray.py:648). Where that model cannot be resolved, the critic's job
+    has the VL005 and the reward model's a VL011 pointing at it; the reference (the actor's model)
+    and the engines are estimated."""
+    script = tmp_path / "ppo.sh"
+    script.write_text("python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path Qwen/Qwen2.5-7B-Instruct "
+                      "--reward.model_name_or_path ./no-such-rm --vllm.num_engines 2 --ds.zero_stage 3\n")
+    actor, critic, reference, reward, engines = _check(str(script), "--gpus", "H100")["files"]
+    assert [f["code"] for f in critic["findings"] if f["severity"] == "error"] == ["VL005"]
+    (said,) = [f for f in reward["findings"] if f["severity"] == "error"]
+    assert said["code"] == "VL011" and "VL005 above" in said["message"] and reward["via"].endswith("reward model")
+    assert [one["status"] for one in (actor, reference, engines)] == ["estimated"] * 3

@@ -44,11 +44,15 @@ def check(document: Document, result: FileResult, ctx: Context) -> list[FileResu
         return launched
     read = RECIPES[result.kind].read
     recipe = read(document, ctx.trainer) if ctx.trainer is not None else read(document)
+    result.resolving = recipe.model.value
     recipe_job(as_released(recipe, ctx), result, ctx)
-    out = [result, *(_group_job(group, recipe, result, ctx) for group in recipe.groups)]
+    out = [result]
+    for group in recipe.groups:
+        out.append(_said_above(group.role, group.model.value, out, ctx, group.model.location)
+                   or _group_job(group, recipe, result, ctx))
     for engines in recipe.engines:
         model = engines.document.data.get("model")
-        unresolved = _said_above(engines.role, model, recipe, result, ctx, engines.document.locate("$.model"))
+        unresolved = _said_above(engines.role, model, out, ctx, engines.document.locate("$.model"))
         if unresolved is not None:
             out.append(unresolved)
             continue
@@ -58,30 +62,30 @@ def check(document: Document, result: FileResult, ctx: Context) -> list[FileResu
 
 
 def _group_job(group: Recipe, first: Recipe, result: FileResult, ctx: Context) -> FileResult:
-    """Another GPU group of the same job (``Recipe.groups``: OpenRLHF's critic on GPUs of its own):
-    a job of its own, on the GPUs its recipe states, reported beside the first. ``--model`` names
-    the first group's model: a group of another model resolves its own, as any model a file names."""
-    unresolved = _said_above(group.role, group.model.value, first, result, ctx, group.model.location)
-    if unresolved is not None:
-        return unresolved
+    """Another GPU group of the same job (``Recipe.groups``: OpenRLHF's critic, reference or reward
+    model on GPUs of its own): a job of its own, on the GPUs its recipe states, reported beside the
+    first. ``--model`` names the first group's model: a group of another model resolves its own, as
+    any model a file names."""
     one = FileResult(result.path, kind=result.kind, via=", ".join(filter(None, (result.via, group.role))),
                      cluster=ctx.cluster, job=True)
     if group.model.value != first.model.value:
         ctx = replace(ctx, stated=ctx.stated - {"model"})
     recipe_job(group, one, ctx)
+    one.resolving = group.model.value
     return one
 
 
-def _said_above(role: str, model, first: Recipe, result: FileResult, ctx: Context, where) -> FileResult | None:
-    """A group of the first job's model where that model was not resolved: not estimated, said
-    once (a VL011 pointing at the first job's VL005), not a second VL005 for the same line."""
-    if model != first.model.value or not any(f.code == "VL005" for f in result.findings):
+def _said_above(role: str, model, earlier: list[FileResult], ctx: Context, where) -> FileResult | None:
+    """A group of a model an earlier job of the launch could not resolve: not estimated, said once
+    (a VL011 pointing at that job's VL005), not a second VL005 for the same line."""
+    if not any(f.code == "VL005" for one in earlier if one.resolving == model for f in one.findings):
         return None
-    one = FileResult(result.path, kind=result.kind, via=", ".join(filter(None, (result.via, role))),
+    first = earlier[0]
+    one = FileResult(first.path, kind=first.kind, via=", ".join(filter(None, (first.via, role))),
                      cluster=ctx.cluster, job=True)
     one.model_at = where
-    one.unplanned(f"the {role}' model is {model}, not resolved (its VL005 above)" if role.endswith("s") else
-                  f"the {role}'s model is {model}, not resolved (its VL005 above)")
+    whose = f"{role}'" if role.endswith("s") else f"{role}'s"
+    one.unplanned(f"the {whose} model is {model}, not resolved (its VL005 above)")
     return one
 
 

@@ -61,6 +61,7 @@ class FileResult:
     serving: tuple | None = None                      # (Serving, ServingEstimate) of a vLLM config
     cluster: Cluster | None = None
     model_at: Location | None = None                  # the line that names the model, where a file names it
+    resolving: object = None                          # the model name the job resolved (a launch's groups: said once)
     job: bool = False                                 # the file states a job (not only settings, not another kind)
     why_not: str = ""                                 # why a job has no estimate, where no finding says it
     reads: list[str] = field(default_factory=list)    # the other files the job is read from (recipe, configs)

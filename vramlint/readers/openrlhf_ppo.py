@@ -276,7 +276,8 @@ def _rollout(keys: Keys, seq: Fact, budget: Fact, estimator: Fact, defaults: dic
     engine_sleep = keys.get("vllm.enable_sleep", default=False, convert=truthy)
     if not together.value:                  # cli/train_ppo_ray.py:669-671: sleep only with colocate_all
         engine_sleep = Fact(False, engine_sleep.location, "--vllm.enable_sleep is set to False without colocate_all")
-    engines = keys.get("vllm.num_engines", default=None, convert=positive, why=f"{release} default: no vLLM")
+    engines = keys.get("vllm.num_engines", default=None, convert=positive,
+                       why=f"no --vllm.num_engines: {release} generates with vLLM engines only, no model.generate")
     if "vllm.num_engines" in keys.document.unknown:     # written, its count only the run knows: vLLM generates
         engines = Fact(1, None, "--vllm.num_engines is set to a value only the run knows")
     dynamic = keys.get("train.dynamic_batch_enable", default=False, convert=truthy)
