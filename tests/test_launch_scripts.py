@@ -847,7 +847,8 @@ def test_a_script_that_hands_its_work_to_one_not_here_says_so(tmp_path):
 
 
 def test_trl_vllm_serve_is_the_vllm_serve_line_it_runs(tmp_path):
-    """TRL GRPO's server mode: ``trl vllm-serve`` (TRL 1.16 ``build_command``) runs ``vllm serve``
+    """TRL GRPO's server mode: ``trl vllm-serve`` (TRL 1.16 ``build_command``; ``python -m
+    trl.scripts.vllm_serve`` is the same program) runs ``vllm serve``
     with its arguments and TRL's own gpu_memory_utilization 0.9 (not vLLM's release default): one
     job, one answer, whichever line states it. The trainer beside it holds no engine."""
     trl = tmp_path / "trl.sh"
@@ -859,8 +860,12 @@ def test_trl_vllm_serve_is_the_vllm_serve_line_it_runs(tmp_path):
     vllm = tmp_path / "vllm.sh"
     vllm.write_text("CUDA_VISIBLE_DEVICES=7 vllm serve Qwen/Qwen2.5-7B --tensor-parallel-size 1 --max-model-len 4096 "
                     "--gpu-memory-utilization 0.9\n")
+    module = tmp_path / "module.sh"
+    module.write_text("python -m trl.scripts.vllm_serve --model Qwen/Qwen2.5-7B --max_model_len 4096 &\n")
     server, trainer = _check(str(trl), "--gpus", "H100", "--vllm-version", "0.29.0")["files"]
     (same,) = _check(str(vllm), "--gpus", "H100", "--vllm-version", "0.29.0")["files"]
+    (run,) = _check(str(module), "--gpus", "H100", "--vllm-version", "0.29.0")["files"]
+    assert run["serving"]["kv_cache_bytes"] == same["serving"]["kv_cache_bytes"]
     assert server["via"] == "trl, line 1" and server["serving"]["gpu_memory_utilization"] == 0.9
     assert server["serving"]["kv_cache_bytes"] == same["serving"]["kv_cache_bytes"] > 0
     assert not [f for f in server["findings"] if f["severity"] == "error" or f["code"] == "VL101"]

@@ -298,3 +298,24 @@ def test_a_micro_batch_only_the_run_knows_is_no_refusal_and_no_estimate(tmp_path
     codes = {f["code"] for f in entry["findings"]}
     assert "VL313" not in codes and "VL003" not in codes and "VL011" in codes
     assert entry["status"] == "not estimated"
+
+
+def test_a_shorter_response_is_proposed_after_every_other_change(tmp_path):
+    """The verl example with 4,096-token responses and half of each H100 for vLLM: the update at
+    ppo_micro_batch_size_per_gpu 32 is over. A smaller micro-batch fits, and so does a shorter
+    data.max_response_length (the rows of prompt + response shorten in the update and the log-prob
+    forward alike); the response comes last, for it changes what the run learns from. Checked
+    again at the proposed length, the job fits."""
+    text = (ROOT / "examples" / "launch" / "verl-grpo-7b.sh").read_text()
+    script = tmp_path / "grpo.sh"
+    script.write_text(text.replace("data.max_response_length=1024", "data.max_response_length=4096")
+                      .replace("rollout.gpu_memory_utilization=0.85", "rollout.gpu_memory_utilization=0.5"))
+    (over,) = [f for f in _check(str(script), "--gpus", "H100")["findings"] if f["code"] == "VL201"]
+    micro, response = over["hint"].split("; or ")
+    assert micro.startswith("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=")
+    assert response.startswith("data.max_response_length=")
+    length = int(response.split("=")[1].split()[0])
+    assert 1024 < length < 4096
+    script.write_text(script.read_text().replace("data.max_response_length=4096", f"data.max_response_length={length}"))
+    codes = {f["code"] for f in _check(str(script), "--gpus", "H100")["findings"]}
+    assert "VL201" not in codes

@@ -126,6 +126,9 @@ class Rollout:
     #                                of their own): its resting model and its no-grad forward (memory/rl.frozen)
     offloaded: bool = False        # such a group's model on the host (its --ref.offload / --reward.offload, ZeRO-3)
     offload_setting: str = ""      # the setting that puts it there (vocabulary.WORDS): ref_offload, reward_offload
+    prompt_tokens: int = 0         # the prompt and response caps a row is made of (verl's data.max_prompt_length,
+    response_tokens: int = 0       # data.max_response_length), for the response-length hint; 0: not rows of them
+    seq_split: int = 1             # Ulysses ranks a row is split over (each keeps its share of the row's tokens)
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ def _flags(job: dict, origins: dict, values: dict) -> Flags:
 # the RL layout's settings (memory/fit_rl.py).
 OWN_SETTINGS = ("stage", "offload_optimizer", "offload_param")
 RL_SETTINGS = ("rollout_share", "optimizer_offloaded", "params_offloaded", "token_budget", "logprob_micro",
-               "logprob_tokens", "ref_offload", "reward_offload")
+               "logprob_tokens", "ref_offload", "reward_offload", "response_length")
 
 
 def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
@@ -276,10 +276,16 @@ def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str], others: 
                       processes=facts.get("processes", 1), engine_process=bool(facts.get("engine_process")),
                       logit_bytes=facts.get("logit_bytes", 2), one_switch=bool(facts.get("one_switch")),
                       trains=facts.get("trains", True) is not False, offloaded=bool(facts.get("offloaded")),
-                      offload_setting=facts.get("offload_setting", ""))
+                      offload_setting=facts.get("offload_setting", ""), prompt_tokens=_count(facts.get("prompt")),
+                      response_tokens=_count(facts.get("response")), seq_split=_count(facts.get("seq_split")) or 1)
     if rollout.trains:
         notes.append(_rollout_note(recipe, rollout))
     return rollout
+
+
+def _count(value) -> int:
+    """A whole count a reader states, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _residents(facts: dict, model: ModelShape, others: dict) -> tuple[Resident, ...]:

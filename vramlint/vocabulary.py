@@ -111,6 +111,7 @@ WORDS: dict[tuple[str, str], str] = {
     ("verl", "logprob_tokens"): "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={}",
     ("verl", "ref_logprob_micro"): "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={}",
     ("verl", "ref_logprob_tokens"): "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu={}",
+    ("verl", "response_length"): "data.max_response_length={}",
 }
 FALLBACK = {"micro_batch": "flags", "micro_batch_exact": "deepspeed", "grad_accum": "deepspeed",
             "grad_checkpointing": "flags", "no_grad_checkpointing": "flags", "stage": "deepspeed",

@@ -163,6 +163,9 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
     loss = fused_loss_change(plan)
     if loss:
         out += _change(plan, budget, loss[1], **loss[0])
+    if plan.rollout is not None:        # a shorter response changes what the run learns from: last
+        from vramlint.memory.fit_rl import response_change
+        out += response_change(plan, budget)
     return out or _combined(plan, budget) + _more_gpus(plan, budget)
 
 

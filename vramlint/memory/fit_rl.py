@@ -83,9 +83,33 @@ def _token_budget(plan: Plan, budget: int) -> list[Change]:
     return [Change(say(plan.vocabulary, plan.source, "token_budget", best), peak(plan.with_changes(seq_len=best)))]
 
 
+def response_change(plan: Plan, budget: int) -> list[Change]:
+    """The largest response length that fits, where each sequence is a row of the prompt and
+    response caps (not a token budget, ``use_dynamic_bsz``): the update's rows and the log-prob
+    micro-batch's shorten with it, each Ulysses rank keeping its share. It changes what the run
+    learns from, so it comes after every other change (memory/fit.py)."""
+    r = plan.rollout
+    if r.dynamic or not (r.prompt_tokens and r.response_tokens and r.logprob_row) \
+            or not speaks(plan.vocabulary, plan.source, "response_length"):
+        return []
+    rows = r.logprob_tokens // r.logprob_row
+
+    def shorter(k: int) -> Plan:
+        row = -(-(r.prompt_tokens + k) // r.seq_split)
+        return plan.with_changes(seq_len=row, rollout=replace(r, logprob_row=row, logprob_tokens=rows * row))
+
+    best = _largest_from(lambda k: fits(shorter(k), budget), r.response_tokens - 1)
+    if not best:
+        return []
+    return [Change(say(plan.vocabulary, plan.source, "response_length", best), peak(shorter(best)))]
+
+
 def rl_changes(plan: Plan, budget: int) -> list[Change]:
     """The RL layout's own changes that fit, the cheapest first: the engine's share (a smaller KV
-    cache), the log-prob micro-batch, the token budget, then offload between phases."""
+    cache), the log-prob micro-batch, the token budget, then offload between phases (a shorter
+    response, ``response_change``, after every other change). The rollout's TP and ``rollout.n``
+    move no per-GPU peak priced here (the engine's share is its ``gpu_memory_utilization``
+    whatever its TP; ``n`` multiplies the batch, not a micro-batch): TP counts in the share's floor."""
     return _share(plan, budget) + _logprob(plan, budget) + _token_budget(plan, budget) + _offloads(plan, budget)
 
 

@@ -98,8 +98,7 @@ def launches(commands: list[Command]) -> list[Launch]:
 UNREAD_MODULES = (("verl.", "verl (but verl.trainer.main_ppo)"),
                   ("openrlhf.", "OpenRLHF (but train_sft, train_dpo, train_rm, train_ppo_ray)"),
                   ("torchtitan.", "torchtitan"),
-                  ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"),
-                  ("trl.scripts.vllm_serve", "trl vllm-serve"))
+                  ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"))
 UNREAD_SCRIPTS = (("pretrain_", "Megatron"), ("run_train", "nanotron"))
 # Modules of those frameworks that start no GPU job: OpenRLHF's rule-based reward verifiers
 # (``openrlhf.models.remote_rm.math_verifier``: an HTTP server that checks answers on the CPU).
@@ -141,6 +140,8 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
                 return _axolotl(command, rest[2:])
             if module in VERL_PROGRAMS:
                 return _verl(command, rest[1], rest[2:])
+            if module == "trl.scripts.vllm_serve":        # what ``trl vllm-serve`` runs
+                return _trl_vllm_serve(command, rest[1], rest[2:])
             return _program(command, "python", rest[1], rest[2:], _one_process(command))
         if rest and rest[0].text and rest[0].text.endswith(".py"):
             return _program(command, "python", rest[0], rest[1:], _one_process(command))

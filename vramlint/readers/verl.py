@@ -347,6 +347,8 @@ def _rollout(keys: VerlKeys, seq: Fact, sp: Fact, estimator: Fact) -> Fact:
         "logprob_tokens": tokens, "logprob_setting": Fact(LOGPROB_SETTINGS[section, bool(dynamic.value)]),
         "logprob_row": Fact(0 if dynamic.value or not isinstance(seq.value, int) else -(-seq.value // split)),
         "dynamic": dynamic, "temperature": keys.value(f"{ROLLOUT}.temperature"),
+        "prompt": keys.count("data.max_prompt_length"), "response": keys.count("data.max_response_length"),
+        "seq_split": Fact(split),
     }
     return Fact(facts, keys.document.locate(f"$.{ROLLOUT}"))
 
