@@ -340,3 +340,21 @@ def test_a_reward_model_that_is_also_the_critic_unresolved_says_so_once(tmp_path
     (said,) = [f for f in reward["findings"] if f["severity"] == "error"]
     assert said["code"] == "VL011" and "VL005 above" in said["message"] and reward["via"].endswith("reward model")
     assert [one["status"] for one in (actor, reference, engines)] == ["estimated"] * 3
+
+
+def test_asynchronous_training_gives_the_engines_gpus_of_their_own(tmp_path):
+    """--train.async_enable with --train.colocate_all: train_ppo_ray places the vLLM engines apart
+    (create_vllm_engines gets no shared placement group, cli/train_ppo_ray.py:75 at 0.11.2), so
+    the actor's GPUs hold no engine and the engines are their own vllm serve check, their unstated
+    settings named as OpenRLHF's defaults."""
+    script = tmp_path / "ppo.sh"
+    script.write_text("python3 -m openrlhf.cli.train_ppo_ray --actor.model_name_or_path Qwen/Qwen2.5-7B-Instruct "
+                      "--reward.remote_url http://localhost:5000/get_reward --algo.advantage.estimator group_norm "
+                      "--rollout.n_samples_per_prompt 8 --train.colocate_all --train.async_enable "
+                      "--vllm.num_engines 4 --vllm.tensor_parallel_size 2 --ds.zero_stage 3\n")
+    files = _check(str(script), "--gpus", "H100")["files"]
+    actor, engines = files[0], files[-1]
+    assert not any(name.startswith("rollout engine") for name in _components(actor))
+    assert engines["via"].endswith("vLLM engines")
+    (note,) = [n for n in engines["notes"] if n.startswith("the vLLM engines' GPUs")]
+    assert "gpu_memory_utilization 0.95 (OpenRLHF 0.11.2 default)" in note

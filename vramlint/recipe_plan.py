@@ -261,15 +261,15 @@ def rollout_phases(recipe: Recipe, model: ModelShape, notes: list[str], others: 
         notes.append(f"critic: a value model of {'the actor' if 'critic' not in others else shape.name}'s shape "
                      f"with a one-output score head for lm_head ({critic / 1e9:.2f}B parameters; "
                      f"{VALUE_HEADS[framework]}), trained beside the actor")
-    tokens = facts["logprob_tokens"] if isinstance(facts["logprob_tokens"], int) else 0
     temperature = facts["temperature"]
     rollout = Rollout(engine=engine, share=float(share),
-                      tensor_parallel=facts["tensor_parallel"] if isinstance(facts["tensor_parallel"], int) else 1,
+                      tensor_parallel=_count(facts["tensor_parallel"]) or 1,
                       frees_between=bool(facts["frees_between"]), params_offloaded=bool(facts["params_offloaded"]),
                       optimizer_offloaded=bool(facts["optimizer_offloaded"]), critic_params=critic,
                       critic_params_offloaded=bool(facts["critic_params_offloaded"]),
                       critic_optimizer_offloaded=bool(facts["critic_optimizer_offloaded"]),
-                      logprob_tokens=tokens, logprob_row=facts["logprob_row"], dynamic=bool(facts["dynamic"]),
+                      logprob_tokens=_count(facts["logprob_tokens"]), logprob_row=facts["logprob_row"],
+                      dynamic=bool(facts["dynamic"]),
                       logprob_setting=facts["logprob_setting"],
                       scaled_logits=isinstance(temperature, (int, float)) and float(temperature) != 1.0,
                       framework=framework, engine_here=here, residents=_residents(facts, model, others),

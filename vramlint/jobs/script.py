@@ -273,6 +273,9 @@ def _check_serving_launch(launch: Launch, text: str, one: FileResult, ctx: Conte
     data, positions, unknown = arguments_data(launch)
     for key, word in unknown:
         one.findings.append(value_unknown(one.path, f"--{key}", word, f"the estimate takes {engine}'s default"))
+    for key, value, whose in launch.defaults:     # unplaced: findings point at a key the line writes
+        data.setdefault(key, value)
+        one.notes.append(f"{key} {value}: {whose}")
     if kind == "vllm":
         document = Document(one.path, text, _as_vllm_parses(data), {"$": (launch.line, 1), **positions})
     else:

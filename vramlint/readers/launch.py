@@ -77,6 +77,8 @@ class Launch:
     unread: str = ""                                # a job vramlint does not read yet, and why
     trainer: Word | None = None                     # the trainer the launcher names (``trl dpo``): the recipe's stage
     reads_as: str = ""                              # the recipe format its arguments are, where the program says
+    # (key, value, whose default) the program passes where the line is silent (``trl vllm-serve``)
+    defaults: tuple[tuple[str, object, str], ...] = ()
 
     @property
     def line(self) -> int:
@@ -494,7 +496,7 @@ def _vllm(command: Command, words: list[Word], model: Word | None) -> Launch:
 # always passes, which stand over the vLLM release's (its gpu_memory_utilization 0.9, not 0.92).
 TRL_SERVE_NAMES = {"vllm_model_impl": "model_impl", "vllm-model-impl": "model_impl", "log_level": None,
                    "log-level": None}
-TRL_SERVE_DEFAULTS = {"gpu_memory_utilization": "0.9"}
+TRL_SERVE_DEFAULTS = {"gpu_memory_utilization": 0.9}
 
 
 def _trl_vllm_serve(command: Command, verb: Word, words: list[Word]) -> Launch:
@@ -506,10 +508,10 @@ def _trl_vllm_serve(command: Command, verb: Word, words: list[Word]) -> Launch:
     kept = [(TRL_SERVE_NAMES.get(key, key), value, word) for key, value, word in arguments
             if TRL_SERVE_NAMES.get(key, key) is not None]
     said = {key.replace("-", "_") for key, _, _ in kept}
-    kept += [(key, Word(value, verb.line, verb.column), verb) for key, value in TRL_SERVE_DEFAULTS.items()
-             if key not in said]
     model = next((value for key, value, _ in kept if key == "model"), None)
-    return Launch("trl", SERVING, command, program=model, arguments=tuple(kept), positional=positional)
+    return Launch("trl", SERVING, command, program=model, arguments=tuple(kept), positional=positional,
+                  defaults=tuple((key, value, "trl vllm-serve's default (TRL 1.16 ScriptArguments)")
+                                 for key, value in TRL_SERVE_DEFAULTS.items() if key not in said))
 
 
 # Hydra's own options on a verl launch line (hydra 1.3 ``get_args_parser``): the config's folder and

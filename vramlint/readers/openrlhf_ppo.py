@@ -72,17 +72,16 @@ ALIASES = {
 OLD_FLAGS = ("prompt_max_len", "generate_max_len")
 # A flat flag with no one dotted name: both frozen models' ZeRO-3 shards on the host (0.10.1 and before)
 FLAT_ONLY = {"ref_reward_offload"}
-# Defaults that changed between the releases a spelling covers (cli/train_ppo_ray.py of each wheel)
 # The vLLM settings train_ppo_ray lets its users set, as a hint says them (the rest it fixes)
+FLAT_ENGINE_FLAGS = {"gpu_memory_utilization": "--vllm_gpu_memory_utilization {}",
+                     "tensor_parallel_size": "--vllm_tensor_parallel_size {}", "max_model_len": "--max_len {}"}
 ENGINE_FLAGS = {VERSION: {"gpu_memory_utilization": "--vllm.gpu_memory_utilization {}",
                           "tensor_parallel_size": "--vllm.tensor_parallel_size {}",
                           "max_model_len": "--data.max_len {}"},
-                FLAT: {"gpu_memory_utilization": "--vllm_gpu_memory_utilization {}",
-                       "tensor_parallel_size": "--vllm_tensor_parallel_size {}", "max_model_len": "--max_len {}"},
-                OLD: {"gpu_memory_utilization": "--vllm_gpu_memory_utilization {}",
-                      "tensor_parallel_size": "--vllm_tensor_parallel_size {}", "max_model_len": "--max_len {}"}}
+                FLAT: FLAT_ENGINE_FLAGS, OLD: FLAT_ENGINE_FLAGS}
 # The vLLM each release's ``openrlhf[vllm]`` extra pins (the wheels' METADATA): its engines' release
 VLLM_PINS = {VERSION: "0.29.0", FLAT: "0.19.0", OLD: "0.17.0"}
+# Defaults that changed between the releases a spelling covers (cli/train_ppo_ray.py of each wheel)
 DEFAULTS = {VERSION: {"train.micro_batch_size": 1, "rollout.micro_batch_size": 1},
             FLAT: {"train.micro_batch_size": 1, "rollout.micro_batch_size": 1},
             OLD: {"train.micro_batch_size": 4, "rollout.micro_batch_size": 8}}
@@ -198,21 +197,37 @@ def _critic_group(actor: Recipe, keys: Keys, estimator: Fact, release: str) -> t
     if not models["critic"] or truthy(keys.raw("train.colocate_all")):
         return ()
     beside = models["reward"] and truthy(keys.raw("train.colocate_critic_reward"))
-    facts = {**actor.rollout.value, "colocated": Fact(False), "critic": Fact(False),
-             "reference": Fact(False), "reward": Fact(beside, keys.get("train.colocate_critic_reward").location),
-             "processes": Fact(1 + beside), "engine_process": Fact(False), "logprob_tokens": Fact(0)}
-    flat = actor.release != VERSION
-    spelling = {**actor.keys, "model": "--critic_pretrain" if flat else "--critic.model_name_or_path",
-                "gpus_per_node": "--critic_num_gpus_per_node" if flat else "--critic.num_gpus_per_node",
-                "nodes": "--critic_num_nodes" if flat else "--critic.num_nodes"}
     model = _critic_model(keys)
-    return (replace(actor, model=model, value_head=True, role="critic", keys=spelling, groups=(), refusals=(),
-                    features=(), switches={"loss": Fact("none", model.location, "CriticModel: a value head over the "
-                                                        "last hidden states, one value a token")},
-                    max_grad_norm=keys.get("critic.max_norm", default=1.0, why=f"{release} --critic.max_norm default"),
-                    notes=("the critic's GPUs: its DeepSpeed update under the actor's ZeRO config and micro-batch"
-                           + (", the reward model beside it (colocate_critic_reward)" if beside else ""),),
-                    rollout=Fact(facts, actor.rollout.location), gpus=_role_facts(keys, "critic", release)),)
+    return (_group(actor, keys, "critic", "critic", model, release,
+                   {"reward": Fact(beside, keys.get("train.colocate_critic_reward").location),
+                    "processes": Fact(1 + beside), "logprob_tokens": Fact(0)},
+                   switches={"loss": Fact("none", model.location, "CriticModel: a value head over the last hidden "
+                                          "states, one value a token")},
+                   max_grad_norm=keys.get("critic.max_norm", default=1.0, why=f"{release} --critic.max_norm default"),
+                   notes=("the critic's GPUs: its DeepSpeed update under the actor's ZeRO config and micro-batch"
+                          + (", the reward model beside it (colocate_critic_reward)" if beside else ""),)),)
+
+
+# How each group's model flag is spelled, dotted and flat (the reference loads the actor's model)
+MODEL_FLAGS = {"critic": ("--critic.model_name_or_path", "--critic_pretrain"),
+               "ref": ("--actor.model_name_or_path", "--pretrain"),
+               "reward": ("--reward.model_name_or_path", "--reward_pretrain")}
+
+
+def _group(actor: Recipe, keys: Keys, role: str, name: str, model: Fact, release: str, facts: dict,
+           **fields) -> Recipe:
+    """Another GPU group of the job (``Recipe.groups``), a recipe of its own on the role's
+    ``num_gpus_per_node`` x ``num_nodes``, spelled by its own flags: the actor's rollout facts with
+    nothing else on its GPUs (no engine, no other model, one process) but what ``facts`` says."""
+    flat = actor.release != VERSION
+    spelling = {**actor.keys, "model": MODEL_FLAGS[role][flat],
+                "gpus_per_node": f"--{role}_num_gpus_per_node" if flat else f"--{role}.num_gpus_per_node",
+                "nodes": f"--{role}_num_nodes" if flat else f"--{role}.num_nodes"}
+    alone = {**actor.rollout.value, "colocated": Fact(False), "critic": Fact(False), "reference": Fact(False),
+             "reward": Fact(False), "processes": Fact(1), "engine_process": Fact(False), **facts}
+    return replace(actor, model=model, role=name, keys=spelling, groups=(), engines=(), refusals=(), features=(),
+                   value_head=role != "ref", rollout=Fact(alone, actor.rollout.location),
+                   gpus=_role_facts(keys, role, release), **fields)
 
 
 def _sequence(keys: Keys, release: str) -> Fact:
@@ -274,6 +289,9 @@ def _rollout(keys: Keys, seq: Fact, budget: Fact, estimator: Fact, defaults: dic
     if sleep.value and truthy(keys.raw("ds.adam_offload")):     # deepspeed_utils.py:155-157: nothing to move
         sleep = Fact(False, sleep.location, "offload_deepspeed_states returns at once under --ds.adam_offload")
     engine_sleep = keys.get("vllm.enable_sleep", default=False, convert=truthy)
+    # under --train.async_enable the engines get GPUs of their own even with colocate_all (:75, ``_engines``)
+    engine_here = Fact(bool(together.value) and not truthy(keys.raw("train.async_enable")), together.location,
+                       together.default)
     if not together.value:                  # cli/train_ppo_ray.py:669-671: sleep only with colocate_all
         engine_sleep = Fact(False, engine_sleep.location, "--vllm.enable_sleep is set to False without colocate_all")
     engines = keys.get("vllm.num_engines", default=None, convert=positive,
@@ -300,7 +318,7 @@ def _rollout(keys: Keys, seq: Fact, budget: Fact, estimator: Fact, defaults: dic
         "engine": Fact("vllm" if _ints(engines.value) else "none", engines.location, engines.default),
         "share": keys.get("vllm.gpu_memory_utilization", default=0.95, convert=_number, why=f"{release} default"),
         "tensor_parallel": keys.get("vllm.tensor_parallel_size", default=1, convert=positive),
-        "colocated": together, "frees_between": engine_sleep,
+        "colocated": engine_here, "frees_between": engine_sleep,
         "params_offloaded": Fact(False, None, f"{release}: offload_deepspeed_states keeps the 16-bit parameters"),
         "optimizer_offloaded": sleep,
         "critic": Fact(models["critic"] and colocated["critic"], estimator.location, estimator.default),
@@ -310,7 +328,7 @@ def _rollout(keys: Keys, seq: Fact, budget: Fact, estimator: Fact, defaults: dic
         "reward": Fact(models["reward"] and colocated["reward"]),
         "reward_model": keys.get("reward.model_name_or_path"), "reward_offloaded": _offloaded(keys, "reward", stage),
         "processes": Fact(1 + sum(1 for role in ("ref", "critic", "reward") if models[role] and colocated[role])),
-        "engine_process": Fact(bool(together.value), together.location, "a vLLM worker on each GPU of the group"),
+        "engine_process": Fact(bool(engine_here.value), together.location, "a vLLM worker on each GPU of the group"),
         "logit_bytes": Fact(6, None, "models/actor.py:267: the logits cast to fp32 beside their bf16 copy"),
         "one_switch": Fact(True, None, "--ds.enable_sleep offloads every trained model's states"),
         "logprob_tokens": tokens, "logprob_setting": Fact("logprob_tokens" if dynamic.value else "logprob_micro"),
@@ -390,11 +408,14 @@ def _engines(keys: Keys, seq: Fact, model: Fact, release: str) -> tuple[Engines,
     positions = {"$": top, **{f"$.{key}": (fact.location.line, fact.location.column) for key, fact in args.items()
                               if fact.location is not None and key in data}}
     count = f"{engines.value} engine(s)" if _ints(engines.value) else "--vllm.num_engines (a value the run knows)"
+    unstated = ", ".join(f"{key} {fact.value} ({fact.default or 'create_vllm_engines'})" for key, fact in args.items()
+                         if key in data and fact.location is None)
     return (Engines("vLLM engines", Document(keys.document.path, keys.document.text, data, positions,
                                              elsewhere=dict(keys.document.elsewhere)),
                     VLLM_PINS[release], f"{release}'s vllm extra (pip install openrlhf[vllm])",
-                    f"the vLLM engines' GPUs: {count} x --vllm.tensor_parallel_size {tp.value}, each an LLM of "
-                    f"max_model_len {seq.value} (create_vllm_engines)", ENGINE_FLAGS[release]),)
+                    f"the vLLM engines' GPUs: {count} x --vllm.tensor_parallel_size {tp.value}, each an LLM as "
+                    f"create_vllm_engines builds it" + (f"; their defaults: {unstated}" if unstated else ""),
+                    ENGINE_FLAGS[release]),)
 
 
 def _frozen_groups(actor: Recipe, keys: Keys, estimator: Fact, release: str) -> tuple[Recipe, ...]:
@@ -423,24 +444,15 @@ def _frozen(actor: Recipe, keys: Keys, role: str, model: Fact, release: str) -> 
     """One frozen model's group (``ReferenceModelActor`` / ``RewardModelActor``, trainer/ray/
     launcher.py:105-200 at 0.11.2), a recipe that trains nothing (``trains`` off)."""
     ref = role == "ref"
-    facts = {**actor.rollout.value, "trains": Fact(False), "colocated": Fact(False), "critic": Fact(False),
-             "reference": Fact(False), "reward": Fact(False), "processes": Fact(1), "engine_process": Fact(False),
-             "offloaded": actor.rollout.value["reference_offloaded" if ref else "reward_offloaded"],
-             "offload_setting": Fact(f"{role}_offload"),
-             "logit_bytes": actor.rollout.value["logit_bytes"] if ref else
-             Fact(0, None, "a value head: one number a token (models/model.py get_llm_for_sequence_regression)")}
-    flat = actor.release != VERSION
-    flags = {"ref": ("--pretrain", "--ref_num_gpus_per_node", "--ref_num_nodes"),
-             "reward": ("--reward_pretrain", "--reward_num_gpus_per_node", "--reward_num_nodes")}[role] if flat else \
-        (f"--{role}.model_name_or_path" if not ref else "--actor.model_name_or_path",
-         f"--{role}.num_gpus_per_node", f"--{role}.num_nodes")
-    spelling = {**actor.keys, "model": flags[0], "gpus_per_node": flags[1], "nodes": flags[2]}
     name = "reference" if ref else "reward model"
-    return replace(actor, model=model, value_head=not ref, role=name, keys=spelling, groups=(), refusals=(),
-                   features=(), switches={"loss": Fact("none", None, "no loss: a forward that trains nothing")},
-                   notes=(f"the {name}'s GPUs: its 16-bit eval engine and the experience forward over "
-                                       "--rollout.micro_batch_size rows, no training",),
-                   rollout=Fact(facts, actor.rollout.location), gpus=_role_facts(keys, role, release))
+    logits = actor.rollout.value["logit_bytes"] if ref else \
+        Fact(0, None, "a value head: one number a token (models/model.py get_llm_for_sequence_regression)")
+    return _group(actor, keys, role, name, model, release,
+                  {"trains": Fact(False), "logit_bytes": logits, "offload_setting": Fact(f"{role}_offload"),
+                   "offloaded": actor.rollout.value["reference_offloaded" if ref else "reward_offloaded"]},
+                  switches={"loss": Fact("none", None, "no loss: a forward that trains nothing")},
+                  notes=(f"the {name}'s GPUs: its 16-bit eval engine and the experience forward over "
+                         "--rollout.micro_batch_size rows, no training",))
 
 
 def _switches(keys: Keys) -> dict[str, Fact]:

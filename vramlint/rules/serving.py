@@ -234,7 +234,7 @@ def _what_fits(serving: Serving, say, first: str | None = None) -> str:
     multimodal checkpoint served for text alone and the smallest tensor-parallel-size that would do."""
     quant = serving.model.quantization
     checkpoint = "a quantized checkpoint" if quant is None else f"a checkpoint in fewer bits than {quant.method}"
-    options = [first or (checkpoint if say("quantization", "") else None)]   # where its users choose the checkpoint
+    options = [first or (checkpoint if say("model", "") else None)]   # where its users choose the checkpoint
     kv_bytes = _serving().kv_bytes_that_start(serving)
     if kv_bytes:                            # vLLM reads "M" as MiB (human_readable_int)
         options.append(say("kv_cache_memory_bytes", f"{kv_bytes // 2**20}M"))
