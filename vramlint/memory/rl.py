@@ -43,6 +43,7 @@ from vramlint.memory.parts.components import CONTEXT, Component
 from vramlint.memory.parts.fixed import CONTEXT as CONTEXTS, fixed_costs
 from vramlint.memory.runtimes.deepspeed.states import zero3_forward_gathered
 from vramlint.plan import Plan
+from vramlint.units import GiB
 
 SOURCE = "verl 0.9.1 workers/engine_workers.py:729-826, workers/engine/fsdp/transformer_impl.py:200-231, 405-470"
 ENGINE_SOURCE = ("verl 0.9.1 rollout.gpu_memory_utilization (vLLM >= 0.11: that share of the GPU's total memory "
@@ -112,19 +113,20 @@ def _zero_critic(plan: Plan) -> list[Component]:
 
 
 def _residents(plan: Plan) -> list[Component]:
-    """The frozen models beside the actor (``Rollout.residents``): 16-bit weights, ZeRO-3's
-    partition of them where the actor trains under ZeRO-3 (``get_ds_eval_config``: stage 3, else
-    0), else the whole model, none where their ZeRO-3 offload holds them on the host."""
-    n, sharded, out = plan.data_parallel, plan.zero_stage == 3, []
-    for m in plan.rollout.residents:
-        if m.offloaded:
-            out.append(Component(f"{m.name} weights", 0, "ZeRO-3 offload_param: on the host", OPENRLHF))
-        else:
-            out.append(Component(f"{m.name} weights", 2 * -(-m.params // n) if sharded else 2 * m.params,
-                                 f"2 B x {m.params:,}" + (f" / {n} (ZeRO-3 eval engine)" if sharded
-                                                          else " (a ZeRO-0 eval engine: whole on each GPU)"),
-                                 EVAL_SOURCE))
-    return out
+    """The frozen models beside the actor (``Rollout.residents``), each an eval engine's weights."""
+    return [eval_weights(plan, f"{m.name} weights", m.params, m.offloaded) for m in plan.rollout.residents]
+
+
+def eval_weights(plan: Plan, name: str, params: int, offloaded: bool) -> Component:
+    """A frozen model's DeepSpeed eval engine (OpenRLHF's reference and reward model): 16-bit
+    weights, ZeRO-3's partition of them where the actor trains under ZeRO-3 (``get_ds_eval_config``:
+    stage 3, else 0), else the whole model; none where its ZeRO-3 offload holds them on the host."""
+    if offloaded:
+        return Component(name, 0, "ZeRO-3 offload_param: on the host", EVAL_SOURCE)
+    n, sharded = plan.data_parallel, plan.zero_stage == 3
+    return Component(name, 2 * -(-params // n) if sharded else 2 * params,
+                     f"2 B x {params:,}" + (f" / {n} (ZeRO-3 eval engine)" if sharded
+                                            else " (a ZeRO-0 eval engine: whole on each GPU)"), EVAL_SOURCE)
 
 
 def _contexts(plan: Plan) -> list[Component]:
@@ -243,15 +245,8 @@ def frozen(plan: Plan) -> list[Component]:
     bf16 and fp32, ``logit_bytes``; a reward model's value head makes one number a token,
     ``logit_bytes`` 0). ``use_cache`` is off (models/actor.py:210, models/model.py:159): no KV
     cache; a layer's working set is gone by the logits."""
-    r, m, n = plan.rollout, plan.model, plan.data_parallel
-    sharded = plan.zero_stage == 3
-    name = "weights (16-bit eval engine)"
-    if r.offloaded:
-        weights = Component(name, 0, "ZeRO-3 offload_param: on the host", EVAL_SOURCE)
-    else:
-        weights = Component(name, 2 * -(-m.params // n) if sharded else 2 * m.params,
-                            f"2 B x {m.params:,}" + (f" / {n} (ZeRO-3 eval engine)" if sharded
-                                                     else " (a ZeRO-0 eval engine: whole on each GPU)"), EVAL_SOURCE)
+    r, n, sharded = plan.rollout, plan.data_parallel, plan.zero_stage == 3
+    weights = eval_weights(plan, "weights (16-bit eval engine)", plan.model.params, r.offloaded)
     layer, head = zero3_forward_gathered(plan) if sharded and (n > 1 or r.offloaded) else (None, None)
     at_head = [weights] + ([head] if head else []) + ([logprob_logits(plan)] if r.logit_bytes else [])
     in_layer = [weights] + ([layer] if layer else [])
@@ -261,7 +256,6 @@ def frozen(plan: Plan) -> list[Component]:
 def summary(update: int, moment: str, others: dict[str, int], context: int) -> str:
     """Each phase's per-GPU total in one line: the update (at its own peak moment, with the
     replayed reserve) and the rollout and log-prob phases (from an emptied cache)."""
-    gib = 2 ** 30
-    parts = [f"update {(update + context) / gib:.1f} GiB (at {moment})"]
-    parts += [f"{name} {(size + context) / gib:.1f} GiB" for name, size in others.items()]
+    parts = [f"update {(update + context) / GiB:.1f} GiB (at {moment})"]
+    parts += [f"{name} {(size + context) / GiB:.1f} GiB" for name, size in others.items()]
     return "RL step phases per GPU: " + ", ".join(parts)
