@@ -215,10 +215,61 @@ def parse_json(text: str, path: str = "<string>") -> Document:
 
 
 def parse(text: str, path: str = "<string>") -> Document:
-    """A config file's text as JSON (it opens with ``{`` or ``[``, or is named .json / .conf, as
-    open-instruct names DeepSpeed files) or YAML; ParseError (TooLarge past the limits) if neither."""
+    """A config file's text as TOML (named .toml: torchtitan's job files), JSON (it opens with ``{``
+    or ``[``, or is named .json / .conf, as open-instruct names DeepSpeed files) or YAML; ParseError
+    (TooLarge past the limits) if none."""
+    if path.endswith(".toml"):
+        return parse_toml(text, path)
     as_json = text.lstrip().startswith(("{", "[")) or path.endswith((".json", ".conf"))
     return (parse_json if as_json else parse_yaml)(text, path)
+
+
+_TOML_ERROR = re.compile(r"^(.*?)(?: \(at line (\d+), column (\d+)\))?$")
+
+
+def parse_toml(text: str, path: str = "<string>") -> Document:
+    """TOML as torchtitan reads its job files (the standard library's ``tomllib``, TOML 1.0), plus
+    each key's position (``_toml_positions``)."""
+    import tomllib
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = _TOML_ERROR.match(str(exc))
+        line, column = (int(match.group(2)), int(match.group(3))) if match and match.group(2) else (1, 1)
+        raise ParseError(f"not valid TOML: {match.group(1) if match else exc}", line, column) from None
+    return Document(path, text, data, _toml_positions(text))
+
+
+_TOML_TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_TOML_KEY = re.compile(r"^(\s*)([A-Za-z0-9_\-.\"' ]+?)\s*=")
+
+
+def _toml_positions(text: str) -> dict[str, tuple[int, int]]:
+    """Where each table header and ``key =`` line of a TOML file that ``tomllib`` accepted sits,
+    as JSON paths (``[training]`` / ``seq_len = 8192`` -> ``$.training.seq_len``). tomllib keeps
+    no positions; this pass only locates, over text already parsed: lines inside a multi-line
+    array or string are not keys."""
+    positions: dict[str, tuple[int, int]] = {"$": (1, 1)}
+    table, depth, in_string = "$", 0, False
+    for number, line in enumerate(text.splitlines(), 1):
+        if in_string:
+            in_string = line.count('"""') % 2 == 0 and line.count("'''") % 2 == 0
+            continue
+        if depth == 0:
+            header = _TOML_TABLE.match(line)
+            if header and not line.lstrip().startswith("[["):
+                table = "$." + ".".join(part.strip().strip('"\'') for part in header.group(1).split("."))
+                positions.setdefault(table, (number, line.index("[") + 1))
+                continue
+            key = _TOML_KEY.match(line)
+            if key and not line.lstrip().startswith("#"):
+                name = ".".join(part.strip().strip('"\'') for part in key.group(2).split("."))
+                positions.setdefault(f"{table}.{name}", (number, len(key.group(1)) + 1))
+                value = line[key.end():]
+                in_string = value.count('"""') % 2 == 1 or value.count("'''") % 2 == 1
+        depth += line.split("#", 1)[0].count("[") - line.split("#", 1)[0].count("]") if depth or "=" in line else 0
+        depth = max(depth, 0)
+    return positions
 
 
 def sub_document(document: Document, json_path: str) -> Document:

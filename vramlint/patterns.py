@@ -1,7 +1,7 @@
 """Which files a run looks at: the pre-commit hook's ``files`` / ``exclude`` patterns, which the
 command line also walks directories with.
 
-Every YAML and JSON file may be a training recipe, a DeepSpeed or Accelerate config or a vLLM
+Every YAML, JSON and TOML file (torchtitan's job files) may be a training recipe, a DeepSpeed or Accelerate config or a vLLM
 config, and content detection decides which (``readers.registry``): a file of none of these kinds is
 skipped. Every shell and sbatch script may launch a job (``readers/launch.py`` says which); one that
 launches none is skipped. What the patterns leave out are the files that are certainly something else and may be
@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import re
 
-FILES = r"(?i)\.(ya?ml|json|conf|sh|bash|sbatch|slurm)$"
+FILES = r"(?i)\.(ya?ml|json|conf|toml|sh|bash|sbatch|slurm)$"
 EXCLUDE = (r"(?i)((^|/)(\.github|\.gitlab|\.circleci|\.vscode|\.idea|node_modules|\.venv|venv|\.git)/"
            r"|(^|/)(tokenizer|tokenizer_config|generation_config|special_tokens_map|preprocessor_config"
            r"|adapter_config|hf_quant_config|quantize_config|package|package-lock|tsconfig|renovate|\.pre-commit-config"
            r"|\.pre-commit-hooks|docker-compose|compose|mkdocs|environment|\.readthedocs|codecov|dependabot|\.yamllint)"
-           r"\.(ya?ml|json)$|\.index\.json$)")
+           r"\.(ya?ml|json)$|\.index\.json$"
+           r"|(^|/)(pyproject|Cargo|ruff|\.ruff|rustfmt|\.rustfmt|taplo|\.taplo|typos|_typos|\.typos|pixi|uv|poetry"
+           r"|netlify|\.cargo/config|config)\.toml$)")
 _FILES, _EXCLUDE = re.compile(FILES), re.compile(EXCLUDE)
 
 

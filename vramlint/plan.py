@@ -18,6 +18,9 @@ from vramlint.models.tp_plans import autotp_split, hf_split
 from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
+# What torchtitan's tensor parallelism splits (torchtitan 0.2.2 models/llama3/infra/parallelize.py
+# apply_tp: tok_embeddings RowwiseParallel, output ColwiseParallel, every attention and FFN linear)
+TORCHTITAN_SPLIT = frozenset({"attention", "mlp", "experts", "embedding", "head"})
 OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")     # the optimizer states memory/parts/states.py prices
 PURE = {"bfloat16": "bf16", "float16": "fp16"}      # 16-bit weights -> the compute dtype without autocast
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
@@ -132,6 +135,29 @@ class Rollout:
 
 
 @dataclass(frozen=True)
+class Parallelism:
+    """The mesh a pretraining framework builds beyond data parallelism (torchtitan's
+    ``ParallelDims``; memory/runtimes/torchtitan): FSDP2 shards over ``shard`` ranks (dp_shard x cp)
+    and replicates ``replicate`` times, each sequence is split over ``context`` ranks, the layers
+    over ``pipeline`` stages run by ``schedule`` with ``microbatches`` micro-batches a step. The
+    tensor-parallel degree is the Plan's own."""
+
+    shard: int = 1
+    replicate: int = 1
+    context: int = 1
+    pipeline: int = 1
+    schedule: str = "1F1B"
+    microbatches: int = 1          # pipeline micro-batches per step (local batch / micro-batch rows)
+    stages_per_rank: int = 1       # 2 and more: a looped or V-shaped schedule's virtual stages
+    layers_per_stage: int = 0      # 0: the framework's even split (embedding and head weigh one layer each)
+    checkpointing: str = "op"      # full, op (per-op selective), every:N (selective, every n-th block), none
+    compile: bool = False
+    compiled_loss: bool = False    # compile reaches the loss (torchtitan compile.components)
+    float8: bool = False
+    reshard_after_forward: bool = True     # FSDP2 reshards a block after its forward (torchtitan: not under PP)
+
+
+@dataclass(frozen=True)
 class Plan:
     """One training step or one inference forward, as the memory model needs to know it."""
 
@@ -192,6 +218,7 @@ class Plan:
     reference_forward: bool = False    # the reference's no_grad forward runs while the policy's graph is alive
     colocated_share: float = 0.0   # share of each GPU a colocated vLLM engine takes (GRPO vllm_mode colocate)
     teacher_params: int = 0        # a frozen distillation teacher beside the student (torchtune KD recipes)
+    parallelism: Parallelism | None = None   # a pretraining framework's mesh (runtime torchtitan)
     rollout: Rollout | None = None  # online RL: the rollout and log-prob phases around the update (memory/rl.py)
     generation_rows: int = 0       # completions model.generate makes at once between steps (GRPO / RLOO without vLLM)
     sync_each_batch: bool = False  # FSDP: reduce-scatter every micro-batch (torchtune; the HF Trainer's
@@ -253,6 +280,8 @@ class Plan:
     def tp_split(self) -> frozenset[str]:
         """The parameter groups tensor parallelism splits: DeepSpeed AutoTP's reading of the
         family's transformers tp_plan, or under Accelerate and plain PyTorch transformers' own."""
+        if self.runtime == "torchtitan":        # its TP plan: embedding rowwise, output colwise, every linear
+            return TORCHTITAN_SPLIT
         return autotp_split(self.model) if self.runtime == "deepspeed" else hf_split(self.model)
 
     def tp_divides(self, group: str) -> int:
@@ -267,6 +296,10 @@ class Plan:
             name = f"ZeRO-{self.zero_stage}"
         elif self.runtime == "fsdp":
             name = f"FSDP{self.fsdp_version} {self.fsdp_strategy}"
+        elif self.runtime == "torchtitan":
+            name = f"torchtitan FSDP2 {self.data_parallel}" + (f" + PP {self.pipeline_parallel}"
+                                                               if self.pipeline_parallel > 1 else "")
+            name += f" + CP {self.parallelism.context}" if self.parallelism.context > 1 else ""
         else:
             name = "PyTorch DDP" if self.data_parallel > 1 else "PyTorch"
         return name + (f" + TP {self.tensor_parallel}" if self.tensor_parallel > 1 else "")

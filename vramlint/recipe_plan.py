@@ -371,6 +371,9 @@ def _plan_without_deepspeed(recipe: Recipe, job: dict, flags: Flags, model: Mode
     """Plain PyTorch (DDP when there are several GPUs) or FSDP, as the recipe turns it on. FSDP
     under Accelerate keeps fp32 shards when mixed precision is on (``upcast``); torchtune's and
     axolotl's FSDP2 keep the load dtype."""
+    if recipe.layout is not None:               # a pretraining framework's own runtime and mesh
+        from vramlint.layout_plan import torchtitan_plan
+        return torchtitan_plan(recipe, job, flags, model, cluster, origins, notes)
     weights = job["weights_dtype"]
     precision = flags.precision or "fp32"
     fsdp = recipe.fsdp

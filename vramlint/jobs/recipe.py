@@ -28,7 +28,7 @@ from vramlint.rules.consistency import fp32_by_auto
 from vramlint.rules.inputs import not_estimated, optimizer_unused, overridden
 from vramlint.rules.launch import check_refusals, missing_reference
 from vramlint.rules.llamafactory import check_llamafactory
-from vramlint.rules.recipe import (check_recipe, check_trainer_mismatch, check_values, framework_refusals,
+from vramlint.rules.recipe import (check_recipe, layout_refusals, check_trainer_mismatch, check_values, framework_refusals,
                                    not_plannable)
 from vramlint.rules.schema import check_schema
 from vramlint.shipped import shipped_copy
@@ -140,6 +140,12 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
         ctx = recipe_size(ctx, recipe, result)
         if ctx is None:
             return
+    if recipe.layout is not None:
+        refused = list(layout_refusals(recipe, model, ctx.cluster.world_size))
+        if refused:                     # torchtitan stops before its first step: nothing to estimate
+            result.findings.extend(refused)
+            result.unplanned("torchtitan refuses the layout")
+            return
     others = _other_models(recipe, result, ctx)
     if others is None:
         return
@@ -231,6 +237,13 @@ def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShap
     command line names another."""
     if recipe.model_config is not None and "model" not in ctx.stated:
         return shape_from_dict(dict(recipe.model_config), name=str(recipe.model.value))
+    if recipe.layout is not None and "model" not in ctx.stated:     # torchtitan runs its own model code
+        from vramlint.readers.torchtitan import FLAVORS
+        result.findings.append(not_estimated(recipe.model.location or recipe.document.locate("$"),
+                                             f"{recipe.model.value}: not a model vramlint knows torchtitan's shapes "
+                                             f"for (llama3 flavors {', '.join(FLAVORS)})",
+                                             "give --model with the Hugging Face model of the same shape"))
+        return None
     if recipe.model.value:
         revision = recipe.revision.value if isinstance(recipe.revision.value, str) else None
         return named_model(recipe.model, recipe.document.locate("$"), result, ctx, revision)

@@ -52,6 +52,9 @@ def wanted(plan: Plan) -> int:
 
 
 def headroom(plan: Plan, allocated: int, context: int) -> Component:
+    own = getattr(runtime(plan.runtime), "reserve", None) if plan.mode == "train" else None
+    if own is not None:                # the runtime says what its allocator keeps (torchtitan: expandable segments)
+        return own(plan)
     peaks = replay(plan)
     reserve = wanted(plan)
     left = plan.cluster.gpu.memory_bytes - allocated - context

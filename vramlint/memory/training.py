@@ -165,6 +165,10 @@ def moments(plan: Plan, states: States) -> list[Moment]:
 
 
 def training_peak(plan: Plan) -> tuple[Moment, list[Moment], States]:
+    own = getattr(runtime(plan.runtime), "moments", None)
+    if own is not None:               # a runtime over its own model code (torchtitan): its moments, its ranks
+        all_moments = [Moment(name, parts) for name, parts in own(plan)]
+        return max(all_moments, key=lambda m: m.bytes), all_moments, runtime(plan.runtime).states(plan)
     states = model_states(plan)
     all_moments = moments(plan, states)
     return max(all_moments, key=lambda m: m.bytes), all_moments, states

@@ -99,7 +99,7 @@ def launches(commands: list[Command]) -> list[Launch]:
 # RL frameworks; issue 32: pretraining frameworks): they are jobs, never skipped as nothing.
 UNREAD_MODULES = (("verl.", "verl (but verl.trainer.main_ppo)"),
                   ("openrlhf.", "OpenRLHF (but train_sft, train_dpo, train_rm, train_ppo_ray)"),
-                  ("torchtitan.", "torchtitan"),
+                  ("torchtitan.", "torchtitan (but its TOML job files, --job.config_file)"),
                   ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"))
 UNREAD_SCRIPTS = (("pretrain_", "Megatron"), ("run_train", "nanotron"))
 # Modules of those frameworks that start no GPU job: OpenRLHF's rule-based reward verifiers
@@ -310,9 +310,40 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
         arguments = tuple(a for a in arguments if a[0] != "config")
     if trainer is not None:
         unread = ""
+    job_file = _torchtitan_job(program, arguments)
+    if job_file is not None:                 # torchtitan: --section.key arguments over the TOML job file
+        return Launch(launcher, TRAINING, command, program, options or {}, _tyro_flags(arguments), positional,
+                      count[0], count[1], nodes, total, job_file, True, "", None, "torchtitan")
     launch = Launch(launcher, TRAINING, command, program, options or {}, arguments, positional, count[0], count[1],
                     nodes, total, recipe, distributed, unread, trainer, reads_as if trainer is not None else "")
     return _ray_placement(launch) if trainer is not None and trainer.text == "ppo" else launch
+
+
+TORCHTITAN_PROGRAMS = ("torchtitan.train", "torchtitan/train.py", "train.py")
+
+
+def _torchtitan_job(program: Word | None, arguments: tuple) -> Word | None:
+    """The TOML job file a torchtitan trainer reads (``-m torchtitan.train`` / ``train.py
+    --job.config_file FILE``; run_train.sh's ``CONFIG_FILE``), or None for any other program."""
+    text = (program.text or "") if program is not None else ""
+    if not text.endswith(TORCHTITAN_PROGRAMS):
+        return None
+    return next((value for key, value, _ in arguments if key == "job.config_file"), None)
+
+
+def _tyro_flags(arguments: tuple) -> tuple:
+    """torchtitan's arguments as tyro parses them: a boolean field is a bare flag
+    (``--compile.enable "$@"``: the word after it is not its value), ``--job.config_file`` is the
+    file the others are over."""
+    from vramlint.readers.torchtitan import BOOLEANS
+    out = []
+    for key, value, word in arguments:
+        if key == "job.config_file":
+            continue
+        bare = key.rsplit(".", 1)[-1] in BOOLEANS and value is not None and (value.text or "").lower() not in (
+            "true", "false")
+        out.append((key, None, word) if bare else (key, value, word))
+    return tuple(out)
 
 
 # OpenRLHF's train_ppo_ray places its models on GPUs of Ray's, not of the launcher's: the actor's

@@ -140,6 +140,7 @@ class Recipe:
     groups: tuple[Recipe, ...] = ()
     role: str = ""
     engines: tuple[Engines, ...] = ()  # the generation engines on GPUs of their own, each group a vLLM check
+    layout: Fact | None = None         # a pretraining framework's mesh (readers/torchtitan.py ``Layout``)
 
     @property
     def training(self) -> bool:

@@ -44,6 +44,8 @@ FORMATS: tuple[Format, ...] = (
     Format("openrlhf", "recipe", openrlhf.looks_like_openrlhf, "recipe", openrlhf_ppo.read_openrlhf_job),
     Format("verl", "recipe", _lazy("vramlint.readers.verl", "looks_like_verl"), "recipe",
            _lazy("vramlint.readers.verl", "read_verl")),
+    Format("torchtitan", "recipe", _lazy("vramlint.readers.torchtitan", "looks_like_torchtitan"), "recipe",
+           _lazy("vramlint.readers.torchtitan", "read_torchtitan")),
     Format("trl", "recipe", trl.looks_like_trl, "recipe", trl.read_trl),
     Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed, "deepspeed"),
     Format("accelerate", "launcher", _lazy("vramlint.readers.accelerate", "looks_like_accelerate"), "accelerate"),

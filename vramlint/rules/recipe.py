@@ -156,6 +156,15 @@ def framework_refusals(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
                           f"{recipe.release or recipe.title} refuses to start: {refusal.message}", hint=refusal.hint)
 
 
+def layout_refusals(recipe: Recipe, model, world: int) -> Iterator[Finding]:
+    """The layouts a pretraining framework refuses before its first step (torchtitan's
+    ``ParallelDims`` and pipeline checks: ``layout_plan.refusals``), in its words."""
+    from vramlint.layout_plan import refusals
+    for refusal in refusals(recipe.layout.value, recipe, model, world):
+        yield Finding(*REFUSED, refusal.fact.location or recipe.document.locate("$"),
+                      f"{recipe.release or recipe.title} refuses to start: {refusal.message}", hint=refusal.hint)
+
+
 def check_trainer_mismatch(recipe: Recipe, ds: DeepSpeedConfig, world: int, trainer: dict) -> Iterator[Finding]:
     """``HfTrainerDeepSpeedConfig.trainer_config_process``: each DeepSpeed value the file states
     (not "auto") must equal the Trainer's; one finding, at the first differing DeepSpeed line,

@@ -1,15 +1,16 @@
 """The training runtimes, each a package of its own that reads a ``Plan``: its model states
 (``states.states``), a vision tower's share (``states.vision_tower``), the ranks a frozen model
 beside the policy is split over (``states.frozen_shards``) and its step replayed through the
-caching allocator (``step.replay``). ``RUNTIMES`` is the one registry: a new runtime is a new
-package named here, and nothing else in ``memory/`` changes."""
+caching allocator (``step.replay``); a runtime that runs its own model code (torchtitan) gives its
+step's ``moments`` and its allocator ``reserve`` too. ``NAMES`` is the one registry: a new runtime
+is a new package named here, and nothing else in ``memory/`` changes."""
 
 from __future__ import annotations
 
 from importlib import import_module
 from types import ModuleType
 
-NAMES = ("torch", "deepspeed", "fsdp")
+NAMES = ("torch", "deepspeed", "fsdp", "torchtitan")
 
 
 def runtime(name: str) -> ModuleType:

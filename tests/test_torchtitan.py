@@ -1,0 +1,212 @@
+"""torchtitan (readers/torchtitan.py, layout_plan.py, memory/runtimes/torchtitan, memory/fit_layout.py):
+its TOML job files as torchtitan's repository ships them (byte-exact: tests/data/torchtitan/
+SOURCES.tsv, tag v0.2.2 and the commit of its 2024-12 benchmark), the launch line's
+``--section.key`` arguments over them, the layouts torchtitan refuses, the pipeline split, and the
+block's activations against the CPU trace of torchtitan's own block (dev/torchtitan_block.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+
+import pytest
+
+from conftest import DATA
+from vramlint.cli import main as vramlint_main
+from vramlint.documents import parse
+from vramlint.memory.runtimes.torchtitan.activations import Widths, full, none, op
+from vramlint.memory.runtimes.torchtitan.layout import split
+
+TITAN = DATA / "torchtitan" / "pytorch__torchtitan"
+V022, DEC2024 = TITAN / "v0.2.2", TITAN / "9dec370"
+GiB = 1 << 30
+
+
+def _check(*argv: str) -> list[dict]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        vramlint_main(["check", *map(str, argv), "--format", "json"])
+    return json.loads(out.getvalue())["files"]
+
+
+def _one(*argv: str) -> dict:
+    (entry,) = _check(*argv)
+    return entry
+
+
+def _codes(entry: dict) -> set[str]:
+    return {f["code"] for f in entry["findings"]}
+
+
+def test_toml_keys_are_located_on_their_lines():
+    text = (V022 / "llama3_70b.toml").read_text()
+    document = parse(text, str(V022 / "llama3_70b.toml"))
+    lines = text.splitlines()
+    for path in ("$.training.local_batch_size", "$.parallelism.tensor_parallel_degree", "$.activation_checkpoint.mode",
+                 "$.model.flavor"):
+        line, column = document.positions[path]
+        assert lines[line - 1].lstrip().startswith(path.rsplit(".", 1)[1]), path
+    assert document.data["parallelism"]["tensor_parallel_degree"] == 8
+
+
+def test_a_toml_that_does_not_parse_is_a_located_finding(tmp_path):
+    bad = tmp_path / "job.toml"
+    bad.write_text('[model]\nname = "llama3"\nflavor = \n')
+    entry = _one(bad, "--gpus", "8xH100")
+    (finding,) = entry["findings"]
+    assert finding["code"] == "VL001" and finding["line"] == 3
+
+
+def test_the_shipped_8b_job_is_read_with_its_defaults_named():
+    entry = _one(V022 / "llama3_8b.toml", "--gpus", "8xH100")
+    assert entry["status"] == "estimated" and entry["findings"] == []
+    plan = entry["plan"]
+    assert (plan["micro_batch"], plan["seq_len"]) == (1, 8192)
+    notes = " ".join(entry["estimate"]["assumptions"])
+    assert "dp_shard x cp = 8 GPUs" in notes and "per op" in notes       # dp_shard -1 over 8; selective_ac_option op
+    parts = {c["name"]: c for c in entry["estimate"]["components"]}
+    params = 8_030_261_248                                               # Llama-3.1-8B: torchtitan's 8B flavor
+    assert parts["parameter shards"]["bytes"] == 4 * -(-params // 8)
+    assert parts["optimizer states"]["bytes"] == 8 * -(-params // 8)
+
+
+def test_the_2024_file_spells_its_keys_the_old_way_and_gives_the_same_job(tmp_path):
+    """9dec370's llama3_8b.toml writes training.batch_size and the degrees under [training]; the
+    same job in v0.2.2's keys is the same estimate."""
+    old = _one(DEC2024 / "llama3_8b.toml", "--gpus", "8xH100")
+    new = _one(V022 / "llama3_8b.toml", "--gpus", "8xH100")
+    assert old["estimate"]["per_gpu_peak_bytes"] == new["estimate"]["per_gpu_peak_bytes"]
+
+
+def test_one_job_two_ways_the_launch_line_over_the_toml(tmp_path):
+    """run_train.sh's torchrun line with --training.local_batch_size and --compile.enable over the
+    shipped file, and the file with those values written in it: one answer."""
+    shutil.copy(V022 / "llama3_8b.toml", tmp_path / "llama3_8b.toml")
+    script = tmp_path / "train.sh"
+    script.write_text('#!/usr/bin/bash\nCONFIG_FILE=${CONFIG_FILE:-"./llama3_8b.toml"}\n'
+                      'PYTORCH_ALLOC_CONF="expandable_segments:True" torchrun --nproc_per_node=8 '
+                      '-m torchtitan.train --job.config_file ${CONFIG_FILE} --training.local_batch_size 2 '
+                      '--compile.enable "$@"\n')
+    text = (V022 / "llama3_8b.toml").read_text()
+    assert "local_batch_size = 1\n" in text and "enable=false" in text.replace(" ", "")
+    written = tmp_path / "written.toml"
+    written.write_text(text.replace("local_batch_size = 1\n", "local_batch_size = 2\n")
+                       .replace("[compile]\nenable=false", "[compile]\nenable=true"))
+    by_line = _one(script, "--gpus", "H100")
+    by_file = _one(written, "--gpus", "8xH100")
+    assert by_line["plan"]["micro_batch"] == 2
+    assert by_line["estimate"]["per_gpu_peak_bytes"] == by_file["estimate"]["per_gpu_peak_bytes"]
+    assert "compiled" in " ".join(c["name"] for c in by_line["estimate"]["components"])
+
+
+def test_torchtitans_own_launcher_runs_the_file_it_names():
+    """v0.2.2's run_train.sh, run from the repository root its CONFIG_FILE is relative to."""
+    root = TITAN / "v0.2.2"
+    tree = root / "torchtitan" / "models" / "llama3" / "train_configs"
+    try:
+        tree.mkdir(parents=True)
+        shutil.copy(root / "debug_model.toml", tree / "debug_model.toml")
+        with contextlib.chdir(root):
+            entries = _check("run_train.sh", "--gpus", "H100")
+    finally:
+        shutil.rmtree(root / "torchtitan")
+    # the COMM_MODE dry run (python3 -m torchtitan.train on one GPU) and the torchrun line over 8
+    assert [e["plan"]["micro_batch"] for e in entries] == [8, 8]           # debug_model.toml's local batch
+    assert all(e["status"] == "estimated" for e in entries)
+
+
+def test_the_python_config_registry_is_not_estimated_and_says_so():
+    """b5bcd76's run_train.sh selects a Python config function (--module / --config): VL011, never a pass."""
+    entries = _check(DATA / "launch" / "pytorch__torchtitan" / "run_train.sh", "--gpus", "8xH100")
+    assert all("VL011" in _codes(e) for e in entries)
+    assert "TOML job files" in json.dumps(entries)
+
+
+@pytest.mark.parametrize("edit, words", [
+    ("tensor_parallel_degree = 8", "Invalid parallel dims: dp_replicate(1) * dp_shard(0)"),
+    ("seq_len = 8193", "must be divisible by the product of TP degree"),
+])
+def test_layouts_torchtitan_refuses_are_vl313_in_its_words(tmp_path, edit, words):
+    text = (V022 / "llama3_8b.toml").read_text()
+    key = edit.split(" = ")[0]
+    lines = [edit if line.startswith(key + " ") else line for line in text.splitlines()]
+    job = tmp_path / "job.toml"
+    job.write_text("\n".join(lines) + "\n")
+    entry = _one(job, "--gpus", "4xH100")
+    refused = [f for f in entry["findings"] if f["code"] == "VL313"]
+    assert refused and words in refused[0]["message"] and entry.get("estimate") is None
+    at = "data_parallel_shard_degree" if "dims" in words else key      # the file's dp_shard -1 is what cannot be
+    assert refused[0]["line"] == next(i for i, line in enumerate(lines, 1) if line.startswith(at + " "))
+
+
+def test_pipeline_microbatches_fewer_than_stages_are_refused(tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text((V022 / "llama3_8b.toml").read_text().replace("pipeline_parallel_degree = 1",
+                                                                 "pipeline_parallel_degree = 4"))
+    entry = _one(job, "--gpus", "8xH100")
+    assert any("Number of microbatches (1) is less than the total number of stages (4)" in f["message"]
+               for f in entry["findings"])
+
+
+def test_the_pipeline_split_is_torchtitans():
+    """generate_llm_fqn_per_model_part (pipeline_parallel.py:236-345): 32 layers + embedding + head
+    over 8 stages is 34 effective layers, 5 for the first two stages, 4 for the rest, the embedding
+    and the head each taking one of their stage's."""
+    stages = split(32, 8)
+    assert [len(s.layers) for s in stages] == [4, 5, 4, 4, 4, 4, 4, 3]
+    assert stages[0].embedding and stages[-1].head and sum(len(s.layers) for s in stages) == 32
+    assert [len(s.layers) for s in split(126, 16)] == [7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7]
+
+
+def test_the_activation_counts_are_the_traced_blocks():
+    """Each policy's count at each traced shape (dev/torchtitan_block.py, torch 2.13 on the CPU) —
+    the trace leaves out the block's input, which a checkpointed block keeps (2h)."""
+    trace = json.loads((DATA / "torchtitan_block.json").read_text())
+    for block in trace["blocks"]:
+        s = block["shape"]
+        w = Widths(s["h"], s["kv"] * s["h"] // s["heads"], s["ffn"], s["heads"], 1, 2)
+        assert none(w) == block["none"]
+        assert full(w) - 2 * s["h"] == block["full"]
+        assert op(w) - 2 * s["h"] == block["op"]
+    loss = trace["loss"]
+    assert round(loss["forward_peak_per_logit"]) == 10 and round(loss["backward_peak_per_logit"]) == 12
+
+
+def test_a_job_that_does_not_fit_gets_a_hint_in_torchtitans_keys():
+    entry = _one(V022 / "llama3_8b.toml", "--gpus", "8xA10G")
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL201"]
+    assert "parallelism.tensor_parallel_degree = 8" in finding["hint"]
+    assert "zero_optimization" not in finding["hint"]
+
+
+def test_pipeline_parallel_keeps_the_stage_unsharded_and_names_the_peak_rank(tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text((V022 / "llama3_70b.toml").read_text().replace("pipeline_parallel_degree = 1",
+                                                                  "pipeline_parallel_degree = 4"))
+    entry = _one(job, "--gpus", "4x8xH100")
+    names = {c["name"] for c in entry["estimate"]["components"]}
+    assert {"unsharded stage parameters", "accumulated unsharded gradients"} <= names
+    assert "pipeline rank" in entry["estimate"]["peak_moment"]
+
+
+def test_an_unknown_torchtitan_model_is_not_estimated(tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text('[model]\nname = "deepseek_v3"\nflavor = "16B"\n[training]\nlocal_batch_size = 4\n')
+    entry = _one(job, "--gpus", "8xH100")
+    assert "VL011" in _codes(entry) and "deepseek_v3" in json.dumps(entry["findings"])
+
+
+def test_the_files_are_sourced():
+    rows = [line.split("\t") for line in (DATA / "torchtitan" / "SOURCES.tsv").read_text().splitlines()[1:]]
+    assert len(rows) == 8
+    for local, repo, path, commit, *_ in rows:
+        assert (TITAN.parent / local).is_file() and repo == "pytorch/torchtitan" and len(commit) == 40
+
+
+def test_the_rows_file_names_a_source_for_every_row():
+    for line in (DATA / "published" / "torchtitan.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        assert row["source"].startswith("https://") and row["quote"] and row["measured_gib"] > 0
+

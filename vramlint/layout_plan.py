@@ -1,0 +1,161 @@
+"""A torchtitan job's layout → the Plan its runtime reads (memory/runtimes/torchtitan), and the
+layouts torchtitan refuses at start-up, in its words.
+
+The degrees resolve as torchtitan 0.2.2's ``ParallelDims._validate`` resolves them
+(torchtitan/distributed/parallel_dims.py:35-59): ``data_parallel_shard_degree = -1`` takes the
+ranks the others leave, and the product must be the world size; FSDP2 shards over dp_shard x cp
+(the ``fsdp`` mesh, :197). The pipeline's split and micro-batches are
+torchtitan/distributed/pipeline_parallel.py's (:59-120, :186-213).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramlint.hardware import Cluster
+from vramlint.models.shape import ModelShape
+from vramlint.plan import Flags, Origin, Parallelism, Plan
+from vramlint.readers.deepspeed import Fact
+from vramlint.readers.recipe import Recipe
+from vramlint.readers.torchtitan import SCHEDULES, SINGLE_STAGE, VERSION, Layout
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A layout torchtitan refuses before it trains: the fact that causes it and its message."""
+
+    fact: Fact
+    message: str
+    hint: str
+
+
+def _count(fact: Fact, default: int = 1) -> int:
+    value = fact.value
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def degrees(layout: Layout, world: int) -> dict[str, int]:
+    """The mesh's degrees, dp_shard's -1 resolved as ``ParallelDims._validate`` does."""
+    out = {name: _count(getattr(layout, name)) for name in ("dp_replicate", "context", "tensor", "pipeline")}
+    rest = out["dp_replicate"] * out["context"] * out["tensor"] * out["pipeline"]
+    shard = _count(layout.dp_shard, -1)
+    out["dp_shard"] = world // rest if shard < 0 else shard
+    return out
+
+
+def stages_per_rank(layout: Layout, num_layers: int, pp: int) -> int:
+    """Stages each pipeline rank runs: 1 for 1F1B and GPipe, 2 for the multi-stage schedules
+    unless ``pipeline_parallel_layers_per_stage`` sets the split (pipeline_parallel.py:59-115)."""
+    schedule = str(layout.schedule.value)
+    per = _count(layout.layers_per_stage, 0)
+    if per:
+        return max(1, -(-(num_layers + 2) // per) // pp)
+    return 1 if schedule in SINGLE_STAGE else 2
+
+
+def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
+    """What torchtitan 0.2.2 asserts before its first step, each with the message it raises."""
+    out: list[Refusal] = []
+    d = degrees(layout, world)
+    product = d["dp_replicate"] * d["dp_shard"] * d["context"] * d["tensor"] * d["pipeline"]
+    if d["dp_shard"] < 1 or product != world:
+        out.append(Refusal(layout.dp_shard if layout.dp_shard.from_file else layout.tensor,
+                           f"Invalid parallel dims: dp_replicate({d['dp_replicate']}) * dp_shard({d['dp_shard']}) * "
+                           f"cp({d['context']}) * tp({d['tensor']}) * pp({d['pipeline']}) != WORLD_SIZE({world}) "
+                           "(parallel_dims.py:53)", "make the degrees multiply to the GPU count (dp_shard -1 takes "
+                           "what the others leave)"))
+        return out
+    seq, divisor = _count(recipe.seq_len, 0), d["tensor"] * d["context"] * 2
+    if seq and seq % divisor:
+        out.append(Refusal(recipe.seq_len, f"Sequence length {seq} must be divisible by the product of TP degree "
+                                           f"({d['tensor']}) and 2 * CP degree ({d['context']}). "
+                                           "(llama3/infra/parallelize.py:69)", f"a seq_len that is a multiple of "
+                                                                               f"{divisor}"))
+    heads = model.layers[0].attention
+    for name, count in (("n_heads", heads.num_heads), ("n_kv_heads", heads.num_kv_heads)):
+        if d["tensor"] > 1 and count % d["tensor"]:
+            out.append(Refusal(layout.tensor, f"{name} ({count}) is not divisible by the TP degree ({d['tensor']}): "
+                                              "ColwiseParallel cannot shard its heads evenly",
+                               "a tensor_parallel_degree that divides the heads"))
+    schedule = str(layout.schedule.value)
+    if d["pipeline"] > 1:
+        if schedule not in SCHEDULES:
+            out.append(Refusal(layout.schedule, f"Unknown pipeline schedule {schedule!r} (torch.distributed."
+                                                f"pipelining knows {', '.join(SCHEDULES)})", "one of those"))
+            return out
+        local, micro = _count(layout.local_batch, 8), _count(layout.pp_microbatch)
+        if local % micro:
+            out.append(Refusal(layout.pp_microbatch, f"Batch size {local} must be divisible by microbatch_size "
+                                                     f"{micro}. (pipeline_parallel.py:189)",
+                               "a pipeline_parallel_microbatch_size that divides local_batch_size"))
+            return out
+        stages = d["pipeline"] * stages_per_rank(layout, model.num_layers, d["pipeline"])
+        if local // micro < stages:
+            out.append(Refusal(layout.pp_microbatch, f"Number of microbatches ({local // micro}) is less than the "
+                                                     f"total number of stages ({stages}) which may result in a "
+                                                     "bubble in the pipeline. (pipeline_parallel.py:197)",
+                               f"local_batch_size {stages * micro} or more"))
+    return out
+
+
+def _checkpointing(layout: Layout) -> str:
+    mode, option = str(layout.checkpointing.value), str(layout.selective_option.value)
+    if mode == "selective":
+        return "op" if option == "op" else f"every:{option}" if option.isdigit() else "op"
+    return mode
+
+
+def torchtitan_plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster,
+                    origins: dict, notes: list[str]) -> Plan:
+    """The Plan of a torchtitan job: FSDP2 (fp32 shards, bf16 compute, fp32 reduce) over dp_shard x
+    cp, the TP share of every weight, the pipeline stage's layers, the AC policy."""
+    layout: Layout = recipe.layout.value
+    d = degrees(layout, cluster.world_size)
+    pp = d["pipeline"]
+    micro = job["micro_batch"]
+    local = _count(layout.local_batch, 8)
+    microbatches = max(1, local // micro) if pp > 1 else 1
+    per_rank = stages_per_rank(layout, model.num_layers, pp) if pp > 1 else 1
+    schedule = str(layout.schedule.value)
+    mode = _checkpointing(layout)
+    reshard = str(layout.reshard.value)
+    resharded = reshard == "always" or (reshard == "default" and pp == 1)
+    par = Parallelism(shard=d["dp_shard"] * d["context"], replicate=d["dp_replicate"], context=d["context"],
+                      pipeline=pp, schedule=schedule, microbatches=microbatches, stages_per_rank=per_rank,
+                      layers_per_stage=_count(layout.layers_per_stage, 0), checkpointing=mode,
+                      compile=bool(layout.compile.value),
+                      compiled_loss=bool(layout.compile.value) and bool(layout.compiled_loss.value),
+                      float8=bool(layout.float8.value),
+                      reshard_after_forward=resharded)
+    for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
+                       ("shard_degree", layout.dp_shard)):
+        origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text=fact.default)
+    notes.append(f"{VERSION}: FSDP2 shards fp32 parameters, gradients and AdamW's states over dp_shard x cp = "
+                 f"{par.shard} GPUs" + (f", replicated {par.replicate} times" if par.replicate > 1 else "")
+                 + "; blocks compute in bf16 (MixedPrecisionPolicy), gradients reduce in fp32")
+    if pp > 1:
+        notes.append(f"pipeline: {pp} ranks x {per_rank} stage(s) each, schedule {schedule}, {microbatches} "
+                     f"micro-batches of {micro} row(s) a step"
+                     + ("; FSDP keeps each stage's blocks unsharded across them (fsdp_reshard_after_forward "
+                        "default: not resharded under PP)" if not resharded else ""))
+    notes.append({"op": "activation checkpointing: selective, per op (the outputs of every other matmul and of "
+                        "attention are saved)", "full": "activation checkpointing: full (each block keeps its input)",
+                  "none": "activation checkpointing: none"}.get(
+        mode, f"activation checkpointing: selective, every {mode.partition(':')[2]}-th block"
+        if mode.startswith("every") else f"activation checkpointing: {mode}"))
+    weights = str(job["weights_dtype"]) if job["weights_dtype"] in ("float32", "bfloat16") else "float32"
+    workload = {k: v for k, v in flags.workload.items()
+                if k not in ("weights_dtype", "tensor_parallel", "sync_each_batch")}
+    workload["optimizer_impl"] = "fused"
+    wanted = _count(layout.global_batch, -1)
+    accum = max(1, wanted // (local * d["dp_replicate"] * d["dp_shard"])) if wanted > 0 else 1
+    return Plan(model=model, cluster=cluster, precision=flags.precision or "bf16", runtime="torchtitan",
+                weights_dtype=weights, micro_batch=micro, seq_len=job["seq_len"],
+                grad_accum=accum, origins=dict(origins), grad_checkpointing=mode != "none",
+                fsdp_strategy="FULL_SHARD", fsdp_version=2, shard_degree=par.shard, sync_each_batch=True,
+                tensor_parallel=d["tensor"], pipeline_parallel=pp, parallelism=par,
+                offload_param="cpu" if recipe.fsdp and recipe.fsdp.offload.value else "none",
+                **workload)
+
+
+__all__ = ["degrees", "refusals", "torchtitan_plan"]

@@ -1,0 +1,79 @@
+"""What would fit a torchtitan job (``Plan.parallelism``): changes to its layout in its own keys,
+each found by running the memory model on the changed plan — full activation checkpointing, the
+largest ``training.local_batch_size`` that fits, tensor parallelism within a node, CPU offload,
+and failing those, more nodes (``data_parallel_shard_degree`` -1 takes the new ranks)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vramlint.memory.search import Change, _bisect, _largest_from, fits, peak
+from vramlint.plan import Plan
+
+
+def _with(plan: Plan, **changes) -> Plan:
+    """The plan with its layout changed, FSDP's shard group resolved again as -1 resolves it."""
+    par = replace(plan.parallelism, **{k: v for k, v in changes.items() if hasattr(plan.parallelism, k)})
+    rest = {k: v for k, v in changes.items() if not hasattr(plan.parallelism, k)}
+    cluster = rest.get("cluster", plan.cluster)
+    tp = rest.get("tensor_parallel", plan.tensor_parallel)
+    shard = max(1, cluster.world_size // (par.replicate * tp * par.pipeline))
+    par = replace(par, shard=shard)
+    return plan.with_changes(parallelism=par, shard_degree=shard, **rest)
+
+
+def _full(plan: Plan, budget: int) -> list[Change]:
+    if plan.parallelism.checkpointing == "full":
+        return []
+    changed = _with(plan, checkpointing="full", grad_checkpointing=True)
+    return [Change('activation_checkpoint.mode = "full"', peak(changed))] if fits(changed, budget) else []
+
+
+def _local_batch(plan: Plan, budget: int) -> list[Change]:
+    """The largest local batch below the job's that fits (a pipeline's micro-batch rows are not
+    changed here: its micro-batch count would change with them)."""
+    if plan.parallelism.pipeline > 1 or plan.micro_batch <= 1:
+        return []
+    best = _largest_from(lambda mb: fits(plan.with_changes(micro_batch=mb), budget), plan.micro_batch - 1)
+    if not best:
+        return []
+    return [Change(f"training.local_batch_size = {best}", peak(plan.with_changes(micro_batch=best)))]
+
+
+def _tensor_parallel(plan: Plan, budget: int) -> list[Change]:
+    """The least TP degree above the job's, within a node, that divides the heads and fits."""
+    heads = plan.model.layers[0].attention
+    for tp in range(plan.tensor_parallel + 1, plan.cluster.per_node + 1):
+        if plan.cluster.per_node % tp or heads.num_heads % tp or heads.num_kv_heads % tp:
+            continue
+        changed = _with(plan, tensor_parallel=tp)
+        if fits(changed, budget):
+            return [Change(f"parallelism.tensor_parallel_degree = {tp}", peak(changed))]
+    return []
+
+
+def _offload(plan: Plan, budget: int) -> list[Change]:
+    if plan.offload_param != "none":
+        return []
+    changed = plan.with_changes(offload_param="cpu")
+    return [Change("training.enable_cpu_offload = true", peak(changed))] if fits(changed, budget) else []
+
+
+def _more_nodes(plan: Plan, budget: int, most: int = 64) -> list[Change]:
+    """The fewest whole nodes on which the job fits with full checkpointing as it stands otherwise."""
+    base = _with(plan, checkpointing="full", grad_checkpointing=True)
+    on = lambda nodes: _with(base, cluster=replace(plan.cluster, nodes=nodes))  # noqa: E731
+    if not fits(on(most), budget):
+        return []
+    nodes = _bisect(lambda n: fits(on(n), budget), most, plan.cluster.nodes)
+    bigger = on(nodes)
+    full = "" if plan.parallelism.checkpointing == "full" else ' with activation_checkpoint.mode = "full"'
+    return [Change(f"{nodes} nodes x {plan.cluster.per_node} GPUs ({bigger.cluster.world_size} GPUs, "
+                   f"data_parallel_shard_degree -1: FSDP over {bigger.parallelism.shard}){full}", peak(bigger))]
+
+
+def layout_changes(plan: Plan, budget: int) -> list[Change]:
+    """Single changes that fit, cheapest first, and the fewest nodes that fit without offload (the
+    way a pretraining job grows)."""
+    out = _full(plan, budget) + _local_batch(plan, budget) + _tensor_parallel(plan, budget) + _offload(plan, budget)
+    return out + _more_nodes(plan, budget)

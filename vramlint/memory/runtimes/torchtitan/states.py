@@ -1,0 +1,76 @@
+"""torchtitan's model states on one rank (torchtitan 0.2.2 models/llama3/infra/parallelize.py
+apply_fsdp, components/optimizer.py): FSDP2 ``fully_shard`` over dp_shard x cp of the TP share of
+the rank's pipeline stages, parameters in ``training.dtype`` (fp32) and AdamW's m and v beside
+them (fused: no step temporaries), gradient shards in the reduce dtype (fp32) from backward to the
+step (``optimizers.zero_grad()`` frees them when the next step starts). What is unsharded: the
+[norm, output] unit from its forward to its backward (``reshard_after_forward`` only under
+"always"), a block and the next one's all-gather in flight; under pipeline parallelism (not
+resharded after forward by default) every block of the rank's stages, and, since the schedule
+turns gradient sync off until the last micro-batch, their unsharded gradients accumulated in the
+reduce dtype (FSDP2 ``FSDPParam.to_accumulated_grad_if_needed``)."""
+
+from __future__ import annotations
+
+from vramlint.memory.parts.components import Component
+from vramlint.memory.parts.states import States
+from vramlint.memory.runtimes.torchtitan.layout import Rank, ranks
+from vramlint.plan import Plan
+
+SOURCE = ("torchtitan 0.2.2 parallelize.py apply_fsdp / apply_tp, FSDP2 MixedPrecisionPolicy(bf16, fp32), "
+          "fused AdamW; torch FSDP2 _fsdp_param.py")
+
+
+def rank_params(plan: Plan, rank: Rank) -> tuple[int, int]:
+    """(The rank's parameters of its TP share, its largest block's)."""
+    m = plan.model
+    params, largest = 0, 0
+    for stage in rank.stages:
+        for i in stage.layers:
+            size = m.layers[i].params.total
+            params, largest = params + size, max(largest, size)
+        params += m.embedding_params if stage.embedding else 0
+        params += m.head_params + m.final_norm_params if stage.head else 0
+    return params, largest
+
+
+def holds_head(rank: Rank) -> bool:
+    return any(stage.head for stage in rank.stages)
+
+
+def titan_states(plan: Plan, rank: Rank | None = None) -> States:
+    """The states of ``rank`` (the first pipeline rank where none is named)."""
+    rank = rank or ranks(plan)[0]
+    p, largest = rank_params(plan, rank)
+    n, w = plan.data_parallel, 4 if plan.weights_dtype == "float32" else 2
+    c = 4 if plan.precision == "fp32" else 2
+    shard = -(-p // n)
+    over = f"{p:,} / {n}"
+    offload = plan.offload_param != "none"
+    resting = [Component("parameter shards", 0 if offload else w * shard, f"{w} B x {over}" if not offload
+                         else "on the host (enable_cpu_offload)", SOURCE),
+               Component("optimizer states", 0 if offload else 2 * w * shard, f"AdamW m, v: 2 x {w} B x {over}"
+                         if not offload else "on the host (enable_cpu_offload)", SOURCE)]
+    gradients = [Component("gradient shards (fp32)", 0 if offload else 4 * shard, f"4 B x {over}", SOURCE)]
+    gathered, backward = [], []
+    m = plan.model
+    tail = m.head_params + m.final_norm_params if holds_head(rank) else 0
+    if not plan.parallelism.reshard_after_forward:
+        gathered.append(Component("unsharded stage parameters", c * p, f"{c} B x {p:,} (not resharded after "
+                                  "forward under pipeline parallelism)", SOURCE))
+        backward.append(Component("accumulated unsharded gradients", 4 * p, f"4 B x {p:,} (gradient sync off "
+                                  "until the last micro-batch: FSDP2 accumulates them in fp32)", SOURCE))
+    else:
+        if tail:
+            gathered.append(Component("norm + output unit (unsharded)", c * tail, f"{c} B x {tail:,} (not "
+                                      "resharded after forward)", SOURCE))
+        backward.append(Component("blocks in flight", 3 * c * largest, f"3 x {c} B x {largest:,} (a block's "
+                                  "parameters, the next all-gather, the last reduce-scatter input)", SOURCE))
+    return States(resting, gradients, [], [], backward=backward, gathered=gathered)
+
+
+def vision_tower(plan: Plan) -> Component:
+    return Component("vision tower", 0, "torchtitan's llama3 has none", SOURCE)
+
+
+def frozen_shards(plan: Plan) -> int:
+    return plan.data_parallel
