@@ -210,3 +210,12 @@ def test_the_rows_file_names_a_source_for_every_row():
         row = json.loads(line)
         assert row["source"].startswith("https://") and row["quote"] and row["measured_gib"] > 0
 
+
+
+def test_what_the_runtime_does_not_price_is_said_at_its_line():
+    """The shipped 405B job turns on float8 and async TP: each a VL210 where the file states it."""
+    entry = _one(V022 / "llama3_405b.toml", "--gpus", "64x8xH100")
+    said = {f["message"].split(":")[0]: f["line"] for f in entry["findings"] if f["code"] == "VL210"}
+    text = (V022 / "llama3_405b.toml").read_text().splitlines()
+    assert "converters" in text[said["float8 linears (model.converters)"] - 1]
+    assert "enable_async_tensor_parallel" in text[said["async tensor parallel"] - 1]

@@ -24,7 +24,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, FsdpFacts, Keys, Recipe, positive, truthy
+from vramlint.readers.recipe import TRAIN, Feature, FsdpFacts, Keys, Recipe, positive, truthy
 
 VERSION = "torchtitan 0.2.2"
 SECTIONS = ("job", "model", "training", "parallelism", "activation_checkpoint", "optimizer", "experimental")
@@ -199,6 +199,22 @@ def read_layout(keys: Keys) -> Layout:
     )
 
 
+def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
+    """What the job turns on that the runtime does not price, said beside the estimate (VL210)."""
+    out = []
+    if layout.float8.value:
+        out.append(Feature(layout.float8, "float8 linears (model.converters): estimated as bf16 training; their fp8 "
+                                          "weight casts and scales are not counted"))
+    asynch = keys.get("parallelism.enable_async_tensor_parallel", "compile.enable_async_tensor_parallel",
+                      default=False, convert=truthy)
+    if asynch.value:
+        out.append(Feature(asynch, "async tensor parallel: its symmetric-memory buffers are not counted"))
+    if layout.checkpointing.value == "memory_budget":
+        out.append(Feature(layout.checkpointing, "activation_checkpoint.mode memory_budget: the compiler's choice of "
+                                                 "what to save is not modelled; estimated as per-op selective"))
+    return tuple(out)
+
+
 def read_torchtitan(document: Document) -> Recipe:
     document = _nested(document)
     keys = Keys(document, f"{VERSION} default")
@@ -232,6 +248,7 @@ def read_torchtitan(document: Document) -> Recipe:
                        checkpointing=Fact(False), upcast=False),
         tensor_parallel=layout.tensor, sequence_split=layout.context,
         hf_trainer=False, keys=SPELLING, model_config=config, release=VERSION, layout=Fact(layout),
+        features=_features(keys, layout),
     )
 
 
