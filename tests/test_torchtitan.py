@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -219,3 +220,65 @@ def test_what_the_runtime_does_not_price_is_said_at_its_line():
     text = (V022 / "llama3_405b.toml").read_text().splitlines()
     assert "converters" in text[said["float8 linears (model.converters)"] - 1]
     assert "enable_async_tensor_parallel" in text[said["async tensor parallel"] - 1]
+
+
+LOCAL = "local_batch_size = 1\n"       # the shipped 8B file's [training] line, where a test adds its key
+
+
+def _edited(tmp_path, source: Path, *edits: tuple[str, str]) -> Path:
+    text = source.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    job = tmp_path / "job.toml"
+    job.write_text(text)
+    return job
+
+
+def test_a_file_that_names_no_optimizer_is_torchtitans_adamw(tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n')
+    entry = _one(job, "--gpus", "8xH100")
+    assert entry["findings"] == [] and "every 2 fully checkpointed" in " ".join(entry["estimate"]["assumptions"])
+
+
+@pytest.mark.parametrize("edit, code, words", [
+    (("pipeline_parallel_degree = 1", 'pipeline_parallel_degree = "two"'), "VL102", "'two' is not a whole number"),
+    (('mode = "selective"', 'mode = "partial"'), "VL313", "Invalid AC mode: partial"),
+    (('selective_ac_option = "op"', 'selective_ac_option = "some"'), "VL313", "Invalid selective AC option: some"),
+    (("local_batch_size = 1\n", "local_batch_size = 1\nglobal_batch_size = 12\n"), "VL313",
+     "global batch size must be multiple of local"),
+])
+def test_values_torchtitan_turns_away_are_findings_at_their_line(tmp_path, edit, code, words):
+    job = _edited(tmp_path, V022 / "llama3_8b.toml", edit)
+    entry = _one(job, "--gpus", "8xH100")
+    (finding,) = [f for f in entry["findings"] if f["code"] == code]
+    assert words in finding["message"] and entry.get("estimate") is None
+    assert edit[1].splitlines()[-1] in job.read_text().splitlines()[finding["line"] - 1]
+
+
+def test_gradient_accumulation_keeps_the_earlier_micro_batches_gradients(tmp_path):
+    """global_batch_size 16 over 8 ranks of local batch 1: two micro-batches a step; the second's
+    loss has the first's fp32 gradient shards beside it."""
+    one = _one(V022 / "llama3_8b.toml", "--gpus", "8xH100")
+    job = _edited(tmp_path, V022 / "llama3_8b.toml", (LOCAL, LOCAL + "global_batch_size = 16\n"))
+    two = _one(job, "--gpus", "8xH100")
+    grads = {c["name"]: c["bytes"] for c in two["estimate"]["components"]}["gradient shards (fp32)"]
+    assert grads == 4 * -(-8_030_261_248 // 8)
+    assert two["estimate"]["per_gpu_peak_bytes"] - one["estimate"]["per_gpu_peak_bytes"] == grads
+
+
+def test_cpu_offload_is_host_memory(tmp_path):
+    job = _edited(tmp_path, V022 / "llama3_8b.toml", (LOCAL, LOCAL + "enable_cpu_offload = true\n"))
+    entry = _one(job, "--gpus", "8xH100")
+    assert entry["estimate"]["host_ram_bytes"] == 16 * -(-8_030_261_248 // 8) * 8
+
+
+def test_plan_weighs_torchtitans_layouts_in_its_keys():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        vramlint_main(["plan", str(V022 / "llama3_8b.toml"), "--gpus", "8xH100"])
+    lines = out.getvalue().splitlines()[1:]
+    assert lines and all("zero_optimization" not in line and "distributed_type" not in line for line in lines)
+    assert any("parallelism.tensor_parallel_degree = 8" in line for line in lines)
+    assert any(line.strip().endswith("as written") for line in lines)

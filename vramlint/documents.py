@@ -247,29 +247,40 @@ _TOML_KEY = re.compile(r"^(\s*)([A-Za-z0-9_\-.\"' ]+?)\s*=")
 def _toml_positions(text: str) -> dict[str, tuple[int, int]]:
     """Where each table header and ``key =`` line of a TOML file that ``tomllib`` accepted sits,
     as JSON paths (``[training]`` / ``seq_len = 8192`` -> ``$.training.seq_len``). tomllib keeps
-    no positions; this pass only locates, over text already parsed: lines inside a multi-line
-    array or string are not keys."""
+    no positions; this pass only locates, over text already parsed: the lines of a multi-line
+    array or string are no keys."""
     positions: dict[str, tuple[int, int]] = {"$": (1, 1)}
-    table, depth, in_string = "$", 0, False
+    table, depth, quote = "$", 0, None
     for number, line in enumerate(text.splitlines(), 1):
-        if in_string:
-            in_string = line.count('"""') % 2 == 0 and line.count("'''") % 2 == 0
+        if quote:                                   # inside a multi-line string: until its closing quotes
+            quote = None if line.count(quote) % 2 else quote
             continue
-        if depth == 0:
-            header = _TOML_TABLE.match(line)
-            if header and not line.lstrip().startswith("[["):
-                table = "$." + ".".join(part.strip().strip('"\'') for part in header.group(1).split("."))
-                positions.setdefault(table, (number, line.index("[") + 1))
-                continue
-            key = _TOML_KEY.match(line)
-            if key and not line.lstrip().startswith("#"):
-                name = ".".join(part.strip().strip('"\'') for part in key.group(2).split("."))
-                positions.setdefault(f"{table}.{name}", (number, len(key.group(1)) + 1))
-                value = line[key.end():]
-                in_string = value.count('"""') % 2 == 1 or value.count("'''") % 2 == 1
-        depth += line.split("#", 1)[0].count("[") - line.split("#", 1)[0].count("]") if depth or "=" in line else 0
-        depth = max(depth, 0)
+        if depth:                                   # inside a multi-line array: until its brackets close
+            depth = max(0, depth + _brackets(line))
+            continue
+        header = _TOML_TABLE.match(line)
+        if header and not line.lstrip().startswith("[["):
+            table = "$." + _toml_name(header.group(1))
+            positions.setdefault(table, (number, line.index("[") + 1))
+            continue
+        key = _TOML_KEY.match(line)
+        if key and not line.lstrip().startswith("#"):
+            positions.setdefault(f"{table}.{_toml_name(key.group(2))}", (number, len(key.group(1)) + 1))
+            value = line[key.end():]
+            quote = next((q for q in ('"""', "'''") if value.count(q) % 2), None)
+            depth = max(0, _brackets(value))
     return positions
+
+
+def _toml_name(dotted: str) -> str:
+    """A TOML key or table name (``a."b".c``) as JSON path parts."""
+    return ".".join(part.strip().strip("\"'") for part in dotted.split("."))
+
+
+def _brackets(value: str) -> int:
+    """Brackets a line opens and does not close, before its comment."""
+    code = value.split("#", 1)[0]
+    return code.count("[") - code.count("]")
 
 
 def sub_document(document: Document, json_path: str) -> Document:

@@ -17,16 +17,19 @@ from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import Recipe
-from vramlint.readers.torchtitan import SCHEDULES, SINGLE_STAGE, VERSION, Layout
+from vramlint.readers.torchtitan import AC_MODES, SCHEDULES, SINGLE_STAGE, VERSION, Layout
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """A layout torchtitan refuses before it trains: the fact that causes it and its message."""
+    """A layout torchtitan refuses before it trains: the fact that causes it, its message, and
+    whether the value is no value of the key's type at all (VL102) rather than a layout it
+    asserts against (VL313)."""
 
     fact: Fact
     message: str
     hint: str
+    wrong_type: bool = False
 
 
 def _count(fact: Fact, default: int = 1) -> int:
@@ -46,25 +49,41 @@ def degrees(layout: Layout, world: int) -> dict[str, int]:
 def stages_per_rank(layout: Layout, num_layers: int, pp: int) -> int:
     """Stages each pipeline rank runs: 1 for 1F1B and GPipe, 2 for the multi-stage schedules
     unless ``pipeline_parallel_layers_per_stage`` sets the split (pipeline_parallel.py:59-115)."""
-    schedule = str(layout.schedule.value)
     per = _count(layout.layers_per_stage, 0)
     if per:
         return max(1, -(-(num_layers + 2) // per) // pp)
-    return 1 if schedule in SINGLE_STAGE else 2
+    return 1 if str(layout.schedule.value) in SINGLE_STAGE else 2
 
 
-def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
-    """What torchtitan 0.2.2 asserts before its first step, each with the message it raises."""
-    out: list[Refusal] = []
+# The whole numbers a layout states, and the least each takes (-1: dp_shard's and
+# global_batch_size's "derive it"); JobConfig types them int (job_config.py), tyro refuses the rest.
+COUNTS = (("dp_shard", 1, True), ("dp_replicate", 1, False), ("tensor", 1, False), ("pipeline", 1, False),
+          ("context", 1, False), ("pp_microbatch", 1, False), ("local_batch", 1, False), ("global_batch", 1, True))
+
+
+def _wrong_types(layout: Layout) -> list[Refusal]:
+    out = []
+    for name, least, derived in COUNTS:
+        fact = getattr(layout, name)
+        value = fact.value
+        if isinstance(value, bool) or not isinstance(value, int) or (value < least and not (derived and value == -1)):
+            out.append(Refusal(fact, f"{fact.location.json_path.removeprefix('$.') if fact.location else name}: "
+                                     f"{value!r} is not a whole number of {least} or more"
+                                     + (" (or -1)" if derived else ""), "no memory estimate until it is", True))
+    return out
+
+
+def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
+    """ParallelDims' product, the sequence's divisor, the heads TP splits."""
     d = degrees(layout, world)
     product = d["dp_replicate"] * d["dp_shard"] * d["context"] * d["tensor"] * d["pipeline"]
     if d["dp_shard"] < 1 or product != world:
-        out.append(Refusal(layout.dp_shard if layout.dp_shard.from_file else layout.tensor,
-                           f"Invalid parallel dims: dp_replicate({d['dp_replicate']}) * dp_shard({d['dp_shard']}) * "
-                           f"cp({d['context']}) * tp({d['tensor']}) * pp({d['pipeline']}) != WORLD_SIZE({world}) "
-                           "(parallel_dims.py:53)", "make the degrees multiply to the GPU count (dp_shard -1 takes "
-                           "what the others leave)"))
-        return out
+        return [Refusal(layout.dp_shard if layout.dp_shard.from_file else layout.tensor,
+                        f"Invalid parallel dims: dp_replicate({d['dp_replicate']}) * dp_shard({d['dp_shard']}) * "
+                        f"cp({d['context']}) * tp({d['tensor']}) * pp({d['pipeline']}) != WORLD_SIZE({world}) "
+                        "(parallel_dims.py:53)", "make the degrees multiply to the GPU count (dp_shard -1 takes "
+                        "what the others leave)")]
+    out = []
     seq, divisor = _count(recipe.seq_len, 0), d["tensor"] * d["context"] * 2
     if seq and seq % divisor:
         out.append(Refusal(recipe.seq_len, f"Sequence length {seq} must be divisible by the product of TP degree "
@@ -77,31 +96,66 @@ def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> l
             out.append(Refusal(layout.tensor, f"{name} ({count}) is not divisible by the TP degree ({d['tensor']}): "
                                               "ColwiseParallel cannot shard its heads evenly",
                                "a tensor_parallel_degree that divides the heads"))
-    schedule = str(layout.schedule.value)
-    if d["pipeline"] > 1:
-        if schedule not in SCHEDULES:
-            out.append(Refusal(layout.schedule, f"Unknown pipeline schedule {schedule!r} (torch.distributed."
-                                                f"pipelining knows {', '.join(SCHEDULES)})", "one of those"))
-            return out
-        local, micro = _count(layout.local_batch, 8), _count(layout.pp_microbatch)
-        if local % micro:
-            out.append(Refusal(layout.pp_microbatch, f"Batch size {local} must be divisible by microbatch_size "
-                                                     f"{micro}. (pipeline_parallel.py:189)",
-                               "a pipeline_parallel_microbatch_size that divides local_batch_size"))
-            return out
-        stages = d["pipeline"] * stages_per_rank(layout, model.num_layers, d["pipeline"])
-        if local // micro < stages:
-            out.append(Refusal(layout.pp_microbatch, f"Number of microbatches ({local // micro}) is less than the "
-                                                     f"total number of stages ({stages}) which may result in a "
-                                                     "bubble in the pipeline. (pipeline_parallel.py:197)",
-                               f"local_batch_size {stages * micro} or more"))
+    batch = d["dp_replicate"] * d["dp_shard"]
+    wanted, local = _count(layout.global_batch, -1), _count(layout.local_batch)
+    if wanted > 0 and wanted % (local * batch):
+        out.append(Refusal(layout.global_batch, f"global batch size must be multiple of local batch size times "
+                                                f"data-parallel degree ({wanted} % ({local} * {batch}) != 0) "
+                                                "(train.py:202-208)", f"a multiple of {local * batch}"))
     return out
 
 
+def _checkpointing_refused(layout: Layout) -> list[Refusal]:
+    """activation_checkpoint.py:167-183's ValueErrors (memory_budget and none are handled before)."""
+    mode, option = str(layout.checkpointing.value), str(layout.selective_option.value)
+    if mode not in AC_MODES:
+        return [Refusal(layout.checkpointing, f"Invalid AC mode: {mode}. Valid modes: ('full', 'selective')",
+                        'mode = "selective" or "full"')]
+    if mode == "selective" and option != "op" and not option.isdigit():
+        return [Refusal(layout.selective_option, f"Invalid selective AC option: {option}. Valid options: 'op' or a "
+                                                 "positive int representing layer frequency",
+                        'selective_ac_option = "op"')]
+    return []
+
+
+def _pipeline(layout: Layout, model: ModelShape, pp: int) -> list[Refusal]:
+    """The schedule, the micro-batches and the stages the split can make (pipeline_parallel.py)."""
+    schedule = str(layout.schedule.value)
+    if schedule not in SCHEDULES:
+        return [Refusal(layout.schedule, f"Unknown pipeline schedule {schedule!r} (torch.distributed.pipelining "
+                                         f"knows {', '.join(SCHEDULES)})", "one of those")]
+    stages, effective = pp * stages_per_rank(layout, model.num_layers, pp), model.num_layers + 2
+    if stages > effective:
+        return [Refusal(layout.pipeline, f"Number of stages ({stages}) cannot be greater than effective layers "
+                                         f"({effective}) (pipeline_parallel.py:269)", "fewer pipeline stages")]
+    local, micro = _count(layout.local_batch), _count(layout.pp_microbatch)
+    if local % micro:
+        return [Refusal(layout.pp_microbatch, f"Batch size {local} must be divisible by microbatch_size {micro}. "
+                                              "(pipeline_parallel.py:189)",
+                        "a pipeline_parallel_microbatch_size that divides local_batch_size")]
+    if local // micro < stages:
+        return [Refusal(layout.pp_microbatch, f"Number of microbatches ({local // micro}) is less than the total "
+                                              f"number of stages ({stages}) which may result in a bubble in the "
+                                              "pipeline. (pipeline_parallel.py:197)",
+                        f"local_batch_size {stages * micro} or more")]
+    return []
+
+
+def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
+    """What torchtitan 0.2.2 refuses before its first step, each with the message it raises."""
+    wrong = _wrong_types(layout)
+    if wrong:
+        return wrong
+    out = _mesh(layout, recipe, model, world) + _checkpointing_refused(layout)
+    pp = degrees(layout, world)["pipeline"]
+    return out + (_pipeline(layout, model, pp) if pp > 1 and not out else [])
+
+
 def _checkpointing(layout: Layout) -> str:
+    """The policy in the runtime's words (``refusals`` has turned away any other)."""
     mode, option = str(layout.checkpointing.value), str(layout.selective_option.value)
     if mode == "selective":
-        return "op" if option == "op" else f"every:{option}" if option.isdigit() else "op"
+        return "op" if option == "op" else f"every:{option}"
     return mode
 
 
@@ -122,13 +176,10 @@ def torchtitan_plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, 
     resharded = reshard == "always" or (reshard == "default" and pp == 1)
     par = Parallelism(shard=d["dp_shard"] * d["context"], replicate=d["dp_replicate"], context=d["context"],
                       pipeline=pp, schedule=schedule, microbatches=microbatches, stages_per_rank=per_rank,
-                      layers_per_stage=_count(layout.layers_per_stage, 0), checkpointing=mode,
-                      compile=bool(layout.compile.value),
-                      compiled_loss=bool(layout.compile.value) and bool(layout.compiled_loss.value),
-                      float8=bool(layout.float8.value),
+                      checkpointing=mode, compiled_loss=bool(layout.compile.value) and bool(layout.compiled_loss.value),
                       reshard_after_forward=resharded)
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
-                       ("shard_degree", layout.dp_shard)):
+                       ("shard_degree", layout.dp_shard), ("grad_accum", layout.global_batch)):
         origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text=fact.default)
     notes.append(f"{VERSION}: FSDP2 shards fp32 parameters, gradients and AdamW's states over dp_shard x cp = "
                  f"{par.shard} GPUs" + (f", replicated {par.replicate} times" if par.replicate > 1 else "")
@@ -141,7 +192,8 @@ def torchtitan_plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, 
     notes.append({"op": "activation checkpointing: selective, per op (the outputs of every other matmul and of "
                         "attention are saved)", "full": "activation checkpointing: full (each block keeps its input)",
                   "none": "activation checkpointing: none"}.get(
-        mode, f"activation checkpointing: selective, every {mode.partition(':')[2]}-th block"
+        mode, f"activation checkpointing: selective per layer, one block in every {mode.partition(':')[2]} fully "
+              "checkpointed, the others keeping everything"
         if mode.startswith("every") else f"activation checkpointing: {mode}"))
     weights = str(job["weights_dtype"]) if job["weights_dtype"] in ("float32", "bfloat16") else "float32"
     workload = {k: v for k, v in flags.workload.items()

@@ -149,11 +149,8 @@ class Parallelism:
     schedule: str = "1F1B"
     microbatches: int = 1          # pipeline micro-batches per step (local batch / micro-batch rows)
     stages_per_rank: int = 1       # 2 and more: a looped or V-shaped schedule's virtual stages
-    layers_per_stage: int = 0      # 0: the framework's even split (embedding and head weigh one layer each)
     checkpointing: str = "op"      # full, op (per-op selective), every:N (selective, every n-th block), none
-    compile: bool = False
-    compiled_loss: bool = False    # compile reaches the loss (torchtitan compile.components)
-    float8: bool = False
+    compiled_loss: bool = False    # torch.compile reaches the loss (torchtitan compile.components)
     reshard_after_forward: bool = True     # FSDP2 reshards a block after its forward (torchtitan: not under PP)
 
 

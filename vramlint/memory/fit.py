@@ -270,7 +270,10 @@ CANDIDATES = [("deepspeed", 0, "none", "none"), ("deepspeed", 1, "none", "none")
 
 def training_setups(plan: Plan, budget: int) -> list[Setup]:
     """Every DeepSpeed stage / offload and FSDP strategy, with and without checkpointing, that fits
-    ``budget`` at micro-batch 1 or more; best first."""
+    ``budget`` at micro-batch 1 or more; best first. A pretraining framework's job is weighed in its
+    own layouts (``fit_layout.layout_candidates``), never as a DeepSpeed or Accelerate one."""
+    if plan.parallelism is not None:
+        return _layout_setups(plan, budget)
     out = []
     for runtime, strategy, opt, par in CANDIDATES:
         if runtime not in runtimes(plan.source):
@@ -288,10 +291,31 @@ def training_setups(plan: Plan, budget: int) -> list[Setup]:
     return sorted(out, key=lambda s: s.cost)
 
 
+def _layout_setups(plan: Plan, budget: int) -> list[Setup]:
+    """torchtitan's layouts that fit, each at the largest local batch up to 64 (under pipeline
+    parallelism at its own micro-batch, whose count the local batch sets)."""
+    from vramlint.memory.fit_layout import layout_candidates
+    out = []
+    for layout in layout_candidates(plan):
+        if plan.parallelism.pipeline > 1:
+            best = layout.micro_batch if fits(layout, budget) else 0
+        else:
+            best = min(largest_micro_batch(layout.with_changes(micro_batch=64), budget), 64)
+        if best:
+            fitted = layout.with_changes(micro_batch=best)
+            offload = "none" if layout.offload_param == "none" else "optimizer + parameters"
+            out.append(Setup("torchtitan", f"{layout.setup_name}, AC {layout.parallelism.checkpointing}", offload,
+                             layout.parallelism.checkpointing == "full", best, peak(fitted), fitted))
+    return sorted(out, key=lambda s: s.cost)
+
+
 def setup_edits(plan: Plan, setup: Setup) -> list[str]:
     """The edits that turn ``plan``'s files into ``setup``, each in the words of the file that
     holds the setting (``vocabulary``): a runtime or sharding step, offload, checkpointing, the
     micro-batch."""
+    if plan.parallelism is not None:
+        from vramlint.memory.fit_layout import layout_edits
+        return layout_edits(plan, setup.plan)
     to = setup.plan
     edits = []
     if to.runtime == "deepspeed" and (plan.runtime != "deepspeed" or to.zero_stage != plan.zero_stage):

@@ -40,11 +40,17 @@ def _local_batch(plan: Plan, budget: int) -> list[Change]:
     return [Change(f"training.local_batch_size = {best}", peak(plan.with_changes(micro_batch=best)))]
 
 
+def _tp_degrees(plan: Plan) -> list[int]:
+    """TP degrees within a node that divide the node and the heads, as torchtitan needs."""
+    heads = plan.model.layers[0].attention
+    per = plan.cluster.per_node
+    return [tp for tp in range(1, per + 1) if not (per % tp or heads.num_heads % tp or heads.num_kv_heads % tp)]
+
+
 def _tensor_parallel(plan: Plan, budget: int) -> list[Change]:
     """The least TP degree above the job's, within a node, that divides the heads and fits."""
-    heads = plan.model.layers[0].attention
-    for tp in range(plan.tensor_parallel + 1, plan.cluster.per_node + 1):
-        if plan.cluster.per_node % tp or heads.num_heads % tp or heads.num_kv_heads % tp:
+    for tp in _tp_degrees(plan):
+        if tp <= plan.tensor_parallel:
             continue
         changed = _with(plan, tensor_parallel=tp)
         if fits(changed, budget):
@@ -77,3 +83,29 @@ def layout_changes(plan: Plan, budget: int) -> list[Change]:
     way a pretraining job grows)."""
     out = _full(plan, budget) + _local_batch(plan, budget) + _tensor_parallel(plan, budget) + _offload(plan, budget)
     return out + _more_nodes(plan, budget)
+
+
+def layout_candidates(plan: Plan) -> list[Plan]:
+    """The layouts ``vramlint plan`` weighs for a torchtitan job, its pipeline and context split
+    as written: each TP degree within a node, per-op or full checkpointing, with and without CPU
+    offload."""
+    return [_with(plan, tensor_parallel=tp, checkpointing=mode, grad_checkpointing=True, offload_param=offload)
+            for tp in _tp_degrees(plan) for mode in ("op", "full") for offload in ("none", "cpu")]
+
+
+AC_WORDS = {"op": 'activation_checkpoint.mode = "selective" + selective_ac_option = "op"',
+            "full": 'activation_checkpoint.mode = "full"'}
+
+
+def layout_edits(plan: Plan, to: Plan) -> list[str]:
+    """The edits that turn the job's file into ``to``, in torchtitan's keys."""
+    edits = []
+    if to.tensor_parallel != plan.tensor_parallel:
+        edits.append(f"parallelism.tensor_parallel_degree = {to.tensor_parallel}")
+    if to.parallelism.checkpointing != plan.parallelism.checkpointing:
+        edits.append(AC_WORDS[to.parallelism.checkpointing])
+    if to.offload_param != plan.offload_param:
+        edits.append(f"training.enable_cpu_offload = {'true' if to.offload_param != 'none' else 'false'}")
+    if to.micro_batch != plan.micro_batch:
+        edits.append(f"training.local_batch_size = {to.micro_batch}")
+    return edits

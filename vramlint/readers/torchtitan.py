@@ -90,7 +90,6 @@ class Layout:
     tensor: Fact
     pipeline: Fact
     context: Fact
-    expert: Fact
     schedule: Fact
     pp_microbatch: Fact            # rows of a pipeline micro-batch (pipeline_parallel_microbatch_size)
     layers_per_stage: Fact         # pipeline_parallel_layers_per_stage (None: the schedule's default split)
@@ -177,7 +176,6 @@ def read_layout(keys: Keys) -> Layout:
                           convert=positive, why=why),
         context=keys.get(par + "context_parallel_degree", "experimental.context_parallel_degree", default=1,
                          convert=positive, why=why),
-        expert=keys.get(par + "expert_parallel_degree", default=1, convert=positive, why=why),
         schedule=keys.get(par + "pipeline_parallel_schedule", "experimental.pipeline_parallel_schedule",
                           default="1F1B", why=f"{VERSION}: 1F1B (job_config.py:396)"),
         pp_microbatch=keys.get(par + "pipeline_parallel_microbatch_size",
@@ -229,14 +227,14 @@ def read_torchtitan(document: Document) -> Recipe:
     return Recipe(
         document=document, framework="torchtitan", title="torchtitan", task=TRAIN,
         stage=Fact("pt", None, "torchtitan pretrains"), model=model, revision=Fact("main"),
-        micro_batch=micro, grad_accum=Fact(1, None, "reduce-scattered every micro-batch"),
+        micro_batch=micro, grad_accum=Fact(1, None, "global_batch_size's (layout_plan)"),
         seq_len=keys.get("training.seq_len", default=2048, convert=positive,
                          why=f"{VERSION}: 2048 (job_config.py:261)"),
         packing=Fact(True, None, "torchtitan's dataloader packs every row to seq_len"),
         grad_checkpointing=Fact(mode.value != "none", mode.location, mode.default),
         mixed_precision=Fact("bf16" if param.value == "bfloat16" else "no", param.location, param.default),
         weights_dtype=dtype,
-        optimizer=keys.get("optimizer.name", default="AdamW", convert=lambda v: "adamw" if v in ("AdamW", "Adam")
+        optimizer=keys.get("optimizer.name", default="adamw", convert=lambda v: "adamw" if v in ("AdamW", "Adam")
                            else str(v), why=f"{VERSION}: AdamW, fused (job_config.py:135, 151)"),
         lora_rank=Fact(0), lora_targets=Fact(("all-linear",)), lora_dropout=Fact(0.0),
         load_in_4bit=Fact(False), load_in_8bit=Fact(False),

@@ -160,9 +160,14 @@ def layout_refusals(recipe: Recipe, model, world: int) -> Iterator[Finding]:
     """The layouts a pretraining framework refuses before its first step (torchtitan's
     ``ParallelDims`` and pipeline checks: ``layout_plan.refusals``), in its words."""
     from vramlint.layout_plan import refusals
+    from vramlint.rules.schema import WRONG_TYPE
     for refusal in refusals(recipe.layout.value, recipe, model, world):
-        yield Finding(*REFUSED, refusal.fact.location or recipe.document.locate("$"),
-                      f"{recipe.release or recipe.title} refuses to start: {refusal.message}", hint=refusal.hint)
+        where = refusal.fact.location or recipe.document.locate("$")
+        if refusal.wrong_type:
+            yield Finding(*WRONG_TYPE, where, refusal.message, hint=refusal.hint)
+        else:
+            yield Finding(*REFUSED, where, f"{recipe.release or recipe.title} refuses to start: {refusal.message}",
+                          hint=refusal.hint)
 
 
 def check_trainer_mismatch(recipe: Recipe, ds: DeepSpeedConfig, world: int, trainer: dict) -> Iterator[Finding]:

@@ -11,7 +11,7 @@ reduce dtype (FSDP2 ``FSDPParam.to_accumulated_grad_if_needed``)."""
 
 from __future__ import annotations
 
-from vramlint.memory.parts.components import Component
+from vramlint.memory.parts.components import HOST, Component
 from vramlint.memory.parts.states import States
 from vramlint.memory.runtimes.torchtitan.layout import Rank, ranks
 from vramlint.plan import Plan
@@ -51,6 +51,9 @@ def titan_states(plan: Plan, rank: Rank | None = None) -> States:
                Component("optimizer states", 0 if offload else 2 * w * shard, f"AdamW m, v: 2 x {w} B x {over}"
                          if not offload else "on the host (enable_cpu_offload)", SOURCE)]
     gradients = [Component("gradient shards (fp32)", 0 if offload else 4 * shard, f"4 B x {over}", SOURCE)]
+    host = [Component("offloaded shards + states (host)", (3 * w + 4) * shard * plan.cluster.per_node,
+                      f"({3 * w} + 4) B x {over} x GPUs per node (FSDP2 CPUOffloadPolicy: parameters, AdamW "
+                      "states, gradients)", SOURCE, HOST)] if offload else []
     gathered, backward = [], []
     m = plan.model
     tail = m.head_params + m.final_norm_params if holds_head(rank) else 0
@@ -65,7 +68,7 @@ def titan_states(plan: Plan, rank: Rank | None = None) -> States:
                                       "resharded after forward)", SOURCE))
         backward.append(Component("blocks in flight", 3 * c * largest, f"3 x {c} B x {largest:,} (a block's "
                                   "parameters, the next all-gather, the last reduce-scatter input)", SOURCE))
-    return States(resting, gradients, [], [], backward=backward, gathered=gathered)
+    return States(resting, gradients, [], host, backward=backward, gathered=gathered)
 
 
 def vision_tower(plan: Plan) -> Component:

@@ -73,12 +73,17 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     states = titan_states(plan, rank)
     tokens = plan.micro_batch * plan.seq_len
     rest, gathered = tuple(states.resting), tuple(states.gathered)
+    # alive at every loss but the first micro-batch's: the gradient shards of the step's earlier ones
+    # (reduce-scattered each), and under PP their unsharded accumulation (gradient sync off)
+    carried = tuple(states.gradients) if plan.grad_accum > 1 else ()
+    carried += tuple(states.backward) if not plan.parallelism.reshard_after_forward and \
+        plan.parallelism.microbatches > 1 else ()
     kept = (_kept(plan, rank, tokens),)
     name = f" (pipeline rank {rank.index})" if plan.parallelism.pipeline > 1 else ""
     out = [(f"optimizer step{name}", rest + tuple(states.gradients))]
     head = holds_head(rank)
     if head:
-        turn = rest + gathered + kept + (_head_input(plan, tokens),)
+        turn = rest + gathered + carried + kept + (_head_input(plan, tokens),)
         out.append((f"forward at the loss{name}", turn + _loss(plan, "forward", tokens)))
         out.append((f"backward at the loss{name}", turn + _loss(plan, "backward", tokens)))
     if plan.grad_checkpointing:
@@ -86,10 +91,15 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
         layer = Component("one block rebuilt", per * tokens, f"{per:,} B/token x {tokens:,} (its activations "
                           "without checkpointing)", TRACED)
         steady = "1F1B steady state" if plan.parallelism.pipeline > 1 else "backward, a block rebuilt"
-        out.append((f"{steady}{name}", rest + gathered + tuple(states.backward) + kept + (layer,)))
+        out.append((f"{steady}{name}", rest + gathered + carried + _unless(states.backward, carried) + kept + (layer,)))
     elif plan.parallelism.pipeline > 1:
-        out.append((f"1F1B steady state{name}", rest + gathered + tuple(states.backward) + kept))
+        out.append((f"1F1B steady state{name}", rest + gathered + carried + _unless(states.backward, carried) + kept))
     return out
+
+
+def _unless(parts: list[Component], counted: tuple[Component, ...]) -> tuple[Component, ...]:
+    """``parts`` not already among ``counted`` (each tensor once in a moment)."""
+    return tuple(part for part in parts if part not in counted)
 
 
 def moments(plan: Plan) -> list[tuple[str, tuple[Component, ...]]]:
@@ -103,8 +113,10 @@ def replay(plan: Plan) -> Peaks:
 
 
 def reserve(plan: Plan) -> Component:
-    return Component("allocator reserve", 0, "none above the tensors: expandable segments", EXPANDABLE,
-                     kind=ALLOCATOR)
+    """No replayed reserve: expandable segments grow in place; the one hole they keep, the loss's, is
+    counted at the loss (``_loss``)."""
+    return Component("allocator reserve", 0, "no cached blocks beside the tensors (expandable segments); the "
+                     "loss's freed hole is counted at the loss", EXPANDABLE, kind=ALLOCATOR)
 
 
 __all__ = ["SOURCE", "moments", "replay", "reserve"]
