@@ -1,4 +1,4 @@
-"""torchtitan (readers/torchtitan.py, layout_plan.py, memory/runtimes/torchtitan, memory/fit_layout.py):
+"""torchtitan (readers/torchtitan.py, layouts/torchtitan.py, memory/runtimes/torchtitan, memory/fit_layout/torchtitan.py):
 its TOML job files as torchtitan's repository ships them (byte-exact: tests/data/torchtitan/
 SOURCES.tsv, tag v0.2.2 and the commit of its 2024-12 benchmark), the launch line's
 ``--section.key`` arguments over them, the layouts torchtitan refuses, the pipeline split, and the

@@ -372,8 +372,8 @@ def _plan_without_deepspeed(recipe: Recipe, job: dict, flags: Flags, model: Mode
     under Accelerate keeps fp32 shards when mixed precision is on (``upcast``); torchtune's and
     axolotl's FSDP2 keep the load dtype."""
     if recipe.layout is not None:               # a pretraining framework's own runtime and mesh
-        from vramlint.layout_plan import torchtitan_plan
-        return torchtitan_plan(recipe, job, flags, model, cluster, origins, notes)
+        from vramlint.layouts import layout
+        return layout(recipe.framework).plan(recipe, job, flags, model, cluster, origins, notes)
     weights = job["weights_dtype"]
     precision = flags.precision or "fp32"
     fsdp = recipe.fsdp

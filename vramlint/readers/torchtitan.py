@@ -227,7 +227,7 @@ def read_torchtitan(document: Document) -> Recipe:
     return Recipe(
         document=document, framework="torchtitan", title="torchtitan", task=TRAIN,
         stage=Fact("pt", None, "torchtitan pretrains"), model=model, revision=Fact("main"),
-        micro_batch=micro, grad_accum=Fact(1, None, "global_batch_size's (layout_plan)"),
+        micro_batch=micro, grad_accum=Fact(1, None, "global_batch_size's (layouts/torchtitan.py)"),
         seq_len=keys.get("training.seq_len", default=2048, convert=positive,
                          why=f"{VERSION}: 2048 (job_config.py:261)"),
         packing=Fact(True, None, "torchtitan's dataloader packs every row to seq_len"),

@@ -158,10 +158,11 @@ def framework_refusals(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
 
 def layout_refusals(recipe: Recipe, model, world: int) -> Iterator[Finding]:
     """The layouts a pretraining framework refuses before its first step (torchtitan's
-    ``ParallelDims`` and pipeline checks: ``layout_plan.refusals``), in its words."""
-    from vramlint.layout_plan import refusals
+    ``ParallelDims`` and pipeline checks, Megatron's ``validate_args``: ``layouts.<framework>.refusals``),
+    in its words."""
+    from vramlint.layouts import layout
     from vramlint.rules.schema import WRONG_TYPE
-    for refusal in refusals(recipe.layout.value, recipe, model, world):
+    for refusal in layout(recipe.framework).refusals(recipe.layout.value, recipe, model, world):
         where = refusal.fact.location or recipe.document.locate("$")
         if refusal.wrong_type:
             yield Finding(*WRONG_TYPE, where, refusal.message, hint=refusal.hint)

@@ -10,26 +10,13 @@ torchtitan/distributed/pipeline_parallel.py's (:59-120, :186-213).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from vramlint.hardware import Cluster
+from vramlint.layouts import Refusal
 from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import Recipe
 from vramlint.readers.torchtitan import AC_MODES, SCHEDULES, SINGLE_STAGE, VERSION, Layout
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A layout torchtitan refuses before it trains: the fact that causes it, its message, and
-    whether the value is no value of the key's type at all (VL102) rather than a layout it
-    asserts against (VL313)."""
-
-    fact: Fact
-    message: str
-    hint: str
-    wrong_type: bool = False
 
 
 def _count(fact: Fact, default: int = 1) -> int:
@@ -159,7 +146,7 @@ def _checkpointing(layout: Layout) -> str:
     return mode
 
 
-def torchtitan_plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster,
+def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster,
                     origins: dict, notes: list[str]) -> Plan:
     """The Plan of a torchtitan job: FSDP2 (fp32 shards, bf16 compute, fp32 reduce) over dp_shard x
     cp, the TP share of every weight, the pipeline stage's layers, the AC policy."""
@@ -210,4 +197,4 @@ def torchtitan_plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, 
                 **workload)
 
 
-__all__ = ["degrees", "refusals", "torchtitan_plan"]
+__all__ = ["degrees", "plan", "refusals"]

@@ -78,14 +78,14 @@ def _more_nodes(plan: Plan, budget: int, most: int = 64) -> list[Change]:
                    f"data_parallel_shard_degree -1: FSDP over {bigger.parallelism.shard}){full}", peak(bigger))]
 
 
-def layout_changes(plan: Plan, budget: int) -> list[Change]:
+def changes(plan: Plan, budget: int) -> list[Change]:
     """Single changes that fit, cheapest first, and the fewest nodes that fit without offload (the
     way a pretraining job grows)."""
     out = _full(plan, budget) + _local_batch(plan, budget) + _tensor_parallel(plan, budget) + _offload(plan, budget)
     return out + _more_nodes(plan, budget)
 
 
-def layout_candidates(plan: Plan) -> list[Plan]:
+def candidates(plan: Plan) -> list[Plan]:
     """The layouts ``vramlint plan`` weighs for a torchtitan job, its pipeline and context split
     as written: each TP degree within a node, per-op or full checkpointing, with and without CPU
     offload."""
@@ -97,7 +97,7 @@ AC_WORDS = {"op": 'activation_checkpoint.mode = "selective" + selective_ac_optio
             "full": 'activation_checkpoint.mode = "full"'}
 
 
-def layout_edits(plan: Plan, to: Plan) -> list[str]:
+def edits(plan: Plan, to: Plan) -> list[str]:
     """The edits that turn the job's file into ``to``, in torchtitan's keys."""
     edits = []
     if to.tensor_parallel != plan.tensor_parallel:

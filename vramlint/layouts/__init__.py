@@ -1,0 +1,33 @@
+"""The pretraining frameworks' layouts (``Recipe.layout``): each framework a module that turns its
+job's mesh into the ``Plan`` its runtime reads (``plan``) and says what the framework refuses
+before its first step (``refusals``, each a :class:`Refusal` in the framework's words). ``NAMES``
+is the one registry: a new framework is a module named here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+from types import ModuleType
+
+from vramlint.readers.deepspeed import Fact
+
+NAMES = ("torchtitan",)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A layout the framework refuses before it trains: the fact that causes it, its message, and
+    whether the value is no value of the key's type at all (VL102) rather than a layout it
+    asserts against (VL313)."""
+
+    fact: Fact
+    message: str
+    hint: str
+    wrong_type: bool = False
+
+
+def layout(framework: str) -> ModuleType:
+    """The layout module of ``framework`` (a recipe's ``framework``)."""
+    if framework not in NAMES:
+        raise KeyError(f"no layout for {framework!r}")
+    return import_module(f"{__name__}.{framework}")
