@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from vramlint.memory.parts.components import HOST, Component
 from vramlint.memory.parts.states import States
-from vramlint.memory.runtimes.torchtitan.layout import Rank, ranks
+from vramlint.memory.parts.pipeline import Rank
+from vramlint.memory.runtimes.torchtitan.layout import ranks
 from vramlint.plan import Plan
 
 SOURCE = ("torchtitan 0.2.2 parallelize.py apply_fsdp / apply_tp, FSDP2 MixedPrecisionPolicy(bf16, fp32), "

@@ -20,7 +20,8 @@ from __future__ import annotations
 from vramlint.memory.parts.allocator import Peaks
 from vramlint.memory.parts.components import ALLOCATOR, Component
 from vramlint.memory.runtimes.torchtitan.activations import TRACED, kept_per_token, recomputed
-from vramlint.memory.runtimes.torchtitan.layout import Rank, ranks
+from vramlint.memory.parts.pipeline import Rank
+from vramlint.memory.runtimes.torchtitan.layout import ranks
 from vramlint.memory.runtimes.torchtitan.states import SOURCE, holds_head, titan_states
 from vramlint.plan import Plan
 
