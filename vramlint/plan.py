@@ -19,7 +19,8 @@ from vramlint.readers.deepspeed import AUTO, DeepSpeedConfig, Fact
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 # What torchtitan's tensor parallelism splits (torchtitan 0.2.2 models/llama3/infra/parallelize.py
-# apply_tp: tok_embeddings RowwiseParallel, output ColwiseParallel, every attention and FFN linear)
+# apply_tp: tok_embeddings RowwiseParallel, output ColwiseParallel, every attention and FFN linear);
+# Megatron's is the same (VocabParallelEmbedding, Column/RowParallelLinear, the output ColumnParallelLinear)
 TORCHTITAN_SPLIT = frozenset({"attention", "mlp", "experts", "embedding", "head"})
 OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")     # the optimizer states memory/parts/states.py prices
 PURE = {"bfloat16": "bf16", "float16": "fp16"}      # 16-bit weights -> the compute dtype without autocast
@@ -152,6 +153,16 @@ class Parallelism:
     checkpointing: str = "op"      # full, op (per-op selective), every:N (selective, every n-th block), none
     compiled_loss: bool = False    # torch.compile reaches the loss (torchtitan compile.components)
     reshard_after_forward: bool = True     # FSDP2 reshards a block after its forward (torchtitan: not under PP)
+    # Megatron-LM (memory/runtimes/megatron): checkpointing is "none", "selective:<modules>",
+    # "uniform:N" or "block:N" (full recompute); ``shard`` is the distributed optimizer's dp x cp group
+    sequence_parallel: bool = True         # what a block receives is split over the TP ranks (torchtitan: always)
+    distributed_optimizer: bool = False    # Megatron's: fp32 main parameters and Adam's states over ``shard``
+    grad_bytes: int = 4                    # Megatron's DDP gradient buffer element (fp32 accumulation under bf16)
+    first_layers: int = 0                  # layers of the first / last pipeline stage, where stated (uneven split)
+    last_layers: int = 0
+    dropout: bool = False                  # hidden dropout on: a 1-byte mask after attention and after the MLP
+    scores: int = 0                        # bytes a score the unfused attention keeps (softmax, its dropout
+                                           # mask and output: 5; 4 without attention dropout; fused: 0)
 
 
 @dataclass(frozen=True)
@@ -277,7 +288,7 @@ class Plan:
     def tp_split(self) -> frozenset[str]:
         """The parameter groups tensor parallelism splits: DeepSpeed AutoTP's reading of the
         family's transformers tp_plan, or under Accelerate and plain PyTorch transformers' own."""
-        if self.runtime == "torchtitan":        # its TP plan: embedding rowwise, output colwise, every linear
+        if self.runtime in ("torchtitan", "megatron"):   # their TP plans: embedding, output and every linear
             return TORCHTITAN_SPLIT
         return autotp_split(self.model) if self.runtime == "deepspeed" else hf_split(self.model)
 
@@ -297,6 +308,11 @@ class Plan:
             name = f"torchtitan FSDP2 {self.data_parallel}" + (f" + PP {self.pipeline_parallel}"
                                                                if self.pipeline_parallel > 1 else "")
             name += f" + CP {self.parallelism.context}" if self.parallelism.context > 1 else ""
+        elif self.runtime == "megatron":
+            par = self.parallelism
+            name = "Megatron" + (" distributed optimizer" if par.distributed_optimizer else " DDP") + \
+                (f" + PP {par.pipeline}" if par.pipeline > 1 else "") + \
+                (f" + CP {par.context}" if par.context > 1 else "")
         else:
             name = "PyTorch DDP" if self.data_parallel > 1 else "PyTorch"
         return name + (f" + TP {self.tensor_parallel}" if self.tensor_parallel > 1 else "")

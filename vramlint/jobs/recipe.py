@@ -142,9 +142,9 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
             return
     if recipe.layout is not None:
         refused = list(layout_refusals(recipe, model, ctx.cluster.world_size))
-        if refused:                     # torchtitan stops before its first step: nothing to estimate
+        if refused:                     # the framework stops before its first step: nothing to estimate
             result.findings.extend(refused)
-            result.unplanned("torchtitan refuses the layout")
+            result.unplanned(f"{recipe.title} refuses the layout")
             return
     others = _other_models(recipe, result, ctx)
     if others is None:
@@ -237,11 +237,10 @@ def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShap
     command line names another."""
     if recipe.model_config is not None and "model" not in ctx.stated:
         return shape_from_dict(dict(recipe.model_config), name=str(recipe.model.value))
-    if recipe.layout is not None and "model" not in ctx.stated:     # torchtitan runs its own model code
-        from vramlint.readers.torchtitan import FLAVORS
+    if recipe.layout is not None and "model" not in ctx.stated:     # the framework runs its own model code
+        from vramlint.layouts import layout
         result.findings.append(not_estimated(recipe.model.location or recipe.document.locate("$"),
-                                             f"{recipe.model.value}: not a model vramlint knows torchtitan's shapes "
-                                             f"for (llama3 flavors {', '.join(FLAVORS)})",
+                                             layout(recipe.framework).unmodelled(recipe),
                                              "give --model with the Hugging Face model of the same shape"))
         return None
     if recipe.model.value:

@@ -11,7 +11,7 @@ from types import ModuleType
 
 from vramlint.readers.deepspeed import Fact
 
-NAMES = ("torchtitan",)
+NAMES = ("torchtitan", "megatron")
 
 
 @dataclass(frozen=True)

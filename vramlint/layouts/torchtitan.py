@@ -16,7 +16,7 @@ from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import Recipe
-from vramlint.readers.torchtitan import AC_MODES, SCHEDULES, SINGLE_STAGE, VERSION, Layout
+from vramlint.readers.torchtitan import AC_MODES, FLAVORS, SCHEDULES, SINGLE_STAGE, VERSION, Layout
 
 
 def _count(fact: Fact, default: int = 1) -> int:
@@ -138,6 +138,12 @@ def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> l
     return out + (_pipeline(layout, model, pp) if pp > 1 and not out else [])
 
 
+def unmodelled(recipe: Recipe) -> str:
+    """Why no model stands behind the job: a model or flavor vramlint has no shapes for."""
+    return (f"{recipe.model.value}: not a model vramlint knows torchtitan's shapes for (llama3 flavors "
+            f"{', '.join(FLAVORS)})")
+
+
 def _checkpointing(layout: Layout) -> str:
     """The policy in the runtime's words (``refusals`` has turned away any other)."""
     mode, option = str(layout.checkpointing.value), str(layout.selective_option.value)
@@ -197,4 +203,4 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                 **workload)
 
 
-__all__ = ["degrees", "plan", "refusals"]
+__all__ = ["degrees", "plan", "refusals", "unmodelled"]

@@ -36,6 +36,8 @@ WIDER = (
     (lambda p: p.model.is_moe, 0.05, "mixture-of-experts: routing-dependent buffers"),
     (lambda p: p.runtime == "torchtitan", 0.10, "torchtitan: published runs (benchmarks/torchtitan_published.py) "
      "measure a median 12.9 % above the estimate, not traced on a GPU"),
+    (lambda p: p.runtime == "megatron", 0.07, "Megatron-LM: the caching allocator's reserve is not replayed; "
+     "published runs (benchmarks/megatron_published.py) reserve a median 6.8 % above the estimate"),
     (lambda p: p.runtime == "torch" and p.mode == "train" and not p.empty_cache_each_step, 0.03,
      "a loop that keeps PyTorch's cache: not measured on a GPU; recorded real orders are replayed within "
      "0.2 GB but one, 1.2 GB (8 %) short"),

@@ -292,8 +292,8 @@ def training_setups(plan: Plan, budget: int) -> list[Setup]:
 
 
 def _layout_setups(plan: Plan, budget: int) -> list[Setup]:
-    """torchtitan's layouts that fit, each at the largest local batch up to 64 (under pipeline
-    parallelism at its own micro-batch, whose count the local batch sets)."""
+    """A pretraining framework's layouts that fit, each at the largest micro-batch up to 64 (under
+    pipeline parallelism at its own micro-batch, whose count the batch sets)."""
     from vramlint.memory.fit_layout import layout_candidates
     out = []
     for layout in layout_candidates(plan):
@@ -304,8 +304,8 @@ def _layout_setups(plan: Plan, budget: int) -> list[Setup]:
         if best:
             fitted = layout.with_changes(micro_batch=best)
             offload = "none" if layout.offload_param == "none" else "optimizer + parameters"
-            out.append(Setup("torchtitan", f"{layout.setup_name}, AC {layout.parallelism.checkpointing}", offload,
-                             layout.parallelism.checkpointing == "full", best, peak(fitted), fitted))
+            out.append(Setup(plan.runtime, f"{layout.setup_name}, AC {layout.parallelism.checkpointing}", offload,
+                             layout.parallelism.checkpointing in ("full", "uniform:1"), best, peak(fitted), fitted))
     return sorted(out, key=lambda s: s.cost)
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from vramlint.readers.shell import Command, Word
 from vramlint.readers.openrlhf import MARKS as OPENRLHF_MARKS, trainer_of
+from vramlint.readers.megatron import BOOLEANS as MEGATRON_FLAGS, PROGRAMS as MEGATRON_PROGRAMS
 from vramlint.readers.sglang import key_of as sglang_key
 from vramlint.readers.verl import PROGRAMS as VERL_PROGRAMS
 
@@ -101,7 +102,7 @@ UNREAD_MODULES = (("verl.", "verl (but verl.trainer.main_ppo)"),
                   ("openrlhf.", "OpenRLHF (but train_sft, train_dpo, train_rm, train_ppo_ray)"),
                   ("torchtitan.", "torchtitan (but its TOML job files, --job.config_file)"),
                   ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"))
-UNREAD_SCRIPTS = (("pretrain_", "Megatron"), ("run_train", "nanotron"))
+UNREAD_SCRIPTS = (("pretrain_", "Megatron (but pretrain_gpt.py without --deepspeed)"), ("run_train", "nanotron"))
 # Modules of those frameworks that start no GPU job: OpenRLHF's rule-based reward verifiers
 # (``openrlhf.models.remote_rm.math_verifier``: an HTTP server that checks answers on the CPU).
 NO_GPU_MODULES = ("openrlhf.models.remote_rm.",)
@@ -147,6 +148,9 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
             return _program(command, "python", rest[1], rest[2:], _one_process(command))
         if rest and rest[0].text and rest[0].text.endswith(".py"):
             return _program(command, "python", rest[0], rest[1:], _one_process(command))
+        script = _script_named(rest[0]) if rest else None
+        if script is not None:            # ``python ${DIR}/pretrain_gpt.py``: the folder is the run's, the script known
+            return _program(command, "python", script, rest[1:], _one_process(command))
         return None
     if name == "torchrun":
         return _torchrun(command, rest)
@@ -179,6 +183,18 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
     if name == "sglang" or (name == "ray" and any(w.text == "submit" for w in rest[:2])):
         return Launch(name, TRAINING, command, distributed=True, unread=f"{name} launches are not read yet")
     return None
+
+
+def _script_named(word: Word) -> Word | None:
+    """A script whose folder only the run knows (``${DIR}/pretrain_gpt.py``, ``$(pwd)/train.py``):
+    the script's name, from the known piece the word ends with, where that names a ``.py`` file
+    that trains (a data-preparation script in a folder only the run knows stays no launch)."""
+    if word.text is not None or not word.parts or word.parts[-1].text is None:
+        return None
+    tail = word.parts[-1].text
+    if not tail.startswith("/") or not tail.endswith(".py") or not _TRAINS.search(tail):
+        return None
+    return Word(tail.lstrip("/"), word.line, word.column)
 
 
 def _unwrapped(words: list[Word], prefix: dict[str, Word]) -> list[Word]:
@@ -314,6 +330,9 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
     if job_file is not None:                 # torchtitan: --section.key arguments over the TOML job file
         return Launch(launcher, TRAINING, command, program, options or {}, _tyro_flags(arguments), positional,
                       count[0], count[1], nodes, total, job_file, True, "", None, "torchtitan")
+    if _megatron(program, arguments):       # pretrain_gpt.py: its arguments are the job (readers/megatron.py)
+        return Launch(launcher, TRAINING, command, program, options or {}, _bare_flags(arguments, MEGATRON_FLAGS),
+                      positional, count[0], count[1], nodes, total, None, True, "", None, "megatron")
     launch = Launch(launcher, TRAINING, command, program, options or {}, arguments, positional, count[0], count[1],
                     nodes, total, recipe, distributed, unread, trainer, reads_as if trainer is not None else "")
     return _ray_placement(launch) if trainer is not None and trainer.text == "ppo" else launch
@@ -336,14 +355,25 @@ def _tyro_flags(arguments: tuple) -> tuple:
     (``--compile.enable "$@"``: the word after it is not its value), ``--job.config_file`` is the
     file the others are over."""
     from vramlint.readers.torchtitan import BOOLEANS
+    return _bare_flags(tuple(a for a in arguments if a[0] != "job.config_file"), BOOLEANS)
+
+
+def _bare_flags(arguments: tuple, flags: frozenset[str]) -> tuple:
+    """A parser's boolean options as bare flags: the word after one is no value of it (an argparse
+    ``store_true`` takes none; tyro's boolean fields are flags), unless it is a written true / false."""
     out = []
     for key, value, word in arguments:
-        if key == "job.config_file":
-            continue
-        bare = key.rsplit(".", 1)[-1] in BOOLEANS and value is not None and (value.text or "").lower() not in (
+        bare = key.rsplit(".", 1)[-1] in flags and value is not None and (value.text or "").lower() not in (
             "true", "false")
         out.append((key, None, word) if bare else (key, value, word))
     return tuple(out)
+
+
+def _megatron(program: Word | None, arguments: tuple) -> bool:
+    """Megatron-LM's ``pretrain_gpt.py``, run by Megatron's own engine (Megatron-DeepSpeed's
+    ``--deepspeed`` hands it to DeepSpeed's, which is not read: UNREAD_SCRIPTS says so)."""
+    text = (program.text or "") if program is not None else ""
+    return text.rsplit("/", 1)[-1] in MEGATRON_PROGRAMS and not any(key == "deepspeed" for key, _, _ in arguments)
 
 
 # OpenRLHF's train_ppo_ray places its models on GPUs of Ray's, not of the launcher's: the actor's

@@ -46,6 +46,8 @@ FORMATS: tuple[Format, ...] = (
            _lazy("vramlint.readers.verl", "read_verl")),
     Format("torchtitan", "recipe", _lazy("vramlint.readers.torchtitan", "looks_like_torchtitan"), "recipe",
            _lazy("vramlint.readers.torchtitan", "read_torchtitan")),
+    Format("megatron", "recipe", _lazy("vramlint.readers.megatron", "looks_like_megatron"), "recipe",
+           _lazy("vramlint.readers.megatron", "read_megatron")),
     Format("trl", "recipe", trl.looks_like_trl, "recipe", trl.read_trl),
     Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed, "deepspeed"),
     Format("accelerate", "launcher", _lazy("vramlint.readers.accelerate", "looks_like_accelerate"), "accelerate"),

@@ -189,7 +189,11 @@ class _Walker:
             # quoting is the use's, not the value's: ``"$X"`` stays one word, ``$X`` is split
             value = replace(words[0], quoted=False) if words else Word("", *self.where(value_node))
         old = self.variables.get(name)
-        if conditional and old is not None and _known(old):
+        if any(child.type == "+=" for child in node.children) and old is not None:
+            if conditional and not _empty(old):
+                return                    # ``X+=(...)`` in a branch: the first branch to fill X fills it
+            value = _appended(old, value)
+        elif conditional and old is not None and _known(old):
             return                        # a branch may not run: the value set before stands
         self.variables[name] = _capped(value)
 
@@ -349,8 +353,9 @@ class _Walker:
             return [Word(self.text(node)[2:-1], line, column, quoted=True)]
         if kind in ("simple_expansion", "expansion"):
             value = self.variable(node)
-            if isinstance(value, tuple):
-                return list(value)
+            if isinstance(value, tuple):          # ${ARGS[@]} unquoted: each element word-split
+                return [w for element in value for w in _split(replace(element, quoted=False))] if split \
+                    else list(value)
             return _split(value) if split else [value]
         if kind == "string":
             inner = [c for c in node.children if c.type != '"']
@@ -536,6 +541,22 @@ def _capped(value):
     if (value.text is not None and len(value.text) > MOST_VALUE) or len(value.parts) > MOST_VALUE:
         return Word(None, value.line, value.column, unknown="a value too long to follow")
     return value
+
+
+def _empty(value) -> bool:
+    """An empty array, or a variable set to the empty string."""
+    return value == () or (isinstance(value, Word) and value.text == "")
+
+
+def _appended(old, new):
+    """``X+=(...)`` / ``X+=text``: an array's elements after the old ones (a string variable's
+    words first, as bash makes it element 0), a string's text after the old text."""
+    if isinstance(new, tuple) or isinstance(old, tuple):
+        before = old if isinstance(old, tuple) else (() if old.text == "" else (old,))
+        return before + (new if isinstance(new, tuple) else (new,))
+    if old.text is None or new.text is None:
+        return Word(None, new.line, new.column, unknown=old.unknown or new.unknown, parts=(old, new))
+    return replace(old, text=old.text + new.text)
 
 
 def _known(value) -> bool:

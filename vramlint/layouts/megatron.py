@@ -1,0 +1,245 @@
+"""A Megatron-LM job's layout → the Plan its runtime reads (memory/runtimes/megatron), and the
+layouts Megatron refuses before its first step, in its words (Megatron-LM core_v0.19.0: A =
+megatron/training/arguments.py ``validate_args``, TC = transformer_config.py ``__post_init__``,
+num_microbatches_calculator.py, schedules.py).
+
+The degrees are ``validate_args``': data-parallel = world / (tp x pp x cp) (A:422-446), the
+distributed optimizer shards over dp x cp / ``--num-distributed-optimizer-instances``
+(parallel_state.py:927-929); micro-batches a step = global batch / (micro-batch x dp).
+"""
+
+from __future__ import annotations
+
+from vramlint.hardware import Cluster
+from vramlint.layouts import Refusal
+from vramlint.models.shape import ModelShape
+from vramlint.plan import Flags, Origin, Parallelism, Plan
+from vramlint.readers.deepspeed import Fact
+from vramlint.readers.megatron import METHODS, MODULES, RECOMPUTE, VERSION, Layout
+from vramlint.readers.recipe import Recipe
+
+
+def _count(fact: Fact, default: int = 1) -> int:
+    value = fact.value
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def degrees(layout: Layout, world: int) -> dict[str, int]:
+    tp, pp, cp = _count(layout.tensor), _count(layout.pipeline), _count(layout.context)
+    return {"tensor": tp, "pipeline": pp, "context": cp, "data": max(1, world // (tp * pp * cp)),
+            "expert": _count(layout.expert)}
+
+
+def virtual_stages(layout: Layout, num_layers: int, pp: int) -> int:
+    """Model chunks per pipeline rank: --num-virtual-stages-per-pipeline-rank, or the layers per
+    rank over --num-layers-per-virtual-pipeline-stage (A:940-945); 1 without either."""
+    if _count(layout.virtual_stages, 0):
+        return _count(layout.virtual_stages)
+    per = _count(layout.virtual_layers, 0)
+    return max(1, (num_layers // pp) // per) if per else 1
+
+
+def microbatches(layout: Layout, dp: int) -> int:
+    micro = _count(layout.micro_batch)
+    wanted = _count(layout.global_batch, micro * dp)
+    return max(1, wanted // (micro * dp))
+
+
+# The counts a layout states, each at least 1, that Megatron's parser types int
+COUNTS = ("tensor", "pipeline", "context", "expert", "virtual_layers", "virtual_stages", "first_layers",
+          "last_layers", "recompute_layers", "micro_batch", "global_batch", "instances")
+
+
+def _wrong_types(layout: Layout) -> list[Refusal]:
+    out = []
+    for name in COUNTS:
+        fact = getattr(layout, name)
+        value = fact.value
+        if value is None and name not in ("micro_batch",):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            flag = fact.location.json_path.removeprefix("$.").replace("_", "-") if fact.location else name
+            out.append(Refusal(fact, f"--{flag}: {value!r} is not a whole number of 1 or more"
+                               if value is not None else "--micro-batch-size is not set (A:675: "
+                               "assert args.micro_batch_size is not None)", "no memory estimate until it is", True))
+    return out
+
+
+def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
+    d = degrees(layout, world)
+    size = d["tensor"] * d["pipeline"] * d["context"]
+    if world % size:
+        return [Refusal(layout.tensor if layout.tensor.from_file else layout.pipeline,
+                        f"world size ({world}) is not divisible by total_model_size (total_model_size={size}) "
+                        "(A:428)", f"a GPU count that is a multiple of {size}, or smaller model-parallel sizes")]
+    out = []
+    att = model.layers[0].attention
+    tp = d["tensor"]
+    if att.num_heads % tp:
+        out.append(Refusal(layout.tensor, f"num_attention_heads ({att.num_heads}) must be a multiple of "
+                                          f"tensor_model_parallel_size ({tp}). (TC:1323)",
+                           "a --tensor-model-parallel-size that divides the heads"))
+    elif att.num_kv_heads % tp and tp % att.num_kv_heads:
+        out.append(Refusal(layout.tensor, f"num_query_groups ({att.num_kv_heads}) must be a multiple or divisor of "
+                                          f"tensor_model_parallel_size ({tp}). (TC:1338)",
+                           "a --tensor-model-parallel-size that divides the query groups"))
+    seq, cp = _count(recipe.seq_len, 0), d["context"]
+    if cp > 1 and seq % (2 * cp):
+        out.append(Refusal(recipe.seq_len, "seq-length should be a multiple of 2 * context-parallel-size if "
+                                           "context-parallel-size > 1. (A:1295)", f"a multiple of {2 * cp}"))
+    micro, dp = _count(layout.micro_batch), d["data"]
+    wanted = _count(layout.global_batch, 0)
+    if wanted and wanted % (micro * dp):
+        out.append(Refusal(layout.global_batch, f"eval_global_batch_size ({wanted}) must be divisible by "
+                                                f"eval_micro_batch_size ({micro}) * data_parallel_size ({dp}) "
+                                                "(A:689-696)", f"a multiple of {micro * dp}"))
+    experts = _count(layout.num_experts, 0)
+    if d["expert"] > 1 and (not experts or experts % d["expert"]):
+        out.append(Refusal(layout.expert, "Number of experts should be a multiple of expert model parallel_size. "
+                                          "(A:1602)" if experts else "num_experts must be non None to use expert "
+                                                                     "model parallelism (A:1600)",
+                           "an --expert-model-parallel-size that divides --num-experts"))
+    return out
+
+
+def _pipeline(layout: Layout, model: ModelShape, pp: int, dp: int) -> list[Refusal]:
+    """The layers' split over the stages and the interleaved schedule's needs (A:894-975, schedules.py)."""
+    layers = model.num_layers
+    first, last = _count(layout.first_layers, 0), _count(layout.last_layers, 0)
+    if layout.virtual_layers.value is not None and layout.virtual_stages.value is not None:
+        return [Refusal(layout.virtual_stages, "No more than one of the following arguments can be set at the same "
+                        "time: --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank "
+                        "(A:894-905)", "keep one")]
+    if first or last:
+        middle, stages = layers - first - last, pp - bool(first) - bool(last)
+        if middle < 0 or (stages and middle % stages) or (not stages and middle):
+            return [Refusal(layout.first_layers if first else layout.last_layers,
+                            "With uneven pipelineing the left over layers must be divisible by left over stages "
+                            "(transformer_block.py:125)", "first + last + the rest evenly over the other stages")]
+    elif layers % pp:
+        return [Refusal(layout.pipeline, "Number of layers should be divisible by the pipeline-model-parallel size "
+                                         "(A:963)", "a --pipeline-model-parallel-size that divides --num-layers")]
+    per = _count(layout.virtual_layers, 0)
+    if per and (layers // pp) % per:
+        return [Refusal(layout.virtual_layers, "number of layers per pipeline stage must be divisible number of "
+                                               "layers per virtual pipeline stage (A:938)",
+                        f"a divisor of {layers // pp}")]
+    v = virtual_stages(layout, layers, pp)
+    if v > 1:
+        if pp == 1:
+            return [Refusal(layout.pipeline, "When interleaved schedule is used, pipeline-model-parallel size should "
+                                             "be greater than 1 (A:969)", "--pipeline-model-parallel-size 2 or more")]
+        m = microbatches(layout, dp)
+        if m < pp:
+            return [Refusal(layout.global_batch, f"The number of contiguous micro-batches in a virtual pipeline stage"
+                                                 f"should range in [PP={pp} , M={m}] (schedules.py:1133)",
+                            f"a --global-batch-size of {pp * _count(layout.micro_batch) * dp} or more")]
+    return []
+
+
+def _recompute_refused(layout: Layout, model: ModelShape, pp: int) -> list[Refusal]:
+    """TC:1724-1777's checks of --recompute-granularity / -method / -num-layers / -modules."""
+    granularity = layout.granularity.value
+    if granularity is None:
+        return []
+    if granularity not in RECOMPUTE:
+        return [Refusal(layout.granularity, f"argument --recompute-granularity: invalid choice: '{granularity}' "
+                                            "(choose from 'full', 'selective')", "full or selective")]
+    method, n = layout.method.value, layout.recompute_layers.value
+    if granularity == "full":
+        if method not in METHODS:
+            return [Refusal(layout.method if layout.method.from_file else layout.granularity,
+                            'Using recompute_granularity: full so recompute_method must be "block" or "uniform" '
+                            "(TC:1736)", "--recompute-method uniform --recompute-num-layers 1")]
+        if not isinstance(n, int) or not 1 <= n <= model.num_layers // pp:
+            return [Refusal(layout.recompute_layers if layout.recompute_layers.from_file else layout.granularity,
+                            "When using recompute_granularity: full recompute_num_layers must be between 1 and "
+                            f"num_layers_per_pipeline_rank: {model.num_layers // pp} (TC:1742)",
+                            "--recompute-num-layers 1")]
+        return []
+    if method is not None:
+        return [Refusal(layout.method, "recompute method is not yet supported for selective recomputing "
+                                       "granularity (A:1385)", "drop --recompute-method")]
+    unknown = [m for m in layout.modules.value if m not in MODULES]
+    if unknown:
+        return [Refusal(layout.modules, f"--recompute-modules: {', '.join(unknown)} is not one of "
+                                        f"{', '.join(MODULES)} (TC:1768)", "core_attn, mlp or layernorm")]
+    return []
+
+
+def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
+    """What Megatron-LM refuses before its first step, each with the message it raises."""
+    wrong = _wrong_types(layout)
+    if wrong:
+        return wrong
+    if not _count(recipe.seq_len, 0):
+        return [Refusal(recipe.seq_len, "--seq-length is not set: pretrain_gpt.py needs it", "set --seq-length",
+                        True)]
+    out = _mesh(layout, recipe, model, world)
+    if out:
+        return out
+    d = degrees(layout, world)
+    return _pipeline(layout, model, d["pipeline"], d["data"]) + _recompute_refused(layout, model, d["pipeline"])
+
+
+def checkpointing(layout: Layout) -> str:
+    """The recompute policy in the runtime's words (``refusals`` has turned away any other)."""
+    granularity = layout.granularity.value
+    if granularity == "full":
+        return f"{layout.method.value}:{layout.recompute_layers.value}"
+    if granularity == "selective":
+        return "selective:" + ",".join(layout.modules.value)
+    return "none"
+
+
+def unmodelled(recipe: Recipe) -> str:
+    """Why no model stands behind the arguments (their shape, or the vocabulary, not stated)."""
+    return str(recipe.model.value)
+
+
+def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster, origins: dict,
+         notes: list[str]) -> Plan:
+    """The Plan of a Megatron job: bf16 parameters and the DDP gradient buffer whole on every rank of
+    its TP share of its pipeline stage, the optimizer's fp32 main parameters and Adam states
+    sharded over dp x cp under the distributed optimizer. ``job["seq_len"]`` is already each CP
+    rank's share (recipe_plan._split)."""
+    layout: Layout = recipe.layout.value
+    d = degrees(layout, cluster.world_size)
+    pp, tp, cp, dp = d["pipeline"], d["tensor"], d["context"], d["data"]
+    v = virtual_stages(layout, model.num_layers, pp)
+    m = microbatches(layout, dp)
+    sp = bool(layout.sequence_parallel.value) and tp > 1      # off with a warning at TP 1 (A:1390-1399)
+    distributed = bool(layout.distributed_optimizer.value)
+    shard = max(1, dp * cp // _count(layout.instances)) if distributed else 1
+    mode = checkpointing(layout)
+    par = Parallelism(shard=shard, context=cp, pipeline=pp, schedule="Interleaved1F1B" if v > 1 else "1F1B",
+                      microbatches=m, stages_per_rank=v, checkpointing=mode, reshard_after_forward=False,
+                      sequence_parallel=sp, distributed_optimizer=distributed, grad_bytes=layout.grad_bytes.value,
+                      first_layers=_count(layout.first_layers, 0), last_layers=_count(layout.last_layers, 0),
+                      dropout=bool(layout.dropout.value), scores=layout.scores.value)
+    for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
+                       ("shard_degree", layout.distributed_optimizer), ("grad_accum", layout.global_batch)):
+        origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text=fact.default)
+    notes.append(f"{VERSION}: data-parallel {dp} = {cluster.world_size} GPUs / (TP {tp} x PP {pp} x CP {cp}); "
+                 + (f"the distributed optimizer shards fp32 main parameters and Adam's states over dp x cp = {shard}"
+                    if distributed else "every rank holds fp32 main parameters and Adam's states whole "
+                                        "(no --use-distributed-optimizer)")
+                 + f"; gradients in a {layout.grad_bytes.value}-byte DDP buffer")
+    if pp > 1:
+        notes.append(f"pipeline: {pp} ranks x {v} model chunk(s), {'interleaved ' if v > 1 else ''}1F1B, {m} "
+                     f"micro-batches of {job['micro_batch']} a step")
+    if tp > 1:
+        notes.append(f"tensor parallel {tp}" + (" with sequence parallel" if sp else ", no sequence parallel: "
+                                                "layer norms, dropout masks and linear inputs whole on every rank"))
+    notes.append(f"recompute: {mode}")
+    workload = {k: v for k, v in flags.workload.items()
+                if k not in ("weights_dtype", "tensor_parallel", "sync_each_batch")}
+    precision = {"bf16": "bf16", "fp16": "fp16"}.get(str(recipe.mixed_precision.value), "fp32")
+    return Plan(model=model, cluster=cluster, precision=precision, runtime="megatron",
+                weights_dtype={"bf16": "bfloat16", "fp16": "float16"}.get(precision, "float32"),
+                micro_batch=job["micro_batch"], seq_len=job["seq_len"], grad_accum=m,
+                origins=dict(origins), grad_checkpointing=mode != "none", shard_degree=shard,
+                tensor_parallel=tp, pipeline_parallel=pp, parallelism=par, **workload)
+
+
+__all__ = ["degrees", "plan", "refusals", "unmodelled"]

@@ -1,0 +1,127 @@
+"""What would fit a Megatron-LM job: changes to its arguments in Megatron's own flags, each found by
+running the memory model on the changed plan — the distributed optimizer, sequence parallelism,
+full recomputation, the largest micro-batch that fits, tensor parallelism within a node, more
+pipeline stages, and failing those, more nodes (data-parallel ranks shard the optimizer further)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vramlint.memory.search import Change, _bisect, _largest_from, fits, peak
+from vramlint.plan import Plan
+
+FULL = "uniform:1"
+FULL_WORDS = "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+
+
+def _with(plan: Plan, **changes) -> Plan:
+    """The plan with its layout changed, its data-parallel size and optimizer shard resolved again."""
+    par = replace(plan.parallelism, **{k: v for k, v in changes.items() if hasattr(plan.parallelism, k)})
+    rest = {k: v for k, v in changes.items() if not hasattr(plan.parallelism, k)}
+    cluster = rest.get("cluster", plan.cluster)
+    tp = rest.get("tensor_parallel", plan.tensor_parallel)
+    dp = max(1, cluster.world_size // (tp * par.pipeline * par.context))
+    before = max(1, plan.cluster.world_size // (plan.tensor_parallel * plan.parallelism.pipeline * par.context))
+    batch = plan.micro_batch * before * plan.parallelism.microbatches      # the global batch stays
+    micro = rest.get("micro_batch", plan.micro_batch)
+    par = replace(par, shard=dp * par.context if par.distributed_optimizer else 1,
+                  sequence_parallel=par.sequence_parallel and tp > 1,
+                  microbatches=max(1, batch // (micro * dp)))
+    return plan.with_changes(parallelism=par, shard_degree=par.shard, grad_accum=par.microbatches,
+                             grad_checkpointing=par.checkpointing != "none", **rest)
+
+
+def _tp_degrees(plan: Plan) -> list[int]:
+    """TP degrees within a node that divide the node and the heads (query groups a multiple or divisor)."""
+    att = plan.model.layers[0].attention
+    per = plan.cluster.per_node
+    return [tp for tp in range(1, per + 1) if not (per % tp or att.num_heads % tp)
+            and not (att.num_kv_heads % tp and tp % att.num_kv_heads)]
+
+
+def _one(plan: Plan, budget: int, words: str, **changes) -> list[Change]:
+    changed = _with(plan, **changes)
+    return [Change(words, peak(changed))] if fits(changed, budget) else []
+
+
+def _micro_batch(plan: Plan, budget: int) -> list[Change]:
+    if plan.micro_batch <= 1:
+        return []
+    best = _largest_from(lambda mb: fits(_with(plan, micro_batch=mb), budget), plan.micro_batch - 1)
+    return [Change(f"--micro-batch-size {best}", peak(_with(plan, micro_batch=best)))] if best else []
+
+
+def _tensor_parallel(plan: Plan, budget: int) -> list[Change]:
+    for tp in _tp_degrees(plan):
+        if tp > plan.tensor_parallel:
+            changed = _with(plan, tensor_parallel=tp, sequence_parallel=True)
+            if fits(changed, budget):
+                return [Change(f"--tensor-model-parallel-size {tp} --sequence-parallel", peak(changed))]
+    return []
+
+
+def _pipeline(plan: Plan, budget: int) -> list[Change]:
+    """The least pipeline size above the job's that divides the layers and the GPUs and fits."""
+    par, layers = plan.parallelism, plan.model.num_layers
+    for pp in range(par.pipeline + 1, min(layers, plan.cluster.world_size // plan.tensor_parallel) + 1):
+        if layers % pp or plan.cluster.world_size % (pp * plan.tensor_parallel * par.context):
+            continue
+        changed = _with(plan, pipeline=pp, stages_per_rank=1, schedule="1F1B", first_layers=0, last_layers=0)
+        if fits(changed, budget):
+            return [Change(f"--pipeline-model-parallel-size {pp}", peak(changed))]
+    return []
+
+
+def _more_nodes(plan: Plan, budget: int, most: int = 64) -> list[Change]:
+    """The fewest whole nodes on which the job fits with the distributed optimizer and full recompute."""
+    base = _with(plan, distributed_optimizer=True, checkpointing=FULL)
+    on = lambda nodes: _with(base, cluster=replace(plan.cluster, nodes=nodes))  # noqa: E731
+    if not fits(on(most), budget):
+        return []
+    nodes = _bisect(lambda n: fits(on(n), budget), most, plan.cluster.nodes)
+    bigger = on(nodes)
+    added = ([] if plan.parallelism.distributed_optimizer else ["--use-distributed-optimizer"]) + \
+        ([] if plan.parallelism.checkpointing == FULL else [FULL_WORDS])
+    return [Change(f"{nodes} nodes x {plan.cluster.per_node} GPUs ({bigger.cluster.world_size} GPUs: the distributed "
+                   f"optimizer over {bigger.parallelism.shard})" + (f" with {' and '.join(added)}" if added else ""),
+                   peak(bigger))]
+
+
+def changes(plan: Plan, budget: int) -> list[Change]:
+    """Single changes that fit, cheapest first, then the fewest nodes."""
+    par = plan.parallelism
+    out = [] if par.distributed_optimizer else _one(plan, budget, "--use-distributed-optimizer",
+                                                    distributed_optimizer=True)
+    if plan.tensor_parallel > 1 and not par.sequence_parallel:
+        out += _one(plan, budget, "--sequence-parallel", sequence_parallel=True)
+    if par.checkpointing != FULL:
+        out += _one(plan, budget, FULL_WORDS, checkpointing=FULL)
+    out += _micro_batch(plan, budget) + _tensor_parallel(plan, budget) + _pipeline(plan, budget)
+    return out + _more_nodes(plan, budget)
+
+
+def candidates(plan: Plan) -> list[Plan]:
+    """The layouts ``vramlint plan`` weighs: each TP degree within a node (with sequence parallel),
+    no, selective or full recomputation, the distributed optimizer on; the pipeline as written."""
+    return [_with(plan, tensor_parallel=tp, sequence_parallel=True, checkpointing=mode, distributed_optimizer=True)
+            for tp in _tp_degrees(plan) for mode in ("selective:core_attn", FULL)]
+
+
+RECOMPUTE_WORDS = {FULL: FULL_WORDS, "selective:core_attn": "--recompute-granularity selective",
+                   "none": "no --recompute-granularity"}
+
+
+def edits(plan: Plan, to: Plan) -> list[str]:
+    """The flags that turn the job's arguments into ``to``."""
+    out = []
+    if to.tensor_parallel != plan.tensor_parallel:
+        out.append(f"--tensor-model-parallel-size {to.tensor_parallel}")
+    if to.parallelism.sequence_parallel and not plan.parallelism.sequence_parallel:
+        out.append("--sequence-parallel")
+    if to.parallelism.distributed_optimizer and not plan.parallelism.distributed_optimizer:
+        out.append("--use-distributed-optimizer")
+    if to.parallelism.checkpointing != plan.parallelism.checkpointing:
+        out.append(RECOMPUTE_WORDS.get(to.parallelism.checkpointing, to.parallelism.checkpointing))
+    if to.micro_batch != plan.micro_batch:
+        out.append(f"--micro-batch-size {to.micro_batch}")
+    return out

@@ -1,0 +1,74 @@
+"""Megatron-LM's model states on one pipeline rank (core_v0.19.0 megatron/core/distributed/
+param_and_grad_buffer.py, optimizer/distrib_optimizer.py, optimizer/optimizer.py; the table of
+docs/user-guide/features/dist_optimizer.md).
+
+Every rank holds its TP share of its pipeline stage's parameters in the compute dtype and their
+gradients in one contiguous DDP buffer (fp32 under --bf16: ``accumulate_allreduce_grads_in_fp32``),
+both whole. The optimizer keeps fp32 main parameters (none when the parameters are fp32 already)
+and Adam's two fp32 moments (SGD's one momentum): whole on every rank
+(``Float16OptimizerWithFloat16Params``), or under --use-distributed-optimizer sharded over the dp x
+cp ranks (``Plan.shard_degree``). With bf16: 18 B a parameter, or 6 + 12/d. With tied embeddings
+and pipeline parallelism the last stage holds its own copy of the word embeddings for the output
+layer (``LanguageModule.setup_embeddings_and_output_layer``)."""
+
+from __future__ import annotations
+
+from vramlint.memory.parts.components import Component
+from vramlint.memory.parts.pipeline import Rank
+from vramlint.memory.parts.states import States
+from vramlint.memory.runtimes.megatron.layout import ranks
+from vramlint.plan import Plan
+
+SOURCE = ("Megatron-LM core_v0.19.0 param_and_grad_buffer.py (contiguous param and grad buffers), "
+          "distrib_optimizer.py / optimizer.py (fp32 main params + Adam states), dist_optimizer.md")
+
+
+def rank_params(plan: Plan, rank: Rank) -> int:
+    """The rank's parameters (its TP share of its chunks' layers, the embedding on the first, the
+    output layer on the last: the word embeddings again where they are tied and pipelined)."""
+    m = plan.model
+    params = 0
+    for stage in rank.stages:
+        params += sum(m.layers[i].params.total for i in stage.layers)
+        params += m.embedding_params if stage.embedding else 0
+        if stage.head:
+            tied_copy = m.embedding_params if not m.head_params and not stage.embedding else 0
+            params += m.head_params + m.final_norm_params + tied_copy
+    return params
+
+
+def _optimizer_bytes(plan: Plan) -> tuple[int, str]:
+    """Bytes a parameter of the optimizer's: fp32 main copy (16-bit parameters) and the moments."""
+    main = 4 if plan.precision != "fp32" else 0
+    moments = 4 if plan.optimizer == "sgd" else 8
+    words = ("fp32 main + " if main else "") + ("SGD momentum" if plan.optimizer == "sgd" else "Adam m, v (fp32)")
+    return main + moments, words
+
+
+def megatron_states(plan: Plan, rank: Rank | None = None) -> States:
+    """The states of ``rank`` (the first pipeline rank where none is named)."""
+    rank = rank or ranks(plan)[0]
+    p = rank_params(plan, rank)
+    par = plan.parallelism
+    c = 4 if plan.precision == "fp32" else 2
+    per, words = _optimizer_bytes(plan)
+    d = plan.shard_degree if par.distributed_optimizer else 1
+    shard = -(-p // d)
+    over = f"{p:,} / {d} (distributed optimizer over dp x cp)" if d > 1 else f"{p:,}"
+    resting = [Component("parameters", c * p, f"{c} B x {p:,}", SOURCE),
+               Component("optimizer states", per * shard, f"{per} B ({words}) x {over}", SOURCE)]
+    gradients = [Component("gradient buffer", par.grad_bytes * p, f"{par.grad_bytes} B x {p:,} (DDP buffer, whole)",
+                           SOURCE)]
+    step = []
+    if par.grad_bytes < 4 and plan.precision != "fp32":     # main_param.grad = main_grad.float(): a new fp32 tensor
+        step.append(Component("fp32 gradient copy (step)", 4 * shard, f"4 B x {over} (16-bit gradients made fp32 "
+                              "for the step, optimizer.py:1097)", SOURCE))
+    return States(resting, gradients, step, [])
+
+
+def vision_tower(plan: Plan) -> Component:
+    return Component("vision tower", 0, "Megatron's GPT model has none", SOURCE)
+
+
+def frozen_shards(plan: Plan) -> int:
+    return 1

@@ -1,0 +1,92 @@
+"""A Megatron step's moments on each pipeline rank, the peak rank's kept (``moments``).
+
+Per rank: its states (``states.py``: the parameters, the DDP gradient buffer, allocated before the
+first step and alive throughout, and the optimizer's), the activations of the chunk-forwards it
+holds (``layout.py``, ``activations.py``), and on the rank with the output layer the loss over its
+vocabulary shard: Megatron's vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py, the
+same in the fused one) makes an fp32 copy of the bf16 logits (``.float()``), turns it in place into
+the softmax it saves for backward, and in backward into the gradient, cast to bf16 for the output
+layer: 6 B a logit at the loss going forward (bf16 logits + the fp32 copy) and coming back (the
+fp32 gradient + its bf16 cast). The moments: forward and backward at the loss, the 1F1B steady
+state with a recomputed chunk rebuilt, and the optimizer step.
+
+Megatron leaves the caching allocator as it is (no expandable segments); its reserve above the
+tensors is not replayed here (``reserve``) — its reports give max allocated and max reserved apart,
+and benchmarks/megatron_published.py compares the estimate with each.
+"""
+
+from __future__ import annotations
+
+from vramlint.memory.parts.allocator import Peaks
+from vramlint.memory.parts.components import ALLOCATOR, Component
+from vramlint.memory.parts.pipeline import Rank
+from vramlint.memory.runtimes.megatron.activations import (SOURCE as TERMS, embedding_mask, head_input,
+                                                           kept_per_token, rebuilt)
+from vramlint.memory.runtimes.megatron.layout import ranks
+from vramlint.memory.runtimes.megatron.states import SOURCE, megatron_states
+from vramlint.plan import Plan
+
+LOSS = 6
+LOSS_SOURCE = ("Megatron-LM core_v0.19.0 tensor_parallel/cross_entropy.py: .float() copy of the bf16 logits, "
+               "softmax in place saved for backward, the gradient in place then cast to bf16")
+
+
+def _kept(plan: Plan, rank: Rank, tokens: int) -> tuple[Component, ...]:
+    per, words = kept_per_token(plan, -(-rank.layers // len(rank.stages)))
+    held = rank.in_flight
+    where = f" x {held} chunk-forwards in flight ({plan.parallelism.schedule})" if plan.parallelism.pipeline > 1 \
+        else ""
+    out = (Component("activations", per * tokens * held, f"{words} x {tokens:,} tokens{where}", TERMS),)
+    mask = embedding_mask(plan)
+    if mask and any(stage.embedding for stage in rank.stages):
+        first = min(held, plan.parallelism.microbatches) if plan.parallelism.pipeline > 1 else 1
+        out += (Component("embedding dropout masks", mask * tokens * first, f"{mask} B x {tokens:,} tokens x "
+                          f"{first} micro-batch(es)", TERMS),)
+    return out
+
+
+def _loss(plan: Plan, when: str, tokens: int) -> Component:
+    vocab = -(-plan.model.vocab_size // plan.tensor_parallel)
+    return Component(f"logits and loss ({when})", LOSS * tokens * vocab,
+                     f"{LOSS} B x {tokens:,} tokens x {vocab:,} (vocabulary shard)", LOSS_SOURCE)
+
+
+def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ...]]]:
+    states = megatron_states(plan, rank)
+    tokens = plan.micro_batch * plan.seq_len
+    rest = tuple(states.resting) + tuple(states.gradients)
+    kept = _kept(plan, rank, tokens)
+    name = f" (pipeline rank {rank.index})" if plan.parallelism.pipeline > 1 else ""
+    out = [(f"optimizer step{name}", rest + tuple(states.step))]
+    if any(stage.head for stage in rank.stages):
+        per = head_input(plan)
+        head = Component("final norm + output layer input", per * tokens, f"{per:,} B x {tokens:,} tokens", TERMS)
+        out.append((f"forward at the loss{name}", rest + kept + (head, _loss(plan, "forward", tokens))))
+        out.append((f"backward at the loss{name}", rest + kept + (head, _loss(plan, "backward", tokens))))
+    policy = plan.parallelism.checkpointing.partition(":")[0]
+    if policy in ("uniform", "block"):
+        per = rebuilt(plan)
+        chunk = Component("one chunk rebuilt", per * tokens, f"{per:,} B/token x {tokens:,} (its layers' activations "
+                          "recomputed in backward)", TERMS)
+        out.append((f"backward, a chunk rebuilt{name}", rest + kept + (chunk,)))
+    elif plan.parallelism.pipeline > 1:
+        out.append((f"1F1B steady state{name}", rest + kept))
+    return out
+
+
+def moments(plan: Plan) -> list[tuple[str, tuple[Component, ...]]]:
+    """Every rank's moments; the caller takes the largest, which names its rank."""
+    return [moment for rank in ranks(plan) for moment in _rank_moments(plan, rank)]
+
+
+def replay(plan: Plan) -> Peaks:
+    """No allocator replay (``reserve``)."""
+    return Peaks(0, 0)
+
+
+def reserve(plan: Plan) -> Component:
+    return Component("allocator reserve", 0, "not replayed for Megatron-LM (the band allows for the caching "
+                     "allocator's reserve above the tensors)", SOURCE, kind=ALLOCATOR)
+
+
+__all__ = ["SOURCE", "moments", "replay", "reserve"]
