@@ -13,19 +13,16 @@ do not see); Megatron's reserve is not replayed, so the error is printed against
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import statistics
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROWS = os.path.join(os.path.dirname(HERE), "tests", "data", "published", "megatron.jsonl")
 MIB = 2 ** 20
-sys.path.insert(0, os.path.dirname(HERE))
-from vramlint.cli import main as vramlint_main  # noqa: E402
+sys.path.insert(0, HERE)
+from checked import first_estimate, without_context  # noqa: E402
 
 
 def script(row: dict) -> str:
@@ -36,16 +33,7 @@ def script(row: dict) -> str:
 
 
 def estimate(row: dict) -> dict | None:
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "train.sh")
-        with open(path, "w") as handle:
-            handle.write(script(row))
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            vramlint_main(["check", path, "--gpus", row["gpus"], "--format", "json"])
-    data = json.loads(out.getvalue())
-    files = [f for f in data.get("files", []) if f.get("estimate")]
-    return files[0] if files else None
+    return first_estimate("train.sh", script(row), row["gpus"])
 
 
 def main() -> None:
@@ -59,8 +47,7 @@ def main() -> None:
                   f"not estimated: {row['name']}")
             continue
         est = found["estimate"]
-        context = sum(c["bytes"] for c in est["components"] if c["name"].startswith("CUDA context"))
-        mib = (est["per_gpu_peak_bytes"] - context) / MIB
+        mib = without_context(est) / MIB
         a = (mib - row["max_allocated_mib"]) / row["max_allocated_mib"]
         r = (mib - row["max_reserved_mib"]) / row["max_reserved_mib"]
         allocated.append(a)

@@ -10,19 +10,16 @@ the CUDA context. Each row's config is written to a temporary TOML and checked a
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import statistics
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROWS = os.path.join(os.path.dirname(HERE), "tests", "data", "published", "torchtitan.jsonl")
 GIB = 2 ** 30
-sys.path.insert(0, os.path.dirname(HERE))
-from vramlint.cli import main as vramlint_main  # noqa: E402
+sys.path.insert(0, HERE)
+from checked import first_estimate, without_context  # noqa: E402
 
 
 def toml(config: dict) -> str:
@@ -35,16 +32,7 @@ def toml(config: dict) -> str:
 
 
 def estimate(row: dict) -> dict | None:
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "job.toml")
-        with open(path, "w") as handle:
-            handle.write(toml(row["config"]))
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            vramlint_main(["check", path, "--gpus", row["gpus"], "--format", "json"])
-    data = json.loads(out.getvalue())
-    files = [f for f in data.get("files", []) if f.get("estimate")]
-    return files[0] if files else None
+    return first_estimate("job.toml", toml(row["config"]), row["gpus"])
 
 
 def main() -> None:
@@ -57,8 +45,7 @@ def main() -> None:
             print(f"{row['id']:>4} {row['measured_gib']:>9.2f} {'-':>9} {'-':>7}  not estimated: {row['quote']}")
             continue
         est = found["estimate"]
-        context = sum(c["bytes"] for c in est["components"] if c["name"].startswith("CUDA context"))
-        gib = (est["per_gpu_peak_bytes"] - context) / GIB
+        gib = without_context(est) / GIB
         error = (gib - row["measured_gib"]) / row["measured_gib"]
         errors.append(error)
         print(f"{row['id']:>4} {row['measured_gib']:>9.2f} {gib:>9.2f} {error:>+7.1%}  {est['peak_moment']}: "

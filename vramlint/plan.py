@@ -21,7 +21,7 @@ PRECISIONS = ("bf16", "fp16", "fp32")
 # What torchtitan's tensor parallelism splits (torchtitan 0.2.2 models/llama3/infra/parallelize.py
 # apply_tp: tok_embeddings RowwiseParallel, output ColwiseParallel, every attention and FFN linear);
 # Megatron's is the same (VocabParallelEmbedding, Column/RowParallelLinear, the output ColumnParallelLinear)
-TORCHTITAN_SPLIT = frozenset({"attention", "mlp", "experts", "embedding", "head"})
+OWN_CODE_SPLIT = frozenset({"attention", "mlp", "experts", "embedding", "head"})
 OPTIMIZERS = ("adamw", "adamw-8bit", "sgd", "adafactor")     # the optimizer states memory/parts/states.py prices
 PURE = {"bfloat16": "bf16", "float16": "fp16"}      # 16-bit weights -> the compute dtype without autocast
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
@@ -289,7 +289,7 @@ class Plan:
         """The parameter groups tensor parallelism splits: DeepSpeed AutoTP's reading of the
         family's transformers tp_plan, or under Accelerate and plain PyTorch transformers' own."""
         if self.runtime in ("torchtitan", "megatron"):   # their TP plans: embedding, output and every linear
-            return TORCHTITAN_SPLIT
+            return OWN_CODE_SPLIT
         return autotp_split(self.model) if self.runtime == "deepspeed" else hf_split(self.model)
 
     def tp_divides(self, group: str) -> int:

@@ -19,12 +19,17 @@ from vramlint.documents import Document
 from vramlint.errors import UsageError
 from vramlint.jobs.result import NO_GPUS, Context, FileResult
 from vramlint.readers import SCRIPT_KIND
-from vramlint.readers.registry import BY_NAME, CLOUD, detect, skipped_because
+from vramlint.readers.registry import BY_NAME, CLOUD, detect, skipped_because, unread_because
 
 
 def check_document(document: Document, result: FileResult, ctx: Context) -> list[FileResult]:
     """The jobs a document states, each a result (a file run by several recipes or scripts gives
     one per job); a document of no format vramlint reads is skipped, with what it is."""
+    unread = "" if ctx.kind else unread_because(document.data)
+    if unread:                         # a job in a format not read yet (before detection: no other format's)
+        result.job = True
+        result.unplanned(unread)
+        return [result]
     kind = result.kind = ctx.kind or detect(document.data)
     result.job = kind is not None
     if kind is None:

@@ -239,9 +239,8 @@ def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShap
         return shape_from_dict(dict(recipe.model_config), name=str(recipe.model.value))
     if recipe.layout is not None and "model" not in ctx.stated:     # the framework runs its own model code
         from vramlint.layouts import layout
-        result.findings.append(not_estimated(recipe.model.location or recipe.document.locate("$"),
-                                             layout(recipe.framework).unmodelled(recipe),
-                                             "give --model with the Hugging Face model of the same shape"))
+        why, hint = layout(recipe.framework).unmodelled(recipe)
+        result.findings.append(not_estimated(recipe.model.location or recipe.document.locate("$"), why, hint))
         return None
     if recipe.model.value:
         revision = recipe.revision.value if isinstance(recipe.revision.value, str) else None

@@ -31,3 +31,10 @@ def layout(framework: str) -> ModuleType:
     if framework not in NAMES:
         raise KeyError(f"no layout for {framework!r}")
     return import_module(f"{__name__}.{framework}")
+
+
+def whole(fact: Fact, default: int = 1) -> int:
+    """A fact's whole number (not a bool), else ``default``: what a layout's counts are read as once
+    ``refusals`` has turned away the values that are none."""
+    value = fact.value
+    return value if isinstance(value, int) and not isinstance(value, bool) else default

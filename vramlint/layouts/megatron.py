@@ -10,38 +10,33 @@ distributed optimizer shards over dp x cp / ``--num-distributed-optimizer-instan
 
 from __future__ import annotations
 
+from vramlint.errors import UnplannableError
 from vramlint.hardware import Cluster
-from vramlint.layouts import Refusal
+from vramlint.layouts import Refusal, whole
 from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
-from vramlint.readers.deepspeed import Fact
 from vramlint.readers.megatron import METHODS, MODULES, RECOMPUTE, VERSION, Layout
 from vramlint.readers.recipe import Recipe
 
 
-def _count(fact: Fact, default: int = 1) -> int:
-    value = fact.value
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
-
-
 def degrees(layout: Layout, world: int) -> dict[str, int]:
-    tp, pp, cp = _count(layout.tensor), _count(layout.pipeline), _count(layout.context)
+    tp, pp, cp = whole(layout.tensor), whole(layout.pipeline), whole(layout.context)
     return {"tensor": tp, "pipeline": pp, "context": cp, "data": max(1, world // (tp * pp * cp)),
-            "expert": _count(layout.expert)}
+            "expert": whole(layout.expert)}
 
 
 def virtual_stages(layout: Layout, num_layers: int, pp: int) -> int:
     """Model chunks per pipeline rank: --num-virtual-stages-per-pipeline-rank, or the layers per
     rank over --num-layers-per-virtual-pipeline-stage (A:940-945); 1 without either."""
-    if _count(layout.virtual_stages, 0):
-        return _count(layout.virtual_stages)
-    per = _count(layout.virtual_layers, 0)
+    if whole(layout.virtual_stages, 0):
+        return whole(layout.virtual_stages)
+    per = whole(layout.virtual_layers, 0)
     return max(1, (num_layers // pp) // per) if per else 1
 
 
 def microbatches(layout: Layout, dp: int) -> int:
-    micro = _count(layout.micro_batch)
-    wanted = _count(layout.global_batch, micro * dp)
+    micro = whole(layout.micro_batch)
+    wanted = whole(layout.global_batch, micro * dp)
     return max(1, wanted // (micro * dp))
 
 
@@ -61,7 +56,8 @@ def _wrong_types(layout: Layout) -> list[Refusal]:
             flag = fact.location.json_path.removeprefix("$.").replace("_", "-") if fact.location else name
             out.append(Refusal(fact, f"--{flag}: {value!r} is not a whole number of 1 or more"
                                if value is not None else "--micro-batch-size is not set (A:675: "
-                               "assert args.micro_batch_size is not None)", "no memory estimate until it is", True))
+                               "assert args.micro_batch_size is not None)", "set --micro-batch-size" if value is None
+                               else "a whole number of 1 or more", True))
     return out
 
 
@@ -83,17 +79,17 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
         out.append(Refusal(layout.tensor, f"num_query_groups ({att.num_kv_heads}) must be a multiple or divisor of "
                                           f"tensor_model_parallel_size ({tp}). (TC:1338)",
                            "a --tensor-model-parallel-size that divides the query groups"))
-    seq, cp = _count(recipe.seq_len, 0), d["context"]
+    seq, cp = whole(recipe.seq_len, 0), d["context"]
     if cp > 1 and seq % (2 * cp):
         out.append(Refusal(recipe.seq_len, "seq-length should be a multiple of 2 * context-parallel-size if "
                                            "context-parallel-size > 1. (A:1295)", f"a multiple of {2 * cp}"))
-    micro, dp = _count(layout.micro_batch), d["data"]
-    wanted = _count(layout.global_batch, 0)
+    micro, dp = whole(layout.micro_batch), d["data"]
+    wanted = whole(layout.global_batch, 0)
     if wanted and wanted % (micro * dp):
         out.append(Refusal(layout.global_batch, f"eval_global_batch_size ({wanted}) must be divisible by "
                                                 f"eval_micro_batch_size ({micro}) * data_parallel_size ({dp}) "
                                                 "(A:689-696)", f"a multiple of {micro * dp}"))
-    experts = _count(layout.num_experts, 0)
+    experts = whole(layout.num_experts, 0)
     if d["expert"] > 1 and (not experts or experts % d["expert"]):
         out.append(Refusal(layout.expert, "Number of experts should be a multiple of expert model parallel_size. "
                                           "(A:1602)" if experts else "num_experts must be non None to use expert "
@@ -105,7 +101,7 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
 def _pipeline(layout: Layout, model: ModelShape, pp: int, dp: int) -> list[Refusal]:
     """The layers' split over the stages and the interleaved schedule's needs (A:894-975, schedules.py)."""
     layers = model.num_layers
-    first, last = _count(layout.first_layers, 0), _count(layout.last_layers, 0)
+    first, last = whole(layout.first_layers, 0), whole(layout.last_layers, 0)
     if layout.virtual_layers.value is not None and layout.virtual_stages.value is not None:
         return [Refusal(layout.virtual_stages, "No more than one of the following arguments can be set at the same "
                         "time: --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank "
@@ -119,7 +115,7 @@ def _pipeline(layout: Layout, model: ModelShape, pp: int, dp: int) -> list[Refus
     elif layers % pp:
         return [Refusal(layout.pipeline, "Number of layers should be divisible by the pipeline-model-parallel size "
                                          "(A:963)", "a --pipeline-model-parallel-size that divides --num-layers")]
-    per = _count(layout.virtual_layers, 0)
+    per = whole(layout.virtual_layers, 0)
     if per and (layers // pp) % per:
         return [Refusal(layout.virtual_layers, "number of layers per pipeline stage must be divisible number of "
                                                "layers per virtual pipeline stage (A:938)",
@@ -133,7 +129,7 @@ def _pipeline(layout: Layout, model: ModelShape, pp: int, dp: int) -> list[Refus
         if m < pp:
             return [Refusal(layout.global_batch, f"The number of contiguous micro-batches in a virtual pipeline stage"
                                                  f"should range in [PP={pp} , M={m}] (schedules.py:1133)",
-                            f"a --global-batch-size of {pp * _count(layout.micro_batch) * dp} or more")]
+                            f"a --global-batch-size of {pp * whole(layout.micro_batch) * dp} or more")]
     return []
 
 
@@ -172,7 +168,7 @@ def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> l
     wrong = _wrong_types(layout)
     if wrong:
         return wrong
-    if not _count(recipe.seq_len, 0):
+    if not whole(recipe.seq_len, 0):
         return [Refusal(recipe.seq_len, "--seq-length is not set: pretrain_gpt.py needs it", "set --seq-length",
                         True)]
     out = _mesh(layout, recipe, model, world)
@@ -192,9 +188,15 @@ def checkpointing(layout: Layout) -> str:
     return "none"
 
 
-def unmodelled(recipe: Recipe) -> str:
-    """Why no model stands behind the arguments (their shape, or the vocabulary, not stated)."""
-    return str(recipe.model.value)
+def unmodelled(recipe: Recipe) -> tuple[str, str]:
+    """Why no model stands behind the arguments (the reader's words: a shape or the vocabulary not
+    stated, or experts), and the way on."""
+    why = str(recipe.model.value)
+    if "--vocab-size" in why:
+        return why, "add --vocab-size with the tokenizer's vocabulary to the arguments"
+    if "experts" in why:
+        return why, "no estimate until Megatron's MoE layers are priced; --warn VL011 reports this as a warning"
+    return why, "state the model's --num-layers, --hidden-size and --num-attention-heads"
 
 
 def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster, origins: dict,
@@ -203,6 +205,9 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
     its TP share of its pipeline stage, the optimizer's fp32 main parameters and Adam states
     sharded over dp x cp under the distributed optimizer. ``job["seq_len"]`` is already each CP
     rank's share (recipe_plan._split)."""
+    if model.is_moe:                 # a --model the command line names: Megatron's MoE layers are not priced
+        raise UnplannableError(f"{model.name}: Megatron's MoE layers (expert parallel, the token dispatcher's "
+                               "buffers) are not priced yet")
     layout: Layout = recipe.layout.value
     d = degrees(layout, cluster.world_size)
     pp, tp, cp, dp = d["pipeline"], d["tensor"], d["context"], d["data"]
@@ -210,12 +215,12 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
     m = microbatches(layout, dp)
     sp = bool(layout.sequence_parallel.value) and tp > 1      # off with a warning at TP 1 (A:1390-1399)
     distributed = bool(layout.distributed_optimizer.value)
-    shard = max(1, dp * cp // _count(layout.instances)) if distributed else 1
+    shard = max(1, dp * cp // whole(layout.instances)) if distributed else 1
     mode = checkpointing(layout)
     par = Parallelism(shard=shard, context=cp, pipeline=pp, schedule="Interleaved1F1B" if v > 1 else "1F1B",
                       microbatches=m, stages_per_rank=v, checkpointing=mode, reshard_after_forward=False,
                       sequence_parallel=sp, distributed_optimizer=distributed, grad_bytes=layout.grad_bytes.value,
-                      first_layers=_count(layout.first_layers, 0), last_layers=_count(layout.last_layers, 0),
+                      first_layers=whole(layout.first_layers, 0), last_layers=whole(layout.last_layers, 0),
                       dropout=bool(layout.dropout.value), scores=layout.scores.value)
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
                        ("shard_degree", layout.distributed_optimizer), ("grad_accum", layout.global_batch)):

@@ -11,24 +11,18 @@ torchtitan/distributed/pipeline_parallel.py's (:59-120, :186-213).
 from __future__ import annotations
 
 from vramlint.hardware import Cluster
-from vramlint.layouts import Refusal
+from vramlint.layouts import Refusal, whole
 from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
-from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import Recipe
 from vramlint.readers.torchtitan import AC_MODES, FLAVORS, SCHEDULES, SINGLE_STAGE, VERSION, Layout
 
 
-def _count(fact: Fact, default: int = 1) -> int:
-    value = fact.value
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
 def degrees(layout: Layout, world: int) -> dict[str, int]:
     """The mesh's degrees, dp_shard's -1 resolved as ``ParallelDims._validate`` does."""
-    out = {name: _count(getattr(layout, name)) for name in ("dp_replicate", "context", "tensor", "pipeline")}
+    out = {name: whole(getattr(layout, name)) for name in ("dp_replicate", "context", "tensor", "pipeline")}
     rest = out["dp_replicate"] * out["context"] * out["tensor"] * out["pipeline"]
-    shard = _count(layout.dp_shard, -1)
+    shard = whole(layout.dp_shard, -1)
     out["dp_shard"] = world // rest if shard < 0 else shard
     return out
 
@@ -36,7 +30,7 @@ def degrees(layout: Layout, world: int) -> dict[str, int]:
 def stages_per_rank(layout: Layout, num_layers: int, pp: int) -> int:
     """Stages each pipeline rank runs: 1 for 1F1B and GPipe, 2 for the multi-stage schedules
     unless ``pipeline_parallel_layers_per_stage`` sets the split (pipeline_parallel.py:59-115)."""
-    per = _count(layout.layers_per_stage, 0)
+    per = whole(layout.layers_per_stage, 0)
     if per:
         return max(1, -(-(num_layers + 2) // per) // pp)
     return 1 if str(layout.schedule.value) in SINGLE_STAGE else 2
@@ -71,7 +65,7 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
                         "(parallel_dims.py:53)", "make the degrees multiply to the GPU count (dp_shard -1 takes "
                         "what the others leave)")]
     out = []
-    seq, divisor = _count(recipe.seq_len, 0), d["tensor"] * d["context"] * 2
+    seq, divisor = whole(recipe.seq_len, 0), d["tensor"] * d["context"] * 2
     if seq and seq % divisor:
         out.append(Refusal(recipe.seq_len, f"Sequence length {seq} must be divisible by the product of TP degree "
                                            f"({d['tensor']}) and 2 * CP degree ({d['context']}). "
@@ -84,7 +78,7 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
                                               "ColwiseParallel cannot shard its heads evenly",
                                "a tensor_parallel_degree that divides the heads"))
     batch = d["dp_replicate"] * d["dp_shard"]
-    wanted, local = _count(layout.global_batch, -1), _count(layout.local_batch)
+    wanted, local = whole(layout.global_batch, -1), whole(layout.local_batch)
     if wanted > 0 and wanted % (local * batch):
         out.append(Refusal(layout.global_batch, f"global batch size must be multiple of local batch size times "
                                                 f"data-parallel degree ({wanted} % ({local} * {batch}) != 0) "
@@ -115,7 +109,7 @@ def _pipeline(layout: Layout, model: ModelShape, pp: int) -> list[Refusal]:
     if stages > effective:
         return [Refusal(layout.pipeline, f"Number of stages ({stages}) cannot be greater than effective layers "
                                          f"({effective}) (pipeline_parallel.py:269)", "fewer pipeline stages")]
-    local, micro = _count(layout.local_batch), _count(layout.pp_microbatch)
+    local, micro = whole(layout.local_batch), whole(layout.pp_microbatch)
     if local % micro:
         return [Refusal(layout.pp_microbatch, f"Batch size {local} must be divisible by microbatch_size {micro}. "
                                               "(pipeline_parallel.py:189)",
@@ -138,10 +132,10 @@ def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> l
     return out + (_pipeline(layout, model, pp) if pp > 1 and not out else [])
 
 
-def unmodelled(recipe: Recipe) -> str:
-    """Why no model stands behind the job: a model or flavor vramlint has no shapes for."""
+def unmodelled(recipe: Recipe) -> tuple[str, str]:
+    """Why no model stands behind the job (a model or flavor vramlint has no shapes for), and the way on."""
     return (f"{recipe.model.value}: not a model vramlint knows torchtitan's shapes for (llama3 flavors "
-            f"{', '.join(FLAVORS)})")
+            f"{', '.join(FLAVORS)})", "give --model with the Hugging Face model of the same shape")
 
 
 def _checkpointing(layout: Layout) -> str:
@@ -160,7 +154,7 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
     d = degrees(layout, cluster.world_size)
     pp = d["pipeline"]
     micro = job["micro_batch"]
-    local = _count(layout.local_batch, 8)
+    local = whole(layout.local_batch, 8)
     microbatches = max(1, local // micro) if pp > 1 else 1
     per_rank = stages_per_rank(layout, model.num_layers, pp) if pp > 1 else 1
     schedule = str(layout.schedule.value)
@@ -192,7 +186,7 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
     workload = {k: v for k, v in flags.workload.items()
                 if k not in ("weights_dtype", "tensor_parallel", "sync_each_batch")}
     workload["optimizer_impl"] = "fused"
-    wanted = _count(layout.global_batch, -1)
+    wanted = whole(layout.global_batch, -1)
     accum = max(1, wanted // (local * d["dp_replicate"] * d["dp_shard"])) if wanted > 0 else 1
     return Plan(model=model, cluster=cluster, precision=flags.precision or "bf16", runtime="torchtitan",
                 weights_dtype=weights, micro_batch=micro, seq_len=job["seq_len"],

@@ -276,6 +276,11 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
                        ("tp_comm_overlap", "TP communication overlap's userbuffers are not counted")):
         if truthy(keys.raw(name)):
             out.append(Feature(keys.fact(name, True), what, "high" if name == "optimizer_cpu_offload" else "low"))
+    optimizer = keys.get("optimizer", default="adam")
+    if optimizer.value not in ("adam", "sgd"):
+        one_state = optimizer.value in ("muon", "dist_muon", "adaptive_muon", "lion")     # one momentum a parameter
+        out.append(Feature(optimizer, f"--optimizer {optimizer.value}: its states priced as Adam's two fp32 moments",
+                           "high" if one_state else "low"))
     offloaded = keys.get("cpu_offloading_num_layers", default=0, convert=positive)
     if isinstance(offloaded.value, int) and offloaded.value > 0:
         out.append(Feature(offloaded, "activation CPU offloading: estimated on the GPU", "high"))
@@ -307,8 +312,7 @@ def read_megatron(document: Document) -> Recipe:
         mixed_precision=Fact(precision.value, precision.location, precision.default),
         weights_dtype=Fact({"bf16": "bfloat16", "fp16": "float16"}.get(precision.value, "float32"),
                            precision.location, precision.default),
-        optimizer=Fact("sgd" if optimizer.value == "sgd" else "adamw" if optimizer.value == "adam"
-                       else str(optimizer.value), optimizer.location, optimizer.default),
+        optimizer=Fact("sgd" if optimizer.value == "sgd" else "adamw", optimizer.location, optimizer.default),
         lora_rank=Fact(0), lora_targets=Fact(("all-linear",)), lora_dropout=Fact(0.0),
         load_in_4bit=Fact(False), load_in_8bit=Fact(False),
         attn=Fact("sdpa", None, f"{VERSION}: Transformer Engine's fused / flash attention (--attention-backend auto)"),

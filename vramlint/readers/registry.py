@@ -79,6 +79,27 @@ OTHER_FILES = (
 )
 
 
+def _megatron_model(data: dict) -> bool:
+    model = data.get("model")
+    return isinstance(model, dict) and "tensor_model_parallel_size" in model and \
+        any(isinstance(data.get(k), dict) for k in ("trainer", "train", "optimizer", "optim"))
+
+
+# Files that state a training job in a format vramlint does not read yet (first match): a job, not
+# estimated (VL011), never skipped as nothing. NeMo's Megatron configs (megatron_gpt_config.yaml:
+# ``trainer`` + ``model.tensor_model_parallel_size``) and Megatron-Bridge's ConfigContainer YAML
+# (``model`` + ``train`` / ``optimizer``) hold Megatron's arguments under their own names and defaults.
+UNREAD_FILES = (
+    (_megatron_model, "a NeMo / Megatron-Bridge Megatron config (model.tensor_model_parallel_size), which vramlint "
+                      "does not read yet: the same job as Megatron-LM's pretrain_gpt.py launch line is read"),
+)
+
+
+def unread_because(data: Any) -> str:
+    """Why a file that states a job is not estimated, or "" where it states none vramlint knows of."""
+    return next((said for test, said in UNREAD_FILES if isinstance(data, dict) and test(data)), "")
+
+
 def skipped_because(data: Any) -> str:
     """Why a file of none of the formats is skipped, in one phrase."""
     from vramlint.documents import YamlDocuments
