@@ -188,6 +188,8 @@ class Plan:
     lora_targets: tuple[str, ...] = ("all-linear",)
     lora_dropout: float = 0.0      # PEFT's lora_dropout: a kept mask per adapted linear's input when > 0
     dora: bool = False             # PEFT use_dora: a magnitude vector per adapted linear, its weight norm each forward
+    lora_code: str = "peft"        # whose LoRA layers: PEFT's, or LitGPT's (one dropout for the fused qkv, and its
+                                   # zero-padded B output kept: memory/parts/activations.py ``_lora_inputs``)
     load_in_4bit: bool = False
     adapter_dtype: str = "float32"  # LoRA adapters (and their grads, Adam moments): PEFT upcasts to fp32 by default
     load_in_8bit: bool = False     # LLM.int8 base (bitsandbytes Linear8bitLt) under LoRA, or for inference
@@ -232,6 +234,13 @@ class Plan:
     sync_each_batch: bool = False  # FSDP: reduce-scatter every micro-batch (torchtune; the HF Trainer's
                                    # accelerator_config.sync_each_batch) instead of no_sync's unsharded grads
     empty_cache_each_step: bool = False   # the loop calls torch.cuda.empty_cache() before each step
+    # The loop holds each micro-batch's loss (and with it the autograd graph) until the next one's loss is
+    # made (LitGPT's fit loops): what autograd Functions keep as ctx attributes lives that long
+    graph_held: bool = False
+    bnb_4bit: str = "nf4-dq"       # the 4-bit kind: nf4 / fp4, "-dq" with double-quantized absmax (QLoRA's nf4-dq)
+    # LitGPT's QLoRA swaps the embedding for bitsandbytes' StableEmbedding and keeps the one it replaced (a local of
+    # its main() through training): a second copy of the token embeddings
+    embedding_copy: bool = False
     # Launches the framework refuses for this job (``LAUNCH_LIMITS``): the hint search proposes none of them
     refuses: frozenset[str] = frozenset()
     origins: dict[str, Origin] = field(default_factory=dict, compare=False)
@@ -342,6 +351,7 @@ LAUNCH_LIMITS = {
     "deepspeed": lambda plan: plan.runtime == "deepspeed",
     "zero3": lambda plan: plan.runtime == "deepspeed" and plan.zero_stage == 3,
     "param-offload": lambda plan: plan.offload_param not in (None, "", "none"),
+    "unsharded-checkpointing": lambda plan: plan.grad_checkpointing and plan.runtime != "fsdp",
 }
 
 
@@ -673,6 +683,9 @@ def workload_from_flags(flags: dict) -> dict:
             "loss": flags.get("loss") or "full", "optimizer_impl": flags.get("optimizer_impl") or "foreach",
             "paged_optimizer": bool(flags.get("paged_optimizer")), "optimizer_in_bwd": bool(flags.get("optimizer_in_bwd")),
             "activation_offload": bool(flags.get("activation_offload")),
+            "sdpa_repeat_kv": bool(flags.get("sdpa_repeat_kv")), "lora_code": flags.get("lora_code") or "peft",
+            "graph_held": bool(flags.get("graph_held")), "bnb_4bit": flags.get("bnb_4bit") or "nf4-dq",
+            "embedding_copy": bool(flags.get("embedding_copy")),
             "attention_mask": not flags.get("no_attention_mask"),
             "tensor_parallel": flags.get("tp") or 1,
             "empty_cache_each_step": bool(flags.get("empty_cache_each_step")),

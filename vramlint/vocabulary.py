@@ -58,6 +58,8 @@ WORDS: dict[tuple[str, str], str] = {
     ("llamafactory", "to_deepspeed"): "deepspeed: examples/deepspeed/ds_z{}_config.json",
     ("llamafactory", "to_fsdp"): "accelerate launch --config_file examples/accelerate/fsdp_config.yaml",
     ("torchtune", "micro_batch"): "batch_size: {}",
+    ("litgpt", "micro_batch"): "train.micro_batch_size: {}",
+    ("litgpt", "to_fsdp"): "devices: N (LitGPT shards with FSDP and checkpoints every block)",
     ("torchtune", "grad_checkpointing"): "enable_activation_checkpointing: True",
     ("torchtune", "to_fsdp"): "the _distributed recipe (tune run --nproc_per_node N ..._distributed)",
     ("torchtune", "fsdp_offload"): "fsdp_cpu_offload: True",
@@ -140,6 +142,7 @@ def speaks(vocabulary: dict[str, str] | None, default_source: str, setting: str)
 
 # What a framework can run a job under; the rest run everything (plain PyTorch, DeepSpeed, FSDP).
 RUNTIMES_OF = {"torchtune": ("torch", "fsdp"),       # torchtune 0.6.1 recipes: single device or FSDP2
+               "litgpt": ("torch", "fsdp"),          # litgpt 0.5.13: one device, or FSDP over devices x num_nodes
                "openrlhf": ("deepspeed",),             # OpenRLHF 0.11.2: its DeepspeedStrategy, always
                "verl": ("fsdp",)}                      # verl 0.9.1's FSDP workers (Megatron's not modelled)
 
@@ -154,7 +157,10 @@ def runtimes(source: str) -> tuple[str, ...]:
 REFUSED_BY = {"openrlhf": ("param-offload",),
               # verl 0.9.1 builds the actor without FSDP's CPUOffload (transformer_impl.py:423-435; its
               # param_offload moves shards between phases, Rollout.params_offloaded)
-              "verl": ("param-offload",)}
+              "verl": ("param-offload",),
+              # litgpt 0.5.13: no flag checkpoints on one GPU (only its FSDP strategies wrap every Block), none
+              # offloads (full.py cpu_offload=False), no DeepSpeed path in its scripts
+              "litgpt": ("param-offload", "deepspeed", "unsharded-checkpointing")}
 
 
 def refused_by(source: str) -> tuple[str, ...]:

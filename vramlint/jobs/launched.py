@@ -18,8 +18,9 @@ MOST_SCRIPTS = 4
 def launched_by(path: str, result: FileResult, ctx: Context, own: list | tuple = ()) -> list[FileResult] | None:
     """The jobs the repository's launch scripts start with ``path``: checked there when a script
     is in this run, else through the scripts here. None where the command line says how to run it
-    (a GPU count or ``--launch-config``), or where no script runs it."""
-    if ctx.cluster is None or (ctx.cluster.counted and "gpus" in ctx.stated) or ctx.values.get("launch_config") \
+    (a GPU count or ``--launch-config``), where no script runs it, or where a launch's own check
+    reads it (``Context.from_launch``)."""
+    if ctx.from_launch or ctx.cluster is None or (ctx.cluster.counted and "gpus" in ctx.stated) or ctx.values.get("launch_config") \
             or "model" in ctx.stated or not Path(path).is_file():
         return None
     from vramlint.jobs.script import check       # the shell reader: imported where a script runs the file

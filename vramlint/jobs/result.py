@@ -35,6 +35,7 @@ class Context:
     rules: frozenset[str] | None = None         # the rule codes reported (``selection.enabled``); None: all
     warn: frozenset[str] = frozenset()          # codes reported as warnings whatever their severity (``--warn``)
     trainer: Fact | None = None                 # the trainer a launch names (``trl dpo``): the recipe's stage
+    from_launch: bool = False                   # checked as the job a launch line starts (its file is the line's)
 
     @property
     def flags(self) -> Flags:

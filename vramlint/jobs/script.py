@@ -197,7 +197,8 @@ def _check_training_launch(launch: Launch, text: str, one: FileResult, ctx: Cont
         return [one]
     trainer = launch.trainer
     stage = Fact(trainer.text, Location(path, "$", trainer.line, trainer.column)) if trainer is not None else None
-    results = check_document(document, one, replace(ctx, cluster=cluster, values=values, kind=kind, trainer=stage))
+    results = check_document(document, one, replace(ctx, cluster=cluster, values=values, kind=kind, trainer=stage,
+                                                    from_launch=True))
     return results if any(r is one for r in results) else [one]
 
 

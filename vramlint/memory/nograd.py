@@ -27,6 +27,8 @@ def load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> Non
             alloc.malloc(size * quant.bits / 8)
         else:
             alloc.malloc(size * (bytes_per_param(m, group, dtype_bytes) if plan.mode == "infer" else dtype_bytes))
+    if plan.embedding_copy and plan.mode == "train":       # the replaced embedding a script still holds
+        alloc.malloc(m.vocab_size * m.hidden_size * dtype_bytes)
 
 
 def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tokens: int, w: act.Widths,

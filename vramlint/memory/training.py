@@ -119,6 +119,16 @@ def _dequantized(plan: Plan) -> tuple[Component, ...]:
                       "bitsandbytes 0.50 MatMul4Bit / gemm_4bit dequantize fallback (dev/qlora_peaks.py --wide)"),)
 
 
+def _held(plan: Plan) -> tuple[Component, ...]:
+    """The previous micro-batch's 4-bit inputs, alive to this one's loss (``activations.held_inputs``)."""
+    per, tokens = act.held_inputs(plan), plan.rows * plan.seq_len
+    if not per:
+        return ()
+    return (Component("previous micro-batch's 4-bit inputs", per * tokens,
+                      f"{per:,} B/token x {tokens:,}: bitsandbytes' ctx.tensors, held with the loop's loss until this one's",
+                      "bitsandbytes 0.42 autograd/_functions.py:522-525; LitGPT 0.5.13 finetune loops"),)
+
+
 def _masks(plan: Plan) -> tuple[Component, ...]:
     """The attention masks, alive for the whole forward and backward (none with SDPA on full layers)."""
     size = act.attention_masks(plan, act.widths(plan).r)
@@ -145,7 +155,7 @@ def moments(plan: Plan, states: States) -> list[Moment]:
     carried = tuple(states.carried) if plan.grad_accum > 1 else ()     # from the earlier micro-batches
     turn = rest + tuple(states.gathered) + carried + _masks(plan)
     norm = _dora_norm(plan)
-    forward = turn + (kept, head, loss_component(plan, "forward")) + layer_casts + head_cast
+    forward = turn + (kept, head, loss_component(plan, "forward")) + layer_casts + head_cast + _held(plan)
     backward = turn + (kept, head, loss_component(plan, "backward"))
     backward += (() if plan.grad_checkpointing else layer_casts) + head_cast
     out = [Moment("forward at the loss", forward), Moment("backward at the loss", backward),

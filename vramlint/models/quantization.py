@@ -66,6 +66,17 @@ def nf4() -> Quantization:
     return Quantization(q.method, q.bits, BNB_LINEARS, q.detail)
 
 
+@lru_cache(maxsize=4)
+def four_bit(kind: str = "nf4-dq") -> Quantization:
+    """A bitsandbytes 4-bit base by its kind: ``nf4`` / ``fp4``, ``-dq`` with double-quantized absmax
+    (LitGPT's ``quantize: bnb.nf4`` is single-quantized: 4.5 bits a weight); QLoRA's is nf4-dq."""
+    if kind == "nf4-dq":
+        return nf4()
+    q = _bnb({"load_in_4bit": True, "bnb_4bit_use_double_quant": kind.endswith("-dq"),
+              "bnb_4bit_quant_type": kind.removesuffix("-dq")})
+    return Quantization(q.method, q.bits, BNB_LINEARS, q.detail)
+
+
 def int8() -> Quantization:
     """An LLM.int8 base (``load_in_8bit``): bitsandbytes' ``Linear8bitLt`` on the linears it
     replaces, int8 values and an fp32 scale per output row (``Int8Params``: CB and SCB)."""

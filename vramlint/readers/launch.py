@@ -52,7 +52,7 @@ WRAPPERS = {"nohup", "exec", "time", "nice", "stdbuf", "setsid", "command", "bui
 CONTAINERS = {"apptainer", "singularity"}          # ``apptainer run|exec [options] IMAGE command``
 # Commands an srun line runs: an unknown word before one of them is an option only the run knows.
 COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepspeed", "ray", "apptainer",
-            "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl"}
+            "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl", "litgpt"}
 PYTHONS = re.compile(r"^python(\d(\.\d+)?)?$")
 TRAINING, SERVING = "training", "serving"
 ONE_PROCESS = "a single python process"     # what states a plain ``python train.py``'s count (``_one_process``)
@@ -166,6 +166,8 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
         return _tune(command, rest[1:])
     if name == "axolotl" and rest and rest[0].text == "train":
         return _axolotl(command, rest[1:])
+    if name == "litgpt" and rest and rest[0].text in LITGPT_COMMANDS:
+        return _litgpt(command, rest[0], rest[1:])
     if name == "trl" and rest and rest[0].text in TRL_TRAINERS:
         return _trl(command, rest[0], rest[1:])
     if name == "trl" and rest and rest[0].text == "vllm-serve":
@@ -442,6 +444,30 @@ def _axolotl(command: Command, words: list[Word]) -> Launch:
                   recipe=recipe, distributed=True)
 
 
+# LitGPT 0.5.13 ``litgpt/__main__.py`` PARSER_DATA: the training commands and the script each runs
+# (``finetune`` alone is LoRA); 0.4's ``litgpt finetune lora|full|adapter|adapter_v2`` said it in a word.
+LITGPT_COMMANDS = {"finetune": "lora", "finetune_lora": "lora", "finetune_full": "full",
+                   "finetune_adapter": "adapter", "finetune_adapter_v2": "adapter_v2", "pretrain": "pretrain"}
+LITGPT_METHODS = ("lora", "full", "adapter", "adapter_v2")
+
+
+def _litgpt(command: Command, verb: Word, words: list[Word]) -> Launch:
+    """``litgpt finetune_lora [CHECKPOINT] [--config FILE] [--train.micro_batch_size 2 ...]``:
+    jsonargparse's flags over the config file; the positional word is ``checkpoint_dir``
+    (``model_name`` for pretrain). Fabric starts ``devices`` x ``num_nodes`` processes itself, so the
+    job's own settings size it (readers/litgpt.py ``_gpus``)."""
+    script = LITGPT_COMMANDS[verb.text]
+    if verb.text == "finetune" and words and words[0].text in LITGPT_METHODS:
+        verb, script, words = words[0], words[0].text, words[1:]
+    arguments, positional = _arguments(words)
+    config = next((value for key, value, _ in arguments if key == "config"), None)
+    arguments = tuple(a for a in arguments if a[0] != "config")
+    if positional:
+        arguments += (("model_name" if script == "pretrain" else "checkpoint_dir", positional[0], positional[0]),)
+    return Launch("litgpt", TRAINING, command, verb, {}, arguments, positional[1:], None, "devices", None,
+                  recipe=config, distributed=True, trainer=Word(script, verb.line, verb.column), reads_as="litgpt")
+
+
 # TRL 1.16 ``trl/cli/commands/__init__.py``: the training commands, each ``trl/scripts/<name>.py``
 # under ``accelerate launch`` (``cli/accelerate_launcher.py``).
 TRL_TRAINERS = ("sft", "dpo", "grpo", "kto", "reward", "rloo", "distillation")
@@ -615,7 +641,7 @@ def _verl(command: Command, module: Word, words: list[Word]) -> Launch:
 
 
 # The keys through which a job states its own GPUs (per node -> nodes): its cluster is the recipe's.
-RECIPE_COUNTS = {"trainer.n_gpus_per_node": "trainer.nnodes", **RAY_COUNTS}
+RECIPE_COUNTS = {"trainer.n_gpus_per_node": "trainer.nnodes", "devices": "num_nodes", **RAY_COUNTS}
 
 
 # verl's own trainer configs by name (verl 0.9.1 verl/trainer/config): read as its composed defaults,

@@ -141,6 +141,7 @@ class Recipe:
     role: str = ""
     engines: tuple[Engines, ...] = ()  # the generation engines on GPUs of their own, each group a vLLM check
     layout: Fact | None = None         # a pretraining framework's mesh (readers/torchtitan.py ``Layout``)
+    model_code: str = ""               # the framework runs its own model code, not transformers' (models/code.py)
 
     @property
     def training(self) -> bool:
@@ -173,6 +174,24 @@ class Refusal:
     def hint(self) -> str:
         return REMEDIES[self.limit].format(key=self.key) + self.also
 
+
+
+def nested(document: Document) -> Document:
+    """A launch line's ``--section.key value`` arguments over the file's sections (torchtitan's
+    tyro, LitGPT's jsonargparse): they reach the reader as dotted keys beside the file's tables
+    (placed where the line writes them)."""
+    data = document.data if isinstance(document.data, dict) else {}
+    out: dict = {key: dict(value) if isinstance(value, dict) else value for key, value in data.items()
+                 if "." not in key}
+    for key, value in data.items():
+        if "." in key:
+            section, _, name = key.rpartition(".")
+            node = out
+            for part in section.split("."):
+                node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+            node[name] = value
+    return Document(document.path, document.text, out, document.positions, document.lenient, document.elsewhere,
+                    document.on_command_line, document.unknown)
 
 
 _MISSING = object()
@@ -257,7 +276,8 @@ def targets(value: Any) -> tuple[str, ...]:
 
 
 # The Plan settings a recipe may switch (Recipe.switches), with the command-line flag that says each.
-SWITCHES = ("loss", "optimizer_impl", "paged_optimizer", "optimizer_in_bwd", "activation_offload", "dora")
+SWITCHES = ("loss", "optimizer_impl", "paged_optimizer", "optimizer_in_bwd", "activation_offload", "dora",
+            "sdpa_repeat_kv", "lora_code", "graph_held", "bnb_4bit", "embedding_copy")
 
 
 def dora_switch(keys: Keys, *names: str) -> dict[str, Fact]:

@@ -48,6 +48,8 @@ FORMATS: tuple[Format, ...] = (
            _lazy("vramlint.readers.torchtitan", "read_torchtitan")),
     Format("megatron", "recipe", _lazy("vramlint.readers.megatron", "looks_like_megatron"), "recipe",
            _lazy("vramlint.readers.megatron", "read_megatron")),
+    Format("litgpt", "recipe", _lazy("vramlint.readers.litgpt", "looks_like_litgpt"), "recipe",
+           _lazy("vramlint.readers.litgpt", "read_litgpt")),
     Format("trl", "recipe", trl.looks_like_trl, "recipe", trl.read_trl),
     Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed, "deepspeed"),
     Format("accelerate", "launcher", _lazy("vramlint.readers.accelerate", "looks_like_accelerate"), "accelerate"),

@@ -24,7 +24,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, Feature, FsdpFacts, Keys, Recipe, positive, truthy
+from vramlint.readers.recipe import TRAIN, Feature, FsdpFacts, Keys, Recipe, nested, positive, truthy
 
 VERSION = "torchtitan 0.2.2"
 SECTIONS = ("job", "model", "training", "parallelism", "activation_checkpoint", "optimizer", "experimental")
@@ -113,23 +113,6 @@ def looks_like_torchtitan(data: Any) -> bool:
             (isinstance(data.get("training"), dict) or isinstance(data.get("parallelism"), dict)))
 
 
-def _nested(document: Document) -> Document:
-    """The launch line's ``--section.key value`` arguments over the file's sections: they reach the
-    reader as dotted keys beside the file's tables (placed where the line writes them)."""
-    data = document.data if isinstance(document.data, dict) else {}
-    out: dict = {key: dict(value) if isinstance(value, dict) else value for key, value in data.items()
-                 if "." not in key}
-    for key, value in data.items():
-        if "." in key:
-            section, _, name = key.rpartition(".")
-            node = out
-            for part in section.split("."):
-                node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
-            node[name] = value
-    return Document(document.path, document.text, out, document.positions, document.lenient, document.elsewhere,
-                    document.on_command_line, document.unknown)
-
-
 def _model(keys: Keys) -> tuple[Fact, dict | None]:
     name = keys.get("model.name", default="llama3", why=f"{VERSION}: JobConfig.model.name (job_config.py:101)")
     flavor = keys.get("model.flavor", default="debugmodel",
@@ -214,7 +197,7 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
 
 
 def read_torchtitan(document: Document) -> Recipe:
-    document = _nested(document)
+    document = nested(document)
     keys = Keys(document, f"{VERSION} default")
     layout = read_layout(keys)
     model, config = _model(keys)

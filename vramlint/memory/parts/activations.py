@@ -110,7 +110,7 @@ def output_copied(block: Block, eager: bool) -> bool:
 
 
 def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool, repeats: bool = False,
-               causal_mask: bool = False) -> list[int]:
+               causal_mask: bool = False, copy_kept: bool = True) -> list[int]:
     """What the attention keeps. SDPA: q, k, v (new q and k after RoPE; v its own tensor or a view
     of the fused qkv) and its output (+ o_proj's contiguous copy, ``output_copied``). Eager
     (``eager_attention_forward``): the matmuls keep q, k and v — for grouped KV heads the
@@ -120,7 +120,8 @@ def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool, rep
     ``repeats``: SDPA given repeat_kv's copies too (transformers before 4.54). ``causal_mask``: SDPA
     given transformers 4.53.1-4.57's built boolean mask, which it converts to an additive b × s × s
     one in the compute dtype (ATen ``convert_boolean_attn_mask``) and keeps for backward: s per
-    token (traced on the CPU, 4.57.6 against 5.24.0: tests/data/tf457_*.json)."""
+    token (traced on the CPU, 4.57.6 against 5.24.0: tests/data/tf457_*.json). ``copy_kept``: o_proj
+    keeps that copy (it trains, or its adapter reads it); a frozen o_proj keeps no input."""
     att = layer.attention
     if att.kind == MLA:
         return _latent_attention(layer, w)
@@ -141,13 +142,14 @@ def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool, rep
         tensors.append(w.a * kv)                         # v
     if not eager:
         mask = [w.a * seq] if causal_mask else []
-        return tensors + mask + [w.a * q] * (2 if output_copied(block, eager) else 1)   # output (+ o_proj's copy)
+        copies = 2 if output_copied(block, eager) and copy_kept else 1
+        return tensors + mask + [w.a * q] * copies       # output (+ o_proj's copy)
     scores = att.num_heads * seq
     if block.attention_sinks:
         tensors += [w.a * att.num_heads * (seq + 1), 8 * att.num_heads]
     else:
         tensors += [4 * scores, w.a * scores]            # fp32 softmax, its 16-bit cast
-    return tensors + [w.a * q]                           # o_proj's contiguous copy of the output
+    return tensors + ([w.a * q] if copy_kept else [])     # o_proj's contiguous copy of the output
 
 
 def _latent_attention(layer: Layer, w: Widths) -> list[int]:
@@ -215,18 +217,31 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
     linears = {name: d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
                if name in wanted and copies == 1 and name != "router"}   # PEFT wraps the router's weight
     mask = 1 if plan.lora_dropout else 0
-    dora = _dora_results(layer, h, plan)
+    dora = _dora_results(layer, h, plan) + _zero_padded(layer, plan, wanted)   # (no DoRA in LitGPT)
     if not adapters_16bit(plan):
         cast = plan.autocast or plan.runtime == "fsdp"       # FSDP1's mixed precision runs under autocast too
         return [((2 if cast else 4) + mask) * d_in for d_in in linears.values()] + dora
     if mask:
-        return [(widths(plan).a + mask) * d_in for d_in in linears.values()]
+        return [(widths(plan).a + mask) * d_in for d_in in linears.values()] + _zero_padded(layer, plan, wanted)
     reads: dict[str, int] = {}
     for name, d_in in linears.items():
         tensor = SHARED_READS.get(name, name)
         if tensor:
             reads[tensor] = d_in
     return [widths(plan).a * d_in for d_in in reads.values()] + dora
+
+
+def _zero_padded(layer: Layer, plan: Plan, wanted: set[str]) -> list[int]:
+    """LitGPT's ``LoRAQKVLinear`` (litgpt 0.5.13 lora.py ``forward`` / ``zero_pad``): the adapted
+    parts' B outputs, which ``index_copy`` keeps to spread them over the fused q, k, v width, and
+    lora_A's output that lora_B keeps (r per enabled part); traced, dev/litgpt_block.py."""
+    att = layer.attention
+    if plan.lora_code != "litgpt" or not plan.model.block.fused_qkv or att.kind == MLA:
+        return []
+    q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
+    parts = [size for name, size in (("q", q), ("k", kv), ("v", kv)) if name in wanted]
+    a = widths(plan).a
+    return [a * sum(parts), a * plan.lora_rank * len(parts)] if parts else []
 
 
 def _dora_results(layer: Layer, h: int, plan: Plan) -> list[int]:
@@ -308,7 +323,7 @@ def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[i
     frozen = plan.lora_rank > 0
     parts: list[list[int]] = []
     sublayers = [lambda: _attention(layer, block, w, plan.seq_len, plan.attn == "eager", plan.sdpa_repeat_kv,
-                                    plan.sdpa_causal_mask),
+                                    plan.sdpa_causal_mask, _o_reads_copy(plan)),
                  lambda: _mlp(layer, block, h, w, frozen)]
     for index, sublayer in enumerate(sublayers):
         tensors: list[int] = []
@@ -330,6 +345,14 @@ def sublayer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[list[i
     return parts
 
 
+def _o_reads_copy(plan: Plan) -> bool:
+    """Whether o_proj keeps the attention output it reads: it trains, or its adapter reads that
+    tensor itself (no dropout before it); a frozen o_proj saves only its weight for backward."""
+    if not plan.lora_rank or (plan.bnb_keeps_input and plan.load_in_4bit):   # bitsandbytes' MatMul4Bit keeps it
+        return True
+    return "o" in lora_targets(plan.lora_targets, plan.model) and not plan.lora_dropout
+
+
 def _4bit_inputs(layer: Layer, h: int, w: Widths, block: Block) -> list[list[int]]:
     """bitsandbytes up to 0.43.1: ``MatMul4Bit`` saved each 4-bit linear's input for backward
     (``ctx.tensors = (A, B)``, autograd/_functions.py:516; 0.43.2 saves none, PR #1270): the
@@ -344,6 +367,17 @@ def _4bit_inputs(layer: Layer, h: int, w: Widths, block: Block) -> list[list[int
         seen.add(tensor)
         parts[1 if name in MLP_LINEARS else 0].append((w.r if d_in == h else w.a) * d_in)
     return parts
+
+
+def held_inputs(plan: Plan) -> int:
+    """Bytes per token of the 4-bit linears' inputs that a held graph keeps past its backward
+    (``Plan.graph_held``): bitsandbytes up to 0.43.1 keeps them as ``ctx.tensors``, an attribute
+    autograd does not release after the node's backward, so they live as long as the graph; a loop
+    that holds the loss holds them into the next micro-batch, to its loss."""
+    if not (plan.graph_held and plan.bnb_keeps_input and plan.load_in_4bit):
+        return 0
+    h, w = plan.model.hidden_size, widths(plan)
+    return sum(sum(map(sum, _4bit_inputs(layer, h, w, plan.model.block))) for layer in plan.model.layers)
 
 
 def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vramlint.memory.parts.weights import DTYPE_BYTES
-from vramlint.models.quantization import int8, nf4
+from vramlint.models.quantization import four_bit, int8
 from vramlint.models.shape import Layer, ModelShape, Quantization
 from vramlint.plan import Plan
 
@@ -114,7 +114,7 @@ def base_quantization(plan: Plan) -> Quantization | None:
     """What bitsandbytes makes of the frozen base's linears in training: NF4 (QLoRA) or LLM.int8 —
     on the routed experts too where transformers keeps them as one nn.Linear each (before 5.0;
     ``Plan.quantized_experts``), not on 5.x's fused 3-D expert parameters."""
-    quant = nf4() if plan.load_in_4bit else int8() if plan.load_in_8bit else None
+    quant = four_bit(plan.bnb_4bit) if plan.load_in_4bit else int8() if plan.load_in_8bit else None
     if quant is not None and plan.quantized_experts:
         quant = replace(quant, groups=quant.groups | {"experts"})
     return quant
@@ -130,7 +130,7 @@ def quant_states(plan: Plan) -> int:
     a byte each and an fp32 per 256 of them): not a parameter, so neither FSDP nor ZeRO-3
     partitions it — whole on every rank."""
     quantized = sum(getattr(plan.model.layer_params, g) for g in nf4_groups(plan))
-    return int(quantized * (nf4().bits - 4) / 8)
+    return int(quantized * (four_bit(plan.bnb_4bit).bits - 4) / 8)
 
 
 def peft_target(target: str) -> str:

@@ -38,6 +38,14 @@ logit is on every GPU, tensor parallelism or not: transformers' TP plans gather 
   log-softmax tensor. ``verl-entropy``: with the entropy in the loss (``entropy_coeff`` not 0, or
   ``calculate_entropy``) the cross-entropy's backward is not in place, a 16-bit gradient, and the
   compiled entropy's backward makes another.
+- ``litgpt-chunked``: LitGPT 0.5.13's fine-tuning with adapters (finetune/lora.py, adapter.py:
+  ``model(input_ids, lm_head_chunk_size=128)``, utils.py:302-331 ``chunked_cross_entropy``):
+  lm_head makes 128-position chunks, which the loop's ``logits`` list holds to the end of the
+  step; each chunk's ``cross_entropy`` keeps its log-softmax, in the compute dtype (fp32 under
+  autocast, which upcasts the chunk for it). Backward works a chunk at a time: the log-softmax's
+  gradient and the chunk's. ``litgpt``: full fine-tuning and pretraining (full.py, pretrain.py):
+  the whole logits, held by the loop; the cross-entropy in 128-row chunks as above. Traced on the
+  CPU (dev/litgpt_block.py: 2 + 2 B a logit kept under bf16-true).
 - ``none``: a reward model's scalar head: no vocabulary logits.
 """
 
@@ -50,6 +58,7 @@ from vramlint.memory.parts.components import Component
 from vramlint.plan import Plan
 
 CHUNKS = 8                       # torchtune num_output_chunks default
+LITGPT_CHUNK = 128               # LitGPT's lm_head_chunk_size and chunked_cross_entropy chunk_size
 TRL_TILE = (4096, 32768)         # TRL 1.16 TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE
 WORDS = {"full": "transformers ForCausalLMLoss", "full-4.48": "transformers 4.48 and earlier ForCausalLMLoss",
          "chunked": f"torchtune CEWithChunkedOutputLoss, {CHUNKS} chunks",
@@ -58,6 +67,8 @@ WORDS = {"full": "transformers ForCausalLMLoss", "full-4.48": "transformers 4.48
          "openrlhf": "OpenRLHF fp32 logits, flash-attn cross-entropy",
          "verl": "verl 16-bit logits, flash-attn cross-entropy in place",
          "verl-entropy": "verl 16-bit logits, flash-attn cross-entropy and the entropy",
+         "litgpt-chunked": "LitGPT chunked lm_head and cross-entropy",
+         "litgpt": "LitGPT whole logits, cross-entropy in 128-row chunks",
          "none": "a scalar head without vocabulary logits"}
 
 
@@ -83,6 +94,8 @@ class Sizes:
     r: int
     soft: int
     head_trains: bool
+    ce: int = 4          # the width cross-entropy computes in: fp32 under autocast (its fp32 op list), else a
+    rows: int = 1        # sequences in the micro-batch
 
     @property
     def count(self) -> int:
@@ -149,6 +162,17 @@ def _verl(z: Sizes, entropy: bool = False) -> LossHead:
                     (4 * z.count, f"2 + 2 B x the cross-entropy's and the entropy's 16-bit gradients ({z.count:,})"))
 
 
+def _litgpt(z: Sizes) -> LossHead:
+    """LitGPT's logits held whole and one log-softmax a chunk kept (the module docstring); ``chunk``:
+    128 positions of every row (the lm_head's chunks) or 128 rows of the flattened logits."""
+    chunk = min(z.count, LITGPT_CHUNK * z.v * z.rows)
+    kept = ((z.a + z.ce) * z.count, f"{z.a} + {z.ce} B x logits ({z.count:,}): the held logits and each chunk's "
+                                    "log-softmax")
+    cast = (z.ce * chunk, f"{z.ce} B x a chunk ({chunk:,}): its upcast") if z.ce != z.a else (0, "")
+    return LossHead(kept, cast, (2 * z.ce * chunk, f"2 x {z.ce} B x a chunk ({chunk:,}): the log-softmax's "
+                                                    "gradient and the chunk's"))
+
+
 def _none(z: Sizes) -> LossHead:
     return LossHead((0, "none"), (0, "none"), (0, "none"))
 
@@ -157,16 +181,19 @@ def _none(z: Sizes) -> LossHead:
 HEADS = {"full": _full, "full-4.48": lambda z: _full(z, shifted=4),    # the shifted fp32 copy, gone in 4.49
          "chunked": _chunked, "chunked-compiled": lambda z: _chunked(z, compiled=True),
          "liger": _liger, "cce": _cce, "trl": _trl, "openrlhf": _openrlhf, "none": _none,
-         "verl": _verl, "verl-entropy": lambda z: _verl(z, entropy=True)}
+         "verl": _verl, "verl-entropy": lambda z: _verl(z, entropy=True), "litgpt": _litgpt,
+         "litgpt-chunked": _litgpt}
 
 
 def loss_head(plan: Plan) -> LossHead:
     m, w = plan.model, widths(plan)
     return HEADS[plan.loss](Sizes(plan.rows * plan.seq_len, m.vocab_size, m.hidden_size, w.a, w.r,
-                                  2 if m.block.logit_softcap else 0, not plan.lora_rank))
+                                  2 if m.block.logit_softcap else 0, not plan.lora_rank,
+                                  4 if plan.weights_dtype == "float32" else w.a, plan.rows))
 
 
-SOURCE = "memory/loss.py (transformers 5.24, torchtune 0.6.1, liger-kernel 0.8.5, cut-cross-entropy 25.1.1, TRL 1.16)"
+SOURCE = ("memory/loss.py (transformers 5.24, torchtune 0.6.1, liger-kernel 0.8.5, cut-cross-entropy 25.1.1, TRL 1.16, "
+          "LitGPT 0.5.13)")
 
 
 def loss_component(plan: Plan, when: str) -> Component:

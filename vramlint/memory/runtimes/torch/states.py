@@ -57,7 +57,7 @@ def torch_states(plan: Plan) -> States:
     m, t = plan.model, trainable(plan)
     w_b = DTYPE_BYTES[plan.weights_dtype or "bfloat16"]
     s_b = trained_bytes(plan)
-    resting = [_torch_weights(plan, w_b)]
+    resting = [_torch_weights(plan, w_b)] + embedding_copy(plan, w_b)
     if plan.lora_rank:
         resting.append(Component("LoRA adapters", s_b * t, f"{s_b} B x {t:,} adapter params ({plan.adapter_dtype})",
                                  "PEFT LoRA (models/peft.py; memory/parts/adapters.py adapter_bytes)"))
@@ -96,6 +96,17 @@ def _paged(plan: Plan, s_b: int) -> list[Component]:
     big = [size for size in trainable_tensors(plan) if size >= PAGED_MIN]
     return [Component("paged optimizer states (unified memory)", sum(state_tensors(plan, big, s_b)),
                       f"the paged states of the {len(big)} tensors of 1e5 elements or more", PAGED_SOURCE, HOST)]
+
+
+def embedding_copy(plan: Plan, w_b: int) -> list[Component]:
+    """The token embeddings a script replaced and still holds (``Plan.embedding_copy``: LitGPT's
+    QLoRA swaps in bitsandbytes' StableEmbedding and keeps ``old_embedding``, a local of its main(),
+    to the end of training: litgpt 0.5.13 finetune/lora.py:211-219)."""
+    if not plan.embedding_copy:
+        return []
+    size = plan.model.vocab_size * plan.model.hidden_size
+    return [Component("replaced embedding (held)", w_b * size, f"{w_b} B x V·h ({size:,})",
+                      "LitGPT 0.5.13 finetune/lora.py main(): old_embedding")]
 
 
 def _torch_weights(plan: Plan, w_b: int) -> Component:

@@ -68,6 +68,7 @@ class Step:
         self.states: list[int] = []
         self.micro_batch = 0            # which micro-batch of the step is running
         self.tied: tuple[int, int] | None = None     # a tied lm_head's gradient, waiting for the embedding's
+        self.graph: int | None = None   # the previous micro-batch's graph's ctx tensors (Plan.graph_held)
 
     def run(self, first: bool) -> None:
         grads: list[int] = []
@@ -77,7 +78,12 @@ class Step:
             masks = self.a.malloc(size) if size else None
             kept, inputs, casts, residual = self.forward()
             head, lsm = self.loss(kept)
+            if self.graph is not None:       # the loop's new loss: the previous graph goes (Plan.graph_held)
+                self.a.free(self.graph)
+                self.graph = None
             grads += self.backward(kept, inputs, casts, residual, head, lsm)
+            held = act.held_inputs(self.plan) * self.tokens
+            self.graph = self.a.malloc(held) if held else None
             if masks is not None:
                 self.a.free(masks)
             if micro_batch < self.micro_batches - 1:
