@@ -123,3 +123,13 @@ def test_the_published_table_is_estimated_within_ten_percent_on_one_gpu():
         if "full" in row["config"] and family.startswith("llama-3.2"):
             continue                    # below the states any run of it holds: not a measurement of it
         assert allocated(found["estimate"]) / 1e9 == pytest.approx(row["peak_gb"], rel=0.10), row["id"]
+
+
+def test_an_adapter_job_says_its_estimate_is_high(tmp_path):
+    """``litgpt finetune_adapter`` trains only LLaMA-Adapter's prompts and gates; priced as full
+    fine-tuning, with a finding that says the job needs less (VL211), never silently."""
+    (tmp_path / "train.sh").write_text("litgpt finetune_adapter meta-llama/Llama-2-7b-hf --precision bf16-true "
+                                       "--train.micro_batch_size 1 --train.max_seq_length 512\n")
+    entry = _one(_check(tmp_path / "train.sh", "--gpus", "A100-80GB", cwd=tmp_path))
+    assert entry["plan"]["model"] == "meta-llama/Llama-2-7b-hf"
+    assert any(f["code"] == "VL211" and "adapter" in f["message"] for f in entry["findings"])

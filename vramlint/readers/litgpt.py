@@ -35,7 +35,7 @@ from typing import Any
 from vramlint.documents import Document
 from vramlint.models.litgpt import VERSION, config_named, hf_config
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import TRAIN, FsdpFacts, Keys, Recipe, Refusal, nested, positive, truthy
+from vramlint.readers.recipe import TRAIN, Feature, FsdpFacts, Keys, Recipe, Refusal, nested, positive, truthy
 
 SCRIPTS = ("lora", "qlora", "full", "adapter", "adapter_v2", "lora_legacy", "pretrain")
 ADAPTERS = ("lora", "lora_legacy", "adapter", "adapter_v2")
@@ -235,4 +235,6 @@ def read_litgpt(document: Document, trainer: Fact | None = None) -> Recipe:
         switches=_switches(keys, name, quantized), gpus=gpus, release=VERSION, model_code="litgpt",
         sync_each_batch=Fact(False, None, f"{VERSION}: fabric.no_backward_sync while accumulating"),
         refusals=_refusals(keys, quantized, mixed, name),
+        features=(Feature(script, f"LitGPT's {name} method (it trains only the adapter's prompts and gates: priced "
+                                  "as full fine-tuning)", "high"),) if name.startswith("adapter") else (),
     )
