@@ -96,7 +96,6 @@ def loss_case(case: tuple[str, int]) -> tuple[str, dict]:
     x = torch.randn(rows, seq, hidden, dtype=torch.bfloat16, requires_grad=True)
     head = torch.nn.Linear(hidden, vocab, bias=False, dtype=torch.bfloat16)
     targets = torch.randint(0, vocab, (rows, seq))
-    before = torch.tensor(0)          # CPU: count the storages alive after forward, as StorageWatch would
     alive: dict[int, int] = {}
 
     def pack(tensor):
@@ -115,7 +114,7 @@ def loss_case(case: tuple[str, int]) -> tuple[str, dict]:
             held = {logits.untyped_storage().data_ptr(): logits.untyped_storage().nbytes()}
     saved = {ptr: n for ptr, n in alive.items() if ptr != x.untyped_storage().data_ptr()
              and ptr != head.weight.untyped_storage().data_ptr() and n >= 128 * vocab}
-    del before, loss
+    del loss
     count = rows * seq * vocab
     return f"{kind}:{rows}", {"logits": count, "kept_per_logit": sum({**saved, **held}.values()) / count,
                               "source": f"torch {torch.__version__}, litgpt 0.5.13 utils.chunked_cross_entropy"}

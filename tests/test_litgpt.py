@@ -73,7 +73,7 @@ def test_qlora_keeps_what_bitsandbytes_and_litgpts_loop_keep(tmp_path):
     assert {"replaced embedding (held)", "previous micro-batch's 4-bit inputs"} <= names
     assert "previous micro-batch's 4-bit inputs" not in {c["name"] for c in plain["components"]}
     weights = next(c for c in pinned["components"] if c["name"].startswith("weights"))
-    assert "4.5" in weights["formula"] or "absmax per 64 " in weights["formula"]
+    assert "= 4.500 bits" in weights["formula"] and "double-quantized" not in weights["formula"]
     assert pinned["allocated_peak_bytes"] > plain["allocated_peak_bytes"]
 
 
@@ -133,3 +133,33 @@ def test_an_adapter_job_says_its_estimate_is_high(tmp_path):
     entry = _one(_check(tmp_path / "train.sh", "--gpus", "A100-80GB", cwd=tmp_path))
     assert entry["plan"]["model"] == "meta-llama/Llama-2-7b-hf"
     assert any(f["code"] == "VL211" and "adapter" in f["message"] for f in entry["findings"])
+
+
+def test_a_job_in_a_heredoc_is_read_not_skipped():
+    """``sbatch <<EOT ... litgpt pretrain --config ... EOT`` (nandansarkar16/pcfg_pretraining) and
+    ``cat > $script_name <<EOD ... EOD; sbatch $script_name`` (harishvs/litgpt-slurm): the heredoc
+    is the script sbatch runs, so its litgpt line is the file's job (both were "starts no job")."""
+    pcfg = _one(_check(DATA / "launch" / "pcfg_pretraining" / "train.sh", "--gpus", "A100-80GB"))
+    plan = pcfg["plan"]
+    assert (plan["micro_batch"], plan["seq_len"]) == (16, 1024)     # model_config's block_size, no cap written
+    assert pcfg["estimate"]
+    slurm = _one(_check(DATA / "launch" / "harishvs-litgpt-slurm" / "slurm_ft.sh", "--gpus", "A100-80GB"))
+    assert slurm["plan"]["model"] == "meta-llama/Llama-3.2-1B"      # checkpoints/NousResearch/Llama-3.2-1B
+    assert slurm["gpus"]["per_node"] == 1                          # no --devices: LitGPT's 1, whatever sbatch asks
+
+
+def test_a_key_the_script_does_not_take_is_refused_in_its_words(tmp_path):
+    (tmp_path / "lora.yaml").write_bytes((HUB / "tiny-llama" / "lora.yaml").read_bytes())
+    (tmp_path / "train.sh").write_text("litgpt finetune_full --config lora.yaml\n")
+    findings = _one(_check(tmp_path / "train.sh", "--gpus", "A10G", cwd=tmp_path))["findings"]
+    assert any(f["code"] == "VL313" and "Subcommand 'finetune_full' does not accept nested key 'lora_r'"
+               in f["message"] for f in findings)
+
+
+def test_transformers_releases_do_not_change_litgpts_own_code(tmp_path):
+    (tmp_path / "lora.yaml").write_bytes((HUB / "llama-3-8b" / "lora.yaml").read_bytes())
+    plain = _one(_check(tmp_path / "lora.yaml", "--gpus", "A10G", cwd=tmp_path))["estimate"]
+    (tmp_path / "requirements.txt").write_text("transformers==4.45.0\n")
+    pinned = _one(_check(tmp_path / "lora.yaml", "--gpus", "A10G", cwd=tmp_path))["estimate"]
+    assert pinned["per_gpu_peak_bytes"] == plain["per_gpu_peak_bytes"]
+    assert not any("transformers 4.45" in a for a in pinned["assumptions"])

@@ -12,6 +12,7 @@ block's ops save. vramlint's ``layer_tensors`` for the same config read through
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -29,11 +30,11 @@ TRACE = json.loads((DATA / "litgpt" / "litgpt_block.json").read_text())
 def _plan(entry: dict) -> Plan:
     fields, lora = entry["litgpt"], entry["lora"]
     shape = shape_from_dict(hf_config(fields))
-    shape = shape.__class__(**{**shape.__dict__, "block": code_block(fields, shape.block)})
+    shape = replace(shape, block=code_block(fields, shape.block))
     adapters = dict(lora_rank=lora["lora_r"], lora_targets=("q_proj", "v_proj"), lora_dropout=lora["lora_dropout"],
                     adapter_dtype="bfloat16") if lora else {}
     return Plan(model=shape, cluster=parse_gpus("1xH100"), precision="bf16", runtime="torch", weights_dtype="bfloat16",
-                micro_batch=1, seq_len=entry["seq"], sdpa_repeat_kv=True, lora_code="litgpt", **adapters)
+                micro_batch=1, seq_len=entry["seq"], sdpa_repeat_kv=True, model_code="litgpt", **adapters)
 
 
 @pytest.mark.parametrize("case", sorted(TRACE["blocks"]))

@@ -188,8 +188,9 @@ class Plan:
     lora_targets: tuple[str, ...] = ("all-linear",)
     lora_dropout: float = 0.0      # PEFT's lora_dropout: a kept mask per adapted linear's input when > 0
     dora: bool = False             # PEFT use_dora: a magnitude vector per adapted linear, its weight norm each forward
-    lora_code: str = "peft"        # whose LoRA layers: PEFT's, or LitGPT's (one dropout for the fused qkv, and its
-                                   # zero-padded B output kept: memory/parts/activations.py ``_lora_inputs``)
+    # whose model code runs the step: transformers' (with PEFT's LoRA), or a framework's own (``Recipe.model_code``:
+    # LitGPT's LoRA keeps its zero-padded B output, memory/parts/activations.py; transformers' releases do not apply)
+    model_code: str = "transformers"
     load_in_4bit: bool = False
     adapter_dtype: str = "float32"  # LoRA adapters (and their grads, Adam moments): PEFT upcasts to fp32 by default
     load_in_8bit: bool = False     # LLM.int8 base (bitsandbytes Linear8bitLt) under LoRA, or for inference
@@ -683,7 +684,7 @@ def workload_from_flags(flags: dict) -> dict:
             "loss": flags.get("loss") or "full", "optimizer_impl": flags.get("optimizer_impl") or "foreach",
             "paged_optimizer": bool(flags.get("paged_optimizer")), "optimizer_in_bwd": bool(flags.get("optimizer_in_bwd")),
             "activation_offload": bool(flags.get("activation_offload")),
-            "sdpa_repeat_kv": bool(flags.get("sdpa_repeat_kv")), "lora_code": flags.get("lora_code") or "peft",
+            "sdpa_repeat_kv": bool(flags.get("sdpa_repeat_kv")),
             "graph_held": bool(flags.get("graph_held")), "bnb_4bit": flags.get("bnb_4bit") or "nf4-dq",
             "embedding_copy": bool(flags.get("embedding_copy")),
             "attention_mask": not flags.get("no_attention_mask"),

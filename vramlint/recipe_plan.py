@@ -344,7 +344,8 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
     else:
         plan = _plan_without_deepspeed(recipe, job, flags, model, cluster, origins, notes)
     plan = plan.with_changes(**_stage(recipe, job, notes, model, origins, others))
-    plan = plan.with_changes(source=recipe.framework, assumptions=tuple(notes) + plan.assumptions,
+    plan = plan.with_changes(source=recipe.framework, model_code=recipe.model_code or "transformers",
+                             assumptions=tuple(notes) + plan.assumptions,
                              origins={**origins, **plan.origins},
                              refuses=frozenset(refusal.limit for refusal in recipe.refusals)
                              | frozenset(refused_by(recipe.framework)))

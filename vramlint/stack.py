@@ -297,9 +297,24 @@ def plan_for_stack(plan: Plan, stack: Stack) -> Plan:
       mask built in ``masking_utils`` (``find_packed_sequence_indices`` never returns None, so the
       is_causal skip is off: 4.57.6 masking_utils.py:637-661, 820-822; fixed by 5.0.0's skip for
       non-packed sequences), kept per layer, and 4.54's enable_gqa falls back to repeat_kv;
-    - bitsandbytes up to 0.43.1: MatMul4Bit keeps each 4-bit linear's input."""
+    - bitsandbytes up to 0.43.1: MatMul4Bit keeps each 4-bit linear's input.
+    A framework that runs its own model code (``Plan.model_code``: LitGPT) gets no transformers item."""
     changes: dict = {}
-    notes = []
+    notes: list[str] = []
+    if plan.model_code == "transformers":
+        _transformers_items(plan, stack, changes, notes)
+    if plan.mode == "train" and plan.load_in_4bit and stack.release("bitsandbytes") < (0, 43, 2):
+        changes["bnb_keeps_input"] = True
+        notes.append(f"{stack.words('bitsandbytes')}: MatMul4Bit keeps each 4-bit linear's input for backward "
+                     "(until 0.43.2)")
+    if not notes:
+        runs = [stack.words("transformers")] if plan.model_code == "transformers" else []
+        notes.append("stack: " + ", ".join(runs + [stack.words("torch")]))
+    return plan.with_changes(**changes, assumptions=plan.assumptions + tuple(notes))
+
+
+def _transformers_items(plan: Plan, stack: Stack, changes: dict, notes: list[str]) -> None:
+    """``plan_for_stack``'s transformers items (its docstring), where transformers' model code runs."""
     tf = stack.release("transformers")
     if plan.mode == "train" and plan.loss == "full" and tf < (4, 49):
         changes["loss"] = "full-4.48"
@@ -319,14 +334,7 @@ def plan_for_stack(plan: Plan, stack: Stack) -> Plan:
         changes["quantized_experts"] = True
         notes.append(f"{stack.words('transformers')}: each routed expert is an nn.Linear, which bitsandbytes "
                      "quantizes (transformers 5 fuses them into 3-D parameters it leaves in the load dtype)")
-    if plan.mode == "train" and plan.load_in_4bit and stack.release("bitsandbytes") < (0, 43, 2):
-        changes["bnb_keeps_input"] = True
-        notes.append(f"{stack.words('bitsandbytes')}: MatMul4Bit keeps each 4-bit linear's input for backward "
-                     "(until 0.43.2)")
     if plan.mode == "infer" and tf < (4, 45):
         changes["prompt_logits"] = True
         notes.append(f"{stack.words('transformers')}: the prefill computes the logits of every prompt position "
                      "(logits_to_keep arrived in 4.45.0)")
-    if not notes:
-        notes.append(f"stack: {stack.words('transformers')}, {stack.words('torch')}")
-    return plan.with_changes(**changes, assumptions=plan.assumptions + tuple(notes))

@@ -20,8 +20,8 @@ def launched_by(path: str, result: FileResult, ctx: Context, own: list | tuple =
     is in this run, else through the scripts here. None where the command line says how to run it
     (a GPU count or ``--launch-config``), where no script runs it, or where a launch's own check
     reads it (``Context.from_launch``)."""
-    if ctx.from_launch or ctx.cluster is None or (ctx.cluster.counted and "gpus" in ctx.stated) or ctx.values.get("launch_config") \
-            or "model" in ctx.stated or not Path(path).is_file():
+    if ctx.from_launch or ctx.cluster is None or (ctx.cluster.counted and "gpus" in ctx.stated) \
+            or ctx.values.get("launch_config") or "model" in ctx.stated or not Path(path).is_file():
         return None
     from vramlint.jobs.script import check       # the shell reader: imported where a script runs the file
     scripts = scripts_launching(path)

@@ -235,12 +235,11 @@ def _launch_config(path: str, recipe: Recipe, result: FileResult,
 def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShape | None:
     """The recipe's own model (a torchtune builder's config, or a name to resolve), unless the
     command line names another."""
-    if recipe.model_code:                       # the framework's own model code runs the shapes
-        from vramlint.models.code import as_run
-        shape = _recipe_shape(replace(recipe, model_code=""), result, ctx)
-        return None if shape is None else as_run(shape, recipe.model_code, converted=recipe.model_config is None
-                                                 or "model" in ctx.stated)
-    return _recipe_shape(recipe, result, ctx)
+    shape = _recipe_shape(recipe, result, ctx)
+    if shape is None or not recipe.model_code:
+        return shape
+    from vramlint.models.code import as_run          # the framework's own model code runs the shapes
+    return as_run(shape, recipe.model_code, converted=recipe.model_config is None or "model" in ctx.stated)
 
 
 def _recipe_shape(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShape | None:

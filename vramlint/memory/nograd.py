@@ -13,7 +13,7 @@ from __future__ import annotations
 from vramlint.memory.parts import activations as act
 from vramlint.memory.parts.allocator import CachingAllocator, Peaks
 from vramlint.memory.parts.adapters import base_quantization, lora_targets
-from vramlint.memory.parts.weights import DTYPE_BYTES, bytes_per_param
+from vramlint.memory.parts.weights import DTYPE_BYTES, bytes_per_param, replaced_embedding
 from vramlint.plan import Plan
 
 
@@ -28,7 +28,7 @@ def load_weights(plan: Plan, alloc: CachingAllocator, dtype_bytes: float) -> Non
         else:
             alloc.malloc(size * (bytes_per_param(m, group, dtype_bytes) if plan.mode == "infer" else dtype_bytes))
     if plan.embedding_copy and plan.mode == "train":       # the replaced embedding a script still holds
-        alloc.malloc(m.vocab_size * m.hidden_size * dtype_bytes)
+        alloc.malloc(replaced_embedding(m, dtype_bytes))
 
 
 def forward_layer(plan: Plan, alloc: CachingAllocator, layer, residual: int, tokens: int, w: act.Widths,

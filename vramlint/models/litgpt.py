@@ -42,9 +42,28 @@ def config_named(name: str) -> tuple[str, dict] | None:
         return name, table[name]
     short = name.rsplit("/", 1)[-1]
     for own, fields in table.items():
-        if fields.get("hf") in (name,) or (fields.get("hf") or "").rsplit("/", 1)[-1] == short:
+        if fields.get("hf") == name or (fields.get("hf") or "").rsplit("/", 1)[-1] == short:
             return own, fields
     return None
+
+
+# ``litgpt.Config``'s defaults (config.py dataclass fields) for what a ``model_config`` leaves out
+DEFAULTS = {"block_size": 4096, "n_layer": 16, "n_embd": 4096, "vocab_size": 50254, "padding_multiple": 512,
+            "norm_class_name": "LayerNorm", "parallel_residual": True, "n_head": 32, "rotary_percentage": 0.25,
+            "bias": True, "mlp_class_name": "GptNeoxMLP"}
+
+
+def config_of(given: dict) -> dict:
+    """A ``model_config`` as ``Config.__post_init__`` completes it (config.py:122-144): the head
+    size n_embd / n_head, the vocabulary padded to a multiple of ``padding_multiple``, query groups
+    one per head, the MLP 4 x n_embd wide (a LLaMA MLP without one: LitGPT raises, None here)."""
+    c = {**DEFAULTS, **{k: v for k, v in given.items() if v is not None}}
+    c.setdefault("head_size", c["n_embd"] // c["n_head"])
+    c.setdefault("padded_vocab_size", -(-c["vocab_size"] // c["padding_multiple"]) * c["padding_multiple"])
+    c.setdefault("n_query_groups", c["n_head"])
+    if "intermediate_size" not in c and c["mlp_class_name"] != "LLaMAMLP":
+        c["intermediate_size"] = 4 * c["n_embd"]
+    return c
 
 
 def config_for(shape: ModelShape) -> dict | None:

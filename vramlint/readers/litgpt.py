@@ -33,11 +33,11 @@ from __future__ import annotations
 from typing import Any
 
 from vramlint.documents import Document
-from vramlint.models.litgpt import VERSION, config_named, hf_config
+from vramlint.models.litgpt import VERSION, config_named, config_of, hf_config
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import TRAIN, Feature, FsdpFacts, Keys, Recipe, Refusal, nested, positive, truthy
 
-SCRIPTS = ("lora", "qlora", "full", "adapter", "adapter_v2", "lora_legacy", "pretrain")
+SCRIPTS = ("lora", "full", "adapter", "adapter_v2", "lora_legacy", "pretrain")
 ADAPTERS = ("lora", "lora_legacy", "adapter", "adapter_v2")
 LORA_KEYS = ("lora_r", "lora_alpha", "lora_dropout", "lora_query", "lora_key", "lora_value", "lora_projection",
              "lora_mlp", "lora_head")
@@ -58,6 +58,14 @@ LORA_MLP = ("gate_proj", "up_proj", "down_proj")
 OPTIMIZERS = {"AdamW": "adamw", "Adam": "adamw", "SGD": "sgd", "AdamW8bit": "adamw-8bit", "PagedAdamW": "adamw",
               "Adafactor": "adafactor"}
 QUANTIZED = ("bnb.nf4", "bnb.nf4-dq", "bnb.fp4", "bnb.fp4-dq")
+# Each script's ``setup()`` parameters: the only top-level keys jsonargparse lets its config hold
+_COMMON = ("out_dir", "precision", "devices", "num_nodes", "data", "train", "eval", "log", "optimizer", "logger_name",
+           "seed")
+_FINETUNE = ("checkpoint_dir", "access_token") + _COMMON
+ACCEPTED = {"lora": _FINETUNE + ("quantize",) + LORA_KEYS, "lora_legacy": _FINETUNE + ("quantize",) + LORA_KEYS,
+            "full": _FINETUNE + ("resume",), "adapter": _FINETUNE + ("quantize",),
+            "adapter_v2": _FINETUNE + ("quantize", "resume"),
+            "pretrain": _COMMON + ("model_name", "model_config", "initial_checkpoint_dir", "resume", "tokenizer_dir")}
 
 
 def looks_like_litgpt(data: Any) -> bool:
@@ -87,14 +95,11 @@ def _model(keys: Keys, script: str) -> tuple[Fact, dict | None]:
     if script == "pretrain":
         raw = keys.raw("model_config")
         name = keys.get("model_name")
-        if isinstance(raw, dict) and {"n_layer", "n_embd", "n_head"} <= raw.keys():
-            fields = {**(config_named(str(name.value))[1] if name.value and config_named(str(name.value)) else {}),
-                      **raw}
-            fields.setdefault("padded_vocab_size", fields.get("vocab_size", 50254))
-            fields.setdefault("intermediate_size", 4 * fields["n_embd"])
-            fields.setdefault("head_size", fields["n_embd"] // fields["n_head"])
-            return keys.fact("model_config", f"litgpt {raw.get('name') or name.value or 'model_config'}"), \
-                hf_config(fields, tie=_tied(keys))
+        if isinstance(raw, dict) and raw:           # it replaces model_name's config whole (pretrain.py:127)
+            fields = config_of(raw)
+            if fields.get("intermediate_size"):
+                return keys.fact("model_config", f"litgpt {raw.get('name') or name.value or 'model_config'}"), \
+                    hf_config(fields, tie=_tied(keys))
     else:
         name = keys.get("checkpoint_dir")
     text = str(name.value or "")
@@ -123,7 +128,7 @@ def _precision(keys: Keys) -> tuple[Fact, Fact]:
 
 
 def _lora(keys: Keys, script: str) -> tuple[Fact, Fact, Fact]:
-    if script not in ("lora", "lora_legacy", "qlora"):
+    if script not in ("lora", "lora_legacy"):
         return Fact(0), Fact(("all-linear",)), Fact(0.0)
     rank = keys.get("lora_r", default=8, convert=positive)
     names, where = [], None
@@ -160,40 +165,44 @@ def _fsdp(script: str, devices: int) -> FsdpFacts | None:
     """What ``devices x num_nodes > 1`` turns on (module docstring)."""
     if devices <= 1:
         return None
-    said = Fact(None, None, f"{VERSION} {script}.py setup")
-    if script == "pretrain":
-        return FsdpFacts(Fact("HYBRID_SHARD", None, said.default), Fact(1, None, said.default), Fact(False),
-                         Fact(False, None, said.default), upcast=False)
-    version = 2 if script == "lora" else 1
-    return FsdpFacts(Fact("FULL_SHARD", None, said.default), Fact(version, None, said.default), Fact(False),
-                     Fact(True, None, f"{said.default}: every Block checkpointed"), upcast=False)
+    said = f"{VERSION} {script}.py setup"
+    pretrain = script == "pretrain"
+    return FsdpFacts(Fact("HYBRID_SHARD" if pretrain else "FULL_SHARD", None, said),
+                     Fact(2 if script == "lora" else 1, None, said), Fact(False),
+                     Fact(not pretrain, None, said + ("" if pretrain else ": every Block checkpointed")), upcast=False)
 
 
 def _switches(keys: Keys, script: str, quantized: bool) -> dict[str, Fact]:
+    """What the script's code runs (module docstring): its loss, SDPA over repeated KV heads, the
+    loop that holds its loss; with ``quantize``, PagedAdamW and the replaced embedding held
+    (lora.py:200-214: any bitsandbytes mode), the 4-bit kind."""
     here = Fact(True, None, f"{VERSION} {script}.py")
-    out = {"loss": Fact("litgpt-chunked" if script in ADAPTERS + ("qlora",) else "litgpt", None, here.default),
-           "sdpa_repeat_kv": here, "lora_code": Fact("litgpt", None, here.default),
+    loss = "litgpt-chunked" if script in ADAPTERS else "litgpt-pretrain" if script == "pretrain" else "litgpt"
+    out = {"loss": Fact(loss, None, here.default),
+           "sdpa_repeat_kv": here,
            "graph_held": Fact(True, None, f"{here.default}: the loop's loss lives to the next iteration's")}
-    if quantized:
+    if str(keys.raw("quantize") or "").startswith("bnb.") and "quantize" in ACCEPTED[script]:
         where = keys.document.locate("$.quantize")
-        out |= {"paged_optimizer": Fact(True, where), "bnb_4bit": Fact(str(keys.raw("quantize"))[4:], where),
-                "embedding_copy": Fact(True, where)}
+        out |= {"paged_optimizer": Fact(True, where), "embedding_copy": Fact(True, where)}
+        if quantized:
+            out["bnb_4bit"] = Fact(str(keys.raw("quantize"))[4:], where)
     if script == "pretrain":
         out["optimizer_impl"] = Fact("fused", None, f"{VERSION} pretrain.py: fused=True on CUDA")
     return out
 
 
 def _refusals(keys: Keys, quantized: bool, mixed: Fact, script: str) -> tuple[Refusal, ...]:
-    """LitGPT's start-up checks the settings meet (lora.py:144-164; full.py and pretrain.py take no
-    ``quantize``)."""
-    if not quantized:
-        return ()
-    if script in ("full", "pretrain"):
-        return (Refusal("always", "quantize", f"litgpt {script}: error: Unrecognized arguments: --quantize"),)
-    out = [Refusal("distributed", "quantize", "Quantization is currently not supported for multi-GPU training. "
-                                              "Please set devices=1 and num_nodes=1 when using the --quantize flag.")]
-    if mixed.value != "no":
-        out.append(Refusal("always", "precision", "Quantization and mixed precision is not supported."))
+    """LitGPT's start-up checks the settings meet: jsonargparse's, a key the script's ``setup()``
+    has no parameter for (its message, as litgpt 0.5.13 prints it), and lora.py:144-164's."""
+    command = script if script == "pretrain" else f"finetune_{script}"
+    out = [Refusal("always", key, f"Validation failed: Subcommand '{command}' does not accept nested key '{key}'")
+           for key in keys.data if key not in ACCEPTED[script]]
+    if quantized and "quantize" in ACCEPTED[script]:
+        out.append(Refusal("distributed", "quantize", "Quantization is currently not supported for multi-GPU "
+                                                      "training. Please set devices=1 and num_nodes=1 when using "
+                                                      "the --quantize flag."))
+        if mixed.value != "no":
+            out.append(Refusal("always", "precision", "Quantization and mixed precision is not supported."))
     return tuple(out)
 
 
@@ -213,7 +222,7 @@ def read_litgpt(document: Document, trainer: Fact | None = None) -> Recipe:
     quantize = keys.get("quantize", default=None)
     quantized = str(quantize.value) in QUANTIZED
     mixed, weights = _precision(keys)
-    rank, where, dropout = _lora(keys, "qlora" if quantized and name == "lora" else name)
+    rank, where, dropout = _lora(keys, name)
     seq = keys.get("train.max_seq_length", default=None, convert=positive,
                    why=f"{VERSION}: max_seq_length null, each sample as long as it is")
     if name == "pretrain" and seq.value is None and config is not None:
@@ -235,6 +244,19 @@ def read_litgpt(document: Document, trainer: Fact | None = None) -> Recipe:
         switches=_switches(keys, name, quantized), gpus=gpus, release=VERSION, model_code="litgpt",
         sync_each_batch=Fact(False, None, f"{VERSION}: fabric.no_backward_sync while accumulating"),
         refusals=_refusals(keys, quantized, mixed, name),
-        features=(Feature(script, f"LitGPT's {name} method (it trains only the adapter's prompts and gates: priced "
-                                  "as full fine-tuning)", "high"),) if name.startswith("adapter") else (),
+        features=_features(keys, script, rank), notes=() if gpus else (
+            f"devices auto ({VERSION} {name}.py): every GPU the run sees, the count --gpus gives",),
     )
+
+
+def _features(keys: Keys, script: Fact, rank: Fact) -> tuple[Feature, ...]:
+    """What the job trains that is not priced: LLaMA-Adapter's prompts and gates (estimated as full
+    fine-tuning: high), LoRA on lm_head (its adapter and the input it keeps: low)."""
+    out = []
+    if str(script.value).startswith("adapter"):
+        out.append(Feature(script, f"LitGPT's {script.value} method (it trains only the adapter's prompts and gates: "
+                                   "priced as full fine-tuning)", "high"))
+    head = keys.get("lora_head", default=False, convert=truthy)
+    if rank.value and head.value:
+        out.append(Feature(head, "LoRA on lm_head (its adapter, and the lm_head input its lora_A keeps)"))
+    return tuple(out)

@@ -277,7 +277,7 @@ def targets(value: Any) -> tuple[str, ...]:
 
 # The Plan settings a recipe may switch (Recipe.switches), with the command-line flag that says each.
 SWITCHES = ("loss", "optimizer_impl", "paged_optimizer", "optimizer_in_bwd", "activation_offload", "dora",
-            "sdpa_repeat_kv", "lora_code", "graph_held", "bnb_4bit", "embedding_copy")
+            "sdpa_repeat_kv", "graph_held", "bnb_4bit", "embedding_copy")
 
 
 def dora_switch(keys: Keys, *names: str) -> dict[str, Fact]:

@@ -71,6 +71,9 @@ class Script:
     errors: int = 0                                                 # parse error nodes
 
 
+RUNS_STDIN = ("sbatch", "bash", "sh")     # commands that run the script they read from a heredoc
+
+
 @lru_cache(maxsize=1)
 def _parser():
     """tree-sitter with the bash grammar, built once (imported here: only scripts need it)."""
@@ -116,6 +119,7 @@ class _Walker:
         self.line0 = self.col0 = 0
         self.depth = self.nesting = 0
         self.under = ""
+        self.written: dict[str, tuple[bytes, int, int]] = {}    # ``cat > NAME <<EOF``: NAME's script, where
 
     # the tree -------------------------------------------------------------------------------------
     def program(self, src: bytes, line0: int, col0: int) -> None:
@@ -151,7 +155,7 @@ class _Walker:
                     self.assign(child, conditional)
         elif kind == "command":
             self.command(node)
-        elif kind == "redirected_statement" and self.read_heredoc(node, conditional):
+        elif kind == "redirected_statement" and (self.read_heredoc(node, conditional) or self.run_heredoc(node)):
             return
         elif kind == "function_definition":
             return                       # a function's commands run where it is called: not followed
@@ -222,6 +226,48 @@ class _Walker:
         old = self.variables.get(names[0].text)
         if not (conditional and old is not None and _known(old)):
             self.variables[names[0].text] = _capped(value)
+        return True
+
+    def run_heredoc(self, node) -> bool:
+        """``sbatch <<EOF`` / ``bash <<EOF``: the heredoc is the script the command runs, so its
+        commands are walked as this script's (the job a ``sbatch`` heredoc submits is the file's
+        job); ``cat > NAME <<EOF`` writes a script that a later ``sbatch NAME`` / ``bash NAME`` runs
+        (``run_written``). False where the statement is neither."""
+        command = next((c for c in node.children if c.type == "command"), None)
+        heredoc = next((c for c in node.children if c.type == "heredoc_redirect"), None)
+        body = next((c for c in heredoc.children if c.type == "heredoc_body"), None) if heredoc is not None else None
+        if command is None or body is None:
+            return False
+        words = [w for child in command.children if child.is_named for w in self.expand(child, split=False)]
+        name = (words[0].text or "").rsplit("/", 1)[-1] if words else ""
+        line, column = self.where(body)
+        script = (self.src[body.start_byte:body.end_byte], line - 1, column - 1)
+        if name == "cat":
+            target = self._written_to(node) or self._written_to(heredoc)
+            if target:
+                self.written[target] = script
+            return bool(target)
+        if name not in RUNS_STDIN:
+            return False
+        self.program(*script)
+        return True
+
+    def _written_to(self, node) -> str:
+        """The file a ``> NAME`` redirect among ``node``'s children writes, where the walk knows it."""
+        for child in node.children:
+            if child.type == "file_redirect" and child.child_by_field_name("destination") is not None:
+                words = self.expand(child.child_by_field_name("destination"), split=False)
+                return words[0].text or "" if words else ""
+        return ""
+
+    def run_written(self, words: list[Word]) -> bool:
+        """``sbatch NAME`` / ``bash NAME`` / ``./NAME`` of a script this one wrote: its commands walked."""
+        runs = words[0].text in RUNS_STDIN and len(words) > 1
+        target = (words[1].text if runs else words[0].text) or ""
+        script = self.written.get(target.removeprefix("./"))
+        if script is None:
+            return False
+        self.program(*script)
         return True
 
     def heredoc_pieces(self, body, quoted: bool, raw: bool) -> list[Word]:
@@ -298,6 +344,8 @@ class _Walker:
         if not words:
             for name, value in prefix.items():       # `X=1` alone parses as a command in some places
                 self.variables[name] = value
+            return
+        if self.run_written(words):
             return
         line = self.where(node)[0]
         variables = {k: v for k, v in self.variables.items() if isinstance(v, Word)}

@@ -217,18 +217,19 @@ def _lora_inputs(layer: Layer, h: int, plan: Plan) -> list[int]:
     linears = {name: d_in for name, (d_in, _, copies) in layer.linears(h, plan.model.block).items()
                if name in wanted and copies == 1 and name != "router"}   # PEFT wraps the router's weight
     mask = 1 if plan.lora_dropout else 0
-    dora = _dora_results(layer, h, plan) + _zero_padded(layer, plan, wanted)   # (no DoRA in LitGPT)
+    padded = _zero_padded(layer, plan, wanted)
+    dora = _dora_results(layer, h, plan)
     if not adapters_16bit(plan):
         cast = plan.autocast or plan.runtime == "fsdp"       # FSDP1's mixed precision runs under autocast too
-        return [((2 if cast else 4) + mask) * d_in for d_in in linears.values()] + dora
+        return [((2 if cast else 4) + mask) * d_in for d_in in linears.values()] + dora + padded
     if mask:
-        return [(widths(plan).a + mask) * d_in for d_in in linears.values()] + _zero_padded(layer, plan, wanted)
+        return [(widths(plan).a + mask) * d_in for d_in in linears.values()] + padded
     reads: dict[str, int] = {}
     for name, d_in in linears.items():
         tensor = SHARED_READS.get(name, name)
         if tensor:
             reads[tensor] = d_in
-    return [widths(plan).a * d_in for d_in in reads.values()] + dora
+    return [widths(plan).a * d_in for d_in in reads.values()] + dora + padded
 
 
 def _zero_padded(layer: Layer, plan: Plan, wanted: set[str]) -> list[int]:
@@ -236,7 +237,7 @@ def _zero_padded(layer: Layer, plan: Plan, wanted: set[str]) -> list[int]:
     parts' B outputs, which ``index_copy`` keeps to spread them over the fused q, k, v width, and
     lora_A's output that lora_B keeps (r per enabled part); traced, dev/litgpt_block.py."""
     att = layer.attention
-    if plan.lora_code != "litgpt" or not plan.model.block.fused_qkv or att.kind == MLA:
+    if plan.model_code != "litgpt" or not plan.model.block.fused_qkv or att.kind == MLA:
         return []
     q, kv = att.num_heads * att.head_dim, max(att.num_kv_heads, 1) * att.head_dim
     parts = [size for name, size in (("q", q), ("k", kv), ("v", kv)) if name in wanted]
@@ -353,15 +354,16 @@ def _o_reads_copy(plan: Plan) -> bool:
     return "o" in lora_targets(plan.lora_targets, plan.model) and not plan.lora_dropout
 
 
-def _4bit_inputs(layer: Layer, h: int, w: Widths, block: Block) -> list[list[int]]:
+def _4bit_inputs(layer: Layer, h: int, w: Widths, block: Block, every: bool = False) -> list[list[int]]:
     """bitsandbytes up to 0.43.1: ``MatMul4Bit`` saved each 4-bit linear's input for backward
     (``ctx.tensors = (A, B)``, autograd/_functions.py:516; 0.43.2 saves none, PR #1270): the
     attention's and the MLP's distinct inputs, the normed stream in its width, the projections'
-    outputs in the compute width."""
+    outputs in the compute width. ``every``: o_proj's too, which the attention keeps anyway while
+    the graph's saved tensors live (``SHARED_READS``), but which ctx.tensors holds beyond them."""
     parts: list[list[int]] = [[], []]
     seen: set[str] = set()
     for name, (d_in, _, copies) in layer.linears(h, block).items():
-        tensor = SHARED_READS.get(name, name)
+        tensor = SHARED_READS.get(name, name) or (name if every else None)
         if copies != 1 or name.startswith(NOT_4BIT) or tensor in seen or not tensor:
             continue
         seen.add(tensor)
@@ -377,7 +379,7 @@ def held_inputs(plan: Plan) -> int:
     if not (plan.graph_held and plan.bnb_keeps_input and plan.load_in_4bit):
         return 0
     h, w = plan.model.hidden_size, widths(plan)
-    return sum(sum(map(sum, _4bit_inputs(layer, h, w, plan.model.block))) for layer in plan.model.layers)
+    return sum(sum(map(sum, _4bit_inputs(layer, h, w, plan.model.block, every=True))) for layer in plan.model.layers)
 
 
 def layer_tensors(layer: Layer, model: ModelShape, plan: Plan) -> list[int]:

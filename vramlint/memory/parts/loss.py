@@ -43,9 +43,12 @@ logit is on every GPU, tensor parallelism or not: transformers' TP plans gather 
   lm_head makes 128-position chunks, which the loop's ``logits`` list holds to the end of the
   step; each chunk's ``cross_entropy`` keeps its log-softmax, in the compute dtype (fp32 under
   autocast, which upcasts the chunk for it). Backward works a chunk at a time: the log-softmax's
-  gradient and the chunk's. ``litgpt``: full fine-tuning and pretraining (full.py, pretrain.py):
-  the whole logits, held by the loop; the cross-entropy in 128-row chunks as above. Traced on the
-  CPU (dev/litgpt_block.py: 2 + 2 B a logit kept under bf16-true).
+  gradient and the chunk's. ``litgpt``: full fine-tuning (full.py): the whole logits, held by the
+  loop; ``chunked_cross_entropy(logits[..., :-1, :], ...)`` reshapes that slice, which copies it
+  when the micro-batch has more than one row (utils.py:333-335), for the loss's forward; the
+  cross-entropy in 128-row chunks as above. ``litgpt-pretrain`` (pretrain.py): the same without the
+  slice, so without the copy. Traced on the CPU (dev/litgpt_block.py: 2 + 2 B a logit kept under
+  bf16-true).
 - ``none``: a reward model's scalar head: no vocabulary logits.
 """
 
@@ -69,6 +72,7 @@ WORDS = {"full": "transformers ForCausalLMLoss", "full-4.48": "transformers 4.48
          "verl-entropy": "verl 16-bit logits, flash-attn cross-entropy and the entropy",
          "litgpt-chunked": "LitGPT chunked lm_head and cross-entropy",
          "litgpt": "LitGPT whole logits, cross-entropy in 128-row chunks",
+         "litgpt-pretrain": "LitGPT whole logits, cross-entropy in 128-row chunks",
          "none": "a scalar head without vocabulary logits"}
 
 
@@ -162,15 +166,19 @@ def _verl(z: Sizes, entropy: bool = False) -> LossHead:
                     (4 * z.count, f"2 + 2 B x the cross-entropy's and the entropy's 16-bit gradients ({z.count:,})"))
 
 
-def _litgpt(z: Sizes) -> LossHead:
+def _litgpt(z: Sizes, sliced: bool = False) -> LossHead:
     """LitGPT's logits held whole and one log-softmax a chunk kept (the module docstring); ``chunk``:
-    128 positions of every row (the lm_head's chunks) or 128 rows of the flattened logits."""
+    128 positions of every row (the lm_head's chunks) or 128 rows of the flattened logits;
+    ``sliced``: full.py's reshaped slice, a copy of the logits where there are several rows."""
     chunk = min(z.count, LITGPT_CHUNK * z.v * z.rows)
     kept = ((z.a + z.ce) * z.count, f"{z.a} + {z.ce} B x logits ({z.count:,}): the held logits and each chunk's "
                                     "log-softmax")
-    cast = (z.ce * chunk, f"{z.ce} B x a chunk ({chunk:,}): its upcast") if z.ce != z.a else (0, "")
-    return LossHead(kept, cast, (2 * z.ce * chunk, f"2 x {z.ce} B x a chunk ({chunk:,}): the log-softmax's "
-                                                    "gradient and the chunk's"))
+    parts = [(z.a * z.count, f"{z.a} B x logits ({z.count:,}): the reshaped slice's copy")] if sliced and z.rows > 1 \
+        else []
+    parts += [(z.ce * chunk, f"{z.ce} B x a chunk ({chunk:,}): its upcast")] if z.ce != z.a else []
+    forward = (sum(b for b, _ in parts), " + ".join(w for _, w in parts))
+    return LossHead(kept, forward, (2 * z.ce * chunk, f"2 x {z.ce} B x a chunk ({chunk:,}): the log-softmax's "
+                                                       "gradient and the chunk's"))
 
 
 def _none(z: Sizes) -> LossHead:
@@ -181,8 +189,8 @@ def _none(z: Sizes) -> LossHead:
 HEADS = {"full": _full, "full-4.48": lambda z: _full(z, shifted=4),    # the shifted fp32 copy, gone in 4.49
          "chunked": _chunked, "chunked-compiled": lambda z: _chunked(z, compiled=True),
          "liger": _liger, "cce": _cce, "trl": _trl, "openrlhf": _openrlhf, "none": _none,
-         "verl": _verl, "verl-entropy": lambda z: _verl(z, entropy=True), "litgpt": _litgpt,
-         "litgpt-chunked": _litgpt}
+         "verl": _verl, "verl-entropy": lambda z: _verl(z, entropy=True), "litgpt": lambda z: _litgpt(z, sliced=True),
+         "litgpt-chunked": _litgpt, "litgpt-pretrain": _litgpt}
 
 
 def loss_head(plan: Plan) -> LossHead:

@@ -31,6 +31,12 @@ def weight_bytes(shape: ModelShape, dtype_bytes: int | None = None) -> int:
                + sum(getattr(groups, g) * bytes_per_param(shape, g) for g in quantized))
 
 
+def replaced_embedding(shape: ModelShape, dtype_bytes: int) -> int:
+    """The token embeddings a script swapped out and still holds (``Plan.embedding_copy``): V·h in
+    the load dtype."""
+    return shape.vocab_size * shape.hidden_size * dtype_bytes
+
+
 def expert_bytes(shape: ModelShape, dtype_bytes: int | None = None) -> int:
     """Bytes of the routed experts alone (part of ``weight_bytes``): what expert parallelism
     spreads over its ranks instead of splitting each expert."""

@@ -23,7 +23,7 @@ from vramlint.memory.parts.states import (
     step_temporaries,
     tower,
 )
-from vramlint.memory.parts.weights import DTYPE_BYTES, weight_bytes
+from vramlint.memory.parts.weights import DTYPE_BYTES, replaced_embedding, weight_bytes
 from vramlint.plan import Plan
 
 DDP_SOURCE = "torch nn/parallel/distributed.py and distributed/c10d/reducer.cpp (Reducer buckets), docs/reference.md §7"
@@ -105,7 +105,7 @@ def embedding_copy(plan: Plan, w_b: int) -> list[Component]:
     if not plan.embedding_copy:
         return []
     size = plan.model.vocab_size * plan.model.hidden_size
-    return [Component("replaced embedding (held)", w_b * size, f"{w_b} B x V·h ({size:,})",
+    return [Component("replaced embedding (held)", replaced_embedding(plan.model, w_b), f"{w_b} B x V·h ({size:,})",
                       "LitGPT 0.5.13 finetune/lora.py main(): old_embedding")]
 
 
