@@ -29,7 +29,7 @@ import torch
 
 SEQ = 256
 CASES = ("Llama-2-7b-hf", "Meta-Llama-3-8B", "tiny-llama-1.1b", "phi-2", "falcon-7b", "stablelm-base-alpha-3b",
-         "gemma-2b", "Mistral-7B-v0.1")
+         "gemma-2b", "Mistral-7B-v0.1", "gemma-2-2b")
 LORA = dict(lora_r=8, lora_alpha=16, lora_dropout=0.05, lora_query=True, lora_key=False, lora_value=True)
 
 
@@ -43,7 +43,14 @@ def shrunk(name: str) -> dict:
                 rotary_percentage=c.rotary_percentage, parallel_residual=c.parallel_residual,
                 shared_attention_norm=c.shared_attention_norm, bias=c.bias, mlp_class_name=c.mlp_class_name,
                 norm_class_name=c.norm_class_name, norm_eps=c.norm_eps, scale_embeddings=c.scale_embeddings,
-                gelu_approximate=c.gelu_approximate, attn_bias=c.attn_bias)
+                gelu_approximate=c.gelu_approximate, attn_bias=c.attn_bias,
+                # Gemma-2's: attention scores softcapped in LitGPT's own attention (no SDPA), the
+                # logits softcapped, post-norms; sliding on the first of each pair of layers
+                attention_logit_softcapping=c.attention_logit_softcapping,
+                final_logit_softcapping=c.final_logit_softcapping, post_attention_norm=c.post_attention_norm,
+                post_mlp_norm=c.post_mlp_norm, attention_scores_scalar=c.attention_scores_scalar and 64,
+                sliding_window_size=c.sliding_window_size,
+                sliding_window_indices=c.sliding_window_indices and [1, 0])
 
 
 def _second_block_bytes(model, ids) -> int:

@@ -292,7 +292,8 @@ def gemma2(c: HfConfig) -> ModelShape:
     """Four norms per block; even layers slide (transformers: sliding if ``(i + 1) % 2``)."""
     softcap = bool(c.get("final_logit_softcapping"))
     return llama_like(c, norms=4, types=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention",
-                      block=Block(norm="fp32", post_norms=2, logit_softcap=softcap))
+                      block=Block(norm="fp32", post_norms=2, logit_softcap=softcap,
+                                  score_softcap=bool(c.get("attn_logit_softcapping"))))
 
 
 def gemma3_text(c: HfConfig) -> ModelShape:

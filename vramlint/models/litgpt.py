@@ -89,6 +89,8 @@ def hf_config(fields: dict, tie: bool = False) -> dict:
                    "intermediate_size": fields.get("moe_intermediate_size") or fields.get("intermediate_size")}
     elif mlp == "GemmaMLP":
         config["model_type"] = "gemma2" if fields.get("post_attention_norm") else "gemma"
+        config |= {"attn_logit_softcapping": fields.get("attention_logit_softcapping"),
+                   "final_logit_softcapping": fields.get("final_logit_softcapping")}
     elif layer_norm and mlp == "GptNeoxMLP" and groups != heads:    # Falcon: multi-query, or the new decoder
         config |= {"model_type": "falcon", "multi_query": groups == 1, "new_decoder_architecture": groups > 1,
                    "num_kv_heads": groups, "parallel_attn": bool(fields.get("parallel_residual")),
@@ -115,6 +117,7 @@ def code_block(fields: dict | None, block: Block) -> Block:
                  fused_qkv=True, rope=True, rope_cat=True, parallel_residual=bool(fields.get("parallel_residual")),
                  attention_output_held=True, qk_norm=bool(fields.get("norm_qk")),
                  logit_softcap=bool(fields.get("final_logit_softcapping")),
+                 score_softcap=bool(fields.get("attention_logit_softcapping")),
                  default_attn="eager" if fields.get("attention_logit_softcapping") else "sdpa")
 
 

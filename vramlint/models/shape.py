@@ -202,6 +202,8 @@ class Block:
                                    # gpt-oss's clamped gate * sigmoid(alpha * gate) * (up + 1), five
     dropout_masks: int = 0         # dropout layers per block active in training (1-byte masks)
     logit_softcap: bool = False    # gemma2 final logit soft-capping keeps a tanh output
+    score_softcap: bool = False    # gemma2 attention scores soft-capped under eager attention: tanh keeps its
+                                   # output, 2 B a score (traced: transformers' and LitGPT's)
     attention_sinks: bool = False  # gpt-oss: eager softmax over the scores and a sink column, in 16 bit
     default_attn: str = "sdpa"     # transformers' kernel when none is asked for (gpt-oss: _supports_sdpa False)
 

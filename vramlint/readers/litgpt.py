@@ -238,7 +238,7 @@ def read_litgpt(document: Document, trainer: Fact | None = None) -> Recipe:
         lora_rank=rank, lora_targets=where, lora_dropout=dropout,
         load_in_4bit=Fact(quantized, quantize.location, quantize.default),
         load_in_8bit=Fact(str(quantize.value) == "bnb.int8-training", quantize.location, quantize.default),
-        attn=Fact("sdpa", None, f"{VERSION}: F.scaled_dot_product_attention"),
+        attn=_attention(config),
         adapter_dtype=Fact("weights", None, f"{VERSION}: Fabric builds the adapters in the model's dtype"),
         deepspeed=Fact(None), fsdp=_fsdp(name, devices), hf_trainer=False, keys=SPELLING,
         switches=_switches(keys, name, quantized), gpus=gpus, release=VERSION, model_code="litgpt",
@@ -247,6 +247,15 @@ def read_litgpt(document: Document, trainer: Fact | None = None) -> Recipe:
         features=_features(keys, script, rank), notes=() if gpus else (
             f"devices auto ({VERSION} {name}.py): every GPU the run sees, the count --gpus gives",),
     )
+
+
+def _attention(config: dict | None) -> Fact:
+    """LitGPT's ``CausalSelfAttention``: SDPA, except where the scores are soft-capped (Gemma-2):
+    its own matmul, tanh and fp32 softmax, every score kept (litgpt/model.py:582-591)."""
+    if config and config.get("attn_logit_softcapping"):
+        return Fact("eager", None, f"{VERSION}: soft-capped scores are LitGPT's own matmul-softmax attention, "
+                                   "not SDPA (model.py:582-591)")
+    return Fact("sdpa", None, f"{VERSION}: F.scaled_dot_product_attention")
 
 
 def _features(keys: Keys, script: Fact, rank: Fact) -> tuple[Feature, ...]:

@@ -15,7 +15,8 @@ saves an input only when the gradient of another input needs it (docs/reference.
   (or attention is eager): then the output is head-major and o_proj keeps the contiguous copy
   (``output_copied``; checked on H200: llama, qwen2, gemma2, mixtral, gpt2 keep one tensor,
   phi3 and pythia two). A fused qkv projection stays alive whole through the v view. Eager
-  attention keeps every b·a·s² score: the softmax in fp32 plus its 16-bit cast (6 bytes each).
+  attention keeps every b·a·s² score: the softmax in fp32 plus its 16-bit cast (6 bytes each);
+  Gemma-2's soft-capped scores keep tanh's output too (8: traced in transformers and LitGPT).
 - Gated MLP: gate, up, act(gate) and the product (4·I); plain GELU MLP: fc output and GELU
   output (2·I); GPT-2's python tanh-GELU keeps five I-sized tensors — under autocast three of
   them in fp32, since autocast runs ``pow`` in fp32 and the chain after it stays fp32.
@@ -149,6 +150,8 @@ def _attention(layer: Layer, block: Block, w: Widths, seq: int, eager: bool, rep
         tensors += [w.a * att.num_heads * (seq + 1), 8 * att.num_heads]
     else:
         tensors += [4 * scores, w.a * scores]            # fp32 softmax, its 16-bit cast
+    if block.score_softcap:
+        tensors.append(w.a * scores)                     # tanh(scores / cap)'s output, kept for its backward
     return tensors + ([w.a * q] if copy_kept else [])     # o_proj's contiguous copy of the output
 
 
