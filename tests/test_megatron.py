@@ -194,7 +194,7 @@ def test_a_megatron_job_the_tool_cannot_read_is_not_estimated_never_skipped(tmp_
     nemo = tmp_path / "megatron_gpt_config.yaml"
     nemo.write_text("trainer:\n  devices: 8\n  num_nodes: 1\nmodel:\n  micro_batch_size: 4\n"
                     "  tensor_model_parallel_size: 2\n  num_layers: 24\n  hidden_size: 2048\n")
-    assert any(c == "VL011" and "NeMo / Megatron-Bridge" in m for c, m in _codes(_check(nemo, "--gpus", "8xH100")))
+    assert any(c == "VL011" and "NeMo 1.x" in m for c, m in _codes(_check(nemo, "--gpus", "8xH100")))
     script = tmp_path / "train.sh"
     script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 24 --hidden-size 2048 "
                       "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "

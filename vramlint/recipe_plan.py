@@ -159,7 +159,7 @@ def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
     # line's alone, a key the line sets over the recipe file it runs (``Document.elsewhere``)
     document = recipe.document
     if recipe.vocabulary:                 # a framework whose launch line is the recipe: every setting in its words
-        return {setting: recipe.vocabulary for setting in settings + OWN_SETTINGS + RL_SETTINGS}
+        return {setting: recipe.vocabulary for setting in settings + OWN_SETTINGS + RL_SETTINGS + ("layout",)}
     line = recipe.framework in ("trl", "llamafactory")
     vocab = {setting: "cli" if line and document.on_command_line else recipe.framework for setting in settings}
     for setting in settings:

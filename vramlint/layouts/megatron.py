@@ -194,8 +194,8 @@ def unmodelled(recipe: Recipe) -> tuple[str, str]:
     why = str(recipe.model.value)
     if "--vocab-size" in why:
         return why, "add --vocab-size with the tokenizer's vocabulary to the arguments"
-    if "experts" in why:
-        return why, "no estimate until Megatron's MoE layers are priced; --warn VL011 reports this as a warning"
+    if "experts" in why or "not priced yet" in why:
+        return why, "no estimate until these layers are priced; --warn VL011 reports this as a warning"
     return why, "state the model's --num-layers, --hidden-size and --num-attention-heads"
 
 

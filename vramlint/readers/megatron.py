@@ -199,7 +199,7 @@ def _vocabulary(keys: Keys, tp: int) -> tuple[int | None, str]:
         return None, (f"the vocabulary is {tokenizer or 'the tokenizer'}'s, known only from its files: "
                       "give --vocab-size")
     if truthy(keys.raw("no_pad_vocab_size")):
-        return stated, f"{stated:,} (--no-pad-vocab-size)"
+        return stated, f"{stated:,}, unpadded"
     multiple = (_count(keys.get("make_vocab_size_divisible_by", convert=positive)) or 128) * tp
     padded = -(-stated // multiple) * multiple
     return padded, f"{stated:,} padded to {padded:,} (a multiple of {multiple}: vocab_size_with_padding)"
@@ -269,7 +269,7 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
     fp8 = keys.get("fp8_format", "fp8", default=None)
     if fp8.value:
         out.append(Feature(fp8, "fp8 (Transformer Engine): estimated as bf16 training; its fp8 weight copies, "
-                                "transposes and scaling state are not counted"))
+                                "transposes and scaling state"))
     for name, what in (("use_precision_aware_optimizer", "the precision-aware optimizer's state dtypes: estimated as "
                                                          "fp32 Adam states"),
                        ("optimizer_cpu_offload", "optimizer CPU offload: estimated on the GPU"),

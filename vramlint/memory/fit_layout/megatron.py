@@ -11,7 +11,29 @@ from vramlint.memory.search import Change, _bisect, _largest_from, fits, peak
 from vramlint.plan import Plan
 
 FULL = "uniform:1"
-FULL_WORDS = "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+# Each change in the words of the file that states the job (``Plan.vocabulary["layout"]``): Megatron-LM's
+# flags, or Megatron-Bridge's ConfigContainer keys (readers/megatron_bridge.py)
+WORDS = {
+    "megatron": {"distributed_optimizer": "--use-distributed-optimizer", "sequence_parallel": "--sequence-parallel",
+                 FULL: "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+                 "selective:core_attn": "--recompute-granularity selective", "none": "no --recompute-granularity",
+                 "micro_batch": "--micro-batch-size {}", "tensor": "--tensor-model-parallel-size {}",
+                 "tensor_sp": "--tensor-model-parallel-size {} --sequence-parallel",
+                 "pipeline": "--pipeline-model-parallel-size {}"},
+    "megatron-bridge": {"distributed_optimizer": "ddp.use_distributed_optimizer: true",
+                        "sequence_parallel": "model.sequence_parallel: true",
+                        FULL: "model.recompute_granularity: full, recompute_method: uniform, recompute_num_layers: 1",
+                        "selective:core_attn": "model.recompute_granularity: selective",
+                        "none": "model.recompute_granularity: null", "micro_batch": "train.micro_batch_size: {}",
+                        "tensor": "model.tensor_model_parallel_size: {}",
+                        "tensor_sp": "model.tensor_model_parallel_size: {}, model.sequence_parallel: true",
+                        "pipeline": "model.pipeline_model_parallel_size: {}"},
+}
+
+
+def _say(plan: Plan, change: str, value: object = None) -> str:
+    words = WORDS.get(plan.vocabulary.get("layout", "megatron"), WORDS["megatron"])
+    return words.get(change, change).format(value)
 
 
 def _with(plan: Plan, **changes) -> Plan:
@@ -48,7 +70,7 @@ def _micro_batch(plan: Plan, budget: int) -> list[Change]:
     if plan.micro_batch <= 1:
         return []
     best = _largest_from(lambda mb: fits(_with(plan, micro_batch=mb), budget), plan.micro_batch - 1)
-    return [Change(f"--micro-batch-size {best}", peak(_with(plan, micro_batch=best)))] if best else []
+    return [Change(_say(plan, "micro_batch", best), peak(_with(plan, micro_batch=best)))] if best else []
 
 
 def _tensor_parallel(plan: Plan, budget: int) -> list[Change]:
@@ -56,7 +78,7 @@ def _tensor_parallel(plan: Plan, budget: int) -> list[Change]:
         if tp > plan.tensor_parallel:
             changed = _with(plan, tensor_parallel=tp, sequence_parallel=True)
             if fits(changed, budget):
-                return [Change(f"--tensor-model-parallel-size {tp} --sequence-parallel", peak(changed))]
+                return [Change(_say(plan, "tensor_sp", tp), peak(changed))]
     return []
 
 
@@ -68,7 +90,7 @@ def _pipeline(plan: Plan, budget: int) -> list[Change]:
             continue
         changed = _with(plan, pipeline=pp, stages_per_rank=1, schedule="1F1B", first_layers=0, last_layers=0)
         if fits(changed, budget):
-            return [Change(f"--pipeline-model-parallel-size {pp}", peak(changed))]
+            return [Change(_say(plan, "pipeline", pp), peak(changed))]
     return []
 
 
@@ -80,8 +102,8 @@ def _more_nodes(plan: Plan, budget: int, most: int = 64) -> list[Change]:
         return []
     nodes = _bisect(lambda n: fits(on(n), budget), most, plan.cluster.nodes)
     bigger = on(nodes)
-    added = ([] if plan.parallelism.distributed_optimizer else ["--use-distributed-optimizer"]) + \
-        ([] if plan.parallelism.checkpointing == FULL else [FULL_WORDS])
+    added = ([] if plan.parallelism.distributed_optimizer else [_say(plan, "distributed_optimizer")]) + \
+        ([] if plan.parallelism.checkpointing == FULL else [_say(plan, FULL)])
     return [Change(f"{nodes} nodes x {plan.cluster.per_node} GPUs ({bigger.cluster.world_size} GPUs: the distributed "
                    f"optimizer over {bigger.parallelism.shard})" + (f" with {' and '.join(added)}" if added else ""),
                    peak(bigger))]
@@ -90,12 +112,12 @@ def _more_nodes(plan: Plan, budget: int, most: int = 64) -> list[Change]:
 def changes(plan: Plan, budget: int) -> list[Change]:
     """Single changes that fit, cheapest first, then the fewest nodes."""
     par = plan.parallelism
-    out = [] if par.distributed_optimizer else _one(plan, budget, "--use-distributed-optimizer",
+    out = [] if par.distributed_optimizer else _one(plan, budget, _say(plan, "distributed_optimizer"),
                                                     distributed_optimizer=True)
     if plan.tensor_parallel > 1 and not par.sequence_parallel:
-        out += _one(plan, budget, "--sequence-parallel", sequence_parallel=True)
+        out += _one(plan, budget, _say(plan, "sequence_parallel"), sequence_parallel=True)
     if par.checkpointing != FULL:
-        out += _one(plan, budget, FULL_WORDS, checkpointing=FULL)
+        out += _one(plan, budget, _say(plan, FULL), checkpointing=FULL)
     out += _micro_batch(plan, budget) + _tensor_parallel(plan, budget) + _pipeline(plan, budget)
     return out + _more_nodes(plan, budget)
 
@@ -107,21 +129,17 @@ def candidates(plan: Plan) -> list[Plan]:
             for tp in _tp_degrees(plan) for mode in ("selective:core_attn", FULL)]
 
 
-RECOMPUTE_WORDS = {FULL: FULL_WORDS, "selective:core_attn": "--recompute-granularity selective",
-                   "none": "no --recompute-granularity"}
-
-
 def edits(plan: Plan, to: Plan) -> list[str]:
     """The flags that turn the job's arguments into ``to``."""
     out = []
     if to.tensor_parallel != plan.tensor_parallel:
-        out.append(f"--tensor-model-parallel-size {to.tensor_parallel}")
+        out.append(_say(plan, "tensor", to.tensor_parallel))
     if to.parallelism.sequence_parallel and not plan.parallelism.sequence_parallel:
-        out.append("--sequence-parallel")
+        out.append(_say(plan, "sequence_parallel"))
     if to.parallelism.distributed_optimizer and not plan.parallelism.distributed_optimizer:
-        out.append("--use-distributed-optimizer")
+        out.append(_say(plan, "distributed_optimizer"))
     if to.parallelism.checkpointing != plan.parallelism.checkpointing:
-        out.append(RECOMPUTE_WORDS.get(to.parallelism.checkpointing, to.parallelism.checkpointing))
+        out.append(_say(plan, to.parallelism.checkpointing))
     if to.micro_batch != plan.micro_batch:
-        out.append(f"--micro-batch-size {to.micro_batch}")
+        out.append(_say(plan, "micro_batch", to.micro_batch))
     return out
