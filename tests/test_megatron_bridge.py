@@ -10,6 +10,7 @@ Llama-3 8B training config.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import subprocess
 import sys
@@ -40,8 +41,10 @@ def test_the_files_are_their_sources_bytes():
     for row in rows:
         assert (DATA / row["file"]).is_file(), row["file"]
         assert row["commit"] in row["url"]
-    logged = yaml.safe_load((DATA / "llama32_1b_run_config.yaml").read_text())
-    assert logged["_target_"] == "megatron.bridge.training.config.ConfigContainer"
+    # lines 675-1318 of the markdown at 6129a1ad, as stored (the slice's bytes, read again there)
+    logged = (DATA / "llama32_1b_run_config.yaml").read_bytes()
+    assert hashlib.sha256(logged).hexdigest()[:12] == "53d7db9dc127"
+    assert yaml.safe_load(logged)["_target_"] == "megatron.bridge.training.config.ConfigContainer"
 
 
 def test_the_logged_config_and_the_same_launch_line_give_one_answer():
@@ -124,3 +127,17 @@ def test_a_provider_whose_layers_are_not_priced_is_not_estimated_as_a_dense_gpt(
     entry = _check(changed, "--gpus", "8x80GB")
     assert not entry.get("estimate")
     assert any(c == "VL011" and key in m for c, m in _codes(entry))
+
+
+def test_a_config_that_states_no_precision_is_fp32_said_in_its_keys(tmp_path):
+    """No mixed_precision recipe and no model.bf16: Bridge trains in fp32 (its recipes have no fp32
+    one); the estimate says so in Bridge's words, not Megatron-LM's --bf16."""
+    data = yaml.safe_load((DATA / "llama32_1b_run_config.yaml").read_text())
+    data.pop("mixed_precision")
+    for section in ("model", "optimizer"):
+        data[section].pop("bf16")
+    plain = tmp_path / "run_config.yaml"
+    plain.write_text(yaml.safe_dump(data))
+    entry = _check(plain, "--gpus", "8x80GB")
+    assert "no mixed_precision recipe" in entry["plan"]["origins"]["mixed_precision"]
+    assert next(c for c in entry["estimate"]["components"] if c["name"] == "parameters")["formula"].startswith("4 B")

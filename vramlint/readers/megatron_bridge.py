@@ -37,7 +37,7 @@ from typing import Any
 from vramlint.documents import Document, Location
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.megatron import read_megatron
-from vramlint.readers.recipe import Feature, Recipe, truthy
+from vramlint.readers.recipe import Feature, Keys, Recipe, truthy
 
 VERSION = "Megatron-Bridge v0.6.0"
 CONTAINER = "megatron.bridge.training.config.ConfigContainer"
@@ -51,7 +51,7 @@ ARGUMENTS: dict[str, tuple[str, ...]] = {
         "num_attention_heads", "num_query_groups", "kv_channels", "position_embedding_type",
         "make_vocab_size_divisible_by", "hidden_dropout", "attention_dropout", "recompute_granularity",
         "recompute_method", "recompute_num_layers", "recompute_modules", "transformer_impl", "add_qkv_bias",
-        "cpu_offloading_num_layers")},
+        "cpu_offloading_num_layers", "attention_backend")},
     "num_virtual_stages_per_pipeline_rank": ("model.virtual_pipeline_model_parallel_size",),
     "decoder_first_pipeline_num_layers": ("model.num_layers_in_first_pipeline_stage",),
     "decoder_last_pipeline_num_layers": ("model.num_layers_in_last_pipeline_stage",),
@@ -97,15 +97,6 @@ def _target(value: Any) -> Any:
     return value
 
 
-def _lookup(data: dict, path: str) -> Any:
-    node: Any = data
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node or node[part] is None:
-            return None
-        node = node[part]
-    return node
-
-
 @dataclass
 class Arguments(Document):
     """The job's Megatron arguments, each located at the Bridge key that states it (``paths``)."""
@@ -117,14 +108,14 @@ class Arguments(Document):
         return super().locate(f"$.{self.paths[name]}" if name in self.paths else json_path)
 
 
-def _mixed(data: dict) -> dict[str, tuple[Any, str]]:
+def _mixed(keys: Keys) -> dict[str, tuple[Any, str]]:
     """What ``mixed_precision`` sets over the model's and DDP's fields, each with the key that says
     it: ``runtime_config_update`` copies every same-named field of the recipe into model, optimizer
     and ddp (BR training/mixed_precision.py:138-157), so a dumped MixedPrecisionConfig wins over
     ``model.bf16`` / ``model.fp8`` / ``ddp.grad_reduce_in_fp32``; a recipe name (``bf16_mixed``,
     ``bf16_with_fp8_delayed_scaling_mixed``, ``bf16_with_nvfp4_mixed``; ``-`` or ``_``) sets its
     dtype, fp8 or fp4, and the gradient reduction in fp32 for bf16, not fp16 (:184-213)."""
-    recipe = data.get("mixed_precision")
+    recipe = keys.raw("mixed_precision")
     if isinstance(recipe, dict) and any(k in recipe for k in ("bf16", "fp16", "fp8", "grad_reduce_in_fp32")):
         return {name: (recipe[name], f"mixed_precision.{name}") for name in ("bf16", "fp16", "fp8", "fp4",
                                                                               "grad_reduce_in_fp32") if name in recipe}
@@ -135,32 +126,31 @@ def _mixed(data: dict) -> dict[str, tuple[Any, str]]:
     out = {flag: (dtype == flag, "mixed_precision") for flag in PRECISION_RECIPES} if dtype else {}
     if dtype:
         out["grad_reduce_in_fp32"] = (dtype == "bf16", "mixed_precision")
-    if "fp8" in name:
-        out["fp8"] = ("hybrid" if "delayed" in name or "current" in name else "e4m3", "mixed_precision")
-    if "fp4" in name:
-        out["fp4"] = ("e2m1", "mixed_precision")
+    for flag in ("fp8", "fp4"):
+        if flag in name:
+            out[flag] = (name, "mixed_precision")
     return out
 
 
-def _setting(data: dict, mixed: dict, name: str, path: str) -> tuple[Any, str]:
+def _setting(keys: Keys, mixed: dict, name: str, path: str) -> tuple[Any, str]:
     """A precision field: the mixed-precision recipe's where it sets it, else the section's."""
-    return mixed[name] if name in mixed else (_lookup(data, path), path)
+    return mixed[name] if name in mixed else (keys.raw(path), path)
 
 
-def _derived(data: dict) -> dict[str, tuple[Any, str]]:
+def _derived(keys: Keys) -> dict[str, tuple[Any, str]]:
     """The Megatron flags Bridge states in other words: value and the key that says it."""
     out: dict[str, tuple[Any, str]] = {}
-    mixed = _mixed(data)
+    mixed = _mixed(keys)
     precision = None
     for flag in PRECISION_RECIPES:
-        value, path = _setting(data, mixed, flag, f"model.{flag}")
+        value, path = _setting(keys, mixed, flag, f"model.{flag}")
         if truthy(value) and precision is None:
             precision, out[flag] = flag, (True, path)
     for flag in ("fp8", "fp4"):
-        value, path = _setting(data, mixed, flag, f"model.{flag}")
+        value, path = _setting(keys, mixed, flag, f"model.{flag}")
         if value:
             out[flag] = (value, path)
-    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    model = keys.raw("model") if isinstance(keys.raw("model"), dict) else {}
     if truthy(model.get("gated_linear_unit")):
         out["swiglu"] = (True, "model.gated_linear_unit")
     if model.get("num_query_groups") not in (None, model.get("num_attention_heads")):
@@ -170,43 +160,39 @@ def _derived(data: dict) -> dict[str, tuple[Any, str]]:
     if not truthy(model.get("add_bias_linear", True)):
         out["disable_bias_linear"] = (True, "model.add_bias_linear")
     for path in ("ddp.use_distributed_optimizer", "optimizer.use_distributed_optimizer"):
-        if truthy(_lookup(data, path)):
+        if truthy(keys.raw(path)):
             out["use_distributed_optimizer"] = (True, path)
             break
-    reduce, path = _setting(data, mixed, "grad_reduce_in_fp32", "ddp.grad_reduce_in_fp32")
+    reduce, path = _setting(keys, mixed, "grad_reduce_in_fp32", "ddp.grad_reduce_in_fp32")
     if precision:           # MCore's DDP default: the parameters' dtype (distributed_data_parallel_config.py:15)
         out["accumulate_allreduce_grads_in_fp32" if truthy(reduce) else "grad_reduce_in_bf16"] = (True, path)
-    sized_by_tokenizer = truthy(_lookup(data, "tokenizer.use_tokenizer_vocab_size"))
-    if _lookup(data, "model.vocab_size") is not None and not sized_by_tokenizer:
+    sized_by_tokenizer = truthy(keys.raw("tokenizer.use_tokenizer_vocab_size"))
+    if keys.raw("model.vocab_size") is not None and not sized_by_tokenizer:
         out["no_pad_vocab_size"] = (True, "model.vocab_size")    # used as stated (setup.py:706-714)
-    out["attention_backend"] = (_target(_lookup(data, "model.attention_backend")) or "auto", "model.attention_backend")
-    activation = _target(model.get("activation_func"))
-    if activation is not None:
-        out["activation"] = (str(activation), "model.activation_func")
     return out
 
 
 def arguments(document: Document) -> Arguments:
     """The ConfigContainer as the Megatron-LM argument mapping it is, each located at its key."""
-    data = document.data if isinstance(document.data, dict) else {}
+    keys = Keys(document, f"{VERSION} default")
     values: dict[str, Any] = {}
     paths: dict[str, str] = {}
     for name, sources in ARGUMENTS.items():
         for path in sources:
-            value = _target(_lookup(data, path))
+            value = _target(keys.raw(path))
             if value is not None:
                 values[name], paths[name] = value, path
                 break
-    for name, (value, path) in _derived(data).items():
+    for name, (value, path) in _derived(keys).items():
         values[name], paths[name] = value, path
-    return Arguments(document.path, document.text, values, document.positions, document.lenient,
-                     document.elsewhere, False, document.unknown, paths=paths)
+    return Arguments(document.path, document.text, values, positions=document.positions, lenient=document.lenient,
+                     elsewhere=document.elsewhere, unknown=document.unknown, paths=paths)
 
 
-def _features(data: dict, recipe: Recipe, args: Arguments) -> tuple[Feature, ...]:
+def _features(keys: Keys, recipe: Recipe, args: Arguments) -> tuple[Feature, ...]:
     """What Bridge turns on that the Megatron runtime does not price, beside readers/megatron.py's."""
     out = list(recipe.features)
-    peft = data.get("peft")
+    peft = keys.raw("peft")
     if isinstance(peft, dict):
         kind = str(peft.get("_target_", "LoRA")).rsplit(".", 1)[-1]
         out.append(Feature(Fact(kind, args.locate("$.peft")),
@@ -215,25 +201,25 @@ def _features(data: dict, recipe: Recipe, args: Arguments) -> tuple[Feature, ...
     if args.data.get("fp4"):
         out.append(Feature(Fact(args.data["fp4"], args.locate("$.fp4")), "fp4 (Transformer Engine NVFP4): estimated "
                            "as bf16 training; its quantized weight copies and scales"))
-    mtp = _lookup(data, "model.mtp_num_layers")
+    mtp = keys.raw("model.mtp_num_layers")
     if isinstance(mtp, int) and mtp > 0:
         out.append(Feature(Fact(mtp, args.locate("$.model.mtp_num_layers")),
                            f"{mtp} multi-token prediction layer(s) and their output head"))
-    activation = args.data.get("activation")
+    activation = _target(keys.raw("model.activation_func"))
     if activation and "swiglu" in args.data and activation != "silu":
-        out.append(Feature(Fact(activation, args.locate("$.activation")),
+        out.append(Feature(keys.get("model.activation_func"),
                            f"gated {activation} MLP: priced as SwiGLU (the same tensors)", "low"))
     return tuple(out)
 
 
-def _fine_tuning(data: dict, args: Arguments) -> tuple[Fact, Fact] | None:
+def _fine_tuning(keys: Keys, args: Arguments) -> tuple[Fact, Fact] | None:
     """Stage and packing of a fine-tuning job (a pretrained checkpoint, an SFT / Hugging Face
     dataset, or PEFT): samples as long as each is, unless packed to ``packed_sequence_size``."""
-    dataset = str(_lookup(data, "dataset._target_") or "")
-    if not (_lookup(data, "checkpoint.pretrained_checkpoint") or isinstance(data.get("peft"), dict)
+    dataset = str(keys.raw("dataset._target_") or "")
+    if not (keys.raw("checkpoint.pretrained_checkpoint") or isinstance(keys.raw("peft"), dict)
             or "SFT" in dataset or "hf_dataset" in dataset):
         return None
-    packed = _lookup(data, "dataset.packed_sequence_specs.packed_sequence_size")
+    packed = keys.raw("dataset.packed_sequence_specs.packed_sequence_size")
     return (Fact("sft", args.locate("$.dataset"), f"{VERSION}: a fine-tuning dataset"),
             Fact(bool(packed and packed > 0), args.locate("$.dataset"),
                  f"{VERSION}: fine-tuning samples are as long as each is (dataset.seq_length a cap)"))
@@ -245,27 +231,34 @@ UNPRICED = (("model.hybrid_override_pattern", "hybrid Mamba layers (hybrid_overr
             ("model.multi_latent_attention", "multi-latent attention (multi_latent_attention)"))
 
 
-def _unpriced(recipe: Recipe, data: dict, args: Arguments) -> Recipe:
+def _unpriced(recipe: Recipe, keys: Keys, args: Arguments) -> Recipe:
     if recipe.model_config is None:         # already not estimated, for the reason the Megatron reader gives
         return recipe
     for path, what in UNPRICED:
-        value = _lookup(data, path)
-        if value is not None and (truthy(value) if isinstance(value, (bool, int)) or str(value).lower() in
-                                  ("true", "false", "0", "1") else bool(str(value).strip())):
+        value = keys.raw(path)              # a flag, or a pattern string (an empty one says none)
+        if truthy(value) if isinstance(value, bool) or str(value).lower() in ("false", "0") else value:
             return replace(recipe, model_config=None, model=Fact(
                 f"Megatron-Bridge model ({what}: its layers are not priced yet)", args.locate(f"$.{path}")))
     return recipe
 
 
+def _fp32(recipe: Recipe) -> dict:
+    """No precision stated is fp32 training, said in Bridge's keys (there is no fp32 recipe)."""
+    if recipe.mixed_precision.from_file:
+        return {}
+    why = f"{VERSION}: fp32 training (no mixed_precision recipe, no model.bf16 / fp16)"
+    return {"mixed_precision": Fact("no", None, why), "weights_dtype": Fact("float32", None, why)}
+
+
 def read_megatron_bridge(document: Document) -> Recipe:
     args = arguments(document)
-    data = document.data if isinstance(document.data, dict) else {}
-    recipe = _unpriced(read_megatron(args), data, args)
-    tuned = _fine_tuning(data, args)
+    keys = Keys(document, f"{VERSION} default")
+    recipe = _unpriced(read_megatron(args), keys, args)
+    tuned = _fine_tuning(keys, args)
     stage, packing = tuned if tuned else (recipe.stage, recipe.packing)
     return replace(recipe, document=document, title="Megatron-Bridge", keys=SPELLING, vocabulary="megatron-bridge",
                    release=f"{VERSION} (Megatron-core's runtime: {recipe.release})", stage=stage, packing=packing,
-                   features=_features(data, recipe, args))
+                   features=_features(keys, recipe, args), **_fp32(recipe))
 
 
 __all__ = ["ARGUMENTS", "looks_like_megatron_bridge", "read_megatron_bridge"]
