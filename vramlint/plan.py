@@ -160,9 +160,20 @@ class Parallelism:
     grad_bytes: int = 4                    # Megatron's DDP gradient buffer element (fp32 accumulation under bf16)
     first_layers: int = 0                  # layers of the first / last pipeline stage, where stated (uneven split)
     last_layers: int = 0
+    slots: tuple[bool, bool] = (False, False)   # the embedding / the loss counted as a layer in the pipeline split
     dropout: bool = False                  # hidden dropout on: a 1-byte mask after attention and after the MLP
     scores: int = 0                        # bytes a score the unfused attention keeps (softmax, its dropout
                                            # mask and output: 5; 4 without attention dropout; fused: 0)
+    # Megatron's MoE layers: the routed experts split over ``expert`` x ``expert_tensor`` ranks, their
+    # optimizer states over the expert data-parallel group ``expert_shard``; the tokens a rank's experts
+    # receive (balanced routing, or ``capacity`` x that where a capacity factor caps them) reach them
+    # through the ``dispatcher``'s buffers; ``aux_loss``: the router keeps its full softmax
+    expert: int = 1
+    expert_tensor: int = 0                 # 0: the TP size (Megatron's default, A:569-570)
+    expert_shard: int = 1
+    dispatcher: str = "allgather"
+    capacity: float = 1.0
+    aux_loss: bool = False
 
 
 @dataclass(frozen=True)
@@ -298,7 +309,9 @@ class Plan:
     def tp_split(self) -> frozenset[str]:
         """The parameter groups tensor parallelism splits: DeepSpeed AutoTP's reading of the
         family's transformers tp_plan, or under Accelerate and plain PyTorch transformers' own."""
-        if self.runtime in ("torchtitan", "megatron"):   # their TP plans: embedding, output and every linear
+        if self.runtime == "megatron":      # its routed experts are split over its expert grid instead (EP x ETP:
+            return OWN_CODE_SPLIT - {"experts"}    # memory/runtimes/megatron/states.py)
+        if self.runtime == "torchtitan":    # its TP plan: embedding, output and every linear
             return OWN_CODE_SPLIT
         return autotp_split(self.model) if self.runtime == "deepspeed" else hf_split(self.model)
 

@@ -10,7 +10,6 @@ distributed optimizer shards over dp x cp / ``--num-distributed-optimizer-instan
 
 from __future__ import annotations
 
-from vramlint.errors import UnplannableError
 from vramlint.hardware import Cluster
 from vramlint.layouts import Refusal, whole
 from vramlint.models.shape import ModelShape
@@ -20,9 +19,13 @@ from vramlint.readers.recipe import Recipe
 
 
 def degrees(layout: Layout, world: int) -> dict[str, int]:
+    """The dense grid's degrees and the expert grid's (parallel_state.py:870-884): the routed
+    experts over EP x ETP (ETP the TP size unless stated), their data-parallel group world / (ETP x
+    EP x PP)."""
     tp, pp, cp = whole(layout.tensor), whole(layout.pipeline), whole(layout.context)
+    ep, etp = whole(layout.expert), whole(layout.expert_tensor, tp)
     return {"tensor": tp, "pipeline": pp, "context": cp, "data": max(1, world // (tp * pp * cp)),
-            "expert": whole(layout.expert)}
+            "expert": ep, "expert_tensor": etp, "expert_data": max(1, world // (etp * ep * pp))}
 
 
 def virtual_stages(layout: Layout, num_layers: int, pp: int) -> int:
@@ -41,8 +44,8 @@ def microbatches(layout: Layout, dp: int) -> int:
 
 
 # The counts a layout states, each at least 1, that Megatron's parser types int
-COUNTS = ("tensor", "pipeline", "context", "expert", "virtual_layers", "virtual_stages", "first_layers",
-          "last_layers", "recompute_layers", "micro_batch", "global_batch", "instances")
+COUNTS = ("tensor", "pipeline", "context", "expert", "expert_tensor", "virtual_layers", "virtual_stages",
+          "first_layers", "last_layers", "recompute_layers", "micro_batch", "global_batch", "instances")
 
 
 def _wrong_types(layout: Layout) -> list[Refusal]:
@@ -89,19 +92,43 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
         out.append(Refusal(layout.global_batch, f"eval_global_batch_size ({wanted}) must be divisible by "
                                                 f"eval_micro_batch_size ({micro}) * data_parallel_size ({dp}) "
                                                 "(A:689-696)", f"a multiple of {micro * dp}"))
+    return out + _experts(layout, d, world)
+
+
+def _experts(layout: Layout, d: dict[str, int], world: int) -> list[Refusal]:
+    """The expert grid's checks: EP divides the experts (A:1600-1603), ETP x EP x PP divides the
+    world (parallel_state.py:881-884), and MoE under TP trains only with sequence parallelism
+    (moe_layer.py:626-633 raises)."""
     experts = whole(layout.num_experts, 0)
     if d["expert"] > 1 and (not experts or experts % d["expert"]):
-        out.append(Refusal(layout.expert, "Number of experts should be a multiple of expert model parallel_size. "
-                                          "(A:1602)" if experts else "num_experts must be non None to use expert "
-                                                                     "model parallelism (A:1600)",
-                           "an --expert-model-parallel-size that divides --num-experts"))
-    return out
+        return [Refusal(layout.expert, "Number of experts should be a multiple of expert model parallel_size. "
+                                       "(A:1602)" if experts else "num_experts must be non None to use expert "
+                                                                  "model parallelism (A:1600)",
+                        "an --expert-model-parallel-size that divides --num-experts")]
+    if not experts:
+        return []
+    size = d["expert_tensor"] * d["expert"] * d["pipeline"]
+    if world % size:
+        return [Refusal(layout.expert, f"world_size ({world}) is not divisible by expert_tensor_model_pipeline_parallel"
+                                       f" size ({size}) (parallel_state.py:883)",
+                        f"a GPU count that is a multiple of {size}, or a smaller --expert-model-parallel-size")]
+    if d["tensor"] > 1 and not layout.sequence_parallel.value:
+        return [Refusal(layout.sequence_parallel, "During training, performance may degrade if MoE and tensor "
+                        "parallelismare enabled without also enabling sequence parallelism. (moe_layer.py:631)",
+                        "add --sequence-parallel")]
+    return []
 
 
 def _pipeline(layout: Layout, model: ModelShape, pp: int, dp: int) -> list[Refusal]:
     """The layers' split over the stages and the interleaved schedule's needs (A:894-975, schedules.py)."""
     layers = model.num_layers
     first, last = whole(layout.first_layers, 0), whole(layout.last_layers, 0)
+    slots = bool(layout.embedding_slot.value) + bool(layout.loss_slot.value)
+    if slots and (first or last):
+        return [Refusal(layout.embedding_slot if layout.embedding_slot.value else layout.loss_slot,
+                        "Does not support standalone embedding stage and standalone loss stage with uneven pp "
+                        "(transformer_block.py:101-105)", "keep the uneven first / last stage or the accounting")]
+    layers += slots                  # the embedding and the loss each counted as a layer (A:928-933, 957-961)
     if layout.virtual_layers.value is not None and layout.virtual_stages.value is not None:
         return [Refusal(layout.virtual_stages, "No more than one of the following arguments can be set at the same "
                         "time: --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank "
@@ -199,19 +226,39 @@ def unmodelled(recipe: Recipe) -> tuple[str, str]:
     return why, "state the model's --num-layers, --hidden-size and --num-attention-heads"
 
 
+def _expert_grid(layout: Layout, model: ModelShape, d: dict[str, int], distributed: bool,
+                 notes: list[str]) -> dict:
+    """The Parallelism fields of the MoE layers: their grid, the expert optimizer's group, and what
+    sizes the tokens the experts receive."""
+    if not model.is_moe:
+        return {}
+    capacity = layout.capacity.value
+    factor = float(capacity) if isinstance(capacity, (int, float)) and not isinstance(capacity, bool) \
+        and capacity > 0 else 1.0
+    shard = max(1, d["expert_data"] // whole(layout.instances)) if distributed else 1
+    notes.append(f"MoE: routed experts over EP {d['expert']} x ETP {d['expert_tensor']}; "
+                 + (f"their optimizer states over the expert data-parallel group ({shard})" if distributed else
+                    "their optimizer states whole")
+                 + f"; {layout.dispatcher.value} token dispatcher; each rank's experts receive "
+                 + (f"at most {factor:g} x the balanced share of routed tokens (--moe-expert-capacity-factor)"
+                    if factor != 1.0 else "the balanced share of routed tokens (dropless: an unbalanced router "
+                                          "sends more)"))
+    etp = d["expert_tensor"] if layout.expert_tensor.value is not None else 0
+    return {"expert": d["expert"], "expert_tensor": etp, "expert_shard": shard,
+            "dispatcher": str(layout.dispatcher.value), "capacity": factor, "aux_loss": bool(layout.aux_loss.value)}
+
+
 def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster, origins: dict,
          notes: list[str]) -> Plan:
     """The Plan of a Megatron job: bf16 parameters and the DDP gradient buffer whole on every rank of
     its TP share of its pipeline stage, the optimizer's fp32 main parameters and Adam states
     sharded over dp x cp under the distributed optimizer. ``job["seq_len"]`` is already each CP
     rank's share (recipe_plan._split)."""
-    if model.is_moe:                 # a --model the command line names: Megatron's MoE layers are not priced
-        raise UnplannableError(f"{model.name}: Megatron's MoE layers (expert parallel, the token dispatcher's "
-                               "buffers) are not priced yet")
     layout: Layout = recipe.layout.value
     d = degrees(layout, cluster.world_size)
     pp, tp, cp, dp = d["pipeline"], d["tensor"], d["context"], d["data"]
-    v = virtual_stages(layout, model.num_layers, pp)
+    slots = bool(layout.embedding_slot.value) + bool(layout.loss_slot.value)
+    v = virtual_stages(layout, model.num_layers + slots, pp)
     m = microbatches(layout, dp)
     sp = bool(layout.sequence_parallel.value) and tp > 1      # off with a warning at TP 1 (A:1390-1399)
     distributed = bool(layout.distributed_optimizer.value)
@@ -221,7 +268,9 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                       microbatches=m, stages_per_rank=v, checkpointing=mode, reshard_after_forward=False,
                       sequence_parallel=sp, distributed_optimizer=distributed, grad_bytes=layout.grad_bytes.value,
                       first_layers=whole(layout.first_layers, 0), last_layers=whole(layout.last_layers, 0),
-                      dropout=bool(layout.dropout.value), scores=layout.scores.value)
+                      slots=(bool(layout.embedding_slot.value), bool(layout.loss_slot.value)),
+                      dropout=bool(layout.dropout.value), scores=layout.scores.value,
+                      **_expert_grid(layout, model, d, distributed, notes))
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
                        ("shard_degree", layout.distributed_optimizer), ("grad_accum", layout.global_batch)):
         origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text=fact.default)

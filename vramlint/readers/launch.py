@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 
 from vramlint.readers.shell import Command, Word
 from vramlint.readers.openrlhf import MARKS as OPENRLHF_MARKS, trainer_of
-from vramlint.readers.megatron import BOOLEANS as MEGATRON_FLAGS, PROGRAMS as MEGATRON_PROGRAMS
+from vramlint.readers.megatron import BOOLEANS as MEGATRON_FLAGS, LISTS as MEGATRON_LISTS
+from vramlint.readers.megatron import PROGRAMS as MEGATRON_PROGRAMS
 from vramlint.readers.sglang import key_of as sglang_key
 from vramlint.readers.verl import PROGRAMS as VERL_PROGRAMS
 
@@ -259,9 +260,23 @@ def _key(key: str) -> str:
     return key.replace("-", "_")
 
 
-def _arguments(words: list[Word]) -> tuple[tuple[tuple[str, Word | None, Word], ...], tuple[Word, ...]]:
+def _values(words: list[Word], start: int) -> tuple[Word, int]:
+    """An ``nargs='+'`` option's values (every word up to the next option) as one word, space-joined
+    (unknown where one of them is), and the index after them."""
+    end = start
+    while end < len(words) and not (words[end].head or "").startswith("--"):
+        end += 1
+    taken = words[start:end]
+    unknown = next((w.unknown for w in taken if w.text is None), "")
+    text = None if unknown else " ".join(w.text for w in taken)
+    return Word(text, taken[0].line, taken[0].column, unknown=unknown), end
+
+
+def _arguments(words: list[Word], lists: frozenset[str] = frozenset()) -> tuple[tuple[tuple[str, Word | None, Word],
+                                                                                      ...], tuple[Word, ...]]:
     """``HfArgumentParser``'s reading: ``--key value``, ``--key=value``, a bare ``--flag`` (True)
-    where the next word is another option; positional words apart."""
+    where the next word is another option; positional words apart. An option in ``lists`` takes
+    every word up to the next option (argparse's ``nargs='+'``)."""
     pairs, positional = [], []
     i = 0
     while i < len(words):
@@ -277,6 +292,9 @@ def _arguments(words: list[Word]) -> tuple[tuple[tuple[str, Word | None, Word], 
             if following is None or (following.text is not None and following.text.startswith("--")):
                 pairs.append((_key(key), None, word))
                 i += 1
+            elif _key(key) in lists:
+                value, i = _values(words, i + 1)
+                pairs.append((_key(key), value, word))
             else:
                 pairs.append((_key(key), following, word))
                 i += 2
@@ -307,7 +325,7 @@ def _one_process(command: Command) -> tuple[Word | None, str]:
 def _program(command: Command, launcher: str, program: Word | None, words: list[Word],
              count: tuple[Word | None, str], options: dict | None = None, nodes: Word | None = None,
              total: bool = False) -> Launch:
-    arguments, positional = _arguments(words)
+    arguments, positional = _arguments(words, MEGATRON_LISTS if _megatron(program, ()) else frozenset())
     distributed = launcher != "python"
     unread = ""
     trainer, reads_as = _trl_script(program), "trl"

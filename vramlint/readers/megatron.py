@@ -52,6 +52,12 @@ BOOLEANS = frozenset({
     "no_create_attention_mask_in_dataloader", "qk_layernorm", "moe_router_pre_softmax", "decrease_batch_size_if_needed",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "optimizer_cpu_offload",
     "no_pad_vocab_size", "log_device_memory_used", "record_memory_history"})
+# Megatron's options that take several words (A: nargs '+' / '*', and TC's list fields the generated
+# parser gives nargs: --recompute-modules core_attn moe_act): each takes every word up to the next option
+LISTS = frozenset({
+    "recompute_modules", "moe_aux_loss_coeff", "moe_router_load_balancing_type", "data_path", "train_data_path",
+    "valid_data_path", "test_data_path", "cp_comm_type", "cuda_graph_scope", "cuda_graph_modules", "offload_modules",
+    "spec", "ddp_param_name_patterns_for_fp32_local_accumulation"})
 RECOMPUTE = ("full", "selective")
 METHODS = ("uniform", "block")
 MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts", "gdn_norm_out")
@@ -73,6 +79,8 @@ class Layout:
     virtual_stages: Fact           # --num-virtual-stages-per-pipeline-rank
     first_layers: Fact             # --decoder-first-pipeline-num-layers
     last_layers: Fact              # --decoder-last-pipeline-num-layers
+    embedding_slot: Fact           # --account-for-embedding-in-pipeline-split: the embedding takes a layer's place
+    loss_slot: Fact                # --account-for-loss-in-pipeline-split: the loss takes one on the last stage
     sequence_parallel: Fact
     distributed_optimizer: Fact
     granularity: Fact              # --recompute-granularity full / selective / None
@@ -86,6 +94,10 @@ class Layout:
     num_experts: Fact
     instances: Fact                # --num-distributed-optimizer-instances
     scores: Fact                   # bytes a score an unfused attention keeps (0: TE's fused / flash attention)
+    expert_tensor: Fact            # --expert-tensor-parallel-size (None: the TP size, A:569-570)
+    dispatcher: Fact               # --moe-token-dispatcher-type allgather / alltoall / flex
+    capacity: Fact                 # --moe-expert-capacity-factor (None: dropless)
+    aux_loss: Fact                 # --moe-aux-loss-coeff > 0: the router keeps its full softmax for the loss
 
 
 def looks_like_megatron(data: Any) -> bool:
@@ -163,6 +175,8 @@ def read_layout(keys: Keys) -> Layout:
         virtual_stages=keys.get("num_virtual_stages_per_pipeline_rank", default=None, convert=positive),
         first_layers=keys.get("decoder_first_pipeline_num_layers", default=None, convert=positive),
         last_layers=keys.get("decoder_last_pipeline_num_layers", default=None, convert=positive),
+        embedding_slot=_flag(keys, "account_for_embedding_in_pipeline_split"),
+        loss_slot=_flag(keys, "account_for_loss_in_pipeline_split"),
         sequence_parallel=_flag(keys, "sequence_parallel"),
         distributed_optimizer=_flag(keys, "use_distributed_optimizer"),
         granularity=granularity, method=method, recompute_layers=layers,
@@ -179,7 +193,24 @@ def read_layout(keys: Keys) -> Layout:
         instances=keys.get("num_distributed_optimizer_instances", default=1, convert=positive,
                            why=f"{VERSION}: 1 (A:3049)"),
         scores=_scores(keys),
+        expert_tensor=keys.get("expert_tensor_parallel_size", default=None, convert=positive,
+                               why=f"{VERSION}: the TP size (A:569-570)"),
+        dispatcher=keys.get("moe_token_dispatcher_type", default="allgather", why=f"{VERSION}: allgather (TC:862)"),
+        capacity=keys.get("moe_expert_capacity_factor", default=None, why=f"{VERSION}: none, dropless (TC:888)"),
+        aux_loss=_aux_loss(keys),
     )
+
+
+def _aux_loss(keys: Keys) -> Fact:
+    """--moe-aux-loss-coeff > 0 (a list: any of them): the router computes the load-balancing loss
+    from its full softmax over the experts (router.py ``_apply_aux_loss``); 0.0 by default (TC:846)."""
+    coeff = keys.get("moe_aux_loss_coeff", default=0.0, why=f"{VERSION}: 0.0, no aux loss (TC:846)")
+    values = coeff.value if isinstance(coeff.value, (list, tuple)) else str(coeff.value).split()
+    try:
+        on = any(float(v) > 0 for v in values)
+    except ValueError:
+        on = False
+    return Fact(on, coeff.location, coeff.default)
 
 
 def _count(fact: Fact) -> int | None:
@@ -223,10 +254,6 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str]:
     if missing:
         return None, f"the model's {', '.join(missing)} not stated"
     layers, hidden, heads = shape["num_layers"], shape["hidden_size"], shape["num_attention_heads"]
-    experts = _count(keys.get("num_experts", convert=positive))
-    if experts:                  # the MoE layer, its router and token dispatcher are not modelled yet
-        return None, (f"{experts} experts (--num-experts): Megatron's MoE layers (expert parallel, the "
-                      "token dispatcher's buffers) are not priced yet")
     vocab, vocab_words = _vocabulary(keys, tp)
     if vocab is None:
         return None, vocab_words
@@ -243,6 +270,19 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str]:
     positions = _count(keys.get("max_position_embeddings", convert=positive)) or \
         _count(keys.get("seq_length", convert=positive)) or 2048
     common = {"vocab_size": vocab, "tie_word_embeddings": tied, "torch_dtype": "bfloat16"}
+    experts = _count(keys.get("num_experts", convert=positive))
+    if experts:
+        moe, moe_words = _moe(keys, layers, ffn, swiglu)
+        if moe is None:
+            return None, moe_words
+        config = {**common, "hidden_size": hidden, "num_hidden_layers": layers,
+                  "num_attention_heads": heads, "num_key_value_heads": groups, "head_dim": head_dim,
+                  "intermediate_size": ffn, "hidden_act": "silu", "max_position_embeddings": positions,
+                  "attention_bias": bias, "qkv_bias": bias, **moe}
+        words = (f"Megatron GPT: {layers} layers, hidden {hidden}, {heads} heads" + (f" ({groups} query groups)"
+                 if groups != heads else "") + f", {moe_words}, vocabulary {vocab_words}"
+                 + ("" if tied else ", untied output layer"))
+        return config, words
     if swiglu:
         config = {**common, "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": hidden,
                   "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": groups,
@@ -261,6 +301,77 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str]:
              if groups != heads else "") + f", FFN {ffn}{' SwiGLU' if swiglu else ''}, vocabulary {vocab_words}"
              + ("" if tied else ", untied output layer"))
     return config, words
+
+
+def moe_layers(freq: Any, layers: int) -> list[int] | None:
+    """Which layers are MoE (1) or dense (0): --moe-layer-freq N puts one every N-th layer from the
+    first (``i % N == 0``), a list expression (``"([0]*3+[1]*45)"``) states each (A:326-349
+    ``moe_freq_type``, read here as the list arithmetic it is); None where it is neither."""
+    if isinstance(freq, int) and not isinstance(freq, bool) and freq > 0:
+        return [1 if i % freq == 0 else 0 for i in range(layers)]
+    if isinstance(freq, (list, tuple)):
+        pattern = list(freq)
+    elif isinstance(freq, str) and freq.strip().isdigit():
+        return moe_layers(int(freq), layers)
+    elif isinstance(freq, str):
+        pattern = _list_expression(freq)
+    else:
+        return None
+    return pattern if pattern is not None and len(pattern) == layers and set(pattern) <= {0, 1} else None
+
+
+def _list_expression(text: str) -> list[int] | None:
+    """A list of ints built with ``+`` and ``*`` (``[1]*3+[0]``), evaluated over its syntax tree."""
+    import ast
+
+    def value(node: ast.AST) -> Any:
+        if isinstance(node, ast.List):
+            return [value(item) for item in node.elts]
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
+            left, right = value(node.left), value(node.right)
+            return left + right if isinstance(node.op, ast.Add) else left * right
+        raise ValueError(text)
+    try:
+        out = value(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, TypeError, RecursionError):
+        return None
+    return out if isinstance(out, list) and all(isinstance(v, int) for v in out) else None
+
+
+def _moe(keys: Keys, layers: int, ffn: int, swiglu: bool) -> tuple[dict | None, str]:
+    """The MoE keys of the Hugging Face config of the same shapes: Qwen2-MoE's with shared experts
+    (their gate counted, h weights a layer, where --moe-shared-expert-gate is off), Qwen3-MoE's
+    without (its q / k norms counted, 2 x kv_channels weights a layer, where --qk-layernorm is off);
+    dense layers at --moe-layer-freq's zeros with --ffn-hidden-size, the experts' width
+    --moe-ffn-hidden-size (that of the dense FFN where unset: A:1595-1597), --moe-router-topk 2 by
+    default (TC:739). None and why for the MoE kinds not priced."""
+    experts = _count(keys.get("num_experts", convert=positive))
+    latent = _count(keys.get("moe_latent_size", convert=positive))
+    if latent:
+        return None, (f"{experts} experts with a latent projection (--moe-latent-size {latent}): latent MoE layers "
+                      "are not priced yet")
+    if not swiglu:
+        return None, f"{experts} experts without --swiglu: non-gated expert MLPs are not priced yet"
+    freq = keys.get("moe_layer_freq", default=1)
+    pattern = moe_layers(freq.value, layers)
+    if pattern is None:
+        return None, (f"--moe-layer-freq {freq.value!r}: not a layer count or a list of 0 / 1 for each of the "
+                      f"{layers} layers")
+    width = _count(keys.get("moe_ffn_hidden_size", convert=positive)) or ffn
+    top_k = _count(keys.get("moe_router_topk", convert=positive)) or 2
+    shared = _count(keys.get("moe_shared_expert_intermediate_size", convert=positive)) or 0
+    dense = [i for i, moe in enumerate(pattern) if not moe]
+    family = ("qwen2_moe", "Qwen2MoeForCausalLM") if shared else ("qwen3_moe", "Qwen3MoeForCausalLM")
+    out = {"model_type": family[0], "architectures": [family[1]], "num_experts": experts,
+           "num_experts_per_tok": top_k, "moe_intermediate_size": width, "decoder_sparse_step": 1,
+           "mlp_only_layers": dense, "norm_topk_prob": True}
+    if shared:
+        out["shared_expert_intermediate_size"] = shared
+    words = (f"{experts} experts of FFN {width} SwiGLU, top-{top_k}" + (f", shared experts {shared}" if shared else "")
+             + (f", {len(dense)} dense layer(s) of FFN {ffn}" if dense else ""))
+    return out, words
 
 
 def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
@@ -322,4 +433,4 @@ def read_megatron(document: Document) -> Recipe:
     )
 
 
-__all__ = ["BOOLEANS", "Layout", "PROGRAMS", "looks_like_megatron", "read_megatron"]
+__all__ = ["BOOLEANS", "LISTS", "Layout", "PROGRAMS", "looks_like_megatron", "read_megatron"]

@@ -46,19 +46,29 @@ def _with(plan: Plan, **changes) -> Plan:
     before = max(1, plan.cluster.world_size // (plan.tensor_parallel * plan.parallelism.pipeline * par.context))
     batch = plan.micro_batch * before * plan.parallelism.microbatches      # the global batch stays
     micro = rest.get("micro_batch", plan.micro_batch)
+    experts = cluster.world_size // ((par.expert_tensor or tp) * par.expert * par.pipeline)
     par = replace(par, shard=dp * par.context if par.distributed_optimizer else 1,
+                  expert_shard=max(1, experts) if par.distributed_optimizer else 1,
                   sequence_parallel=par.sequence_parallel and tp > 1,
                   microbatches=max(1, batch // (micro * dp)))
     return plan.with_changes(parallelism=par, shard_degree=par.shard, grad_accum=par.microbatches,
                              grad_checkpointing=par.checkpointing != "none", **rest)
 
 
+def _grid_holds(plan: Plan, tp: int, pp: int) -> bool:
+    """The expert grid ETP x EP x PP divides the GPUs (ETP following TP where the job leaves it so)."""
+    par = plan.parallelism
+    return not plan.cluster.world_size % ((par.expert_tensor or tp) * par.expert * pp)
+
+
 def _tp_degrees(plan: Plan) -> list[int]:
-    """TP degrees within a node that divide the node and the heads (query groups a multiple or divisor)."""
+    """TP degrees within a node that divide the node and the heads (query groups a multiple or divisor),
+    and leave an expert grid that divides the GPUs."""
     att = plan.model.layers[0].attention
     per = plan.cluster.per_node
     return [tp for tp in range(1, per + 1) if not (per % tp or att.num_heads % tp)
-            and not (att.num_kv_heads % tp and tp % att.num_kv_heads)]
+            and not (att.num_kv_heads % tp and tp % att.num_kv_heads)
+            and _grid_holds(plan, tp, plan.parallelism.pipeline)]
 
 
 def _one(plan: Plan, budget: int, words: str, **changes) -> list[Change]:
@@ -86,7 +96,8 @@ def _pipeline(plan: Plan, budget: int) -> list[Change]:
     """The least pipeline size above the job's that divides the layers and the GPUs and fits."""
     par, layers = plan.parallelism, plan.model.num_layers
     for pp in range(par.pipeline + 1, min(layers, plan.cluster.world_size // plan.tensor_parallel) + 1):
-        if layers % pp or plan.cluster.world_size % (pp * plan.tensor_parallel * par.context):
+        if (layers + sum(par.slots)) % pp or plan.cluster.world_size % (pp * plan.tensor_parallel * par.context) or \
+                not _grid_holds(plan, plan.tensor_parallel, pp):
             continue
         changed = _with(plan, pipeline=pp, stages_per_rank=1, schedule="1F1B", first_layers=0, last_layers=0)
         if fits(changed, budget):

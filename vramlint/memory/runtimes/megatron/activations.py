@@ -22,11 +22,31 @@ For GPT-3's layer (q = k = h, f = 4h, GELU, dropout, c = 2) that is ``10 + 24/t`
 ``18 + 4·ffn/h`` with SP and selective recompute, which also drops the 4a: tests/test_megatron.py
 runs it on the same arguments).
 
+An **MoE layer** (moe_layer.py, token_dispatcher.py, experts.py TEGroupedMLP, router.py) keeps,
+in place of the MLP's inner tensors, per token of the rank (the sequence part's tokens: MoE under TP
+runs with sequence parallelism), with E experts, top-k routing, one expert's FFN width e and ETP:
+
+- **the routed tokens**: the rank's experts receive k x ETP of its tokens when the router is
+  balanced (each of the EP ranks sends k per token over E / EP experts apiece; the expert TP group
+  all-gathers them), ``capacity`` x that at most under --moe-expert-capacity-factor; each keeps its
+  FC1 input (ch: the dispatched tokens), FC1's output and the weighted SwiGLU's (2ce/ETP + ce/ETP),
+  and its routing probability (4 B, fp32, for the weighted activation's backward);
+- **the router**: the top-k indices and the permutation's sorted indices (int64, 8k each), the top-k
+  softmax (fp32, 4k), the routing map (1 B an expert), and with --moe-aux-loss-coeff > 0 the full
+  fp32 softmax the load-balancing loss is made of (4E);
+- **shared experts**: a dense SwiGLU MLP of the shared width, TP-split as the dense one (3cs/t).
+
+The permutation and the all-to-all keep no tensor of their own for backward (index_select and the
+collective's autograd functions save indices or nothing); their buffers are the dispatch moment's
+(``dispatch_staging``).
+
 Recompute (megatron/core/recompute.py, transformer_layer.py): **selective** drops what the named
 modules rebuild — core_attn the log-sum-exp or the scores (q, k, v and the output stay: the checkpoint's inputs
-and the projection's input), mlp the MLP's inner tensors, layernorm the norms' outputs; **full
-uniform N** keeps each N-layer chunk's input alone (ch, sequence part) and rebuilds one chunk in
-backward; **full block N** keeps the first N layers' inputs alone and everything of the rest.
+and the projection's input), mlp the MLP's inner tensors (dense layers only: transformer_layer.py:512-514),
+layernorm the norms' outputs, moe the whole MoE layer but its input, moe_act the experts'
+activation output, shared_experts the shared experts' inner tensors; **full uniform N** keeps each
+N-layer chunk's input alone (ch, sequence part) and rebuilds one chunk in backward; **full block N**
+keeps the first N layers' inputs alone and everything of the rest.
 """
 
 from __future__ import annotations
@@ -37,6 +57,21 @@ from vramlint.plan import Plan
 
 SOURCE = ("Korthikanti et al. 2022 Table 2, term by term for Megatron-LM core_v0.19.0's TE layer "
           "(fused attention, GQA, SwiGLU, --hidden-dropout)")
+
+
+@dataclass(frozen=True)
+class Experts:
+    """An MoE layer's routed side on one rank (``Plan.parallelism``'s expert grid)."""
+
+    count: int                     # E
+    top_k: int
+    width: int                     # one expert's FFN width
+    shared: int                    # the shared experts' FFN width (0: none)
+    etp: int
+    ep: int
+    capacity: float                # the received tokens over the balanced share (1: dropless, balanced)
+    aux_loss: bool
+    dispatcher: str
 
 
 @dataclass(frozen=True)
@@ -53,15 +88,22 @@ class Widths:
     c: int
     scores: int                    # bytes per score an unfused attention keeps, per head and key (0: fused)
     keys: int                      # the keys each query attends (the rank's sequence)
+    experts: Experts | None = None     # an MoE layer's routed side; None: a dense MLP of width f
 
 
-def widths(plan: Plan) -> Widths:
+def widths(plan: Plan, index: int = 0) -> Widths:
+    """Layer ``index``'s widths."""
     m = plan.model
-    att, mlp = m.layers[0].attention, m.layers[0].mlp
+    att, mlp = m.layers[index].attention, m.layers[index].mlp
     par = plan.parallelism
+    experts = None
+    if mlp.kind == "moe":
+        experts = Experts(mlp.experts, mlp.experts_per_token, mlp.intermediate, mlp.shared_intermediate,
+                          par.expert_tensor or plan.tensor_parallel, par.expert, par.capacity, par.aux_loss,
+                          par.dispatcher)
     return Widths(m.hidden_size, att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim, mlp.intermediate,
-                  att.num_heads, mlp.kind == "gated", plan.tensor_parallel, par.sequence_parallel,
-                  1 if par.dropout else 0, 4 if plan.precision == "fp32" else 2, par.scores, plan.seq_len)
+                  att.num_heads, mlp.kind in ("gated", "moe"), plan.tensor_parallel, par.sequence_parallel,
+                  1 if par.dropout else 0, 4 if plan.precision == "fp32" else 2, par.scores, plan.seq_len, experts)
 
 
 def _sequence(w: Widths, bytes_: int) -> int:
@@ -73,14 +115,55 @@ def _head(w: Widths, bytes_: int) -> int:
     return -(-bytes_ // w.t)
 
 
+def _received(e: Experts) -> float:
+    """Tokens a rank's experts receive per token of the rank: k x ETP, balanced, x the capacity factor."""
+    return e.top_k * e.etp * e.capacity
+
+
+def _moe(w: Widths, dropped: tuple[str, ...]) -> int:
+    """An MoE layer's routed side, router and shared experts, per token of the micro-batch (the
+    rank's own tokens are the sequence part's)."""
+    e = w.experts
+    if "moe" in dropped:
+        return 0
+    inner = -(-(3 - ("moe_act" in dropped)) * w.c * e.width // e.etp)
+    routed = round(_received(e) * (w.c * w.h + inner + 4))
+    router = 20 * e.top_k + e.count + (4 * e.count if e.aux_loss else 0)
+    shared = 0 if "shared_experts" in dropped else _head(w, 3 * w.c * e.shared)
+    return _sequence(w, routed + router) + shared
+
+
 def layer(w: Widths, dropped: tuple[str, ...] = ()) -> int:
     """Bytes per token one layer keeps, less what the selective modules in ``dropped`` rebuild."""
     norms_out = 0 if "layernorm" in dropped else 2 * w.c * w.h
     sequence = 2 * w.c * w.h + norms_out + 2 * w.mask * w.h
-    inner = 0 if "mlp" in dropped else (3 if w.gated else 2) * w.c * w.f
+    dense = 0 if w.experts or "mlp" in dropped else (3 if w.gated else 2) * w.c * w.f
     core = 0 if "core_attn" in dropped else (w.scores * w.a * w.keys if w.scores else 4 * w.a)
-    heads = 2 * w.c * w.q + 2 * w.c * w.k + inner + core
-    return _sequence(w, sequence) + _head(w, heads)
+    heads = 2 * w.c * w.q + 2 * w.c * w.k + dense + core
+    return _sequence(w, sequence) + _head(w, heads) + (_moe(w, dropped) if w.experts else 0)
+
+
+def dispatch_staging(plan: Plan) -> int:
+    """Bytes per token of the micro-batch the token dispatcher holds beside the kept tensors while
+    an MoE layer runs (its gradients on the way back alike): the alltoall / flex dispatchers the
+    routed tokens before and after the all-to-all (2 x ch each), the allgather dispatcher the
+    tokens of the EP x ETP group it gathers (ch x EP x ETP) and the routed ones it selects from
+    them; 0 without MoE layers."""
+    w = next((w for w in (widths(plan, i) for i in _kinds(plan)) if w.experts), None)
+    if w is None:
+        return 0
+    e = w.experts
+    routed = _received(e) * w.c * w.h
+    held = 2 * routed if e.dispatcher != "allgather" else e.ep * e.etp * w.c * w.h + routed
+    return _sequence(w, round(held))
+
+
+def _kinds(plan: Plan) -> tuple[int, ...]:
+    """One layer index of each kind (dense, MoE) the model has."""
+    seen: dict[str, int] = {}
+    for i, layer_ in enumerate(plan.model.layers):
+        seen.setdefault(layer_.mlp.kind, i)
+    return tuple(seen.values())
 
 
 def chunk_input(w: Widths) -> int:
@@ -88,29 +171,41 @@ def chunk_input(w: Widths) -> int:
     return _sequence(w, w.c * w.h)
 
 
-def kept_per_token(plan: Plan, layers: int) -> tuple[int, str]:
-    """Bytes per token the ``layers`` layers of one model chunk keep, and the formula in words."""
+def _summed(plan: Plan, indices: tuple[int, ...], dropped: tuple[str, ...]) -> tuple[int, str]:
+    """The layers' bytes per token, and in words: one count per layer kind."""
+    per = [layer(widths(plan, i), dropped) for i in indices]
+    kinds = {}
+    for i, value in zip(indices, per):
+        kinds.setdefault((plan.model.layers[i].mlp.kind == "moe", value), []).append(i)
+    if len(kinds) == 1:
+        return sum(per), f"{per[0]:,} B/token x {len(per)} layers" if per else "0 layers"
+    return sum(per), " + ".join(f"{value:,} B/token x {len(ids)} {'MoE' if moe else 'dense'} layers"
+                                for (moe, value), ids in kinds.items())
+
+
+def kept_per_token(plan: Plan, indices: tuple[int, ...]) -> tuple[int, str]:
+    """Bytes per token the layers ``indices`` of one model chunk keep, and the formula in words."""
     w, mode = widths(plan), plan.parallelism.checkpointing
     policy, _, arg = mode.partition(":")
     if policy == "uniform":
         n = int(arg)
-        chunks = -(-layers // n)
+        chunks = -(-len(indices) // n)
         return chunks * chunk_input(w), f"{chunks} chunk input(s) x {chunk_input(w):,} B (full, uniform {n})"
     if policy == "block":
-        n = min(int(arg), layers)
-        rest = layers - n
-        return (n * chunk_input(w) + rest * layer(w),
-                f"{n} x {chunk_input(w):,} B (recomputed) + {rest} x {layer(w):,} B (kept; full, block)")
+        n = min(int(arg), len(indices))
+        rest, words = _summed(plan, indices[n:], ())
+        return n * chunk_input(w) + rest, f"{n} x {chunk_input(w):,} B (recomputed) + {words} (kept; full, block)"
     dropped = tuple(arg.split(",")) if policy == "selective" else ()
-    per = layer(w, dropped)
-    return per * layers, f"{per:,} B/token x {layers} layers ({mode})"
+    per, words = _summed(plan, indices, dropped)
+    return per, f"{words} ({mode})"
 
 
 def rebuilt(plan: Plan) -> int:
-    """Bytes per token a full recompute rebuilds at once in backward: one chunk's layers."""
+    """Bytes per token a full recompute rebuilds at once in backward: one chunk's layers (of the
+    largest kind)."""
     policy, _, arg = plan.parallelism.checkpointing.partition(":")
     n = int(arg) if policy == "uniform" else 1
-    return n * layer(widths(plan))
+    return n * max(layer(widths(plan, i)) for i in _kinds(plan))
 
 
 def embedding_mask(plan: Plan) -> int:

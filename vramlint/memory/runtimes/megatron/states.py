@@ -9,7 +9,13 @@ and Adam's two fp32 moments (SGD's one momentum): whole on every rank
 (``Float16OptimizerWithFloat16Params``), or under --use-distributed-optimizer sharded over the dp x
 cp ranks (``Plan.shard_degree``). With bf16: 18 B a parameter, or 6 + 12/d. With tied embeddings
 and pipeline parallelism the last stage holds its own copy of the word embeddings for the output
-layer (``LanguageModule.setup_embeddings_and_output_layer``)."""
+layer (``LanguageModule.setup_embeddings_and_output_layer``).
+
+The routed experts of MoE layers are split over the expert grid instead of TP: each rank holds
+E / EP experts, each cut ETP ways (``experts.py`` TEGroupedMLP), in the same dtype and with their
+gradients in DDP's expert buffer; the distributed optimizer shards their states over the expert
+data-parallel group, world / (ETP x EP x PP) (parallel_state.py:870-884; Megatron's own
+theoretical_memory_usage prices them so: ``num_bytes_per_parameter(expert_data_parallel_size)``)."""
 
 from __future__ import annotations
 
@@ -23,18 +29,23 @@ SOURCE = ("Megatron-LM core_v0.19.0 param_and_grad_buffer.py (contiguous param a
           "distrib_optimizer.py / optimizer.py (fp32 main params + Adam states), dist_optimizer.md")
 
 
-def rank_params(plan: Plan, rank: Rank) -> int:
+def rank_params(plan: Plan, rank: Rank) -> tuple[int, int]:
     """The rank's parameters (its TP share of its chunks' layers, the embedding on the first, the
-    output layer on the last: the word embeddings again where they are tied and pipelined)."""
+    output layer on the last: the word embeddings again where they are tied and pipelined), and
+    apart its share of the routed experts (E x its layers' experts / (EP x ETP))."""
     m = plan.model
-    params = 0
+    params = experts = 0
     for stage in rank.stages:
-        params += sum(m.layers[i].params.total for i in stage.layers)
+        for i in stage.layers:
+            layer = m.layers[i].params
+            params += layer.total - layer.experts
+            experts += layer.experts
         params += m.embedding_params if stage.embedding else 0
         if stage.head:
             tied_copy = m.embedding_params if not m.head_params and not stage.embedding else 0
             params += m.head_params + m.final_norm_params + tied_copy
-    return params
+    par = plan.parallelism
+    return params, -(-experts // (par.expert * (par.expert_tensor or plan.tensor_parallel)))
 
 
 def _optimizer_bytes(plan: Plan) -> tuple[int, str]:
@@ -45,24 +56,32 @@ def _optimizer_bytes(plan: Plan) -> tuple[int, str]:
     return main + moments, words
 
 
+def _shard(params: int, d: int, group: str) -> tuple[int, str]:
+    over = f"{params:,} / {d} (distributed optimizer over {group})" if d > 1 else f"{params:,}"
+    return -(-params // d), over
+
+
 def megatron_states(plan: Plan, rank: Rank | None = None) -> States:
     """The states of ``rank`` (the first pipeline rank where none is named)."""
     rank = rank or ranks(plan)[0]
-    p = rank_params(plan, rank)
+    dense, experts = rank_params(plan, rank)
     par = plan.parallelism
     c = 4 if plan.precision == "fp32" else 2
     per, words = _optimizer_bytes(plan)
-    d = plan.shard_degree if par.distributed_optimizer else 1
-    shard = -(-p // d)
-    over = f"{p:,} / {d} (distributed optimizer over dp x cp)" if d > 1 else f"{p:,}"
-    resting = [Component("parameters", c * p, f"{c} B x {p:,}", SOURCE),
-               Component("optimizer states", per * shard, f"{per} B ({words}) x {over}", SOURCE)]
-    gradients = [Component("gradient buffer", par.grad_bytes * p, f"{par.grad_bytes} B x {p:,} (DDP buffer, whole)",
-                           SOURCE)]
-    step = []
-    if par.grad_bytes < 4 and plan.precision != "fp32":     # main_param.grad = main_grad.float(): a new fp32 tensor
-        step.append(Component("fp32 gradient copy (step)", 4 * shard, f"4 B x {over} (16-bit gradients made fp32 "
-                              "for the step, optimizer.py:1097)", SOURCE))
+    groups = [(dense, plan.shard_degree if par.distributed_optimizer else 1, "dp x cp", "")]
+    if experts:
+        groups.append((experts, par.expert_shard if par.distributed_optimizer else 1, "the expert data-parallel group",
+                       " (routed experts)"))
+    resting, gradients, step = [], [], []
+    for p, d, group, what in groups:
+        shard, over = _shard(p, d, group)
+        resting += [Component(f"parameters{what}", c * p, f"{c} B x {p:,}", SOURCE),
+                    Component(f"optimizer states{what}", per * shard, f"{per} B ({words}) x {over}", SOURCE)]
+        gradients.append(Component(f"gradient buffer{what}", par.grad_bytes * p,
+                                   f"{par.grad_bytes} B x {p:,} (DDP buffer, whole)", SOURCE))
+        if par.grad_bytes < 4 and plan.precision != "fp32":  # main_param.grad = main_grad.float(): a new fp32 tensor
+            step.append(Component(f"fp32 gradient copy (step){what}", 4 * shard, f"4 B x {over} (16-bit gradients "
+                                  "made fp32 for the step, optimizer.py:1097)", SOURCE))
     return States(resting, gradients, step, [])
 
 

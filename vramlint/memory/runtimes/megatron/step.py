@@ -8,7 +8,8 @@ same in the fused one) makes an fp32 copy of the bf16 logits (``.float()``), tur
 the softmax it saves for backward, and in backward into the gradient, cast to bf16 for the output
 layer: 6 B a logit at the loss going forward (bf16 logits + the fp32 copy) and coming back (the
 fp32 gradient + its bf16 cast). The moments: forward and backward at the loss, the 1F1B steady
-state with a recomputed chunk rebuilt, and the optimizer step.
+state with a recomputed chunk rebuilt, backward through an MoE layer with its token dispatcher's
+buffers, and the optimizer step.
 
 Megatron leaves the caching allocator as it is (no expandable segments); its reserve above the
 tensors is not replayed here (``reserve``) — its reports give max allocated and max reserved apart,
@@ -20,8 +21,8 @@ from __future__ import annotations
 from vramlint.memory.parts.allocator import Peaks
 from vramlint.memory.parts.components import ALLOCATOR, Component
 from vramlint.memory.parts.pipeline import Rank
-from vramlint.memory.runtimes.megatron.activations import (SOURCE as TERMS, embedding_mask, head_input,
-                                                           kept_per_token, rebuilt)
+from vramlint.memory.runtimes.megatron.activations import (SOURCE as TERMS, dispatch_staging, embedding_mask,
+                                                           head_input, kept_per_token, rebuilt)
 from vramlint.memory.runtimes.megatron.layout import ranks
 from vramlint.memory.runtimes.megatron.states import SOURCE, megatron_states
 from vramlint.plan import Plan
@@ -32,7 +33,7 @@ LOSS_SOURCE = ("Megatron-LM core_v0.19.0 tensor_parallel/cross_entropy.py: .floa
 
 
 def _kept(plan: Plan, rank: Rank, tokens: int) -> tuple[Component, ...]:
-    per, words = kept_per_token(plan, -(-rank.layers // len(rank.stages)))
+    per, words = max(kept_per_token(plan, stage.layers) for stage in rank.stages)     # the largest chunk's
     held = rank.in_flight
     where = f" x {held} chunk-forwards in flight ({plan.parallelism.schedule})" if plan.parallelism.pipeline > 1 \
         else ""
@@ -63,6 +64,11 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
         head = Component("final norm + output layer input", per * tokens, f"{per:,} B x {tokens:,} tokens", TERMS)
         out.append((f"forward at the loss{name}", rest + kept + (head, _loss(plan, "forward", tokens))))
         out.append((f"backward at the loss{name}", rest + kept + (head, _loss(plan, "backward", tokens))))
+    staging = dispatch_staging(plan)
+    if staging:
+        held = Component("token dispatch buffers", staging * tokens, f"{staging:,} B x {tokens:,} tokens "
+                         f"({plan.parallelism.dispatcher} dispatcher: the routed tokens' gradients in flight)", TERMS)
+        out.append((f"backward through an MoE layer{name}", rest + kept + (held,)))
     policy = plan.parallelism.checkpointing.partition(":")[0]
     if policy in ("uniform", "block"):
         per = rebuilt(plan)

@@ -1,0 +1,154 @@
+"""Megatron-core's MoE layers (readers/megatron.py ``_moe``, layouts/megatron.py ``_experts``,
+memory/runtimes/megatron): the routed experts over the expert grid (EP x ETP) with their optimizer
+states over the expert data-parallel group, checked byte for byte against Megatron's own
+theoretical_memory_usage.py (core_v0.19.0) on the same arguments; the routed tokens' activations;
+the expert grid's refusals in Megatron's words; Megatron's Mixtral example (tests/data/megatron/scripts)
+and a Megatron-Bridge Qwen3-235B-A22B dry-run dump (tests/data/megatron_bridge), byte-exact."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+from test_megatron import ARGS, _megatron_estimator, _plan
+from vramlint.memory.runtimes.megatron.activations import layer, widths
+from vramlint.memory.runtimes.megatron.layout import counts, ranks
+from vramlint.memory.runtimes.megatron.states import megatron_states
+from vramlint.readers.megatron import moe_layers
+
+ROOT = Path(__file__).resolve().parent.parent
+MIXTRAL = ROOT / "tests/data/megatron/scripts/NVIDIA__Megatron-LM/examples/mixtral/train_mixtral_8x7b_distributed.sh"
+QWEN3 = ROOT / "tests/data/megatron_bridge/qwen3_235b_a22b_pretrain_gb200_nvfp4_v1.yaml"
+LINE = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --hidden-size 1024 --ffn-hidden-size 4096 "
+        "--moe-ffn-hidden-size 512 --num-attention-heads 16 --group-query-attention --num-query-groups 4 --swiglu "
+        "--disable-bias-linear --normalization RMSNorm --position-embedding-type rope "
+        "--untie-embeddings-and-output-weights --num-experts 16 --moe-router-topk 4 "
+        "--moe-shared-expert-intermediate-size 1024 --moe-shared-expert-gate --moe-layer-freq '([0]+[1]*7)' "
+        "--expert-model-parallel-size 4 --tensor-model-parallel-size 2 --sequence-parallel "
+        "--use-distributed-optimizer --bf16 --vocab-size 32000 --seq-length 2048 --micro-batch-size 1 "
+        "--global-batch-size 16 --moe-token-dispatcher-type alltoall --hidden-dropout 0 {extra}\n")
+
+
+def _check(path, *args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", str(path), "--format", "json", *args],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)["files"][0]
+
+
+def _parts(entry: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in entry["estimate"]["components"]}
+
+
+def test_moe_states_equal_megatrons_own_estimator(tmp_path):
+    """A dense first layer, 16 experts over EP 4 x ETP 2 (the TP size), shared experts with their
+    gate, untied embeddings: Megatron's weight-and-optimizer bytes (dense states over dp 4, the
+    experts' over world / (ETP x EP x PP) = 1) equal vramlint's states to the byte."""
+    plan = _plan(tmp_path, LINE.format(extra=""), "8x80GB")
+    par = plan.parallelism
+    assert (par.expert, par.expert_tensor or plan.tensor_parallel, par.expert_shard) == (4, 2, 1)
+    args = Namespace(**{**ARGS, "num_layers": 8, "hidden_size": 1024, "ffn_hidden_size": 4096, "kv_channels": 64,
+                        "group_query_attention": True, "num_query_groups": 4, "swiglu": True,
+                        "normalization": "RMSNorm", "num_experts": 16, "moe_ffn_hidden_size": 512,
+                        "moe_router_topk": 4, "moe_shared_expert_intermediate_size": 1024,
+                        "moe_shared_expert_gate": True, "moe_layer_freq": [0] + [1] * 7, "padded_vocab_size": 32000,
+                        "untie_embeddings_and_output_weights": True, "expert_model_parallel_size": 4,
+                        "expert_tensor_parallel_size": 2, "data_parallel_size": 4})
+    weights = _megatron_estimator()["compute_weight_and_optimizer_memory"](args)
+    local = plan.with_changes(model=plan.model.tp_local(2, plan.tp_split))
+    states = megatron_states(local, ranks(local)[0])
+    assert sum(c.bytes for c in states.resting + states.gradients) == weights
+    experts = next(c for c in states.resting if c.name == "parameters (routed experts)")
+    assert experts.formula == f"2 B x {7 * 16 * 3 * 1024 * 512 // 8:,}"     # 7 MoE layers, 16 experts / (4 x 2)
+
+
+def test_an_moe_layer_keeps_its_routed_tokens_and_recompute_drops_them(tmp_path):
+    """Per token of the micro-batch, an MoE layer keeps what a dense one keeps but the MLP's inner
+    tensors, plus the routed side: k x ETP received tokens (balanced) each with its FC1 input, FC1's
+    and the activation's outputs over ETP and its fp32 probability, the router's indices and map, and
+    the shared experts' TP-split inner tensors; all sequence-split under SP. moe_act drops the
+    activation's output, moe the whole layer but its input; mlp does not touch an MoE layer."""
+    plan = _plan(tmp_path, LINE.format(extra=""), "8x80GB")
+    dense, moe = widths(plan, 0), widths(plan, 1)
+    assert dense.experts is None and moe.experts is not None
+    c, h, t = 2, 1024, 2
+    routed = 4 * 2 * (c * h + 3 * c * 512 // 2 + 4)          # k 4 x ETP 2 tokens, FFN 512 over ETP 2
+    router = 20 * 4 + 16                                     # int64 top-k and sorted indices, fp32 top-k softmax, map
+    shared = 3 * c * 1024 // t
+    attention = 2 * c * 1024 + 2 * c * 256 + 4 * 16          # q, k, v, output, log-sum-exp
+    norms = 4 * c * h // t
+    assert layer(moe) == norms + attention // t + shared + (routed + router) // t
+    assert layer(moe) - layer(moe, ("moe_act",)) == 4 * 2 * c * 512 // 2 // t
+    assert layer(moe, ("moe",)) == norms + attention // t
+    assert layer(moe, ("mlp",)) == layer(moe)
+    assert layer(dense) - layer(dense, ("mlp",)) == 3 * c * 4096 // t
+
+
+def test_nargs_options_and_layer_patterns_are_read_as_megatron_parses_them(tmp_path):
+    """--recompute-modules takes every word up to the next option (argparse nargs); --moe-layer-freq
+    is an every-N count or a list expression (moe_freq_type); a capacity factor caps the received tokens."""
+    plan = _plan(tmp_path, LINE.format(extra="--recompute-granularity selective --recompute-modules core_attn "
+                                             "moe_act --moe-expert-capacity-factor 1.5"), "8x80GB")
+    assert plan.parallelism.checkpointing == "selective:core_attn,moe_act"
+    assert plan.parallelism.capacity == 1.5
+    assert [layer_.mlp.kind for layer_ in plan.model.layers] == ["gated"] + ["moe"] * 7
+    assert moe_layers(2, 4) == [1, 0, 1, 0] and moe_layers("([1]*3+[0]*1)*2", 8) == [1, 1, 1, 0] * 2
+    assert moe_layers("[1]*3", 4) is None and moe_layers("__import__('os')", 1) is None
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("--expert-model-parallel-size 3", "Number of experts should be a multiple of expert model parallel_size"),
+    ("--expert-model-parallel-size 4 --expert-tensor-parallel-size 4",
+     "world_size (8) is not divisible by expert_tensor_model_pipeline_parallel size (16)"),
+])
+def test_the_expert_grid_megatron_refuses_is_said_in_its_words(tmp_path, extra, words):
+    script = tmp_path / "train.sh"
+    script.write_text(LINE.format(extra="").replace("--expert-model-parallel-size 4 ", "").replace("\n", f" {extra}\n"))
+    codes = [(f["code"], f["message"]) for f in _check(script, "--gpus", "8x80GB")["findings"]]
+    assert any(code == "VL313" and words in message for code, message in codes), codes
+
+
+def test_moe_under_tensor_parallelism_needs_sequence_parallelism(tmp_path):
+    script = tmp_path / "train.sh"
+    script.write_text(LINE.format(extra="").replace("--sequence-parallel ", ""))
+    finding = next(f for f in _check(script, "--gpus", "8x80GB")["findings"] if f["code"] == "VL313")
+    assert "MoE and tensor parallelismare enabled without also enabling sequence parallelism" in finding["message"]
+    assert finding["hint"] == "add --sequence-parallel"
+
+
+def test_megatrons_mixtral_example_is_priced_on_its_expert_grid():
+    """examples/mixtral/train_mixtral_8x7b_distributed.sh: PP 4 x EP 8 needs 32 GPUs (Megatron
+    refuses 8, at the line that states EP); on 4 x 8 GPUs each rank holds one of the 8 experts of
+    its 8 layers, their states whole (expert data-parallel 32 / (1 x 8 x 4) = 1), and the peak is
+    rank 0's backward through an MoE layer with 4 micro-batches in flight."""
+    refused = _check(MIXTRAL, "--gpus", "8x80GB")
+    finding = next(f for f in refused["findings"] if f["code"] == "VL313")
+    assert "is not divisible by expert_tensor_model_pipeline_parallel size (32)" in finding["message"]
+    assert finding["line"] == 85
+    entry = _check(MIXTRAL, "--gpus", "4x8x80GB")
+    parts = _parts(entry)
+    expert_params = 8 * 3 * 4096 * 14336                     # 8 layers x one expert of FFN 14336
+    assert parts["parameters (routed experts)"]["formula"] == f"2 B x {expert_params:,}"
+    assert parts["optimizer states (routed experts)"]["formula"] == \
+        f"12 B (fp32 main + Adam m, v (fp32)) x {expert_params:,}"
+    assert parts["activations"]["formula"].startswith("241,880 B/token x 8 layers (none) x 4,096 tokens x 4 ")
+    assert parts["token dispatch buffers"]["formula"].startswith("32,768 B x 4,096 tokens (alltoall dispatcher")
+    assert entry["estimate"]["peak_moment"] == "backward through an MoE layer (pipeline rank 0)"
+
+
+def test_a_bridge_qwen3_moe_dump_counts_the_embedding_and_loss_as_layers():
+    """Bridge's Qwen3-235B-A22B dump (94 layers, PP 8, account_for_embedding / loss_in_pipeline_split):
+    Megatron refused it as 94 layers over 8 stages; it is 96 slots, 11 layers on the first and the
+    last stage and 12 on the others (transformer_block.py), with 128 experts over EP 8, flex dispatch."""
+    assert counts(94, 8, slots=(True, True)) == [11] + [12] * 6 + [11]
+    entry = _check(QWEN3, "--gpus", "16x4x184GiB")
+    parts = _parts(entry)
+    assert parts["activations"]["formula"].startswith("207,936 B/token x 11 layers (none) x 4,096 tokens x 8 ")
+    assert parts["parameters (routed experts)"]["formula"] == f"2 B x {11 * 16 * 3 * 4096 * 1536:,}"
+    assert "flex dispatcher" in parts["token dispatch buffers"]["formula"]
+    assert any(f["code"] == "VL210" and "fp4" in f["message"] for f in entry["findings"])
