@@ -125,7 +125,8 @@ def test_megatrons_mixtral_example_is_priced_on_its_expert_grid():
     """examples/mixtral/train_mixtral_8x7b_distributed.sh: PP 4 x EP 8 needs 32 GPUs (Megatron
     refuses 8, at the line that states EP); on 4 x 8 GPUs each rank holds one of the 8 experts of
     its 8 layers, their states whole (expert data-parallel 32 / (1 x 8 x 4) = 1), and the peak is
-    rank 0's backward through an MoE layer with 4 micro-batches in flight."""
+    rank 0's backward through an MoE layer with 4 micro-batches in flight. Its routing is dropless:
+    priced balanced, and said so (VL210)."""
     refused = _check(MIXTRAL, "--gpus", "8x80GB")
     finding = next(f for f in refused["findings"] if f["code"] == "VL313")
     assert "is not divisible by expert_tensor_model_pipeline_parallel size (32)" in finding["message"]
@@ -139,6 +140,7 @@ def test_megatrons_mixtral_example_is_priced_on_its_expert_grid():
     assert parts["activations"]["formula"].startswith("241,880 B/token x 8 layers (none) x 4,096 tokens x 4 ")
     assert parts["token dispatch buffers"]["formula"].startswith("32,768 B x 4,096 tokens (alltoall dispatcher")
     assert entry["estimate"]["peak_moment"] == "backward through an MoE layer (pipeline rank 0)"
+    assert any(f["code"] == "VL210" and f["message"].startswith("dropless MoE routing") for f in entry["findings"])
 
 
 def test_a_bridge_qwen3_moe_dump_counts_the_embedding_and_loss_as_layers():
@@ -152,3 +154,6 @@ def test_a_bridge_qwen3_moe_dump_counts_the_embedding_and_loss_as_layers():
     assert parts["parameters (routed experts)"]["formula"] == f"2 B x {11 * 16 * 3 * 4096 * 1536:,}"
     assert "flex dispatcher" in parts["token dispatch buffers"]["formula"]
     assert any(f["code"] == "VL210" and "fp4" in f["message"] for f in entry["findings"])
+    refused = next(f for f in _check(QWEN3, "--gpus", "8xH100")["findings"] if f["code"] == "VL313")
+    assert "expert_tensor_model_pipeline_parallel size (64)" in refused["message"]
+    assert refused["hint"].endswith("or a smaller model.expert_model_parallel_size")     # the file's own key

@@ -10,6 +10,8 @@ distributed optimizer shards over dp x cp / ``--num-distributed-optimizer-instan
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vramlint.hardware import Cluster
 from vramlint.layouts import Refusal, whole
 from vramlint.models.shape import ModelShape
@@ -191,7 +193,16 @@ def _recompute_refused(layout: Layout, model: ModelShape, pp: int) -> list[Refus
 
 
 def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
-    """What Megatron-LM refuses before its first step, each with the message it raises."""
+    """What Megatron-LM refuses before its first step, each with the message it raises and a hint
+    in the keys of the file that states the job (Megatron-Bridge's where it is a ConfigContainer)."""
+    found = _refused(layout, recipe, model, world)
+    if recipe.vocabulary != "megatron-bridge":
+        return found
+    from vramlint.readers.megatron_bridge import in_bridge_keys
+    return [replace(refusal, hint=in_bridge_keys(refusal.hint)) for refusal in found]
+
+
+def _refused(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
     wrong = _wrong_types(layout)
     if wrong:
         return wrong

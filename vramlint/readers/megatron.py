@@ -392,6 +392,10 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
         one_state = optimizer.value in ("muon", "dist_muon", "adaptive_muon", "lion")     # one momentum a parameter
         out.append(Feature(optimizer, f"--optimizer {optimizer.value}: its states priced as Adam's two fp32 moments",
                            "high" if one_state else "low"))
+    experts = keys.get("num_experts", default=None, convert=positive)
+    if _count(experts) and layout.capacity.value is None:
+        out.append(Feature(experts, "dropless MoE routing (no expert capacity factor): priced at balanced load; "
+                                    "a skewed router sends a rank's experts more tokens than their share"))
     offloaded = keys.get("cpu_offloading_num_layers", default=0, convert=positive)
     if isinstance(offloaded.value, int) and offloaded.value > 0:
         out.append(Feature(offloaded, "activation CPU offloading: estimated on the GPU", "high"))

@@ -69,6 +69,23 @@ ARGUMENTS: dict[str, tuple[str, ...]] = {
     "optimizer_cpu_offload": ("optimizer.optimizer_cpu_offload",),
     "num_distributed_optimizer_instances": ("ddp.num_distributed_optimizer_instances",),
 }
+# The Megatron-LM flags Bridge states in keys of its own, beside ARGUMENTS' (derived flags: ``_derived``)
+FLAG_KEYS = {"use_distributed_optimizer": "ddp.use_distributed_optimizer", "swiglu": "model.gated_linear_unit",
+             "bf16": "mixed_precision", "fp16": "mixed_precision"}
+
+
+def in_bridge_keys(text: str) -> str:
+    """A hint written in Megatron-LM's flags with each ``--flag`` the ConfigContainer key that states it
+    (``add --sequence-parallel`` -> ``add model.sequence_parallel``)."""
+    words = []
+    for word in text.split(" "):
+        core = word.rstrip(".,;:)")
+        name = core[2:].replace("-", "_") if core.startswith("--") else ""
+        key = FLAG_KEYS.get(name) or (ARGUMENTS[name][0] if name in ARGUMENTS else None)
+        words.append(word.replace(core, key, 1) if key else word)
+    return " ".join(words)
+
+
 # How hints and findings spell a setting (the keys the file writes)
 SPELLING = {"micro_batch": "train.micro_batch_size", "seq_len": "dataset.seq_length",
             "grad_accum": "train.global_batch_size", "grad_checkpointing": "model.recompute_granularity",
@@ -264,4 +281,4 @@ def read_megatron_bridge(document: Document) -> Recipe:
                    features=_features(keys, recipe, args), **_fp32(recipe))
 
 
-__all__ = ["ARGUMENTS", "looks_like_megatron_bridge", "read_megatron_bridge"]
+__all__ = ["ARGUMENTS", "in_bridge_keys", "looks_like_megatron_bridge", "read_megatron_bridge"]
