@@ -175,6 +175,16 @@ class Parallelism:
     capacity: float = 1.0
     aux_loss: bool = False
 
+    def expert_tp(self, tp: int) -> int:
+        """The routed experts' TP size: the job's, else the TP size ``tp`` (A:569-570)."""
+        return self.expert_tensor or tp
+
+    def expert_grid(self, tp: int, pp: int | None = None) -> int:
+        """GPUs one copy of the routed experts spans, ETP x EP x PP (``pp`` the job's pipeline size
+        unless another is weighed): Megatron's expert_tensor_model_pipeline_parallel size,
+        parallel_state.py:874-879."""
+        return self.expert_tp(tp) * self.expert * (self.pipeline if pp is None else pp)
+
 
 @dataclass(frozen=True)
 class Plan:

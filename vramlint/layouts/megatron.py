@@ -39,6 +39,12 @@ def virtual_stages(layout: Layout, num_layers: int, pp: int) -> int:
     return max(1, (num_layers // pp) // per) if per else 1
 
 
+def slots(layout: Layout) -> tuple[bool, bool]:
+    """The embedding and the loss each counted as a layer of the pipeline split
+    (--account-for-embedding / loss-in-pipeline-split: A:928-933, 957-961)."""
+    return bool(layout.embedding_slot.value), bool(layout.loss_slot.value)
+
+
 def microbatches(layout: Layout, dp: int) -> int:
     micro = whole(layout.micro_batch)
     wanted = whole(layout.global_batch, micro * dp)
@@ -125,12 +131,12 @@ def _pipeline(layout: Layout, model: ModelShape, pp: int, dp: int) -> list[Refus
     """The layers' split over the stages and the interleaved schedule's needs (A:894-975, schedules.py)."""
     layers = model.num_layers
     first, last = whole(layout.first_layers, 0), whole(layout.last_layers, 0)
-    slots = bool(layout.embedding_slot.value) + bool(layout.loss_slot.value)
-    if slots and (first or last):
+    counted = sum(slots(layout))
+    if counted and (first or last):
         return [Refusal(layout.embedding_slot if layout.embedding_slot.value else layout.loss_slot,
                         "Does not support standalone embedding stage and standalone loss stage with uneven pp "
                         "(transformer_block.py:101-105)", "keep the uneven first / last stage or the accounting")]
-    layers += slots                  # the embedding and the loss each counted as a layer (A:928-933, 957-961)
+    layers += counted
     if layout.virtual_layers.value is not None and layout.virtual_stages.value is not None:
         return [Refusal(layout.virtual_stages, "No more than one of the following arguments can be set at the same "
                         "time: --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank "
@@ -251,9 +257,8 @@ def _expert_grid(layout: Layout, model: ModelShape, d: dict[str, int], distribut
                  + (f"their optimizer states over the expert data-parallel group ({shard})" if distributed else
                     "their optimizer states whole")
                  + f"; {layout.dispatcher.value} token dispatcher; each rank's experts receive "
-                 + (f"at most {factor:g} x the balanced share of routed tokens (--moe-expert-capacity-factor)"
-                    if factor != 1.0 else "the balanced share of routed tokens (dropless: an unbalanced router "
-                                          "sends more)"))
+                 + (f"at most {factor:g} x the balanced share of routed tokens (the capacity factor)"
+                    if factor != 1.0 else "the balanced share of routed tokens"))
     etp = d["expert_tensor"] if layout.expert_tensor.value is not None else 0
     return {"expert": d["expert"], "expert_tensor": etp, "expert_shard": shard,
             "dispatcher": str(layout.dispatcher.value), "capacity": factor, "aux_loss": bool(layout.aux_loss.value)}
@@ -268,8 +273,7 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
     layout: Layout = recipe.layout.value
     d = degrees(layout, cluster.world_size)
     pp, tp, cp, dp = d["pipeline"], d["tensor"], d["context"], d["data"]
-    slots = bool(layout.embedding_slot.value) + bool(layout.loss_slot.value)
-    v = virtual_stages(layout, model.num_layers + slots, pp)
+    v = virtual_stages(layout, model.num_layers + sum(slots(layout)), pp)
     m = microbatches(layout, dp)
     sp = bool(layout.sequence_parallel.value) and tp > 1      # off with a warning at TP 1 (A:1390-1399)
     distributed = bool(layout.distributed_optimizer.value)
@@ -279,7 +283,7 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                       microbatches=m, stages_per_rank=v, checkpointing=mode, reshard_after_forward=False,
                       sequence_parallel=sp, distributed_optimizer=distributed, grad_bytes=layout.grad_bytes.value,
                       first_layers=whole(layout.first_layers, 0), last_layers=whole(layout.last_layers, 0),
-                      slots=(bool(layout.embedding_slot.value), bool(layout.loss_slot.value)),
+                      slots=slots(layout),
                       dropout=bool(layout.dropout.value), scores=layout.scores.value,
                       **_expert_grid(layout, model, d, distributed, notes))
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),

@@ -270,19 +270,30 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str]:
     positions = _count(keys.get("max_position_embeddings", convert=positive)) or \
         _count(keys.get("seq_length", convert=positive)) or 2048
     common = {"vocab_size": vocab, "tie_word_embeddings": tied, "torch_dtype": "bfloat16"}
-    experts = _count(keys.get("num_experts", convert=positive))
-    if experts:
-        moe, moe_words = _moe(keys, layers, ffn, swiglu)
+    gated = {**common, "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+             "num_key_value_heads": groups, "head_dim": head_dim, "intermediate_size": ffn, "hidden_act": "silu",
+             "attention_bias": bias, "mlp_bias": bias, "max_position_embeddings": positions}
+    mlp_words = f"FFN {ffn}{' SwiGLU' if swiglu else ''}"
+    if _count(keys.get("num_experts", convert=positive)):
+        moe, mlp_words = _moe(keys, layers, ffn, swiglu)
         if moe is None:
-            return None, moe_words
-        config = {**common, "hidden_size": hidden, "num_hidden_layers": layers,
-                  "num_attention_heads": heads, "num_key_value_heads": groups, "head_dim": head_dim,
-                  "intermediate_size": ffn, "hidden_act": "silu", "max_position_embeddings": positions,
-                  "attention_bias": bias, "qkv_bias": bias, **moe}
-        words = (f"Megatron GPT: {layers} layers, hidden {hidden}, {heads} heads" + (f" ({groups} query groups)"
-                 if groups != heads else "") + f", {moe_words}, vocabulary {vocab_words}"
-                 + ("" if tied else ", untied output layer"))
-        return config, words
+            return None, mlp_words
+        config = {**gated, "qkv_bias": bias, **moe}          # Qwen2-MoE spells the attention's bias qkv_bias
+    elif swiglu:
+        config = {**gated, "model_type": "llama", "architectures": ["LlamaForCausalLM"]}
+    elif grouped or rope or head_dim * heads != hidden:
+        config = {**common, "model_type": "starcoder2", "architectures": ["Starcoder2ForCausalLM"],
+                  "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+                  "num_key_value_heads": groups, "intermediate_size": ffn, "use_bias": bias,
+                  "hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": positions, "residual_dropout": 0.0}
+    else:
+        config = {**common, "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": hidden,
+                  "n_layer": layers, "n_head": heads, "n_inner": ffn, "n_positions": positions,
+                  "activation_function": "gelu", "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+    words = (f"Megatron GPT: {layers} layers, hidden {hidden}, {heads} heads" + (f" ({groups} query groups)"
+             if groups != heads else "") + f", {mlp_words}, vocabulary {vocab_words}"
+             + ("" if tied else ", untied output layer"))
+    return config, words
     if swiglu:
         config = {**common, "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": hidden,
                   "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": groups,
@@ -392,10 +403,10 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
         one_state = optimizer.value in ("muon", "dist_muon", "adaptive_muon", "lion")     # one momentum a parameter
         out.append(Feature(optimizer, f"--optimizer {optimizer.value}: its states priced as Adam's two fp32 moments",
                            "high" if one_state else "low"))
-    experts = keys.get("num_experts", default=None, convert=positive)
-    if _count(experts) and layout.capacity.value is None:
-        out.append(Feature(experts, "dropless MoE routing (no expert capacity factor): priced at balanced load; "
-                                    "a skewed router sends a rank's experts more tokens than their share"))
+    if _count(layout.num_experts) and layout.capacity.value is None:
+        out.append(Feature(layout.num_experts, "dropless MoE routing (no expert capacity factor): priced at balanced "
+                                               "load; a skewed router sends a rank's experts more tokens than their "
+                                               "share"))
     offloaded = keys.get("cpu_offloading_num_layers", default=0, convert=positive)
     if isinstance(offloaded.value, int) and offloaded.value > 0:
         out.append(Feature(offloaded, "activation CPU offloading: estimated on the GPU", "high"))

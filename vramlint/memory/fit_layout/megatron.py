@@ -46,7 +46,7 @@ def _with(plan: Plan, **changes) -> Plan:
     before = max(1, plan.cluster.world_size // (plan.tensor_parallel * plan.parallelism.pipeline * par.context))
     batch = plan.micro_batch * before * plan.parallelism.microbatches      # the global batch stays
     micro = rest.get("micro_batch", plan.micro_batch)
-    experts = cluster.world_size // ((par.expert_tensor or tp) * par.expert * par.pipeline)
+    experts = cluster.world_size // par.expert_grid(tp)
     par = replace(par, shard=dp * par.context if par.distributed_optimizer else 1,
                   expert_shard=max(1, experts) if par.distributed_optimizer else 1,
                   sequence_parallel=par.sequence_parallel and tp > 1,
@@ -57,8 +57,7 @@ def _with(plan: Plan, **changes) -> Plan:
 
 def _grid_holds(plan: Plan, tp: int, pp: int) -> bool:
     """The expert grid ETP x EP x PP divides the GPUs (ETP following TP where the job leaves it so)."""
-    par = plan.parallelism
-    return not plan.cluster.world_size % ((par.expert_tensor or tp) * par.expert * pp)
+    return not plan.cluster.world_size % plan.parallelism.expert_grid(tp, pp)
 
 
 def _tp_degrees(plan: Plan) -> list[int]:

@@ -99,7 +99,7 @@ def widths(plan: Plan, index: int = 0) -> Widths:
     experts = None
     if mlp.kind == "moe":
         experts = Experts(mlp.experts, mlp.experts_per_token, mlp.intermediate, mlp.shared_intermediate,
-                          par.expert_tensor or plan.tensor_parallel, par.expert, par.capacity, par.aux_loss,
+                          par.expert_tp(plan.tensor_parallel), par.expert, par.capacity, par.aux_loss,
                           par.dispatcher)
     return Widths(m.hidden_size, att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim, mlp.intermediate,
                   att.num_heads, mlp.kind in ("gated", "moe"), plan.tensor_parallel, par.sequence_parallel,
@@ -149,9 +149,10 @@ def dispatch_staging(plan: Plan) -> int:
     routed tokens before and after the all-to-all (2 x ch each), the allgather dispatcher the
     tokens of the EP x ETP group it gathers (ch x EP x ETP) and the routed ones it selects from
     them; 0 without MoE layers."""
-    w = next((w for w in (widths(plan, i) for i in _kinds(plan)) if w.experts), None)
-    if w is None:
+    moe = next((i for i, layer_ in enumerate(plan.model.layers) if layer_.mlp.kind == "moe"), None)
+    if moe is None:
         return 0
+    w = widths(plan, moe)
     e = w.experts
     routed = _received(e) * w.c * w.h
     held = 2 * routed if e.dispatcher != "allgather" else e.ep * e.etp * w.c * w.h + routed

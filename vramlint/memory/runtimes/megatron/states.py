@@ -45,7 +45,7 @@ def rank_params(plan: Plan, rank: Rank) -> tuple[int, int]:
             tied_copy = m.embedding_params if not m.head_params and not stage.embedding else 0
             params += m.head_params + m.final_norm_params + tied_copy
     par = plan.parallelism
-    return params, -(-experts // (par.expert * (par.expert_tensor or plan.tensor_parallel)))
+    return params, -(-experts // (par.expert * par.expert_tp(plan.tensor_parallel)))
 
 
 def _optimizer_bytes(plan: Plan) -> tuple[int, str]:
