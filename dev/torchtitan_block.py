@@ -10,7 +10,11 @@ wraps the block in a non-reentrant checkpoint; "op" saves the outputs of the ops
 kernel (``_scaled_dot_product_flash_attention_for_cpu``, same outputs as CUDA's flash op: out and
 logsumexp) stands in for the CUDA SDPA ops of that list. The loss is v0.2.2's
 ``cross_entropy(pred.flatten(0, 1).float(), labels)`` with ``del pred`` before backward
-(torchtitan/components/loss.py, train.py).
+(torchtitan/components/loss.py, train.py); under TP its logits are Shard(-1) DTensors and the loss runs
+in torch's ``loss_parallel()`` (torchtitan's train context), traced on a one-rank gloo mesh: the same
+handlers (torch/distributed/tensor/parallel/loss.py) run on any mesh. Their local tensors are made
+under DTensor's dispatch, which a dispatch mode above it does not see, so that loss is watched
+through the profiler's memory events (every allocation and free of the CPU allocator) instead.
 
 Every storage an aten op makes is watched until it dies (parameters and the block's input
 excepted). Prints JSON: per policy the bytes kept after forward and the peak above that in
@@ -161,6 +165,50 @@ def run_loss(compiled: bool, h: int, vocab: int, b: int, s: int) -> dict:
             "backward_peak_per_logit": backward_peak / logits}
 
 
+def run_loss_parallel(h: int, vocab: int, b: int, s: int) -> dict:
+    """The loss of the ColwiseParallel output's Shard(-1) logits under ``loss_parallel()``, per
+    logit of the rank's shard (the head's input and weight excluded, as ``run_loss`` has them)."""
+    import os
+
+    import torch.distributed as dist
+    import torch.profiler as profiler
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    mesh = init_device_mesh("cpu", (1,))
+    torch.manual_seed(0)
+    x = distribute_tensor(torch.randn(b, s, h, dtype=torch.bfloat16), mesh, [Replicate()]).requires_grad_()
+    weight = distribute_tensor(torch.randn(vocab, h, dtype=torch.bfloat16), mesh, [Shard(0)])
+    labels = torch.randint(0, vocab, (b, s))
+    marks = ("forward", "backward", "end")
+    with profiler.profile(activities=[profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        with profiler.record_function(marks[0]), loss_parallel():
+            pred = F.linear(x, weight)
+            loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+        del pred
+        with profiler.record_function(marks[1]), loss_parallel():
+            loss.backward()
+        with profiler.record_function(marks[2]):
+            pass
+    dist.destroy_process_group()
+    live, peaks, current = 0, {}, None
+    for event in sorted(prof.profiler.kineto_results.events(), key=lambda e: e.start_ns()):
+        if event.name() in marks and event.name() not in peaks:
+            current = event.name()
+            peaks[current] = (live, live)
+        elif event.name() == "[memory]" and current is not None:
+            live += event.nbytes()
+            peaks[current] = (peaks[current][0], max(peaks[current][1], live))
+    logits = b * s * vocab
+    return {"forward_peak_per_logit": peaks["forward"][1] / logits,
+            "kept_per_logit": peaks["backward"][0] / logits,
+            "backward_peak_per_logit": peaks["backward"][1] / logits}
+
+
 SHAPES = ({"h": 512, "heads": 8, "kv": 2, "ffn": 1792, "b": 2, "s": 256},
           {"h": 1024, "heads": 16, "kv": 4, "ffn": 3584, "b": 1, "s": 256},
           {"h": 512, "heads": 8, "kv": 8, "ffn": 1024, "b": 1, "s": 256})
@@ -169,7 +217,8 @@ SHAPES = ({"h": 512, "heads": 8, "kv": 2, "ffn": 1792, "b": 2, "s": 256},
 def main() -> None:
     """The block's kept bytes per token under each policy at three shapes (kv: key/value heads,
     head_dim h / heads; the block's own input excluded: the caller holds it), and the loss's."""
-    out = {"torch": torch.__version__, "blocks": [], "loss": run_loss(False, 512, 4096, 2, 256)}
+    out = {"torch": torch.__version__, "blocks": [], "loss": run_loss(False, 512, 4096, 2, 256),
+           "loss_parallel": run_loss_parallel(512, 4096, 2, 256)}
     for shape in SHAPES:
         out["blocks"].append({"shape": shape, **{policy: run_block(policy, **shape)["kept_per_token"]
                                                  for policy in ("none", "full", "op")}})

@@ -19,6 +19,7 @@ from vramlint.cli import main as vramlint_main
 from vramlint.documents import parse
 from vramlint.memory.runtimes.torchtitan.activations import Widths, full, none, op
 from vramlint.memory.runtimes.torchtitan.layout import split
+from vramlint.memory.runtimes.torchtitan.step import LOSS, PARALLEL_LOSS
 
 TITAN = DATA / "torchtitan" / "pytorch__torchtitan"
 V022, DEC2024 = TITAN / "v0.2.2", TITAN / "9dec370"
@@ -171,8 +172,11 @@ def test_the_activation_counts_are_the_traced_blocks():
         assert none(w) == block["none"]
         assert full(w) - 2 * s["h"] == block["full"]
         assert op(w) - 2 * s["h"] == block["op"]
-    loss = trace["loss"]
-    assert round(loss["forward_peak_per_logit"]) == 10 and round(loss["backward_peak_per_logit"]) == 12
+    for name, counts in (("loss", LOSS), ("loss_parallel", PARALLEL_LOSS)):
+        loss = trace[name]
+        assert round(loss["forward_peak_per_logit"]) == counts["forward"]
+        assert round(loss["backward_peak_per_logit"]) == counts["backward"]
+    assert PARALLEL_LOSS != LOSS
 
 
 def test_a_job_that_does_not_fit_gets_a_hint_in_torchtitans_keys():
@@ -259,13 +263,20 @@ def test_values_torchtitan_turns_away_are_findings_at_their_line(tmp_path, edit,
 
 def test_gradient_accumulation_keeps_the_earlier_micro_batches_gradients(tmp_path):
     """global_batch_size 16 over 8 ranks of local batch 1: two micro-batches a step; the second's
-    loss has the first's fp32 gradient shards beside it."""
+    loss has the first's fp32 gradient shards beside it. One micro-batch a step has them too, as
+    the reduce-scatter stream's cache: FSDP2 allocated them on that stream and zero_grad returned
+    them to its pool, which the compute stream cannot draw on. Reserved, the two peaks are one."""
     one = _one(V022 / "llama3_8b.toml", "--gpus", "8xH100")
     job = _edited(tmp_path, V022 / "llama3_8b.toml", (LOCAL, LOCAL + "global_batch_size = 16\n"))
     two = _one(job, "--gpus", "8xH100")
-    grads = {c["name"]: c["bytes"] for c in two["estimate"]["components"]}["gradient shards (fp32)"]
-    assert grads == 4 * -(-8_030_261_248 // 8)
-    assert two["estimate"]["per_gpu_peak_bytes"] - one["estimate"]["per_gpu_peak_bytes"] == grads
+    shards = 4 * -(-8_030_261_248 // 8)
+    first = {c["name"]: c for c in one["estimate"]["components"]}
+    second = {c["name"]: c for c in two["estimate"]["components"]}
+    assert second["gradient shards (fp32)"]["bytes"] == shards and "reduce-scatter stream's cache" not in second
+    assert "gradient shards (fp32)" not in first
+    assert first["reduce-scatter stream's cache"]["bytes"] == shards
+    assert two["estimate"]["per_gpu_peak_bytes"] == one["estimate"]["per_gpu_peak_bytes"]
+    assert two["estimate"]["allocated_peak_bytes"] - one["estimate"]["allocated_peak_bytes"] == shards
 
 
 def test_cpu_offload_is_host_memory(tmp_path):
@@ -282,3 +293,64 @@ def test_plan_weighs_torchtitans_layouts_in_its_keys():
     assert lines and all("zero_optimization" not in line and "distributed_type" not in line for line in lines)
     assert any("parallelism.tensor_parallel_degree = 8" in line for line in lines)
     assert any(line.strip().endswith("as written") for line in lines)
+
+
+TP8 = ("tensor_parallel_degree = 1", "tensor_parallel_degree = 8")
+EXAMPLE_70B = Path(__file__).resolve().parent.parent / "examples" / "recipes" / "torchtitan-llama3-70b.toml"
+
+
+def _parts(entry: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in entry["estimate"]["components"]}
+
+
+def test_under_tp_the_loss_runs_over_the_vocabulary_shard_unless_loss_parallel_is_off(tmp_path):
+    """TP 8: the output's Shard(-1) logits in torch's loss_parallel, 16 B a logit of the 16,032
+    the rank holds at the start of backward (traced: dev/torchtitan_block.py); with
+    disable_loss_parallel the output gathers them (Replicate) and the plain loss's 12 B run over
+    the whole 128,256."""
+    tokens = 8192
+    shard = _parts(_one(_edited(tmp_path, V022 / "llama3_8b.toml", TP8), "--gpus", "8xH100"))
+    assert shard["logits and loss (backward)"]["bytes"] == 16 * tokens * 16_032
+    off = _edited(tmp_path, V022 / "llama3_8b.toml", TP8,
+                  ("[parallelism]\n", "[parallelism]\ndisable_loss_parallel = true\n"))
+    whole = _parts(_one(off, "--gpus", "8xH100"))
+    assert whole["logits and loss (backward)"]["bytes"] == 12 * tokens * 128_256
+
+
+def test_fsdp2s_own_streams_keep_their_caches_beside_the_peak(tmp_path):
+    """The 8B over FSDP 8: the copy-in stream's peak is the last block's all-gather output held
+    while the [norm, output] unit's is made, with that unit's bf16 shard cast; the reduce-scatter
+    stream's is the fp32 gradient shards. Under TP 8 on 8 GPUs nothing is sharded by FSDP: neither."""
+    parts = _parts(_one(V022 / "llama3_8b.toml", "--gpus", "8xH100"))
+    tail, block = 128_256 * 4096 + 4096, 218_112_000
+    assert parts["all-gather stream's cache"]["bytes"] == 2 * (block + tail + -(-tail // 8))
+    assert parts["reduce-scatter stream's cache"]["bytes"] == 4 * -(-8_030_261_248 // 8)
+    tp = _parts(_one(_edited(tmp_path, V022 / "llama3_8b.toml", TP8), "--gpus", "8xH100"))
+    assert not {"all-gather stream's cache", "reduce-scatter stream's cache"} & set(tp)
+
+
+def test_a_2024_file_splits_its_pipeline_into_as_many_micro_batches_as_stages(tmp_path):
+    """9dec370's [experimental] pipeline: with no pipeline_parallel_microbatches the local batch
+    is split into pipeline_parallel_degree micro-batches (pipelining_utils.py:79-81), where v0.2.2
+    makes micro-batches of one row."""
+    job = _edited(tmp_path, DEC2024 / "llama3_405b.toml", ("batch_size = 2", "batch_size = 16"),
+                  ("pipeline_parallel_degree = 1", "pipeline_parallel_degree = 8"))
+    notes = json.dumps(_one(job, "--gpus", "64x8xH100"))
+    assert "8 micro-batches of 2 row(s)" in notes
+    counted = _edited(tmp_path, job, ("pipeline_parallel_degree = 8",
+                                      "pipeline_parallel_degree = 8\npipeline_parallel_microbatches = 16"))
+    assert "16 micro-batches of 1 row(s)" in json.dumps(_one(counted, "--gpus", "64x8xH100"))
+
+
+def test_caches_above_the_card_are_capped_as_pytorch_frees_them_before_it_fails(tmp_path):
+    """The 70B job at local batch 10 on 3 nodes: its tensors fit, its streams' caches would not.
+    A request that finds no memory makes PyTorch release every cached block and retry, so the peak
+    is the card's, and VL204 says so; its hint does not ask for the expandable segments
+    torchtitan's launcher already sets."""
+    job = _edited(tmp_path, EXAMPLE_70B, ("local_batch_size = 8", "local_batch_size = 10"))
+    entry = _one(job, "--gpus", "3x8xH100")
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL204"]
+    assert "expandable_segments" not in finding["hint"] and "local_batch_size" in finding["hint"]
+    estimate, card = entry["estimate"], 85_029_158_912     # an H100's 79.19 GiB (hardware.py)
+    assert estimate["per_gpu_peak_bytes"] == card and estimate["allocated_peak_bytes"] < card
+    assert any("capped at the" in c["formula"] for c in estimate["components"])

@@ -152,6 +152,8 @@ class Parallelism:
     stages_per_rank: int = 1       # 2 and more: a looped or V-shaped schedule's virtual stages
     checkpointing: str = "op"      # full, op (per-op selective), every:N (selective, every n-th block), none
     compiled_loss: bool = False    # torch.compile reaches the loss (torchtitan compile.components)
+    loss_parallel: bool = False    # under TP the loss runs over each rank's vocabulary shard (torch loss_parallel;
+                                   # torchtitan's unless disable_loss_parallel)
     reshard_after_forward: bool = True     # FSDP2 reshards a block after its forward (torchtitan: not under PP)
     # Megatron-LM (memory/runtimes/megatron): checkpointing is "none", "selective:<modules>",
     # "uniform:N" or "block:N" (full recompute); ``shard`` is the distributed optimizer's dp x cp group

@@ -164,7 +164,8 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
     par = Parallelism(shard=d["dp_shard"] * d["context"], replicate=d["dp_replicate"], context=d["context"],
                       pipeline=pp, schedule=schedule, microbatches=microbatches, stages_per_rank=per_rank,
                       checkpointing=mode, compiled_loss=bool(layout.compile.value) and bool(layout.compiled_loss.value),
-                      reshard_after_forward=resharded)
+                      reshard_after_forward=resharded,
+                      loss_parallel=bool(layout.loss_parallel.value))
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
                        ("shard_degree", layout.dp_shard), ("grad_accum", layout.global_batch)):
         origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text=fact.default)

@@ -97,6 +97,7 @@ class Layout:
     selective_option: Fact         # "op", or every n-th block ("2")
     compile: Fact
     compiled_loss: Fact            # compile.components names "loss" (v0.2.2 default: model and loss)
+    loss_parallel: Fact            # not disable_loss_parallel: under TP the loss over the vocabulary shards
     float8: Fact
     reshard: Fact                  # fsdp_reshard_after_forward: default, always, never
     local_batch: Fact
@@ -144,6 +145,32 @@ def _compiled_loss(keys: Keys) -> Fact:
     return Fact("loss" in named, components.location, components.default)
 
 
+def _loss_parallel(keys: Keys) -> Fact:
+    """``disable_loss_parallel`` (v0.2.2 ``parallelism.``, job_config.py:354; the 2024 files'
+    ``training.``) turned the other way: on by default, it keeps the TP ranks' logits sharded over
+    the vocabulary (parallelize.py apply_tp: ``output_layouts=Shard(-1) if loss_parallel``)."""
+    off = keys.get("parallelism.disable_loss_parallel", "training.disable_loss_parallel", default=False,
+                   convert=truthy, why=f"{VERSION}: loss parallel on under TP (job_config.py:354)")
+    return Fact(not off.value, off.location, off.default)
+
+
+def _pp_microbatch(keys: Keys) -> Fact:
+    """Rows of a pipeline micro-batch: ``pipeline_parallel_microbatch_size`` (v0.2.2: 1 row,
+    job_config.py:412). torchtitan's 2024 files (``[experimental]``) counted micro-batches instead,
+    ``pipeline_parallel_microbatches``, by default the pipeline degree (9dec370
+    parallelisms/pipelining_utils.py:79-81): their rows are the local batch over that count."""
+    rows = keys.get("parallelism.pipeline_parallel_microbatch_size", "experimental.pipeline_parallel_microbatch_size",
+                    default=1, convert=positive, why=f"{VERSION}: 1 row (job_config.py:412)")
+    if rows.from_file or not keys.has("experimental.pipeline_parallel_degree"):
+        return rows
+    local = keys.get("training.batch_size", "training.local_batch_size", default=8, convert=positive).value
+    count = keys.get("experimental.pipeline_parallel_microbatches", "experimental.pipeline_parallel_degree",
+                     convert=positive)
+    if not all(isinstance(v, int) and v > 0 for v in (local, count.value)) or local % count.value:
+        return rows
+    return Fact(local // count.value, count.location, count.default)
+
+
 def read_layout(keys: Keys) -> Layout:
     why = f"{VERSION} default"
     par = "parallelism."
@@ -161,9 +188,7 @@ def read_layout(keys: Keys) -> Layout:
                          convert=positive, why=why),
         schedule=keys.get(par + "pipeline_parallel_schedule", "experimental.pipeline_parallel_schedule",
                           default="1F1B", why=f"{VERSION}: 1F1B (job_config.py:396)"),
-        pp_microbatch=keys.get(par + "pipeline_parallel_microbatch_size",
-                               "experimental.pipeline_parallel_microbatch_size", default=1, convert=positive,
-                               why=f"{VERSION}: 1 row (job_config.py:412)"),
+        pp_microbatch=_pp_microbatch(keys),
         layers_per_stage=keys.get(par + "pipeline_parallel_layers_per_stage", default=None, convert=positive),
         checkpointing=keys.get("activation_checkpoint.mode", default="selective",
                                why=f"{VERSION}: selective (job_config.py:652)"),
@@ -171,6 +196,7 @@ def read_layout(keys: Keys) -> Layout:
                                   why=f"{VERSION}: every 2nd block (job_config.py:655)"),
         compile=keys.get("compile.enable", "training.compile", default=False, convert=truthy, why=why),
         compiled_loss=_compiled_loss(keys),
+        loss_parallel=_loss_parallel(keys),
         float8=_converters(keys),
         reshard=keys.get(par + "fsdp_reshard_after_forward", default="default", why=why),
         local_batch=keys.get("training.local_batch_size", "training.batch_size", default=8, convert=positive,

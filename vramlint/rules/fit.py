@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from vramlint.documents import Location
 from vramlint.findings import ERROR, WARNING, Finding
-from vramlint.memory import Estimate
+from vramlint.memory import Estimate, expandable
 from vramlint.plan import Plan
 from vramlint.rules.base import Rule
 from vramlint.units import GiB
@@ -79,11 +79,12 @@ def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRE
         from vramlint.memory.fit import fitting_changes
         changes = fitting_changes(plan, int(near * budget))
         ways = "; or ".join(f"{c.text} fits at {c.peak / GiB:.1f} GiB" for c in changes)
+        setting = "" if expandable(plan) else \
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (less fragmentation), or "
         yield Finding(*RESERVE, where, f"per-GPU peak {peak / GiB:.1f} GiB fits {budget / GiB:.1f} GiB on {gpus} only "
-                      f"because the allocator's cache is capped at what is left: the replayed step keeps "
+                      f"because the allocator's cache is capped at what is left: with its cache the step keeps "
                       f"{estimate.uncapped_peak / GiB:.1f} GiB", detail=_breakdown(estimate),
-                      hint="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (less fragmentation), or "
-                           + (ways or "a smaller micro-batch"))
+                      hint=setting + (ways or "a smaller micro-batch"))
     elif peak > near * budget:
         yield Finding(*NEAR, where, f"per-GPU peak {peak / GiB:.1f} GiB is {peak / budget:.0%} of "
                                     f"{budget / GiB:.1f} GiB on {gpus} (warning above {near:.0%})",

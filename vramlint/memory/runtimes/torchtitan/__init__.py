@@ -5,6 +5,6 @@ keeps under each activation-checkpointing policy (traced on the CPU: dev/torchti
 
 from vramlint.memory.runtimes.torchtitan.states import frozen_shards, vision_tower
 from vramlint.memory.runtimes.torchtitan.states import titan_states as states
-from vramlint.memory.runtimes.torchtitan.step import moments, replay, reserve
+from vramlint.memory.runtimes.torchtitan.step import EXPANDABLE_SEGMENTS, moments, replay, reserve
 
-__all__ = ["frozen_shards", "moments", "replay", "reserve", "states", "vision_tower"]
+__all__ = ["EXPANDABLE_SEGMENTS", "frozen_shards", "moments", "replay", "reserve", "states", "vision_tower"]

@@ -34,6 +34,17 @@ def rank_params(plan: Plan, rank: Rank) -> tuple[int, int]:
     return params, largest
 
 
+def units(plan: Plan, rank: Rank) -> list[int]:
+    """The rank's FSDP units in forward order, each its parameters of the TP share: the embedding
+    (a unit of its own), each block, the [norm, output] pair (parallelize.py apply_fsdp)."""
+    m, out = plan.model, []
+    for stage in rank.stages:
+        out += [m.embedding_params] if stage.embedding else []
+        out += [m.layers[i].params.total for i in stage.layers]
+        out += [m.head_params + m.final_norm_params] if stage.head else []
+    return [size for size in out if size]
+
+
 def holds_head(rank: Rank) -> bool:
     return any(stage.head for stage in rank.stages)
 
