@@ -148,7 +148,7 @@ def test_a_bridge_qwen3_moe_dump_counts_the_embedding_and_loss_as_layers():
     Megatron refused it as 94 layers over 8 stages; it is 96 slots, 11 layers on the first and the
     last stage and 12 on the others (transformer_block.py), with 128 experts over EP 8, flex dispatch."""
     assert counts(94, 8, slots=(True, True)) == [11] + [12] * 6 + [11]
-    entry = _check(QWEN3, "--gpus", "16x4x184GiB")
+    entry = _check(QWEN3, "--gpus", "16x4xGB200")
     parts = _parts(entry)
     assert parts["activations"]["formula"].startswith("207,936 B/token x 11 layers (none) x 4,096 tokens x 8 ")
     assert parts["parameters (routed experts)"]["formula"] == f"2 B x {11 * 16 * 3 * 4096 * 1536:,}"

@@ -65,7 +65,14 @@ GPUS: tuple[Gpu, ...] = (
     Gpu("H100-NVL", _gib(93.10), 94, "nvidia-smi 95,830 MiB less driver reserve (approx.)", ("H100-94GB",), 90),
     Gpu("GH200", _gib(94.50), 96, "GH200 96GB HBM3 as reported by torch (approx.)", ("GH200-96GB",), 90),
     Gpu("H20", _gib(95.00), 96, "H20 96GB HBM3 as reported by torch (approx.)", ("H20-96GB",), 90),
-    Gpu("B200", _gib(178.35), 180, "B200 as reported by torch (approx.)", ("B200-180GB", "B200-192GB"), 100),
+    Gpu("B200", _gib(178.35), 180, "torch's OOM on a B200: 'a total capacity of 178.35 GiB' (stas00/ml-engineering "
+        "debug/pytorch.md @744d01e); nvidia-smi 183,359 MiB less 728 MiB reserved", ("B200-180GB", "B200-192GB"), 100),
+    Gpu("GB200", _gib(184.31), 186, "torch's OOM on a GB200: 'a total capacity of 184.31 GiB'; nvidia-smi 189,471 MiB "
+        "less 742 MiB reserved (NVIDIA/k8s-test-infra@3b2b865 qx testdata)", ("GB200-186GB", "GB200-NVL72"), 100),
+    Gpu("B300", _gib(267.69), 288, "vLLM start-up log on a B300: 'Free memory on device (267.08/267.69 GiB)' "
+        "(johnpfeiffer.github.io ai/b300-deepseek-0731.md)", ("B300-288GB", "HGX-B300"), 103),
+    Gpu("GB300", _gib(276.50), 288, "torch's OOM on a GB300: 'a total capacity of 276.50 GiB' (stas00/ml-engineering "
+        "debug/pytorch.md @744d01e)", ("GB300-288GB", "GB300-NVL72"), 103),
     Gpu("A100-80GB", _gib(79.25), 80, _OOM, ("A100-SXM4-80GB", "A100-PCIE-80GB"), 80),
     Gpu("A800-80GB", _gib(79.33), 80, _OOM, ("A800",), 80),
     Gpu("A100-40GB", _gib(39.39), 40, _OOM, ("A100", "A100-SXM4-40GB", "A100-PCIE-40GB"), 80),
