@@ -38,8 +38,12 @@ STACK = {"requirements.txt": "bitsandbytes==0.42.0\n"}
 
 
 def estimate(row: dict) -> dict | None:
+    """The row's file checked on the table's card named without a count: the file's own ``devices``
+    are the GPUs the run used (phi-2's and StableLM's full fine-tunes ran ``devices: 2`` on the
+    4 x A10G machine the table names), as ``--gpus A10G`` lets a file state them."""
+    card = row["machine"].split("x", 1)[1]
     with open(os.path.join(CONFIGS, row["config"])) as handle:
-        return first_estimate(os.path.basename(row["config"]), handle.read(), row["machine"], STACK)
+        return first_estimate(os.path.basename(row["config"]), handle.read(), card, STACK)
 
 
 def allocated(est: dict) -> int:

@@ -125,6 +125,24 @@ def test_the_published_table_is_estimated_within_ten_percent_on_one_gpu():
         assert allocated(found["estimate"]) / 1e9 == pytest.approx(row["peak_gb"], rel=0.10), row["id"]
 
 
+def test_the_full_fine_tunes_on_two_of_the_four_gpus_are_priced_on_the_two_they_ran_on():
+    """phi-2's and StableLM-3B's full fine-tunes state ``devices: 2``; LitGPT's table names the
+    4 x A10G machine they ran on. Checked on the card without a count, the file's two GPUs shard the
+    states and the estimate is within 10 % of the table's max allocated; a count on the command line
+    wins, with VL007 saying so."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from litgpt_published import ROWS, allocated, estimate
+    rows = [json.loads(line) for line in Path(ROWS).read_text().splitlines()]
+    two = [row for row in rows if row["devices"] == 2 and not row["oom"]]
+    assert {row["config"] for row in two} == {"phi-2/full.yaml", "stablelm-base-alpha-3b/full.yaml"}
+    for row in two:
+        found = estimate(row)
+        assert "2xA10G" in json.dumps(found), row["id"]
+        assert allocated(found["estimate"]) / 1e9 == pytest.approx(row["peak_gb"], rel=0.10), row["id"]
+    forced = _one(_check(HUB / "phi-2" / "full.yaml", "--gpus", "4xA10G"))
+    assert any(f["code"] == "VL007" for f in forced["findings"])
+
+
 def test_an_adapter_job_says_its_estimate_is_high(tmp_path):
     """``litgpt finetune_adapter`` trains only LLaMA-Adapter's prompts and gates; priced as full
     fine-tuning, with a finding that says the job needs less (VL211), never silently."""
