@@ -195,3 +195,18 @@ def test_a_megatron_job_the_tool_cannot_read_is_not_estimated_never_skipped(tmp_
     entry = _check(script, "--gpus", "8xH100")["files"][0]
     vocab = next(f for f in entry["findings"] if f["code"] == "VL011")
     assert "give --vocab-size" in vocab["message"] and vocab["hint"].startswith("add --vocab-size")
+
+
+def test_where_no_layout_fits_the_hint_stays_in_megatrons_vocabulary():
+    """Llama 3 8B at seq 8192 on one L4: no Megatron layout fits. The finding and ``vramlint plan``
+    say so without offering LoRA / QLoRA or vramlint's own --lora-rank / --load-in-4bit, which
+    are no Megatron-LM arguments."""
+    example = ROOT / "examples" / "launch" / "megatron-llama3-8b.sh"
+    report = _check(example, "--gpus", "1xL4")
+    (finding,) = [f for f in report["files"][0]["findings"] if f["code"] == "VL201"]
+    assert finding["hint"].startswith("none of its framework's layouts fits") and "LoRA" not in finding["hint"]
+    proc = subprocess.run([sys.executable, "-m", "vramlint", "plan", str(example), "--gpus", "1xL4"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.splitlines()[-1]
+    assert last.strip().startswith("none of its layouts") and "--lora-rank" not in proc.stdout

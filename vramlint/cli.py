@@ -375,7 +375,9 @@ def _plan(args: argparse.Namespace) -> int:
             continue
         print(f"  {s.strategy:<22} offload {s.offload:<24} checkpointing {'on ' if s.grad_checkpointing else 'off'}  "
               f"micro-batch <= {s.micro_batch:<3} peak {s.peak / GiB:6.1f} GiB")
-    if not setups:
+    if not setups and base.parallelism is not None:      # a pretraining framework's own layouts were weighed
+        print("  none of its layouts: more GPUs, or a smaller model, micro-batch or sequence")
+    elif not setups:
         print("  none: more GPUs, tensor parallelism, LoRA/QLoRA (--lora-rank, --load-in-4bit) or a shorter sequence")
     return EXIT_OK
 

@@ -60,6 +60,16 @@ def _with_loss(plan: Plan) -> str:
     return " and the framework's fused loss" if fused_loss_change(plan) else ""
 
 
+def _nothing_fits(plan: Plan) -> str:
+    """The hint where no change fits: a pretraining framework's job (``Plan.parallelism``) has had its
+    own layouts weighed (fit_layout), which LoRA / QLoRA are not among."""
+    if plan.parallelism is not None:
+        return ("none of its framework's layouts fits on up to 64 nodes of these GPUs (full recomputation and "
+                "tensor parallelism within a node weighed): a smaller model, micro-batch or sequence")
+    return (f"nothing fits on up to 64 nodes of these GPUs, fully sharded with checkpointing{_with_loss(plan)}"
+            ": tensor parallelism, LoRA/QLoRA or a smaller model")
+
+
 def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRESHOLD) -> Iterator[Finding]:
     budget = plan.cluster.gpu.memory_bytes
     peak = estimate.per_gpu_peak
@@ -70,9 +80,7 @@ def check_fit(plan: Plan, estimate: Estimate, path: str, near: float = NEAR_THRE
         changes = fitting_changes(plan, int(near * budget))     # suggest only what stays clear of the warning
         hint = "; or ".join(f"{c.text} fits at {c.peak / GiB:.1f} GiB" for c in changes) or (
             "the framework refuses this launch (its own finding says why): no change to it is proposed"
-            if plan.refused() else "nothing fits on up to 64 nodes of these GPUs, fully sharded with checkpointing"
-            f"{_with_loss(plan)}"
-            ": tensor parallelism, LoRA/QLoRA or a smaller model")
+            if plan.refused() else _nothing_fits(plan))
         yield Finding(*EXCEEDS, where, f"per-GPU peak {peak / GiB:.1f} GiB exceeds {budget / GiB:.1f} GiB on {gpus}",
                       hint=hint, detail=_breakdown(estimate))
     elif estimate.uncapped_peak > budget:
