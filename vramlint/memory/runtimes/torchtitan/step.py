@@ -18,6 +18,7 @@ allocator replay is made. But the caching allocator keeps a pool, and an expanda
 stream, and FSDP2 allocates on two streams of its own (``side_streams``): what they cached stays
 reserved beside the compute stream's peak.
 """
+
 from __future__ import annotations
 
 from vramlint.memory.parts.allocator import Peaks
@@ -104,7 +105,7 @@ def side_streams(plan: Plan, rank: Rank, shards_live: bool, gather_live: int) ->
     out = (Component("all-gather stream's cache", gather - gather_live,
                      f"{c} B x ({pair:,} (two units' all-gather outputs) + {max(sizes):,} / {n} (the shard cast))"
                      + (f" - {gather_live:,} B counted" if gather_live else ""), SIDE_SOURCE, kind=ALLOCATOR),)
-    if not shards_live:
+    if not shards_live or offload:     # offloaded, the moment's shards are on the host
         out += (Component("reduce-scatter stream's cache", shards, "4 B x the rank's gradient shards, freed by "
                           "zero_grad" if not offload else "4 B x a unit's gradient shard (copied to the host)",
                           SIDE_SOURCE, kind=ALLOCATOR),)
