@@ -353,4 +353,4 @@ def test_caches_above_the_card_are_capped_as_pytorch_frees_them_before_it_fails(
     assert "expandable_segments" not in finding["hint"] and "local_batch_size" in finding["hint"]
     estimate, card = entry["estimate"], 85_029_158_912     # an H100's 79.19 GiB (hardware.py)
     assert estimate["per_gpu_peak_bytes"] == card and estimate["allocated_peak_bytes"] < card
-    assert any("capped at the" in c["formula"] for c in estimate["components"])
+    assert any("capped: the card leaves" in c["formula"] for c in estimate["components"])

@@ -199,14 +199,15 @@ def _cached_capped(plan: Plan, parts: list[Component], context: int) -> tuple[li
     room = plan.cluster.gpu.memory_bytes - context - sum(c.bytes for c in parts if c.kind != ALLOCATOR)
     if not cached or cached <= room:
         return parts, 0
-    room, out = max(0, room), []
+    left = max(0, room)
+    cap = f"; capped: the card leaves {left / 1e9:.2f} GB for the cache (the allocator frees it before it fails)"
+    room, out = left, []
     for part in parts:
         if part.kind == ALLOCATOR:
             keep = min(part.bytes, room)
             room -= keep
             if keep < part.bytes:
-                part = replace(part, bytes=keep, formula=f"{part.formula}; capped at the {keep / 1e9:.2f} GB left "
-                                                         "(the allocator frees its cache before it fails)")
+                part = replace(part, bytes=keep, formula=part.formula + cap)
         out.append(part)
     return out, cached
 

@@ -213,15 +213,10 @@ def _aux_loss(keys: Keys) -> Fact:
     return Fact(on, coeff.location, coeff.default)
 
 
-def _count(fact: Fact) -> int | None:
-    value = fact.value
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 def _vocabulary(keys: Keys, tp: int) -> tuple[int | None, str]:
     """The padded vocabulary (``vocab_size_with_padding``: a multiple of 128 x TP, build_tokenizer.py:124-137),
     and what states it; None where only the tokenizer's file knows it."""
-    stated = _count(keys.get("vocab_size", convert=positive))
+    stated = keys.get("vocab_size", convert=positive).count
     merges = keys.raw("merge_file") or "merge_file" in keys.document.unknown     # stated, its path the run's
     tokenizer = str(keys.raw("tokenizer_type") or ("GPT2BPETokenizer" if merges else ""))
     if stated is None:
@@ -231,14 +226,14 @@ def _vocabulary(keys: Keys, tp: int) -> tuple[int | None, str]:
                       "give --vocab-size")
     if truthy(keys.raw("no_pad_vocab_size")):
         return stated, f"{stated:,}, unpadded"
-    multiple = (_count(keys.get("make_vocab_size_divisible_by", convert=positive)) or 128) * tp
+    multiple = (keys.get("make_vocab_size_divisible_by", convert=positive).count or 128) * tp
     padded = -(-stated // multiple) * multiple
     return padded, f"{stated:,} padded to {padded:,} (a multiple of {multiple}: vocab_size_with_padding)"
 
 
 def _ffn(keys: Keys, hidden: int, swiglu: bool) -> int:
     """--ffn-hidden-size, else 4h, or with --swiglu int(8h/3/64)*64 (A:1280-1289)."""
-    stated = _count(keys.get("ffn_hidden_size", convert=positive))
+    stated = keys.get("ffn_hidden_size", convert=positive).count
     if stated:
         return stated
     return int((4 * hidden * 2 / 3) / 64) * 64 if swiglu else 4 * hidden
@@ -248,7 +243,7 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str]:
     """The model the arguments state, as the Hugging Face config of the same shapes (llama for
     SwiGLU, starcoder2 for a plain GELU MLP with grouped or rotary attention, gpt2 for Megatron's
     GPT-3 layout with learned positions), and its description; None and why where a shape is missing."""
-    shape = {name: _count(keys.get(name, convert=positive)) for name in ("num_layers", "hidden_size",
+    shape = {name: keys.get(name, convert=positive).count for name in ("num_layers", "hidden_size",
                                                                           "num_attention_heads")}
     missing = [f"--{name.replace('_', '-')}" for name, value in shape.items() if value is None]
     if missing:
@@ -260,21 +255,21 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str]:
     swiglu = truthy(keys.raw("swiglu"))
     ffn = _ffn(keys, hidden, swiglu)
     grouped = truthy(keys.raw("group_query_attention"))
-    groups = (_count(keys.get("num_query_groups", convert=positive)) or 1) if grouped else \
-        (_count(keys.get("num_key_value_heads", convert=positive)) or heads)
-    head_dim = _count(keys.get("kv_channels", convert=positive)) or hidden // heads
+    groups = (keys.get("num_query_groups", convert=positive).count or 1) if grouped else \
+        (keys.get("num_key_value_heads", convert=positive).count or heads)
+    head_dim = keys.get("kv_channels", convert=positive).count or hidden // heads
     tied = not truthy(keys.raw("untie_embeddings_and_output_weights"))
     bias = not truthy(keys.raw("disable_bias_linear"))
     rope = str(keys.raw("position_embedding_type") or "learned_absolute") in ("rope", "yarn", "mrope") or \
         truthy(keys.raw("use_rotary_position_embeddings"))
-    positions = _count(keys.get("max_position_embeddings", convert=positive)) or \
-        _count(keys.get("seq_length", convert=positive)) or 2048
+    positions = keys.get("max_position_embeddings", convert=positive).count or \
+        keys.get("seq_length", convert=positive).count or 2048
     common = {"vocab_size": vocab, "tie_word_embeddings": tied, "torch_dtype": "bfloat16"}
     gated = {**common, "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
              "num_key_value_heads": groups, "head_dim": head_dim, "intermediate_size": ffn, "hidden_act": "silu",
              "attention_bias": bias, "mlp_bias": bias, "max_position_embeddings": positions}
     mlp_words = f"FFN {ffn}{' SwiGLU' if swiglu else ''}"
-    if _count(keys.get("num_experts", convert=positive)):
+    if keys.get("num_experts", convert=positive).count:
         moe, mlp_words = _moe(keys, layers, ffn, swiglu)
         if moe is None:
             return None, mlp_words
@@ -292,24 +287,6 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str]:
                   "activation_function": "gelu", "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
     words = (f"Megatron GPT: {layers} layers, hidden {hidden}, {heads} heads" + (f" ({groups} query groups)"
              if groups != heads else "") + f", {mlp_words}, vocabulary {vocab_words}"
-             + ("" if tied else ", untied output layer"))
-    return config, words
-    if swiglu:
-        config = {**common, "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": hidden,
-                  "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": groups,
-                  "head_dim": head_dim, "intermediate_size": ffn, "hidden_act": "silu", "attention_bias": bias,
-                  "mlp_bias": bias, "max_position_embeddings": positions}
-    elif grouped or rope or head_dim * heads != hidden:
-        config = {**common, "model_type": "starcoder2", "architectures": ["Starcoder2ForCausalLM"],
-                  "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
-                  "num_key_value_heads": groups, "intermediate_size": ffn, "use_bias": bias,
-                  "hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": positions, "residual_dropout": 0.0}
-    else:
-        config = {**common, "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": hidden,
-                  "n_layer": layers, "n_head": heads, "n_inner": ffn, "n_positions": positions,
-                  "activation_function": "gelu", "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
-    words = (f"Megatron GPT: {layers} layers, hidden {hidden}, {heads} heads" + (f" ({groups} query groups)"
-             if groups != heads else "") + f", FFN {ffn}{' SwiGLU' if swiglu else ''}, vocabulary {vocab_words}"
              + ("" if tied else ", untied output layer"))
     return config, words
 
@@ -358,8 +335,8 @@ def _moe(keys: Keys, layers: int, ffn: int, swiglu: bool) -> tuple[dict | None, 
     dense layers at --moe-layer-freq's zeros with --ffn-hidden-size, the experts' width
     --moe-ffn-hidden-size (that of the dense FFN where unset: A:1595-1597), --moe-router-topk 2 by
     default (TC:739). None and why for the MoE kinds not priced."""
-    experts = _count(keys.get("num_experts", convert=positive))
-    latent = _count(keys.get("moe_latent_size", convert=positive))
+    experts = keys.get("num_experts", convert=positive).count
+    latent = keys.get("moe_latent_size", convert=positive).count
     if latent:
         return None, (f"{experts} experts with a latent projection (--moe-latent-size {latent}): latent MoE layers "
                       "are not priced yet")
@@ -370,9 +347,9 @@ def _moe(keys: Keys, layers: int, ffn: int, swiglu: bool) -> tuple[dict | None, 
     if pattern is None:
         return None, (f"--moe-layer-freq {freq.value!r}: not a layer count or a list of 0 / 1 for each of the "
                       f"{layers} layers")
-    width = _count(keys.get("moe_ffn_hidden_size", convert=positive)) or ffn
-    top_k = _count(keys.get("moe_router_topk", convert=positive)) or 2
-    shared = _count(keys.get("moe_shared_expert_intermediate_size", convert=positive)) or 0
+    width = keys.get("moe_ffn_hidden_size", convert=positive).count or ffn
+    top_k = keys.get("moe_router_topk", convert=positive).count or 2
+    shared = keys.get("moe_shared_expert_intermediate_size", convert=positive).count or 0
     dense = [i for i, moe in enumerate(pattern) if not moe]
     family = ("qwen2_moe", "Qwen2MoeForCausalLM") if shared else ("qwen3_moe", "Qwen3MoeForCausalLM")
     out = {"model_type": family[0], "architectures": [family[1]], "num_experts": experts,
@@ -403,7 +380,7 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
         one_state = optimizer.value in ("muon", "dist_muon", "adaptive_muon", "lion")     # one momentum a parameter
         out.append(Feature(optimizer, f"--optimizer {optimizer.value}: its states priced as Adam's two fp32 moments",
                            "high" if one_state else "low"))
-    if _count(layout.num_experts) and layout.capacity.value is None:
+    if layout.num_experts.count and layout.capacity.value is None:
         out.append(Feature(layout.num_experts, "dropless MoE routing (no expert capacity factor): priced at balanced "
                                                "load; a skewed router sends a rank's experts more tokens than their "
                                                "share"))
@@ -416,7 +393,7 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
 def read_megatron(document: Document) -> Recipe:
     keys = Keys(document, f"{VERSION} default")
     layout = read_layout(keys)
-    tp = _count(layout.tensor) or 1
+    tp = layout.tensor.count or 1
     config, words = model_config(keys, tp)
     where = keys.get("num_layers")
     bf16, fp16 = truthy(keys.raw("bf16")), truthy(keys.raw("fp16"))
@@ -435,7 +412,7 @@ def read_megatron(document: Document) -> Recipe:
                          why=f"{VERSION}: none (pretrain_gpt.py needs --seq-length)"),
         packing=Fact(True, None, "Megatron's GPT dataset fills every sample to --seq-length"),
         grad_checkpointing=Fact(granularity.value is not None, granularity.location, granularity.default),
-        mixed_precision=Fact(precision.value, precision.location, precision.default),
+        mixed_precision=precision,
         weights_dtype=Fact({"bf16": "bfloat16", "fp16": "float16"}.get(precision.value, "float32"),
                            precision.location, precision.default),
         optimizer=Fact("sgd" if optimizer.value == "sgd" else "adamw", optimizer.location, optimizer.default),

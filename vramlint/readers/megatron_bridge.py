@@ -256,7 +256,7 @@ def _unpriced(recipe: Recipe, keys: Keys, args: Arguments) -> Recipe:
         return recipe
     for path, what in UNPRICED:
         value = keys.raw(path)              # a flag, or a pattern string (an empty one says none)
-        if truthy(value) if isinstance(value, bool) or str(value).lower() in ("false", "0") else value:
+        if value and str(value).lower() not in ("false", "0"):
             return replace(recipe, model_config=None, model=Fact(
                 f"Megatron-Bridge model ({what}: its layers are not priced yet)", args.locate(f"$.{path}")))
     return recipe

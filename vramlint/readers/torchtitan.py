@@ -154,7 +154,7 @@ def _loss_parallel(keys: Keys) -> Fact:
     return Fact(not off.value, off.location, off.default)
 
 
-def _pp_microbatch(keys: Keys) -> Fact:
+def _pp_microbatch(keys: Keys, local: Fact) -> Fact:
     """Rows of a pipeline micro-batch: ``pipeline_parallel_microbatch_size`` (v0.2.2: 1 row,
     job_config.py:412). torchtitan's 2024 files (``[experimental]``) counted micro-batches instead,
     ``pipeline_parallel_microbatches``, by default the pipeline degree (9dec370
@@ -163,17 +163,18 @@ def _pp_microbatch(keys: Keys) -> Fact:
                     default=1, convert=positive, why=f"{VERSION}: 1 row (job_config.py:412)")
     if rows.from_file or not keys.has("experimental.pipeline_parallel_degree"):
         return rows
-    local = keys.get("training.batch_size", "training.local_batch_size", default=8, convert=positive).value
     count = keys.get("experimental.pipeline_parallel_microbatches", "experimental.pipeline_parallel_degree",
                      convert=positive)
-    if not all(isinstance(v, int) and v > 0 for v in (local, count.value)) or local % count.value:
+    if not (local.count and count.count) or local.count % count.count:
         return rows
-    return Fact(local // count.value, count.location, count.default)
+    return Fact(local.count // count.count, count.location, count.default)
 
 
 def read_layout(keys: Keys) -> Layout:
     why = f"{VERSION} default"
     par = "parallelism."
+    local = keys.get("training.local_batch_size", "training.batch_size", default=8, convert=positive,
+                     why=f"{VERSION}: 8 (job_config.py:253)")
     return Layout(
         dp_shard=keys.get(par + "data_parallel_shard_degree", "training.data_parallel_shard_degree", default=-1,
                           convert=positive,
@@ -188,7 +189,7 @@ def read_layout(keys: Keys) -> Layout:
                          convert=positive, why=why),
         schedule=keys.get(par + "pipeline_parallel_schedule", "experimental.pipeline_parallel_schedule",
                           default="1F1B", why=f"{VERSION}: 1F1B (job_config.py:396)"),
-        pp_microbatch=_pp_microbatch(keys),
+        pp_microbatch=_pp_microbatch(keys, local),
         layers_per_stage=keys.get(par + "pipeline_parallel_layers_per_stage", default=None, convert=positive),
         checkpointing=keys.get("activation_checkpoint.mode", default="selective",
                                why=f"{VERSION}: selective (job_config.py:652)"),
@@ -199,8 +200,7 @@ def read_layout(keys: Keys) -> Layout:
         loss_parallel=_loss_parallel(keys),
         float8=_converters(keys),
         reshard=keys.get(par + "fsdp_reshard_after_forward", default="default", why=why),
-        local_batch=keys.get("training.local_batch_size", "training.batch_size", default=8, convert=positive,
-                             why=f"{VERSION}: 8 (job_config.py:253)"),
+        local_batch=local,
         global_batch=keys.get("training.global_batch_size", default=-1, convert=positive,
                               why=f"{VERSION}: -1, local_batch_size x the data-parallel degree"),
     )

@@ -98,7 +98,7 @@ class Sizes:
     r: int
     soft: int
     head_trains: bool
-    ce: int = 4          # the width cross-entropy computes in: fp32 under autocast (its fp32 op list), else a
+    ce: int = 4          # bytes a logit cross-entropy computes in: 4 under autocast (fp32 op list), else ``a``
     rows: int = 1        # sequences in the micro-batch
 
     @property
