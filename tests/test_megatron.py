@@ -180,14 +180,16 @@ def test_the_published_rows_are_estimated_within_ten_percent_of_max_allocated():
 
 def test_a_megatron_job_the_tool_cannot_read_is_not_estimated_never_skipped(tmp_path):
     """NVIDIA's 23.04 pretrain_gpt3_175B.sh runs ``python -u ${DIR}/pretrain_gpt.py`` under srun with
-    placeholder paths (it was "starts no job: skipped"); a NeMo Megatron config; a tokenizer whose
+    placeholder paths (it was "starts no job: skipped"); a NeMo Megatron config without its heads (in
+    NeMo's keys); a tokenizer whose
     vocabulary only its files know. Each is VL011 with exit 1, and says what to do."""
     legacy = _check(SCRIPTS / "NVIDIA__Megatron-LM/examples/pretrain_gpt3_175B.sh", "--gpus", "16x8x80GB")
     assert legacy["files"][0]["status"] != "skipped" and any(c == "VL011" for c, _ in _codes(legacy))
     nemo = tmp_path / "megatron_gpt_config.yaml"
     nemo.write_text("trainer:\n  devices: 8\n  num_nodes: 1\nmodel:\n  micro_batch_size: 4\n"
                     "  tensor_model_parallel_size: 2\n  num_layers: 24\n  hidden_size: 2048\n")
-    assert any(c == "VL011" and "NeMo 1.x" in m for c, m in _codes(_check(nemo, "--gpus", "8xH100")))
+    unread = next(f for f in _check(nemo, "--gpus", "8xH100")["files"][0]["findings"] if f["code"] == "VL011")
+    assert "model.num_attention_heads not stated" in unread["message"] and "model.num_attention_heads" in unread["hint"]
     script = tmp_path / "train.sh"
     script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 24 --hidden-size 2048 "
                       "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "

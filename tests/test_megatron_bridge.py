@@ -3,8 +3,7 @@
 Files (tests/data/megatron_bridge/SOURCES.tsv): the ConfigContainer a Llama-3.2-1B run on 8 x H100
 logged beside its memory line (verdimrc/playground-nemo-2.0-gh, lines 675-1318 of the markdown);
 four of Megatron-Bridge's own dry-run dumps (a9497c6b: Llama-3 8B and 70B SFT with fp8, DeepSeek-V3, Qwen3-235B-A22B);
-its Llama-3 8B override example; NeMo 1.x's megatron_gpt_config.yaml (v1.23.0) and the NeMo launcher's
-Llama-3 8B training config.
+its Llama-3 8B override example.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ def _codes(entry: dict) -> list[tuple[str, str]]:
 
 def test_the_files_are_their_sources_bytes():
     rows = list(csv.DictReader((DATA / "SOURCES.tsv").open(), delimiter="\t"))
-    assert len(rows) == 8
+    assert len(rows) == 6
     for row in rows:
         assert (DATA / row["file"]).is_file(), row["file"]
         assert row["commit"] in row["url"]
@@ -86,16 +85,12 @@ def test_a_bridge_job_that_does_not_fit_is_hinted_in_its_own_keys():
 
 
 def test_what_cannot_be_read_is_said_never_skipped():
-    """DeepSeek-V3's latent attention, an override file (the rest of its job is a Python recipe), NeMo 1.x
-    configs (Apex's distributed Adam and O2 keep other states): each VL011, never skipped."""
+    """DeepSeek-V3's latent attention, an override file (the rest of its job is a Python recipe): each
+    VL011, never skipped (NeMo 1.x's configs are read: tests/test_nemo.py)."""
     moe = _check(DATA / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml", "--gpus", "8xH100")
     assert any(c == "VL011" and "multi-latent attention" in m for c, m in _codes(moe))
     override = _check(DATA / "llama3_8b_pretrain_override_example.yaml", "--gpus", "8xH100")
     assert any(c == "VL011" and "override file" in m for c, m in _codes(override))
-    for name in ("megatron_gpt_config.yaml", "llama3_8b.yaml"):
-        nemo = _check(DATA / "nemo" / name, "--gpus", "8xH100")
-        assert nemo["status"] != "skipped"
-        assert any(c == "VL011" and "NeMo 1.x" in m for c, m in _codes(nemo)), name
 
 
 def test_a_mixed_precision_recipe_by_name_states_the_same_job(tmp_path):

@@ -164,6 +164,14 @@ class Parallelism:
     last_layers: int = 0
     slots: tuple[bool, bool] = (False, False)   # the embedding / the loss counted as a layer in the pipeline split
     dropout: bool = False                  # hidden dropout on: a 1-byte mask after attention and after the MLP
+    # NeMo 1.x over Megatron-core (readers/nemo.py): Apex's DistributedFusedAdam keeps int16 remainders of
+    # the 16-bit parameters for main copies and reduce-scatters gradients into shards of their own; torch
+    # DDP without gradient_as_bucket_view keeps its buckets beside the gradients; fp32 parameters under
+    # autocast (megatron_amp_O2 off) are cast to 16 bits each forward: "cache" (torch.autocast's cache,
+    # freed when the forward's region exits) or "saved" (Transformer Engine saves its cast for backward)
+    apex_adam: bool = False
+    bucket_copy: bool = False
+    autocast: str = "none"
     scores: int = 0                        # bytes a score the unfused attention keeps (softmax, its dropout
                                            # mask and output: 5; 4 without attention dropout; fused: 0)
     # Megatron's MoE layers: the routed experts split over ``expert`` x ``expert_tensor`` ranks, their

@@ -143,6 +143,7 @@ def recipe_job(recipe: Recipe, result: FileResult, ctx: Context,
     if recipe.layout is not None:
         refused = list(layout_refusals(recipe, model, ctx.cluster.world_size))
         if refused:                     # the framework stops before its first step: nothing to estimate
+            result.findings.extend(framework_refusals(recipe, None))
             result.findings.extend(refused)
             result.unplanned(f"{recipe.title} refuses the layout")
             return

@@ -11,12 +11,13 @@ distributed optimizer shards over dp x cp / ``--num-distributed-optimizer-instan
 from __future__ import annotations
 
 from dataclasses import replace
+from importlib import import_module
 
 from vramlint.hardware import Cluster
 from vramlint.layouts import Refusal, whole
 from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
-from vramlint.readers.megatron import METHODS, MODULES, RECOMPUTE, VERSION, Layout
+from vramlint.readers.megatron import METHODS, MODULES, RECOMPUTE, VERSION, WAY_ON, Layout
 from vramlint.readers.recipe import Recipe
 
 
@@ -64,8 +65,9 @@ def _wrong_types(layout: Layout) -> list[Refusal]:
         if value is None and name not in ("micro_batch",):
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            flag = fact.location.json_path.removeprefix("$.").replace("_", "-") if fact.location else name
-            out.append(Refusal(fact, f"--{flag}: {value!r} is not a whole number of 1 or more"
+            path = fact.location.json_path.removeprefix("$.") if fact.location else name
+            said = path if "." in path else "--" + path.replace("_", "-")      # a file's key, or a flag
+            out.append(Refusal(fact, f"{said}: {value!r} is not a whole number of 1 or more"
                                if value is not None else "--micro-batch-size is not set (A:675: "
                                "assert args.micro_batch_size is not None)", "set --micro-batch-size" if value is None
                                else "a whole number of 1 or more", True))
@@ -198,14 +200,19 @@ def _recompute_refused(layout: Layout, model: ModelShape, pp: int) -> list[Refus
     return []
 
 
+# The readers of files that spell Megatron's flags in keys of their own (``Recipe.vocabulary``), each
+# with its ``in_keys(hint)``
+SPELLERS = {"megatron-bridge": "vramlint.readers.megatron_bridge", "nemo": "vramlint.readers.nemo"}
+
+
 def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
     """What Megatron-LM refuses before its first step, each with the message it raises and a hint
     in the keys of the file that states the job (Megatron-Bridge's where it is a ConfigContainer)."""
     found = _refused(layout, recipe, model, world)
-    if recipe.vocabulary != "megatron-bridge":
+    if recipe.vocabulary not in SPELLERS:
         return found
-    from vramlint.readers.megatron_bridge import in_bridge_keys
-    return [replace(refusal, hint=in_bridge_keys(refusal.hint)) for refusal in found]
+    in_keys = import_module(SPELLERS[recipe.vocabulary]).in_keys
+    return [replace(refusal, hint=in_keys(refusal.hint)) for refusal in found]
 
 
 def _refused(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
@@ -233,14 +240,8 @@ def checkpointing(layout: Layout) -> str:
 
 
 def unmodelled(recipe: Recipe) -> tuple[str, str]:
-    """Why no model stands behind the arguments (the reader's words: a shape or the vocabulary not
-    stated, or experts), and the way on."""
-    why = str(recipe.model.value)
-    if "--vocab-size" in why:
-        return why, "add --vocab-size with the tokenizer's vocabulary to the arguments"
-    if "experts" in why or "not priced yet" in why:
-        return why, "no estimate until these layers are priced; --warn VL011 reports this as a warning"
-    return why, "state the model's --num-layers, --hidden-size and --num-attention-heads"
+    """Why no model stands behind the arguments, and the way on, both as the reader says them."""
+    return str(recipe.model.value), recipe.model_hint or WAY_ON["shape"]
 
 
 def _expert_grid(layout: Layout, model: ModelShape, d: dict[str, int], distributed: bool,
@@ -285,12 +286,15 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                       first_layers=whole(layout.first_layers, 0), last_layers=whole(layout.last_layers, 0),
                       slots=slots(layout),
                       dropout=bool(layout.dropout.value), scores=layout.scores.value,
-                      **_expert_grid(layout, model, d, distributed, notes))
+                      apex_adam=bool(layout.apex_adam.value), bucket_copy=bool(layout.bucket_copy.value),
+                      autocast=str(layout.autocast.value), **_expert_grid(layout, model, d, distributed, notes))
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
                        ("shard_degree", layout.distributed_optimizer), ("grad_accum", layout.global_batch)):
         origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text=fact.default)
+    optimizer = "Apex's distributed Adam shards int16 remainders" if layout.apex_adam.value else \
+        "the distributed optimizer shards fp32 main parameters"
     notes.append(f"{VERSION}: data-parallel {dp} = {cluster.world_size} GPUs / (TP {tp} x PP {pp} x CP {cp}); "
-                 + (f"the distributed optimizer shards fp32 main parameters and Adam's states over dp x cp = {shard}"
+                 + (f"{optimizer} and Adam's states over dp x cp = {shard}"
                     if distributed else "every rank holds fp32 main parameters and Adam's states whole "
                                         "(no --use-distributed-optimizer)")
                  + f"; gradients in a {layout.grad_bytes.value}-byte DDP buffer")
@@ -304,8 +308,8 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
     workload = {k: v for k, v in flags.workload.items()
                 if k not in ("weights_dtype", "tensor_parallel", "sync_each_batch")}
     precision = {"bf16": "bf16", "fp16": "fp16"}.get(str(recipe.mixed_precision.value), "fp32")
-    return Plan(model=model, cluster=cluster, precision=precision, runtime="megatron",
-                weights_dtype={"bf16": "bfloat16", "fp16": "float16"}.get(precision, "float32"),
+    weights = recipe.weights_dtype.value if recipe.weights_dtype.value in ("bfloat16", "float16") else "float32"
+    return Plan(model=model, cluster=cluster, precision=precision, runtime="megatron", weights_dtype=weights,
                 micro_batch=job["micro_batch"], seq_len=job["seq_len"], grad_accum=m,
                 origins=dict(origins), grad_checkpointing=mode != "none", shard_degree=shard,
                 tensor_parallel=tp, pipeline_parallel=pp, parallelism=par, **workload)

@@ -17,7 +17,7 @@ MPC = megatron/core/model_parallel_config.py). Older spellings are read too
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vramlint.documents import Document
@@ -98,6 +98,21 @@ class Layout:
     dispatcher: Fact               # --moe-token-dispatcher-type allgather / alltoall / flex
     capacity: Fact                 # --moe-expert-capacity-factor (None: dropless)
     aux_loss: Fact                 # --moe-aux-loss-coeff > 0: the router keeps its full softmax for the loss
+    # NeMo 1.x's own states over Megatron-core (readers/nemo.py; Plan's Parallelism): Megatron-LM has none of them
+    apex_adam: Fact = field(default_factory=lambda: Fact(False))     # optim.name distributed_fused_adam
+    bucket_copy: Fact = field(default_factory=lambda: Fact(False))   # torch DDP without gradient_as_bucket_view
+    autocast: Fact = field(default_factory=lambda: Fact("none"))     # fp32 weights cast each forward: cache / saved
+
+
+def spelled(text: str, key_of: dict[str, str]) -> str:
+    """A hint written in Megatron-LM's flags with each ``--flag`` the key another file states it by
+    (``key_of``: argument name -> key; Megatron-Bridge's ConfigContainer, NeMo's model config)."""
+    words = []
+    for word in text.split(" "):
+        core = word.rstrip(".,;:)")
+        key = key_of.get(core[2:].replace("-", "_")) if core.startswith("--") else None
+        words.append(word.replace(core, key, 1) if key else word)
+    return " ".join(words)
 
 
 def looks_like_megatron(data: Any) -> bool:
@@ -239,19 +254,27 @@ def _ffn(keys: Keys, hidden: int, swiglu: bool) -> int:
     return int((4 * hidden * 2 / 3) / 64) * 64 if swiglu else 4 * hidden
 
 
-def model_config(keys: Keys, tp: int) -> tuple[dict | None, str]:
+# The way on where no model stands behind the arguments, by why (``model_config``): in Megatron-LM's
+# flags, which a reader of another file spells in its own keys
+WAY_ON = {"shape": "state the model's --num-layers, --hidden-size and --num-attention-heads",
+          "vocabulary": "add --vocab-size with the tokenizer's vocabulary to the arguments",
+          "unpriced": "no estimate until these layers are priced; --warn VL011 reports this as a warning"}
+
+
+def model_config(keys: Keys, tp: int) -> tuple[dict | None, str, str]:
     """The model the arguments state, as the Hugging Face config of the same shapes (llama for
     SwiGLU, starcoder2 for a plain GELU MLP with grouped or rotary attention, gpt2 for Megatron's
-    GPT-3 layout with learned positions), and its description; None and why where a shape is missing."""
+    GPT-3 layout with learned positions), and its description; None, why and the way on
+    (``WAY_ON``) where a shape or the vocabulary is missing or the layers are not priced."""
     shape = {name: keys.get(name, convert=positive).count for name in ("num_layers", "hidden_size",
                                                                           "num_attention_heads")}
     missing = [f"--{name.replace('_', '-')}" for name, value in shape.items() if value is None]
     if missing:
-        return None, f"the model's {', '.join(missing)} not stated"
+        return None, f"the model's {', '.join(missing)} not stated", WAY_ON["shape"]
     layers, hidden, heads = shape["num_layers"], shape["hidden_size"], shape["num_attention_heads"]
     vocab, vocab_words = _vocabulary(keys, tp)
     if vocab is None:
-        return None, vocab_words
+        return None, vocab_words, WAY_ON["vocabulary"]
     swiglu = truthy(keys.raw("swiglu"))
     ffn = _ffn(keys, hidden, swiglu)
     grouped = truthy(keys.raw("group_query_attention"))
@@ -272,7 +295,7 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str]:
     if keys.get("num_experts", convert=positive).count:
         moe, mlp_words = _moe(keys, layers, ffn, swiglu)
         if moe is None:
-            return None, mlp_words
+            return None, mlp_words, WAY_ON["unpriced"]
         config = {**gated, "qkv_bias": bias, **moe}          # Qwen2-MoE spells the attention's bias qkv_bias
     elif swiglu:
         config = {**gated, "model_type": "llama", "architectures": ["LlamaForCausalLM"]}
@@ -288,7 +311,7 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str]:
     words = (f"Megatron GPT: {layers} layers, hidden {hidden}, {heads} heads" + (f" ({groups} query groups)"
              if groups != heads else "") + f", {mlp_words}, vocabulary {vocab_words}"
              + ("" if tied else ", untied output layer"))
-    return config, words
+    return config, words, ""
 
 
 def moe_layers(freq: Any, layers: int) -> list[int] | None:
@@ -394,7 +417,7 @@ def read_megatron(document: Document) -> Recipe:
     keys = Keys(document, f"{VERSION} default")
     layout = read_layout(keys)
     tp = layout.tensor.count or 1
-    config, words = model_config(keys, tp)
+    config, words, way_on = model_config(keys, tp)
     where = keys.get("num_layers")
     bf16, fp16 = truthy(keys.raw("bf16")), truthy(keys.raw("fp16"))
     precision = keys.fact("bf16", "bf16") if bf16 else keys.fact("fp16", "fp16") if fp16 else \
@@ -421,7 +444,7 @@ def read_megatron(document: Document) -> Recipe:
         attn=Fact("sdpa", None, f"{VERSION}: Transformer Engine's fused / flash attention (--attention-backend auto)"),
         deepspeed=Fact(None), fsdp=None, tensor_parallel=layout.tensor, sequence_split=layout.context,
         hf_trainer=False, keys=SPELLING, model_config=config, release=VERSION, layout=Fact(layout),
-        features=_features(keys, layout),
+        features=_features(keys, layout), model_hint=way_on,
     )
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from vramlint.documents import Document, Location
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.megatron import read_megatron
+from vramlint.readers.megatron import WAY_ON, read_megatron, spelled
 from vramlint.readers.recipe import Feature, Keys, Recipe, truthy
 
 VERSION = "Megatron-Bridge v0.6.0"
@@ -74,16 +74,10 @@ FLAG_KEYS = {"use_distributed_optimizer": "ddp.use_distributed_optimizer", "swig
              "bf16": "mixed_precision", "fp16": "mixed_precision"}
 
 
-def in_bridge_keys(text: str) -> str:
+def in_keys(text: str) -> str:
     """A hint written in Megatron-LM's flags with each ``--flag`` the ConfigContainer key that states it
     (``add --sequence-parallel`` -> ``add model.sequence_parallel``)."""
-    words = []
-    for word in text.split(" "):
-        core = word.rstrip(".,;:)")
-        name = core[2:].replace("-", "_") if core.startswith("--") else ""
-        key = FLAG_KEYS.get(name) or (ARGUMENTS[name][0] if name in ARGUMENTS else None)
-        words.append(word.replace(core, key, 1) if key else word)
-    return " ".join(words)
+    return spelled(text, {**{name: paths[0] for name, paths in ARGUMENTS.items()}, **FLAG_KEYS})
 
 
 # How hints and findings spell a setting (the keys the file writes)
@@ -257,7 +251,7 @@ def _unpriced(recipe: Recipe, keys: Keys, args: Arguments) -> Recipe:
     for path, what in UNPRICED:
         value = keys.raw(path)              # a flag, or a pattern string (an empty one says none)
         if value and str(value).lower() not in ("false", "0"):
-            return replace(recipe, model_config=None, model=Fact(
+            return replace(recipe, model_config=None, model_hint=WAY_ON["unpriced"], model=Fact(
                 f"Megatron-Bridge model ({what}: its layers are not priced yet)", args.locate(f"$.{path}")))
     return recipe
 
@@ -278,7 +272,7 @@ def read_megatron_bridge(document: Document) -> Recipe:
     stage, packing = tuned if tuned else (recipe.stage, recipe.packing)
     return replace(recipe, document=document, title="Megatron-Bridge", keys=SPELLING, vocabulary="megatron-bridge",
                    release=f"{VERSION} (Megatron-core's runtime: {recipe.release})", stage=stage, packing=packing,
-                   features=_features(keys, recipe, args), **_fp32(recipe))
+                   features=_features(keys, recipe, args), model_hint=in_keys(recipe.model_hint), **_fp32(recipe))
 
 
-__all__ = ["ARGUMENTS", "in_bridge_keys", "looks_like_megatron_bridge", "read_megatron_bridge"]
+__all__ = ["ARGUMENTS", "in_keys", "looks_like_megatron_bridge", "read_megatron_bridge"]

@@ -142,6 +142,7 @@ class Recipe:
     engines: tuple[Engines, ...] = ()  # the generation engines on GPUs of their own, each group a vLLM check
     layout: Fact | None = None         # a pretraining framework's mesh (readers/torchtitan.py ``Layout``)
     model_code: str = ""               # the framework runs its own model code, not transformers' (models/code.py)
+    model_hint: str = ""               # the way on where a framework's model is not priced (layouts' ``unmodelled``)
 
     @property
     def training(self) -> bool:

@@ -48,6 +48,8 @@ FORMATS: tuple[Format, ...] = (
            _lazy("vramlint.readers.torchtitan", "read_torchtitan")),
     Format("megatron-bridge", "recipe", _lazy("vramlint.readers.megatron_bridge", "looks_like_megatron_bridge"),
            "recipe", _lazy("vramlint.readers.megatron_bridge", "read_megatron_bridge")),
+    Format("nemo", "recipe", _lazy("vramlint.readers.nemo", "looks_like_nemo"), "recipe",
+           _lazy("vramlint.readers.nemo", "read_nemo")),
     Format("megatron", "recipe", _lazy("vramlint.readers.megatron", "looks_like_megatron"), "recipe",
            _lazy("vramlint.readers.megatron", "read_megatron")),
     Format("litgpt", "recipe", _lazy("vramlint.readers.litgpt", "looks_like_litgpt"), "recipe",
@@ -83,12 +85,6 @@ OTHER_FILES = (
 )
 
 
-def _nemo_model(data: dict) -> bool:
-    """NeMo 1.x's megatron_gpt_config.yaml: ``trainer`` beside ``model.tensor_model_parallel_size``."""
-    model = data.get("model")
-    return isinstance(model, dict) and "tensor_model_parallel_size" in model and isinstance(data.get("trainer"), dict)
-
-
 def _bridge_override(data: dict) -> bool:
     """A Megatron-Bridge override file: ConfigContainer's sections without its ``_target_``."""
     from vramlint.readers.megatron_bridge import looks_like_megatron_bridge
@@ -99,12 +95,9 @@ def _bridge_override(data: dict) -> bool:
 
 
 # Files that state a training job in a format vramlint does not read yet (first match): a job, not
-# estimated (VL011), never skipped as nothing. NeMo 1.x's Megatron configs run Apex's distributed Adam
-# and O2 modes of their own; a Megatron-Bridge override holds part of a job whose rest is a Python recipe.
+# estimated (VL011), never skipped as nothing. A Megatron-Bridge override holds part of a job whose
+# rest is a Python recipe.
 UNREAD_FILES = (
-    (_nemo_model, "a NeMo 1.x Megatron config (trainer + model.tensor_model_parallel_size), which vramlint does not "
-                  "read yet (its megatron_amp_O2 and Apex distributed Adam keep other states than Megatron-core's); "
-                  "the same job as a Megatron-LM pretrain_gpt.py line or a Megatron-Bridge run_config.yaml is read"),
     (_bridge_override, "a Megatron-Bridge override file (ConfigContainer's sections without its _target_): the rest "
                        "of the job is the Python recipe it is merged over; the run's full config (run_config.yaml, "
                        "ConfigContainer.to_yaml) is read"),

@@ -146,12 +146,13 @@ def _entry(ds_key: str, ds_value: object, hf_key: str, hf_value: object) -> str:
     return f"- ds {ds_key}={ds_value} vs hf {hf_key}={hf_value}"
 
 
-def framework_refusals(recipe: Recipe, plan: Plan) -> Iterator[Finding]:
+def framework_refusals(recipe: Recipe, plan: Plan | None) -> Iterator[Finding]:
     """The start-up refusals the recipe's framework has for this launch (``Recipe.refusals`` at the
-    release it is read as, each tested against the plan: ``plan.LAUNCH_LIMITS``), in its words."""
+    release it is read as, each tested against the plan: ``plan.LAUNCH_LIMITS``), in its words;
+    without a plan (a layout refused before one is made), those it has for every launch."""
     from vramlint.plan import LAUNCH_LIMITS
     for refusal in recipe.refusals:
-        if LAUNCH_LIMITS[refusal.limit](plan):
+        if refusal.limit == "always" if plan is None else LAUNCH_LIMITS[refusal.limit](plan):
             yield Finding(*REFUSED, recipe.document.locate(f"$.{refusal.key}"),
                           f"{recipe.release or recipe.title} refuses to start: {refusal.message}", hint=refusal.hint)
 

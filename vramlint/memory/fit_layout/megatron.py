@@ -12,7 +12,7 @@ from vramlint.plan import Plan
 
 FULL = "uniform:1"
 # Each change in the words of the file that states the job (``Plan.vocabulary["layout"]``): Megatron-LM's
-# flags, or Megatron-Bridge's ConfigContainer keys (readers/megatron_bridge.py)
+# flags, Megatron-Bridge's ConfigContainer keys (readers/megatron_bridge.py), or NeMo's (readers/nemo.py)
 WORDS = {
     "megatron": {"distributed_optimizer": "--use-distributed-optimizer", "sequence_parallel": "--sequence-parallel",
                  FULL: "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
@@ -28,6 +28,15 @@ WORDS = {
                         "tensor": "model.tensor_model_parallel_size: {}",
                         "tensor_sp": "model.tensor_model_parallel_size: {}, model.sequence_parallel: true",
                         "pipeline": "model.pipeline_model_parallel_size: {}"},
+    "nemo": {"distributed_optimizer": "model.optim.name: mcore_distributed_optim",
+             "sequence_parallel": "model.sequence_parallel: true",
+             FULL: "model.activations_checkpoint_granularity: full, activations_checkpoint_method: uniform, "
+                   "activations_checkpoint_num_layers: 1",
+             "selective:core_attn": "model.activations_checkpoint_granularity: selective",
+             "none": "model.activations_checkpoint_granularity: null", "micro_batch": "model.micro_batch_size: {}",
+             "tensor": "model.tensor_model_parallel_size: {}",
+             "tensor_sp": "model.tensor_model_parallel_size: {}, model.sequence_parallel: true",
+             "pipeline": "model.pipeline_model_parallel_size: {}"},
 }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from vramlint.memory.parts.components import Component
 from vramlint.memory.parts.pipeline import Rank
 from vramlint.memory.parts.states import States
+from vramlint.memory.parts.weights import DTYPE_BYTES
 from vramlint.memory.runtimes.megatron.layout import ranks
 from vramlint.plan import Plan
 
@@ -48,11 +49,28 @@ def rank_params(plan: Plan, rank: Rank) -> tuple[int, int]:
     return params, -(-experts // (par.expert * par.expert_tp(plan.tensor_parallel)))
 
 
+APEX_SOURCE = ("Apex 810ffae contrib/optimizers/distributed_fused_adam.py as NeMo v2.4.0 sets it up "
+               "(megatron_base_model.py:831-856): StateBucket (int16 param_remainders_shard, fp32 exp_avg / "
+               "exp_avg_sq shards), _init_grad_buffer (one whole gradient buffer), _start_bucket_grad_sync "
+               "(sync_grads_shard)")
+DDP_SOURCE = "torch nn/parallel/distributed.py (Reducer buckets apart from .grad without gradient_as_bucket_view)"
+
+
+def param_bytes(plan: Plan) -> int:
+    """Bytes a parameter as the model holds it: its compute dtype under Megatron's --bf16 / --fp16
+    (NeMo's megatron_amp_O2), fp32 where the parameters stay fp32 (fp32 training, or autocast)."""
+    return DTYPE_BYTES[plan.weights_dtype or "float32"]
+
+
 def _optimizer_bytes(plan: Plan) -> tuple[int, str]:
-    """Bytes a parameter of the optimizer's: fp32 main copy (16-bit parameters) and the moments."""
-    main = 4 if plan.precision != "fp32" else 0
+    """Bytes a parameter of the optimizer's: a main copy of 16-bit parameters (fp32, or Apex's int16
+    remainders that complete bf16 parameters to fp32: NeMo's store_param_remainders, fp16 ones
+    getting fp32 copies, store_params) and the moments."""
+    remainders = plan.parallelism.apex_adam and plan.weights_dtype == "bfloat16"
+    main = 0 if param_bytes(plan) == 4 else 2 if remainders else 4
     moments = 4 if plan.optimizer == "sgd" else 8
-    words = ("fp32 main + " if main else "") + ("SGD momentum" if plan.optimizer == "sgd" else "Adam m, v (fp32)")
+    words = ({4: "fp32 main + ", 2: "int16 remainders + ", 0: ""}[main]
+             + ("SGD momentum" if plan.optimizer == "sgd" else "Adam m, v (fp32)"))
     return main + moments, words
 
 
@@ -66,23 +84,41 @@ def megatron_states(plan: Plan, rank: Rank | None = None) -> States:
     rank = rank or ranks(plan)[0]
     dense, experts = rank_params(plan, rank)
     par = plan.parallelism
-    c = 4 if plan.precision == "fp32" else 2
+    c = param_bytes(plan)
     per, words = _optimizer_bytes(plan)
     groups = [(dense, plan.shard_degree if par.distributed_optimizer else 1, "dp x cp", "")]
     if experts:
         groups.append((experts, par.expert_shard if par.distributed_optimizer else 1, "the expert data-parallel group",
                        " (routed experts)"))
+    source = APEX_SOURCE if par.apex_adam else SOURCE
     resting, gradients, step = [], [], []
     for p, d, group, what in groups:
         shard, over = _shard(p, d, group)
         resting += [Component(f"parameters{what}", c * p, f"{c} B x {p:,}", SOURCE),
-                    Component(f"optimizer states{what}", per * shard, f"{per} B ({words}) x {over}", SOURCE)]
+                    Component(f"optimizer states{what}", per * shard, f"{per} B ({words}) x {over}", source)]
         gradients.append(Component(f"gradient buffer{what}", par.grad_bytes * p,
-                                   f"{par.grad_bytes} B x {p:,} (DDP buffer, whole)", SOURCE))
-        if par.grad_bytes < 4 and plan.precision != "fp32":  # main_param.grad = main_grad.float(): a new fp32 tensor
-            step.append(Component(f"fp32 gradient copy (step){what}", 4 * shard, f"4 B x {over} (16-bit gradients "
-                                  "made fp32 for the step, optimizer.py:1097)", SOURCE))
+                                   f"{par.grad_bytes} B x {p:,} (DDP buffer, whole)", source))
+        if par.bucket_copy:
+            gradients.append(Component(f"DDP gradient buckets{what}", par.grad_bytes * p, f"{par.grad_bytes} B x "
+                                       f"{p:,} (gradient_as_bucket_view off: a second copy)", DDP_SOURCE))
+        step += _step_copies(plan, shard, d, over, what)
     return States(resting, gradients, step, [])
+
+
+def _step_copies(plan: Plan, shard: int, d: int, over: str, what: str) -> list[Component]:
+    """What the step makes beside the buffer: Apex's reduce-scattered shard (its own tensor where
+    its group ``d`` has more than one rank), or Megatron's fp32 copy of 16-bit gradients
+    (``main_param.grad = main_grad.float()``, optimizer.py:1097)."""
+    par = plan.parallelism
+    if par.apex_adam:
+        if d <= 1:
+            return []
+        return [Component(f"reduce-scattered gradient shard (step){what}", par.grad_bytes * shard,
+                          f"{par.grad_bytes} B x {over} (sync_grads_shard, freed at zero_grad)", APEX_SOURCE)]
+    if par.grad_bytes < 4 and param_bytes(plan) < 4:
+        return [Component(f"fp32 gradient copy (step){what}", 4 * shard, f"4 B x {over} (16-bit gradients made fp32 "
+                          "for the step, optimizer.py:1097)", SOURCE)]
+    return []
 
 
 def vision_tower(plan: Plan) -> Component:

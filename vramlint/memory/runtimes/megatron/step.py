@@ -24,10 +24,13 @@ from vramlint.memory.parts.pipeline import Rank
 from vramlint.memory.runtimes.megatron.activations import (SOURCE as TERMS, dispatch_staging, embedding_mask,
                                                            head_input, kept_per_token, rebuilt)
 from vramlint.memory.runtimes.megatron.layout import ranks
-from vramlint.memory.runtimes.megatron.states import SOURCE, megatron_states
+from vramlint.memory.runtimes.megatron.states import SOURCE, megatron_states, rank_params
 from vramlint.plan import Plan
 
 LOSS = 6
+CAST_SOURCE = ("torch 2.13 aten/src/ATen/autocast_mode.cpp cached_cast (leaf fp32 weights that need grads, cached "
+               "until the outermost autocast exits); Megatron-core schedules.py forward_step (the autocast region); "
+               "Transformer Engine's Linear (its cast weight saved for backward)")
 LOSS_SOURCE = ("Megatron-LM core_v0.19.0 tensor_parallel/cross_entropy.py: .float() copy of the bf16 logits, "
                "softmax in place saved for backward, the gradient in place then cast to bf16")
 
@@ -52,18 +55,45 @@ def _loss(plan: Plan, when: str, tokens: int) -> Component:
                      f"{LOSS} B x {tokens:,} tokens x {vocab:,} (vocabulary shard)", LOSS_SOURCE)
 
 
+def _casts(plan: Plan, rank: Rank) -> Component:
+    """The 16-bit copies autocast makes of the rank's fp32 weights (NeMo's megatron_amp_O2 off):
+    torch.autocast casts each weight once a region and caches it until the region exits (the
+    micro-batch's forward: Megatron's forward_step wraps it, the loss outside), Transformer
+    Engine's linears cast it themselves and save the cast for backward, one for each forward in
+    flight."""
+    params = sum(rank_params(plan, rank))
+    held = rank.in_flight if plan.parallelism.autocast == "saved" else 1
+    how = (f" x {held} forwards in flight (Transformer Engine saves its cast for backward)" if held > 1 else
+           " (Transformer Engine saves its cast for backward)" if plan.parallelism.autocast == "saved" else
+           " (torch.autocast's cache, until the forward's region exits)")
+    return Component("autocast's 16-bit weight copies", 2 * params * held, f"2 B x {params:,}{how}", CAST_SOURCE)
+
+
+def _logits(plan: Plan, tokens: int) -> Component:
+    vocab = -(-plan.model.vocab_size // plan.tensor_parallel)
+    return Component("logits (16-bit)", 2 * tokens * vocab, f"2 B x {tokens:,} tokens x {vocab:,} (vocabulary shard)",
+                     LOSS_SOURCE)
+
+
 def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ...]]]:
     states = megatron_states(plan, rank)
     tokens = plan.micro_batch * plan.seq_len
     rest = tuple(states.resting) + tuple(states.gradients)
     kept = _kept(plan, rank, tokens)
+    autocast = plan.parallelism.autocast
+    if autocast == "saved":
+        kept += (_casts(plan, rank),)
     name = f" (pipeline rank {rank.index})" if plan.parallelism.pipeline > 1 else ""
     out = [(f"optimizer step{name}", rest + tuple(states.step))]
+    head = ()
     if any(stage.head for stage in rank.stages):
         per = head_input(plan)
-        head = Component("final norm + output layer input", per * tokens, f"{per:,} B x {tokens:,} tokens", TERMS)
-        out.append((f"forward at the loss{name}", rest + kept + (head, _loss(plan, "forward", tokens))))
-        out.append((f"backward at the loss{name}", rest + kept + (head, _loss(plan, "backward", tokens))))
+        head = (Component("final norm + output layer input", per * tokens, f"{per:,} B x {tokens:,} tokens", TERMS),)
+        out.append((f"forward at the loss{name}", rest + kept + head + (_loss(plan, "forward", tokens),)))
+        out.append((f"backward at the loss{name}", rest + kept + head + (_loss(plan, "backward", tokens),)))
+    if autocast == "cache":         # the region ends at the output layer's 16-bit logits, before the loss
+        logits = (_logits(plan, tokens),) if head else ()
+        out.append((f"forward under autocast{name}", rest + kept + head + logits + (_casts(plan, rank),)))
     staging = dispatch_staging(plan)
     if staging:
         held = Component("token dispatch buffers", staging * tokens, f"{staging:,} B x {tokens:,} tokens "
