@@ -190,3 +190,14 @@ def test_hints_and_findings_speak_nemos_keys():
     assert "model.activations_checkpoint_granularity: full" in over["hint"] and "--" not in over["hint"]
     counted = _check(DATA / "gpu_recipes_llama3-1-70b-256gpus-a4-bf16.yaml", "--gpus", "32x8xB200")
     assert "trainer.devices 8 x trainer.num_nodes 1" in _finding(counted, "VL007")["message"]
+
+
+def test_more_nodes_are_proposed_only_in_counts_the_grid_divides():
+    """TP 4 x PP 14 x CP 2 is 112 GPUs: on 14 nodes of 8 H100s the fewest nodes that fit with full
+    recompute are 28 (224 GPUs), never a count Megatron refuses (29 nodes, 232 GPUs, was said); on 28
+    nodes full recompute alone fits, and no more nodes are proposed."""
+    name = "gpu_recipes_llama3-1-405b-224gpus-a4-bf16.yaml"
+    short = _finding(_check(DATA / name, "--gpus", "14x8xH100"), "VL201")["hint"]
+    assert short.startswith("28 nodes x 8 GPUs (224 GPUs")
+    enough = _finding(_check(DATA / name, "--gpus", "28x8xH100"), "VL201")["hint"]
+    assert "nodes" not in enough and enough.startswith("model.activations_checkpoint_granularity: full")

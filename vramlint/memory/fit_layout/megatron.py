@@ -114,16 +114,25 @@ def _pipeline(plan: Plan, budget: int) -> list[Change]:
 
 
 def _more_nodes(plan: Plan, budget: int, most: int = 64) -> list[Change]:
-    """The fewest whole nodes on which the job fits with the distributed optimizer and full recompute."""
+    """The fewest whole nodes on which the job fits with the distributed optimizer and full recompute,
+    among those whose GPUs the model-parallel grid (TP x PP x CP, and the experts' ETP x EP x PP)
+    divides (Megatron refuses the others: A:428, parallel_state.py:883); none where the GPUs it has
+    already hold it so (the changes beside say how, one at a time or together)."""
     base = _with(plan, distributed_optimizer=True, checkpointing=FULL)
     on = lambda nodes: _with(base, cluster=replace(plan.cluster, nodes=nodes))  # noqa: E731
-    if not fits(on(most), budget):
+    par, per = plan.parallelism, plan.cluster.per_node
+    grid = plan.tensor_parallel * par.pipeline * par.context
+    valid = [n for n in range(plan.cluster.nodes, most + 1)
+             if not (n * per) % grid and not (n * per) % par.expert_grid(plan.tensor_parallel)]
+    if not valid or not fits(on(valid[-1]), budget):
         return []
-    nodes = _bisect(lambda n: fits(on(n), budget), most, plan.cluster.nodes)
-    bigger = on(nodes)
-    added = ([] if plan.parallelism.distributed_optimizer else [_say(plan, "distributed_optimizer")]) + \
-        ([] if plan.parallelism.checkpointing == FULL else [_say(plan, FULL)])
-    return [Change(f"{nodes} nodes x {plan.cluster.per_node} GPUs ({bigger.cluster.world_size} GPUs: the distributed "
+    added = ([] if par.distributed_optimizer else [_say(plan, "distributed_optimizer")]) + \
+        ([] if par.checkpointing == FULL else [_say(plan, FULL)])
+    if valid[0] == plan.cluster.nodes and fits(on(valid[0]), budget):
+        return [Change(" and ".join(added), peak(on(valid[0])))] if len(added) > 1 else []
+    first = _bisect(lambda i: fits(on(valid[i]), budget), len(valid) - 1, -1)
+    bigger = on(valid[first])
+    return [Change(f"{valid[first]} nodes x {per} GPUs ({bigger.cluster.world_size} GPUs: the distributed "
                    f"optimizer over {bigger.parallelism.shard})" + (f" with {' and '.join(added)}" if added else ""),
                    peak(bigger))]
 
