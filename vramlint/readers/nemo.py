@@ -80,6 +80,9 @@ PRECISIONS = {"bf16": "bf16", "bf16-mixed": "bf16", "16": "fp16", "16-mixed": "f
 DISTRIBUTED = ("distributed_fused_adam", "mcore_distributed_optim")   # with_distributed_adam (base_model.py:151-153)
 ADAM = ("fused_adam", "adam", "adamw", "megatron_fused_adam", *DISTRIBUTED)
 GPT2_VOCAB = 50257
+# activation_to_func's supported_activations (NM parts/utils_funcs.py:182-196)
+ACTIVATIONS = ("gelu", "geglu", "reglu", "swiglu", "squared-relu", "fast-geglu", "fast-swiglu", "fast-reglu",
+               "approx-gelu")
 
 
 def looks_like_nemo(data: Any) -> bool:
@@ -171,9 +174,11 @@ def _vocabulary(keys: Keys) -> tuple[dict[str, tuple[Any, str]], str]:
     or why it is not known from the file."""
     if keys.raw("model.override_vocab_size") is not None:
         return {"no_pad_vocab_size": (True, "model.override_vocab_size")}, ""
-    library = str(keys.raw("model.tokenizer.library") or "megatron")
+    library = str(keys.raw("model.tokenizer.library") or "")
     kind = str(keys.raw("model.tokenizer.type") or "")
-    if library == "megatron" and kind in ("GPT2BPETokenizer", ""):
+    if not library:                 # NeMo reads cfg.tokenizer.library: no tokenizer, no model
+        return {}, "no model.tokenizer.library: the vocabulary is not stated"
+    if library == "megatron" and kind == "GPT2BPETokenizer":
         return {"vocab_size": (GPT2_VOCAB, "model.tokenizer.type")}, ""
     if library == "huggingface" and kind:
         from vramlint.models.catalog import find
@@ -266,6 +271,10 @@ def _refusals(keys: Keys, dtype: str | None, where: str) -> tuple[Refusal, ...]:
     if dtype is None:
         out.append(Refusal("always", where, f"Could not parse the precision of `{keys.raw(where)}` to a valid "
                                             "torch.dtype"))
+    activation = model.get("activation", "gelu")
+    if activation not in ACTIVATIONS:
+        out.append(Refusal("always", "model.activation", f"Unsupported activation {activation}. Supported "
+                                                         f"activations: {list(ACTIVATIONS)} "))
     if not o2 and vpp:
         out.append(Refusal("always", "model.virtual_pipeline_model_parallel_size",
                            "Virtual pipeline model parallel is only supported when using megatron_amp_O2"))
