@@ -17,10 +17,11 @@ MPC = megatron/core/model_parallel_config.py). Older spellings are read too
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramlint.documents import Document
+from vramlint.documents import Document, Location
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, positive, truthy
 
@@ -113,6 +114,37 @@ def spelled(text: str, key_of: dict[str, str]) -> str:
         key = key_of.get(core[2:].replace("-", "_")) if core.startswith("--") else None
         words.append(word.replace(core, key, 1) if key else word)
     return " ".join(words)
+
+
+@dataclass
+class Arguments(Document):
+    """A job's Megatron arguments as another file states them (Megatron-Bridge's ConfigContainer,
+    NeMo's model config), each located at the key that states it (``paths``)."""
+
+    paths: dict[str, str] = field(default_factory=dict)
+
+    def locate(self, json_path: str) -> Location:
+        name = json_path[2:] if json_path.startswith("$.") else ""
+        return super().locate(f"$.{self.paths[name]}" if name in self.paths else json_path)
+
+
+def laid_out(document: Document, keys: Keys, table: dict[str, tuple[str, ...]], derived: dict[str, tuple[Any, str]],
+             read: Callable[[Any], Any] = lambda value: value) -> Arguments:
+    """The file as the Megatron-LM argument mapping it is: each argument the first of its keys
+    (``table``) the file sets, ``read`` as the file writes it, then the flags the file states in
+    words of its own (``derived``: argument -> value and the key that says it)."""
+    values: dict[str, Any] = {}
+    paths: dict[str, str] = {}
+    for name, sources in table.items():
+        for path in sources:
+            value = read(keys.raw(path))
+            if value is not None:
+                values[name], paths[name] = value, path
+                break
+    for name, (value, path) in derived.items():
+        values[name], paths[name] = value, path
+    return Arguments(document.path, document.text, values, positions=document.positions, lenient=document.lenient,
+                     elsewhere=document.elsewhere, unknown=document.unknown, paths=paths)
 
 
 def looks_like_megatron(data: Any) -> bool:

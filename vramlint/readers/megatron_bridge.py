@@ -31,12 +31,12 @@ An override file (the same sections without ``_target_``, merged over a Python r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from vramlint.documents import Document, Location
+from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.megatron import WAY_ON, read_megatron, spelled
+from vramlint.readers.megatron import WAY_ON, Arguments, laid_out, read_megatron, spelled
 from vramlint.readers.recipe import Feature, Keys, Recipe, truthy
 
 VERSION = "Megatron-Bridge v0.6.0"
@@ -111,17 +111,6 @@ def _target(value: Any) -> Any:
     return value
 
 
-@dataclass
-class Arguments(Document):
-    """The job's Megatron arguments, each located at the Bridge key that states it (``paths``)."""
-
-    paths: dict[str, str] = field(default_factory=dict)
-
-    def locate(self, json_path: str) -> Location:
-        name = json_path[2:] if json_path.startswith("$.") else ""
-        return super().locate(f"$.{self.paths[name]}" if name in self.paths else json_path)
-
-
 def _mixed(keys: Keys) -> dict[str, tuple[Any, str]]:
     """What ``mixed_precision`` sets over the model's and DDP's fields, each with the key that says
     it: ``runtime_config_update`` copies every same-named field of the recipe into model, optimizer
@@ -189,18 +178,7 @@ def _derived(keys: Keys) -> dict[str, tuple[Any, str]]:
 def arguments(document: Document) -> Arguments:
     """The ConfigContainer as the Megatron-LM argument mapping it is, each located at its key."""
     keys = Keys(document, f"{VERSION} default")
-    values: dict[str, Any] = {}
-    paths: dict[str, str] = {}
-    for name, sources in ARGUMENTS.items():
-        for path in sources:
-            value = _target(keys.raw(path))
-            if value is not None:
-                values[name], paths[name] = value, path
-                break
-    for name, (value, path) in _derived(keys).items():
-        values[name], paths[name] = value, path
-    return Arguments(document.path, document.text, values, positions=document.positions, lenient=document.lenient,
-                     elsewhere=document.elsewhere, unknown=document.unknown, paths=paths)
+    return laid_out(document, keys, ARGUMENTS, _derived(keys), _target)
 
 
 def _features(keys: Keys, recipe: Recipe, args: Arguments) -> tuple[Feature, ...]:

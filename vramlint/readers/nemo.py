@@ -38,8 +38,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.megatron import read_megatron, spelled
-from vramlint.readers.megatron_bridge import Arguments
+from vramlint.readers.megatron import Arguments, laid_out, read_megatron, spelled
 from vramlint.readers.recipe import Feature, Keys, Recipe, Refusal, truthy
 
 VERSION = "NeMo v2.4.0"
@@ -238,26 +237,18 @@ def _derived(keys: Keys) -> dict[str, tuple[Any, str]]:
     return out
 
 
-def arguments(document: Document, data: dict) -> Arguments:
-    """The NeMo config as the Megatron-LM argument mapping it is, each located at its key."""
-    keys = Keys(replace(document, data=data), f"{VERSION} default")
-    values: dict[str, Any] = {}
-    paths: dict[str, str] = {}
-    for name, sources in ARGUMENTS.items():
-        for path in sources:
-            value = keys.raw(path)
-            if value is not None:
-                values[name], paths[name] = value, path
-                break
+def arguments(document: Document) -> Arguments:
+    """The NeMo config (its interpolations resolved) as the Megatron-LM argument mapping it is, each
+    located at its key."""
+    keys = Keys(document, f"{VERSION} default")
+    args = laid_out(document, keys, ARGUMENTS, _derived(keys))
+    values = args.data
     if values.get("num_virtual_stages_per_pipeline_rank") == 1:     # VPP 1 is none (base_model.py:1058-1060)
         del values["num_virtual_stages_per_pipeline_rank"]
     if "recompute_granularity" not in values:       # method and layers are read only beside a granularity
         for name in ("recompute_method", "recompute_num_layers"):
             values.pop(name, None)
-    for name, (value, path) in _derived(keys).items():
-        values[name], paths[name] = value, path
-    return Arguments(document.path, document.text, values, positions=document.positions, lenient=document.lenient,
-                     elsewhere=document.elsewhere, unknown=document.unknown, paths=paths)
+    return args
 
 
 def _refusals(keys: Keys, dtype: str | None, where: str) -> tuple[Refusal, ...]:
@@ -374,7 +365,7 @@ def read_nemo(document: Document) -> Recipe:
     data, unresolved = _resolve(document.data)
     resolved = replace(document, data=data, unknown=document.unknown | frozenset(unresolved))
     keys = Keys(resolved, f"{VERSION} default")
-    args = arguments(resolved, data)
+    args = arguments(resolved)
     recipe = read_megatron(args)
     dtype, where = _precision(keys)
     o2 = truthy(keys.raw("model.megatron_amp_O2"))
