@@ -6,7 +6,8 @@ precision 16, legacy modules) and at its last snapshot (O2, bf16, FusedAdam); it
 (the model is a .nemo checkpoint's); the NeMo-Framework-Launcher's GPT-3 5B (``${multiply:...}``),
 Llama-2 7B (a SentencePiece file) and Llama-3 8B (Megatron-core's distributed optimizer, CP 2)
 training configs; Google's gpu-recipes A4 Llama-3.1 70B and 405B configs (Apex's distributed Adam);
-MLPerf Training v4.0's Llama-2 70B LoRA config (every layout key from the environment).
+MLPerf Training v4.0's Llama-2 70B LoRA config (every layout key from the environment) and its GPT-3
+config (a Hydra composition over NeMo's).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def _changed(tmp_path: Path, name: str, **model) -> Path:
 
 def test_the_files_are_their_sources():
     rows = list(csv.DictReader((DATA / "SOURCES.tsv").open(), delimiter="\t"))
-    assert len(rows) == 9
+    assert len(rows) == 10
     for row in rows:
         assert (DATA / row["file"]).is_file(), row["file"]
         assert row["commit"] in row["url"] and row["url"].endswith(row["path"])
@@ -180,6 +181,8 @@ def test_interpolations_are_followed_and_what_only_the_run_resolves_is_said(tmp_
     assert stated["status"] == "estimated" and "vocabulary 32,000, unpadded" in stated["model"]
     tuned = _finding(_check(DATA / "megatron_gpt_finetuning_config.yaml", "--gpus", "H100"), "VL011")
     assert "restore_from_path" in tuned["message"] and "model.num_layers" in tuned["hint"]
+    composed = _check(DATA / "mlperf4.0_gpt3_megatron_gpt_config_custom.yaml", "--gpus", "8xH100")
+    assert composed["status"] != "skipped" and "Hydra config composed" in _finding(composed, "VL011")["message"]
 
 
 def test_hints_and_findings_speak_nemos_keys():

@@ -94,10 +94,20 @@ def _bridge_override(data: dict) -> bool:
                                          "seq_length", "context_parallel_size"))
 
 
+def _nemo_composition(data: dict) -> bool:
+    """A Hydra config composed over NeMo's ``megatron_gpt_config`` (its ``defaults`` list names it)."""
+    defaults = data.get("defaults")
+    return isinstance(defaults, list) and any("megatron_gpt_config" in str(item) for item in defaults)
+
+
 # Files that state a training job in a format vramlint does not read yet (first match): a job, not
 # estimated (VL011), never skipped as nothing. A Megatron-Bridge override holds part of a job whose
-# rest is a Python recipe.
+# rest is a Python recipe; a Hydra composition over NeMo's config holds part of a job whose rest is
+# the files its defaults list names.
 UNREAD_FILES = (
+    (_nemo_composition, "a Hydra config composed over NeMo's megatron_gpt_config (its defaults list): the job is "
+                        "the config Hydra composes from the files it names; that composed config (the run's "
+                        "hparams.yaml, or the files merged into one) is read"),
     (_bridge_override, "a Megatron-Bridge override file (ConfigContainer's sections without its _target_): the rest "
                        "of the job is the Python recipe it is merged over; the run's full config (run_config.yaml, "
                        "ConfigContainer.to_yaml) is read"),
