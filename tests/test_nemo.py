@@ -204,3 +204,15 @@ def test_more_nodes_are_proposed_only_in_counts_the_grid_divides():
     assert short.startswith("28 nodes x 8 GPUs (224 GPUs")
     enough = _finding(_check(DATA / name, "--gpus", "28x8xH100"), "VL201")["hint"]
     assert "nodes" not in enough and enough.startswith("model.activations_checkpoint_granularity: full")
+
+
+def test_what_the_megatron_reader_says_is_said_in_nemos_keys_and_bad_values_never_crash(tmp_path):
+    """An optimizer priced as Adam is named by model.optim.name, not Megatron's --optimizer; activation
+    offloading over a num_layers that is no number is a located finding, never vramlint failing (VL003)."""
+    lamb = _check(_changed(tmp_path, "launcher_llama3_8b.yaml", optim__name="lamb"), "--gpus", "H100")
+    said = next(f["message"] for f in lamb["findings"] if f["code"] in ("VL210", "VL211") and "lamb" in f["message"])
+    assert said.startswith("model.optim.name lamb") and "--" not in said
+    (tmp_path / "off").mkdir()
+    off = _check(_changed(tmp_path / "off", "launcher_llama3_8b.yaml", cpu_offloading=True, num_layers="x"),
+                 "--gpus", "H100")
+    assert all(f["code"] != "VL003" for f in off["findings"]) and off["status"] == "not estimated"

@@ -182,8 +182,9 @@ def arguments(document: Document) -> Arguments:
 
 
 def _features(keys: Keys, recipe: Recipe, args: Arguments) -> tuple[Feature, ...]:
-    """What Bridge turns on that the Megatron runtime does not price, beside readers/megatron.py's."""
-    out = list(recipe.features)
+    """What Bridge turns on that the Megatron runtime does not price, beside readers/megatron.py's (said
+    in its keys)."""
+    out = [replace(feature, what=in_keys(feature.what)) for feature in recipe.features]
     peft = keys.raw("peft")
     if isinstance(peft, dict):
         kind = str(peft.get("_target_", "LoRA")).rsplit(".", 1)[-1]

@@ -33,12 +33,12 @@ MCore 0.13 as it pins them; NM = NeMo's tree):
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.megatron import Arguments, laid_out, read_megatron, spelled
+from vramlint.readers.megatron import TOKENIZER_VOCAB, Arguments, laid_out, read_megatron, spelled
 from vramlint.readers.recipe import Feature, Keys, Recipe, Refusal, truthy
 
 VERSION = "NeMo v2.4.0"
@@ -78,10 +78,26 @@ SPELLING = {"micro_batch": "model.micro_batch_size", "seq_len": "model.encoder_s
 PRECISIONS = {"bf16": "bf16", "bf16-mixed": "bf16", "16": "fp16", "16-mixed": "fp16", "32": "fp32", "32-true": "fp32"}
 DISTRIBUTED = ("distributed_fused_adam", "mcore_distributed_optim")   # with_distributed_adam (base_model.py:151-153)
 ADAM = ("fused_adam", "adam", "adamw", "megatron_fused_adam", *DISTRIBUTED)
-GPT2_VOCAB = 50257
 # activation_to_func's supported_activations (NM parts/utils_funcs.py:182-196)
 ACTIVATIONS = ("gelu", "geglu", "reglu", "swiglu", "squared-relu", "fast-geglu", "fast-swiglu", "fast-reglu",
                "approx-gelu")
+
+
+@dataclass(frozen=True)
+class Switches:
+    """What decides NeMo's states, read once: ``megatron_amp_O2``, ``optim.name`` and the precision
+    (None where NeMo cannot parse it) with the key that states it."""
+
+    o2: bool
+    optimizer: str
+    dtype: str | None
+    where: str
+
+
+def _switches(keys: Keys) -> Switches:
+    dtype, where = _precision(keys)
+    return Switches(truthy(keys.raw("model.megatron_amp_O2")), str(keys.raw("model.optim.name") or "fused_adam"),
+                    dtype, where)
 
 
 def looks_like_nemo(data: Any) -> bool:
@@ -177,8 +193,8 @@ def _vocabulary(keys: Keys) -> tuple[dict[str, tuple[Any, str]], str]:
     kind = str(keys.raw("model.tokenizer.type") or "")
     if not library:                 # NeMo reads cfg.tokenizer.library: no tokenizer, no model
         return {}, "no model.tokenizer.library: the vocabulary is not stated"
-    if library == "megatron" and kind == "GPT2BPETokenizer":
-        return {"vocab_size": (GPT2_VOCAB, "model.tokenizer.type")}, ""
+    if library == "megatron" and kind in TOKENIZER_VOCAB:          # the Megatron reader's own table
+        return {"tokenizer_type": (kind, "model.tokenizer.type")}, ""
     if library == "huggingface" and kind:
         from vramlint.models.catalog import find
         shape = find(kind)
@@ -198,11 +214,10 @@ def _derived(keys: Keys) -> dict[str, tuple[Any, str]]:
     """The Megatron flags NeMo states in other words: value and the key that says it."""
     out: dict[str, tuple[Any, str]] = {}
     model = keys.raw("model")
-    dtype, where = _precision(keys)
-    o2 = truthy(model.get("megatron_amp_O2", False))
+    switches = _switches(keys)
+    dtype, o2, name = switches.dtype, switches.o2, switches.optimizer
     if dtype in ("bf16", "fp16"):
-        out[dtype] = (True, where)
-    name = str(keys.raw("model.optim.name") or "fused_adam")
+        out[dtype] = (True, switches.where)
     if name in DISTRIBUTED:
         out["use_distributed_optimizer"] = (True, "model.optim.name")
     out["optimizer"] = ("adam" if name in ADAM else name, "model.optim.name")
@@ -230,7 +245,8 @@ def _derived(keys: Keys) -> dict[str, tuple[Any, str]]:
     if truthy(model.get("ub_tp_comm_overlap", False)):
         out["tp_comm_overlap"] = (True, "model.ub_tp_comm_overlap")
     if truthy(model.get("cpu_offloading", False)):
-        layers = model.get("cpu_offloading_num_layers") or max(1, int(model.get("num_layers") or 2) - 1)
+        layers = keys.get("model.cpu_offloading_num_layers").count or \
+            max(1, (keys.get("model.num_layers").count or 2) - 1)        # num_layers - 1 (yaml:250)
         out["cpu_offloading_num_layers"] = (layers, "model.cpu_offloading")
     vocabulary, _ = _vocabulary(keys)
     out.update(vocabulary)
@@ -251,12 +267,11 @@ def arguments(document: Document) -> Arguments:
     return args
 
 
-def _refusals(keys: Keys, dtype: str | None, where: str) -> tuple[Refusal, ...]:
+def _refusals(keys: Keys, switches: Switches) -> tuple[Refusal, ...]:
     """NeMo's own start-up checks, verbatim (NM megatron_gpt_model.py:361-388, megatron_base_model.py:
     874-881, parts/utils_funcs.py:55); Megatron's layout checks are layouts/megatron.py's."""
     model = keys.raw("model")
-    o2 = truthy(model.get("megatron_amp_O2", False))
-    name = str(keys.raw("model.optim.name") or "fused_adam")
+    o2, name, dtype, where = switches.o2, switches.optimizer, switches.dtype, switches.where
     vpp, ep = model.get("virtual_pipeline_model_parallel_size"), model.get("expert_model_parallel_size") or 1
     out = []
     if dtype is None:
@@ -284,12 +299,11 @@ def _refusals(keys: Keys, dtype: str | None, where: str) -> tuple[Refusal, ...]:
     return tuple(out)
 
 
-def _layout(recipe: Recipe, keys: Keys, args: Arguments) -> Fact:
+def _layout(recipe: Recipe, keys: Keys, args: Arguments, switches: Switches) -> Fact:
     """Megatron's layout with NeMo's states: Apex's distributed Adam, torch DDP's buckets and the
     autocast copies of fp32 weights (memory/runtimes/megatron)."""
     model = keys.raw("model")
-    o2 = truthy(model.get("megatron_amp_O2", False))
-    name = str(keys.raw("model.optim.name") or "fused_adam")
+    o2, name = switches.o2, switches.optimizer
     where = args.locate("$.optimizer")
     autocast = "none"
     if not o2 and recipe.mixed_precision.value in ("bf16", "fp16"):
@@ -304,8 +318,9 @@ def _layout(recipe: Recipe, keys: Keys, args: Arguments) -> Fact:
 
 
 def _features(keys: Keys, recipe: Recipe, args: Arguments) -> tuple[Feature, ...]:
-    """What NeMo turns on that the Megatron runtime does not price, beside readers/megatron.py's."""
-    out = list(recipe.features)
+    """What NeMo turns on that the Megatron runtime does not price, beside readers/megatron.py's (said
+    in NeMo's keys)."""
+    out = [replace(feature, what=in_keys(feature.what)) for feature in recipe.features]
     peft = keys.raw("model.peft.peft_scheme")
     if peft and str(peft).lower() != "none":
         out.append(Feature(keys.get("model.peft.peft_scheme"), f"{peft} (model.peft): priced as full training; the "
@@ -361,22 +376,29 @@ def _gpus(keys: Keys) -> tuple[Fact, Fact] | None:
     return devices, nodes
 
 
+def _devices_note(keys: Keys) -> tuple[str, ...]:
+    devices = keys.raw("trainer.devices")
+    if devices is None or keys.get("trainer.devices").count is not None:
+        return ()
+    return (f"trainer.devices {devices} (Lightning: every GPU the run sees): the GPU count --gpus gives",)
+
+
 def read_nemo(document: Document) -> Recipe:
     data, unresolved = _resolve(document.data)
     resolved = replace(document, data=data, unknown=document.unknown | frozenset(unresolved))
     keys = Keys(resolved, f"{VERSION} default")
     args = arguments(resolved)
     recipe = read_megatron(args)
-    dtype, where = _precision(keys)
-    o2 = truthy(keys.raw("model.megatron_amp_O2"))
-    weights = recipe.weights_dtype if o2 or dtype not in ("bf16", "fp16") else Fact(
+    switches = _switches(keys)
+    weights = recipe.weights_dtype if switches.o2 or switches.dtype not in ("bf16", "fp16") else Fact(
         "float32", args.locate("$.model.megatron_amp_O2"), f"{VERSION}: fp32 parameters under autocast")
     _, vocabulary = _vocabulary(keys)
     changes = {"model_hint": in_keys(recipe.model_hint), **_not_estimated(recipe, keys, args, unresolved, vocabulary)}
     return replace(recipe, document=document, title="NeMo", keys=SPELLING, vocabulary="nemo",
                    release=f"{VERSION} (Megatron-core's runtime: {recipe.release})",
-                   weights_dtype=weights, layout=_layout(recipe, keys, args), gpus=_gpus(keys),
-                   refusals=_refusals(keys, dtype, where), features=_features(keys, recipe, args), **changes)
+                   weights_dtype=weights, layout=_layout(recipe, keys, args, switches), gpus=_gpus(keys),
+                   notes=recipe.notes + _devices_note(keys), refusals=_refusals(keys, switches),
+                   features=_features(keys, recipe, args), **changes)
 
 
 __all__ = ["ARGUMENTS", "in_keys", "looks_like_nemo", "read_nemo"]

@@ -57,6 +57,7 @@ def _with(plan: Plan, **changes) -> Plan:
     micro = rest.get("micro_batch", plan.micro_batch)
     experts = cluster.world_size // par.expert_grid(tp)
     par = replace(par, shard=dp * par.context if par.distributed_optimizer else 1,
+                  bucket_copy=par.bucket_copy and not par.distributed_optimizer,   # torch DDP only without it
                   expert_shard=max(1, experts) if par.distributed_optimizer else 1,
                   sequence_parallel=par.sequence_parallel and tp > 1,
                   microbatches=max(1, batch // (micro * dp)))
