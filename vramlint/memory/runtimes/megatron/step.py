@@ -49,8 +49,13 @@ def _kept(plan: Plan, rank: Rank, tokens: int) -> tuple[Component, ...]:
     return out
 
 
+def _shard(plan: Plan) -> int:
+    """The vocabulary a TP rank's output layer holds (VocabParallelEmbedding's partition)."""
+    return -(-plan.model.vocab_size // plan.tensor_parallel)
+
+
 def _loss(plan: Plan, when: str, tokens: int) -> Component:
-    vocab = -(-plan.model.vocab_size // plan.tensor_parallel)
+    vocab = _shard(plan)
     return Component(f"logits and loss ({when})", LOSS * tokens * vocab,
                      f"{LOSS} B x {tokens:,} tokens x {vocab:,} (vocabulary shard)", LOSS_SOURCE)
 
@@ -70,7 +75,7 @@ def _casts(plan: Plan, rank: Rank) -> Component:
 
 
 def _logits(plan: Plan, tokens: int) -> Component:
-    vocab = -(-plan.model.vocab_size // plan.tensor_parallel)
+    vocab = _shard(plan)
     return Component("logits (16-bit)", 2 * tokens * vocab, f"2 B x {tokens:,} tokens x {vocab:,} (vocabulary shard)",
                      LOSS_SOURCE)
 
