@@ -103,8 +103,9 @@ class FsdpStep(Step):
         last) nothing is reduced: FSDP2 keeps each parameter's unsharded gradient
         (``unsharded_accumulated_grad``), a later micro-batch's are added into them and freed, and
         the step's last micro-batch reduce-scatters the sum; FSDP1 keeps the unit's unsharded flat
-        gradient, makes a new one in each later micro-batch, adds the kept one into it and frees
-        it once reduced (recorded, ``dev/trace_fsdp.py --accumulate``)."""
+        gradient, makes a new one in each later micro-batch and adds the kept one into it, which
+        is freed: the sum is kept for the next micro-batch, or reduced in the step's last
+        (recorded, ``dev/trace_fsdp.py --accumulate --micro-batches 3``)."""
         a = self.a
         if self.fsdp2 or not trained:
             for handle in params:
@@ -130,7 +131,9 @@ class FsdpStep(Step):
             flat = a.malloc(self.c_b * trained)
         for handle in grads + params:
             a.free(handle)
-        if not self.syncing:
+        if not self.syncing:            # a middle micro-batch: the new sum kept, the old one freed
+            for handle in kept:
+                a.free(handle)
             self.accumulated[unit] = [flat]
             return
         out = a.malloc(self.c_b * shard, REDUCE)
