@@ -25,10 +25,11 @@ transformer-layer auto wrap, ``MixedPrecision`` bf16, BACKWARD_PRE, ``use_orig_p
 Accelerate does with what needs grads, the optimizer over the adapters. ``--accumulate``: two
 micro-batches a step (gradient accumulation as the HF Trainer runs it), the first under
 ``no_sync`` and without an optimizer step, the second synced and stepped; two such steps, each
-micro-batch's events apart.
+micro-batch's events apart. ``--micro-batches K`` with it: K a step, all but the last under
+``no_sync`` (three show what a middle micro-batch keeps).
 
     python dev/trace_fsdp.py llama-3.2-1b 1 2048 --layers 4 --world 2 [--no-gc] [--shard-grad-op] [--untied] \
-        [--fsdp1] [--lora R] [--accumulate] > trace.json
+        [--fsdp1] [--lora R] [--accumulate [--micro-batches K]] [--config KEY=INT ...] > trace.json
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from trace_deepspeed import models
+from trace_deepspeed import _pairs, models
 
 
 COLLECTIVE = "trace_fsdp.collective"
@@ -225,7 +226,9 @@ def _no_sync(model, version: int):
 
 
 def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bool, strategy: str, tied: bool,
-           version: int, lora: int, accumulate: bool, rank: int, world: int) -> dict:
+           version: int, lora: int, accumulate: int, overrides: dict, rank: int, world: int) -> dict:
+    """``accumulate``: micro-batches a step (0: one, no accumulation); ``overrides``: the model
+    config's (``--config hidden_size=512``)."""
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=os.environ.get("MASTER_PORT", "29547"))
     import threading
@@ -239,7 +242,8 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
     _mark_collectives()
     _mark_streams()
     model_type, kwargs = models()[name]
-    config = AutoConfig.for_model(model_type, **{**kwargs, "num_hidden_layers": layers, "tie_word_embeddings": tied})
+    config = AutoConfig.for_model(model_type, **{**kwargs, **overrides, "num_hidden_layers": layers,
+                                                 "tie_word_embeddings": tied})
     dtype = torch.bfloat16 if lora else torch.float32      # LoRA's base as scripts load it; full: fp32 anyway
     model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
     model.config.use_cache = False
@@ -265,9 +269,10 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
     marks = []
     with tempfile.TemporaryDirectory() as folder:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            for index in range(4 if accumulate else 2):
+            per_step = accumulate or 1
+            for index in range(2 * per_step):
                 marks.append(torch.empty(MARK, dtype=torch.uint8))     # where each micro-batch starts
-                held_back = accumulate and index % 2 == 0      # the HF Trainer's first micro-batch: no_sync
+                held_back = index % per_step != per_step - 1      # the HF Trainer's: all but the last, no_sync
                 with _no_sync(model, version) if held_back else contextlib.nullcontext():
                     loss = model(input_ids=tokens, labels=tokens).loss
                     loss.backward()
@@ -283,6 +288,7 @@ def record(name: str, micro_batch: int, seq: int, layers: int, checkpointing: bo
     dist.destroy_process_group()
     return {"model": name, "layers": layers, "world": world, "version": version, "strategy": strategy, "tied": tied,
             "lora_rank": lora, **({"accumulate": True} if accumulate else {}),
+            **({"micro_batches": accumulate} if accumulate > 2 else {}),
             "micro_batch": micro_batch,
             "seq": seq, "checkpointing": checkpointing, "after_init": after_init,
             "config": {**config.to_diff_dict(), "model_type": model_type},
@@ -299,7 +305,8 @@ def main() -> None:
     world = option("--world", 2)
     run = (args[0], int(args[1]), int(args[2]), option("--layers", 4), "--no-gc" not in args,
            "SHARD_GRAD_OP" if "--shard-grad-op" in args else "FULL_SHARD", "--untied" not in args,
-           1 if "--fsdp1" in args else 2, option("--lora", 0), "--accumulate" in args)
+           1 if "--fsdp1" in args else 2, option("--lora", 0),
+           option("--micro-batches", 2) if "--accumulate" in args else 0, _pairs(args, "--config"))
     print(json.dumps(run_ranks(record, run, world)[0]))
 
 

@@ -149,6 +149,9 @@ def test_reduced_models_replay_as_their_real_op_order(name):
         assert peaks.reserved - peaks.allocated == pytest.approx(real, abs=margin)
 
 
+END_OF_BACKWARD = "end of backward"
+
+
 def test_a_moe_prefill_with_many_experts_reaches_its_real_peak():
     """Qwen3-30B-A3B's widths (128 experts, 8 routed, h 2048 against an expert I of 768) with 2 of
     its layers, a no_grad prefill of 8k tokens: the widest moment of transformers' grouped_mm
@@ -219,7 +222,11 @@ DEEPSPEED = [f"trace_deepspeed_z{stage}_llama4l_b2_s2048.json" for stage in (0, 
     "trace_deepspeed_z0_llama4l_b2_s2048_ga2.json", "trace_deepspeed_z1_llama4l_b2_s2048_ga2.json",
     "trace_deepspeed_z2_llama4l_b2_s2048_ga2.json", "trace_deepspeed_z3_llama4l_b2_s2048_ga2.json",
     "trace_deepspeed_z3_llama4l_b1_s2048_world2_ga2.json",      # ZeRO-3 gathering over two ranks
-    "trace_deepspeed_z2_llama4l_b2_s2048_world2_ga2.json"]      # rank 1's partition, two ranks
+    "trace_deepspeed_z2_llama4l_b2_s2048_world2_ga2.json",      # rank 1's partition, two ranks
+    # a narrow Llama (width 512) with its tied 128,256-row embedding, 128 tokens: the end of backward is the peak
+    "trace_deepspeed_z1_narrow4l_b1_s128_world2.json", "trace_deepspeed_z2_narrow4l_b1_s128_world2.json",
+    # the same with LoRA r 16, no checkpointing, 512 tokens: the first gradient hook's bucket is the peak
+    "trace_deepspeed_z2_narrow4l_b1_s512_world2_lora16_nogc.json"]
 
 
 def replay_steps(plan, trace: dict):
@@ -322,6 +329,62 @@ def test_deepspeed_states_and_peak_match_the_real_run(name):
     assert resting - adam == pytest.approx(trace["after_init"], abs=100_000)
     peak, _, _ = training_peak(plan)
     assert peak.bytes == pytest.approx(replay_steps(plan, trace).peak_allocated, rel=0.005)
+
+
+@pytest.mark.parametrize("name", [n for n in DEEPSPEED if "narrow" in n and "lora" not in n])
+def test_zero_reaches_its_peak_at_a_tied_embeddings_gradient(name):
+    """A narrow Llama (width 512, 4 layers: 12M parameters beside its tied 128,256 x 512
+    embedding), two ranks, one row of 128 tokens (dev/trace_deepspeed.py llama-3.2-1b STAGE 1 128
+    --layers 4 --world 2 --config hidden_size=512 ...): at the end of backward the tied weight's
+    gradients — lm_head's, the embedding's dense one, their sum — sit beside ZeRO-1's kept
+    16-bit gradients, ZeRO-2's IPG bucket, or ZeRO-3's gradients still on the reduce stream. The
+    recorded run's allocated peak is there, and vramlint's moment of it within 0.5 %."""
+    from vramlint.memory.training import training_peak
+
+    trace = json.loads((DATA / name).read_text())
+    plan = deepspeed_plan(trace)
+    peak, _, _ = training_peak(plan)
+    assert peak.name == END_OF_BACKWARD
+    assert peak.bytes == pytest.approx(replay_steps(plan, trace).peak_allocated, rel=0.005)
+
+
+def test_zero2s_first_gradient_hook_sets_its_bucket_up_beside_every_activation():
+    """LoRA r 16 on the narrow Llama, ZeRO-2 over two ranks, 512 tokens, no checkpointing: the
+    frozen head makes no gradient, so the last layer's first adapter gradient fires the first hook,
+    which sets up the IPG bucket (1 GB at DeepSpeed's default 5e8 elements) while every activation
+    is still kept. That is the recorded run's peak; vramlint's moment of it (``States.hooked``)
+    within 0.5 % (without it the largest moment, at the loss, was 18 % under)."""
+    from vramlint.memory.training import training_peak
+
+    trace = json.loads((DATA / "trace_deepspeed_z2_narrow4l_b1_s512_world2_lora16_nogc.json").read_text())
+    plan = deepspeed_plan(trace)
+    peak, moments, _ = training_peak(plan)
+    assert peak.name == "backward, the first gradient hook"
+    assert peak.bytes == pytest.approx(replay_steps(plan, trace).peak_allocated, rel=0.005)
+    at_loss = next(m for m in moments if m.name == "backward at the loss")
+    assert at_loss.bytes < 0.9 * peak.bytes
+
+
+def test_zero3_keeps_a_tied_embedding_gathered_to_its_own_backward():
+    """The same narrow Llama under ZeRO-3 (two ranks, rank 0): once the coordinator has traced a
+    step, the tied embedding stays gathered from the first forward to the end of backward — lm_head
+    and then the embedding's own backward use it again within ``stage3_max_reuse_distance`` —
+    and is released after the tied weight's summed gradient is taken (vramlint had released it
+    after lm_head's backward: 131 MB, 5 % of the step, short). vramlint's moment and replay add
+    what the CPU cannot show: the gradients a GPU's reduce stream still holds (``record_stream``,
+    24 MB here); less those, both within 0.5 % of the recorded run's peak."""
+    from vramlint.memory.runtimes.deepspeed.step import simulate_deepspeed
+    from vramlint.memory.training import training_peak
+
+    trace = json.loads((DATA / "trace_deepspeed_z3_narrow4l_b1_s128_world2.json").read_text())
+    plan = deepspeed_plan(trace)
+    real = replay_steps(plan, trace).peak_allocated
+    peak, _, _ = training_peak(plan)
+    parts = {c.name: c.bytes for c in peak.components}
+    assert peak.name == END_OF_BACKWARD and parts["tied embedding, kept gathered"] == 2 * 128_256 * 512
+    stream = parts["gradients on the reduce stream"]
+    assert peak.bytes - stream == pytest.approx(real, rel=0.005)
+    assert simulate_deepspeed(plan).allocated - stream == pytest.approx(real, rel=0.005)
 
 
 def test_the_recorded_runs_cover_lora_and_no_checkpointing():

@@ -52,8 +52,8 @@ def fsdp_plan(trace: dict) -> Plan:
 
 def micro_batches(trace: dict) -> int:
     """Micro-batches a step: two in an ``--accumulate`` recording of two steps (four windows; the
-    first recordings, one step, are test_grad_accum.py's)."""
-    return 2 if trace.get("accumulate") else 1
+    first recordings, one step, are test_grad_accum.py's), or the ``--micro-batches`` it names."""
+    return trace.get("micro_batches", 2) if trace.get("accumulate") else 1
 
 
 def resting_shards(plan: Plan) -> int:
@@ -142,3 +142,23 @@ def test_fsdp1_lora_as_the_trainer_wraps_it_keeps_fp32_adapter_inputs():
                 weights_dtype="bfloat16")
     peak, _, _ = training_peak(plan)
     assert peak.bytes == pytest.approx(alloc.peak_allocated, rel=0.01)
+
+
+def test_the_embeddings_unit_is_reduced_last_and_is_the_peak_of_a_short_sequence():
+    """FSDP1 as Accelerate wraps it, two ranks, three micro-batches a step (the first two under
+    ``no_sync``), a narrow Llama (width 512) with its untied 128,256-row embedding and lm_head, 128
+    tokens (dev/trace_fsdp.py ... --fsdp1 --untied --accumulate --micro-batches 3 --config ...): the
+    root unit is reduced last, its parameters unsharded, lm_head's and the embedding's gradients
+    and the flat gradient they are concatenated into beside every unit's kept unsharded
+    gradients. The real step's peak is there; vramlint's moment of it within 0.5 %, and its replay
+    frees each kept flat gradient once a later micro-batch has added it in (it had kept them all:
+    a third micro-batch's replay grew by the model's gradients each step)."""
+    trace = load("trace_fsdp1_narrow4l_b1_s128_world2_untied_ga3.json")
+    plan = fsdp_plan(trace)
+    assert plan.grad_accum == 3
+    real = replay(trace)
+    peak, moments, _ = training_peak(plan)
+    assert peak.name == "end of backward"
+    assert peak.bytes == pytest.approx(real.peak_allocated, rel=0.005)
+    assert max(m.bytes for m in moments if m is not peak) < 0.9 * peak.bytes
+    assert simulate_fsdp(plan).allocated == pytest.approx(real.peak_allocated, rel=0.005)

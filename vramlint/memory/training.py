@@ -9,6 +9,13 @@ produces them, so the peak sits at one of a few moments (each checked on H200 me
 - **backward, at the loss**: the same kept activations + 12 B per logit (kept log-softmax output,
   its gradient, the input gradient) — usually the activation peak;
 - **backward, last layer** (gradient checkpointing): every gradient + one layer re-materialised;
+- **backward, the first gradient hook** (ZeRO-1/2): every kept activation, lm_head's gradient and
+  the IPG bucket the hook sets up (``States.hooked``);
+- **end of backward, the embedding's gradient** (made last): a tied weight's two gradients and
+  their sum, FSDP's unit that holds the embedding reduced last, beside every other gradient — the
+  peak of a large vocabulary at short sequences (``States.ending``, each runtime's);
+- **forward, the first units gathered** (FSDP2): all-gather outputs beside the parameters copied
+  out of them, a large embedding's unit among them (``States.opening``);
 - **optimizer step**: model states + gradients + the step's temporaries — the peak of large
   models at small batches (docs/reference.md section 4).
 """
@@ -21,7 +28,7 @@ from vramlint.memory import rl
 from vramlint.memory.parts import activations as act
 from vramlint.memory.parts.adapters import trainable
 from vramlint.memory.parts.components import Component
-from vramlint.memory.parts.loss import loss_component
+from vramlint.memory.parts.loss import into_lm_head, loss_component
 from vramlint.memory.parts.states import States
 from vramlint.memory.runtimes import runtime
 from vramlint.memory.stages import generation, reference_forward, stage_components
@@ -103,6 +110,19 @@ def _cast_weights(plan: Plan) -> tuple[tuple[Component, ...], tuple[Component, .
             (Component("lm_head autocast copy", 2 * head, f"2 B x V·h = 2 x {head:,}", source),))
 
 
+def _mlp_backward(plan: Plan) -> Component:
+    """The last layer's MLP backward, where LoRA's first adapter gradient fires (``runtimes/torch/
+    step.py`` ``_layer_backward``): the hidden states' gradient coming in and the one going out,
+    and the largest tensor the sublayer's backward makes."""
+    m, tokens = plan.model, plan.rows * plan.seq_len
+    r = act.widths(plan).r
+    largest = max(act.sublayer_tensors(m.layers[-1], m, plan)[-1], default=0)
+    per = 2 * r * m.hidden_size + largest
+    return Component("last layer's MLP backward", per * tokens, f"(2 x {r} B x {m.hidden_size:,} + {largest:,}) "
+                     f"B/token x {tokens:,}: the hidden states' gradients in and out, the largest tensor it makes",
+                     MEASURED)
+
+
 def _one_layer(plan: Plan) -> Component:
     m, tokens = plan.model, plan.rows * plan.seq_len
     biggest = max(act.layer_bytes_per_token(layer, m, plan) for layer in m.layers)
@@ -171,6 +191,13 @@ def moments(plan: Plan, states: States) -> list[Moment]:
     if plan.grad_checkpointing:
         out.append(Moment("backward, last layer", rest + tuple(states.gradients) + tuple(states.backward)
                           + _masks(plan) + (_one_layer(plan),) + _dequantized(plan) + norm))
+    if states.hooked:             # ZeRO-1/2's bucket, set up at lm_head's gradient (LoRA: the last layer's)
+        lead = (_mlp_backward(plan),) if plan.lora_rank else (head, into_lm_head(plan))
+        out.append(Moment("backward, the first gradient hook", turn + (kept,) + lead + tuple(states.hooked)))
+    if states.opening:            # FSDP2: the first units' all-gather outputs beside their parameters
+        out.append(Moment("forward, the first units gathered", rest + tuple(states.opening) + _masks(plan)))
+    if states.ending:
+        out.append(Moment("end of backward", rest + tuple(states.ending) + _masks(plan)))
     return out
 
 

@@ -210,3 +210,14 @@ def loss_component(plan: Plan, when: str) -> Component:
     extra = head.forward if when == "forward" else head.backward
     formula = head.kept[1] + (f" + {extra[1]}" if extra[0] else "")
     return Component(f"logits + loss ({when})", head.kept[0] + extra[0], f"{WORDS[plan.loss]}: {formula}", SOURCE)
+
+
+def into_lm_head(plan: Plan) -> Component:
+    """What the loss's backward hands lm_head's, alive while lm_head's gradient is made: the 16-bit
+    logits' gradient (2 B a logit) after a whole-logits cross-entropy, else the loss's own
+    backward tensors (as ``runtimes/torch/step.py`` replays them)."""
+    logits = plan.rows * plan.seq_len * plan.model.vocab_size
+    if plan.loss in ("full", "full-4.48"):
+        return Component("logits' gradient (16-bit)", 2 * logits, f"2 B x logits ({logits:,})", SOURCE)
+    size, words = loss_head(plan).backward
+    return Component("loss's gradient into lm_head", size, f"{WORDS[plan.loss]}: {words}", SOURCE)

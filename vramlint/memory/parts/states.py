@@ -34,6 +34,9 @@ class States:
     backward: list[Component] = field(default_factory=list)      # from the first gradient to the end of backward
     gathered: list[Component] = field(default_factory=list)      # at the turn from forward to backward
     carried: list[Component] = field(default_factory=list)       # what a micro-batch leaves the next (accumulation)
+    ending: list[Component] = field(default_factory=list)        # the embedding's gradient, made last: beside it
+    hooked: list[Component] = field(default_factory=list)        # set up by the first gradient hook (ZeRO-1/2)
+    opening: list[Component] = field(default_factory=list)       # the first forward's first units gathered (FSDP2)
 
 
 def shard(plan: Plan, state: str, size: int) -> int:
@@ -52,6 +55,23 @@ def carried_gradients(plan: Plan, size: int, formula: str) -> Component:
     return Component("accumulated gradients", size, f"{formula}, gradient_accumulation_steps {plan.grad_accum}",
                      "torch AccumulateGrad and no_sync; DeepSpeed 0.19 stage_1_and_2.py; recorded with each "
                      "(tests/test_grad_accum.py)")
+
+
+TIED_SOURCE = ("autograd: a tied weight's lm_head gradient waits in its input buffer for the embedding's; "
+               "embedding_dense_backward, then add (recorded on the CPU, dev/trace_allocations.py, "
+               "dev/trace_deepspeed.py; memory/runtimes/torch/step.py Step._summed_tied)")
+
+
+def tied_in_flight(plan: Plan, g_b: int, count: int) -> list[Component]:
+    """A tied embedding's gradient at the end of backward: lm_head's, held by autograd since the
+    loss, the embedding's dense one and their sum, ``count`` of them beyond what the runtime keeps
+    as gradients (none where the embedding is untied, frozen or small). With a large vocabulary
+    at short sequences (Llama-3.2-1B's 128k rows, Gemma's 256k) this is the step's peak."""
+    e = plan.model.embedding_params
+    if plan.model.head_params or plan.lora_rank or not e or not plan.model.vocab_size:
+        return []
+    return [Component("tied weight's gradients in flight", count * g_b * e, f"{count} x {g_b} B x {e:,} (lm_head's "
+                      "gradient, held since the loss; the embedding's dense one; their sum)", TIED_SOURCE)]
 
 
 def state_tensors(plan: Plan, sizes: list[int], s_b: int) -> list[int]:

@@ -28,6 +28,7 @@ from vramlint.memory.parts.states import (
     optimizer_states,
     shard,
     step_temporaries,
+    tied_in_flight,
     tower,
     trained_symbol,
     weights_words,
@@ -137,14 +138,16 @@ def deepspeed_states(plan: Plan) -> States:
         carried = ([carried_gradients(plan, w * t, f"{w} B x {tag} (ZeRO-1 reduces at the last micro-batch)")]
                    + backward[:1] if stage == 1 else
                    [carried_gradients(plan, grads[0].bytes, f"the {wide} gradient partition")])
-        return States(resting, grads, step, _host(plan), backward=backward, carried=carried)
+        return States(resting, grads, step, _host(plan), backward=backward, carried=carried,
+                      ending=_zero12_ending(plan, grads, backward), hooked=_zero12_hooked(plan, grads, backward))
     grads, step = _deepspeed_step(plan, opt_off)
     # recorded: ZeRO-0 carries the 16-bit .grad to the last micro-batch, ZeRO-3 nothing beyond its partition
     carried = [carried_gradients(plan, 2 * t, f"2 B x {tag} (16-bit .grad)")] if stage == 0 else []
+    ending = _zero3_ending(plan) if stage == 3 and not opt_off else []
     if stage == 3 and (par_off or n > 1):
         in_flight, at_loss = _zero3_gathered(plan)
-        return States(resting, grads, step, _host(plan), backward=in_flight, gathered=at_loss)
-    return States(resting, grads, step, _host(plan), carried=carried)
+        return States(resting, grads, step, _host(plan), backward=in_flight, gathered=at_loss, ending=ending)
+    return States(resting, grads, step, _host(plan), carried=carried, ending=ending)
 
 
 def zero_state_bytes(plan: Plan) -> tuple[int, str]:
@@ -292,6 +295,78 @@ def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Com
         step = [Component("flattened 16-bit partition + fp32 upcast", half + full, f"2 B + 4 B x {tag} / N_d (then "
                           f"AdamW's temporary, 4 B x {tag} / N_d, once the 16-bit copies are freed)", DS_MEASURED)]
     return grads, step, backward
+
+
+def _zero12_ending(plan: Plan, grads: list[Component], backward: list[Component]) -> list[Component]:
+    """The end of backward with a tied embedding (``step.py``): the sum of its two gradients is
+    what the hook fires for, once, last. ZeRO-2 has copied every other gradient into the IPG
+    bucket, and reduced the full ones into its partition (made at the first bucket reduced: none
+    yet where every other gradient fits one bucket, in the step's only micro-batch); ZeRO-1 keeps
+    them all until after backward (and the embedding's from an earlier micro-batch), its
+    partition not made yet — which the first bucket reduced after backward makes while every
+    16-bit gradient still waits: that is ZeRO-1's end of backward, tied or not."""
+    w, t = ds_width(plan), trainable(plan)
+    tied = tied_in_flight(plan, w, 3)
+    if plan.zero_stage == 2:       # the partition is made at the first bucket reduced (a micro-batch before)
+        flushed = plan.grad_accum > 1 or t - plan.model.embedding_params > plan.reduce_bucket_size
+        return (grads + backward + tied if flushed else backward + tied) if tied else []
+    wide = _width_name(plan)
+    after = backward[:1] + [Component(f"gradients ({wide}, before reduce)", w * t, f"{w} B x {trained_symbol(plan)}: "
+                                      "every gradient, copied into the bucket after backward", DS_SOURCE)] + grads
+    if not tied:
+        return after
+    e = plan.model.embedding_params
+    kept = t - e + (e if plan.grad_accum > 1 else 0)
+    own = " (its own kept from the micro-batch before)" if plan.grad_accum > 1 else ""
+    pending = Component(f"gradients ({wide}, before reduce)", w * kept,
+                        f"{w} B x {kept:,}: every gradient but the tied weight's{own}", DS_SOURCE)
+    at_sum = backward[:1] + [pending] + tied
+    return max(after, at_sum, key=lambda parts: sum(c.bytes for c in parts))
+
+
+def _zero12_hooked(plan: Plan, grads: list[Component], backward: list[Component]) -> list[Component]:
+    """What ZeRO-1/2's first gradient hook finds and sets up, while every activation is still kept
+    (recorded: the final norm's or lm_head's gradient fires it before any layer's backward,
+    ``step.py``): the IPG bucket(s) and lm_head's gradient — kept by autograd for a tied weight,
+    pending under ZeRO-1, copied into the bucket under ZeRO-2, where one larger than the bucket
+    reduces at once into the partition it makes. With LoRA the frozen head has none: the first
+    adapter gradient of the last layer sets the bucket up. ZeRO-1's later micro-batches find the
+    bucket and the kept gradients alive (``carried``), lm_head's new one added into them."""
+    if plan.offload_optimizer != "none":
+        return []
+    bucket = [] if plan.zero_stage == 1 and plan.grad_accum > 1 else backward[:1]    # ZeRO-1 carries its own
+    if plan.lora_rank:
+        return bucket
+    w, m = ds_width(plan), plan.model
+    head = m.head_params or m.vocab_size * m.hidden_size
+    out = bucket + [Component("lm_head's gradient", w * head, f"{w} B x {head:,}", DS_SOURCE)]
+    oversized = plan.zero_stage == 2 and m.head_params and head > plan.reduce_bucket_size
+    return out + (grads if oversized and plan.grad_accum == 1 else [])      # accumulating: carried already
+
+
+MAX_REDUCE_EVENTS = 2      # stage3.py max_param_reduce_events: reductions in flight before the host waits
+
+
+def _zero3_ending(plan: Plan) -> list[Component]:
+    """The end of backward with a tied embedding under ZeRO-3 (``step.py``): the tied weight's
+    gradients beside the others still on the reduce stream. Each gradient copied into the IPG
+    bucket stays allocated until its reduction's event is waited on (``record_stream``): the host
+    waits once ``max_param_reduce_events`` are in flight, and for all at the end of backward —
+    so up to that many reduced buckets, one reducing and the one filling, at most every other
+    gradient."""
+    tied = tied_in_flight(plan, ds_width(plan), 3)
+    if not tied:
+        return []
+    w, others = ds_width(plan), trainable(plan) - plan.model.embedding_params
+    window = (MAX_REDUCE_EVENTS + 2) * plan.reduce_bucket_size
+    held = min(others, window)
+    fetching = plan.offload_param != "none" or plan.data_parallel > 1
+    kept = zero3_kept(plan.model, zero3_keep_distance(plan)).embedding if fetching else 0
+    gathered = [Component("tied embedding, kept gathered", w * kept, f"{w} B x {kept:,}: used again by its own "
+                          "backward within stage3_max_reuse_distance", DS_STAGE3)] if kept else []
+    return gathered + [Component("gradients on the reduce stream", w * held, f"{w} B x min(every other gradient "
+                                 f"{others:,}, (max_param_reduce_events {MAX_REDUCE_EVENTS} + 2) x reduce_bucket_size "
+                                 f"{window:,})", DS_STAGE3)] + tied
 
 
 def _deepspeed_step(plan: Plan, opt_off: bool) -> tuple[list[Component], list[Component]]:

@@ -15,6 +15,7 @@ from vramlint.memory.parts.adapters import quant_states, trainable, trainable_te
 from vramlint.memory.parts.allocator import CachingAllocator, Peaks
 from vramlint.memory.parts.states import state_tensors
 from vramlint.memory.runtimes.deepspeed.states import (
+    MAX_REDUCE_EVENTS,
     base_bytes,
     deepspeed_states,
     ds_width,
@@ -244,7 +245,6 @@ def _zero_init(plan: Plan, alloc: CachingAllocator) -> None:
 
 
 GATHER, REDUCE = 1, 2      # DeepSpeed's all-gather and reduce-and-partition CUDA streams
-MAX_REDUCE_EVENTS = 2      # stage3.py max_param_reduce_events: reductions in flight before the host waits
 NORM_CHUNK = 250_000_000   # stage3.py _constant_buffered_norm2: fp64 norms in chunks of this many elements
 
 
@@ -318,10 +318,21 @@ class _Zero3Step(_HookedStep):
         return self.a.malloc(self.width * size, GATHER) if self.fetching and size else None
 
     def _param_grads(self, modules) -> list[int]:
-        if any(group == "head" for group, _ in modules) and self.embedding is not None:
-            self.a.free(self.embedding)          # lm_head's parameters go once its backward is done
+        """lm_head's parameters go once its backward is done — unless they are a tied embedding the
+        coordinator keeps: the embedding's own backward, after the layers', uses them again."""
+        tied_kept = self.traced and self.kept.embedding
+        if any(group == "head" for group, _ in modules) and self.embedding is not None and not tied_kept:
+            self.a.free(self.embedding)
             self.embedding = None
         return super()._param_grads(modules)
+
+    def _end_of_backward(self) -> None:
+        """The tied weight's summed gradient taken, the embedding kept gathered for it is released
+        (recorded: dev/trace_deepspeed.py ... --world 2 --config hidden_size=512 ...)."""
+        super()._end_of_backward()
+        if self.embedding is not None:
+            self.a.free(self.embedding)
+            self.embedding = None
 
     def _take(self, grad: int, size: int) -> None:
         if self.filled + size > self.plan.reduce_bucket_size:

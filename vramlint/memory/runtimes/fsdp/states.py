@@ -158,7 +158,8 @@ def fsdp_states(plan: Plan) -> States:
         carried_gradients(plan, 0 if offload else w * part, f"{w} B x {tag}{over}: every micro-batch "
                           "reduce-scatters, the shards add up")]
     return States(resting, grads, step, host, backward=gathered + _fsdp_in_flight(plan, stage, c_b),
-                  gathered=gathered, carried=carried)
+                  gathered=gathered, carried=carried, ending=_fsdp_ending(plan, stage, c_b, w),
+                  opening=_fsdp2_opening(plan, stage, c_b))
 
 
 def _fsdp_shards(plan: Plan, n: int, over: str) -> tuple[int, str]:
@@ -233,6 +234,95 @@ def _fsdp_in_flight(plan: Plan, stage: int, c_b: int) -> list[Component]:
         out.append(Component("lm_head gradient", c_b * head, f"{c_b} B x {head:,} (kept to the end of backward: "
                              "its unit holds the embedding)", FSDP_SOURCE))
     return out
+
+
+def _fsdp2_opening(plan: Plan, stage: int, c_b: int) -> list[Component]:
+    """The first forward's start under FSDP2 (``step.py``): each unit's all-gather output is kept
+    until the next unit's all-gather, beside the parameters copied out of it. A tied embedding's
+    tail unit is gathered first and stays; when the first layer is gathered both units' outputs and
+    parameters are alive. An untied embedding's unit: its output and parameters, then its output
+    beside the first layer's. With a large vocabulary and little else (LoRA at short sequences)
+    this is the step's peak."""
+    m = plan.model
+    if plan.fsdp_version != 2 or stage != 3 or plan.offload_param != "none" or not m.embedding_params:
+        return []
+    layer = sum(fsdp_unit(plan, m.layers[0])) if m.layers else 0
+    if fsdp_tail_holds_embedding(plan):
+        unit = sum(fsdp_tail_unit(plan))
+        own, words = 2 * (unit + layer), f"2 x ({unit:,} + {layer:,}): the tail unit's and the first layer's"
+    else:
+        e = m.embedding_params
+        own = max(2 * e, e + 2 * layer)
+        words = (f"the larger of 2 x {e:,} and {e:,} + 2 x {layer:,}: the embedding unit's, then its output beside "
+                 "the first layer's")
+    return [Component("first units gathered (output + parameters)", c_b * own, f"{c_b} B x {words} all-gather "
+                      "output and parameters", FSDP_SOURCE)]
+
+
+def _fsdp_ending(plan: Plan, stage: int, c_b: int, w: int) -> list[Component]:
+    """The end of backward (``step.py``, recorded by dev/trace_fsdp.py): the unit that holds the
+    embedding is reduced last, after the embedding's backward. Its parameters are unsharded and its
+    gradients all made — lm_head's, kept since the loss, and the embedding's; a tied weight's two
+    summed into a third tensor — then FSDP1 concatenates them into a flat gradient while the
+    parameters are still unsharded, and FSDP2 copies them into a reduce-scatter input beside its
+    last all-gather output. Every other unit's gradients are alive too: reduced shards, or under
+    ``no_sync`` the whole unsharded gradients (``_accumulated``). With a large vocabulary (Gemma's
+    256k rows) and short sequences this is the step's peak."""
+    m = plan.model
+    if stage < 2 or plan.lora_rank or plan.offload_param != "none" or not m.embedding_params:
+        return []
+    e, head = m.embedding_params, m.head_params
+    layer = max((sum(fsdp_unit(plan, each)) for each in m.layers), default=0)
+    if plan.fsdp_version == 1:
+        unit = sum(fsdp_tail_unit(plan))
+        if head:
+            own = 2 * unit + head + e
+            words = (f"{c_b} B x (2 x {unit:,} + {head:,} + {e:,}): the root unit unsharded, lm_head's and the "
+                     "embedding's gradients, the flat gradient they are concatenated into")
+        else:
+            own = max(unit + 3 * e, 2 * unit + e)
+            words = (f"{c_b} B x ({unit:,} + 3 x {e:,}): the root unit unsharded, the tied weight's two gradients "
+                     "and their sum")
+        gather = 0
+    elif head:
+        unit, own, gather = e, 3 * e, 0
+        words = (f"3 x {c_b} B x {e:,}: the embedding's unit all-gathered again (output and parameters) and its "
+                 "gradient")
+    else:
+        unit = sum(fsdp_tail_unit(plan))
+        own, gather = unit + 3 * e, layer
+        words = (f"{c_b} B x ({unit:,} + 3 x {e:,}): the tail unit unsharded, the tied weight's two gradients and "
+                 "their sum")
+    out = [Component("embedding's unit at its post-backward", c_b * own, words, FSDP_SOURCE)]
+    if gather:
+        out.append(Component("last all-gather output", c_b * gather, f"{c_b} B x {gather:,} (FSDP2: the first "
+                             "layer's, kept until the next all-gather)", FSDP_SOURCE))
+    reduce = c_b * layer if plan.fsdp_version == 2 else 0
+    return out + _accumulated(plan, c_b, w, unit, reduce)
+
+
+def _accumulated(plan: Plan, c_b: int, w: int, unit: int, reduce: int) -> list[Component]:
+    """The other units' gradients at the end of backward. Reduced each micro-batch: their shards,
+    and FSDP2's last reduce-scatter input (``reduce``, the first layer's, kept until the next).
+    Under ``no_sync`` the largest of a step's micro-batches: the first keeps every other unit's
+    unsharded gradients; a middle one (3 or more) those and the unit's own, kept from the one
+    before; the last the unit's own kept one beside the others' reduced shards."""
+    others = trainable(plan) - unit
+    n = fsdp_shard_count(plan)
+    shards = w * -(-others // n)
+    reduced = [Component("last reduce-scatter input", reduce, f"{reduce:,} B (FSDP2: the first layer's, kept "
+                         "until the next reduce-scatter)", FSDP_SOURCE)] if reduce else []
+    if plan.grad_accum == 1 or plan.sync_each_batch:
+        return [Component("gradient shards (other units)", shards, f"{w} B x {others:,} / {n}", FSDP_SOURCE)] + reduced
+    first = c_b * others + (c_b * unit if plan.grad_accum >= 3 else 0)
+    if first >= c_b * unit + shards + reduce:
+        which = "a middle micro-batch's: with the unit's own" if plan.grad_accum >= 3 else "the first micro-batch's"
+        return [Component("accumulated gradients (unsharded)", first, f"{c_b} B x {others:,}"
+                          f"{f' + {c_b} B x {unit:,}' if plan.grad_accum >= 3 else ''} ({which}; no_sync)",
+                          FSDP_SOURCE)]
+    return [Component("accumulated gradient (the unit's own) + shards", c_b * unit + shards,
+                      f"{c_b} B x {unit:,} + {w} B x {others:,} / {n} (the last micro-batch: the others reduced)",
+                      FSDP_SOURCE)] + reduced
 
 
 def vision_tower(plan: Plan) -> Component:

@@ -21,6 +21,7 @@ from vramlint.memory.parts.states import (
     optimizer_states,
     state_tensors,
     step_temporaries,
+    tied_in_flight,
     tower,
 )
 from vramlint.memory.parts.weights import DTYPE_BYTES, replaced_embedding, weight_bytes
@@ -81,7 +82,10 @@ def torch_states(plan: Plan) -> States:
         step.append(Component("paged states in use", sum(state_tensors(plan, [largest], s_b)),
                               f"the largest tensor's ({largest:,}) states, paged back for its update", PAGED_SOURCE))
     carried = [carried_gradients(plan, t * s_b, f"{s_b} B x {t:,} trainable params in .grad (DDP: no_sync)")]
-    return States(resting, grads, step, host, carried=carried)
+    # the end of backward: every .grad but the embedding's, which is the sum of the tied weight's
+    # two (a later micro-batch adds it into the kept one, a third)
+    tied = [] if plan.optimizer_in_bwd else tied_in_flight(plan, s_b, 3 if plan.grad_accum > 1 else 2)
+    return States(resting, grads, step, host, carried=carried, ending=grads + tied if tied else [])
 
 
 IN_BWD_SOURCE = ("torchtune 0.6.1 optimizer_in_bwd (training/memory.py:219-242): a post-accumulate-grad hook steps "
