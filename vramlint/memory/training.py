@@ -11,7 +11,7 @@ produces them, so the peak sits at one of a few moments (each checked on H200 me
 - **backward, last layer** (gradient checkpointing): every gradient + one layer re-materialised;
 - **backward, the first gradient hook** (ZeRO-1/2): every kept activation, lm_head's gradient and
   the IPG bucket the hook sets up (``States.hooked``);
-- **end of backward, the embedding's gradient** (made last): a tied weight's two gradients and
+- **end of backward**: the embedding's gradient, made last — a tied weight's two gradients and
   their sum, FSDP's unit that holds the embedding reduced last, beside every other gradient — the
   peak of a large vocabulary at short sequences (``States.ending``, each runtime's);
 - **forward, the first units gathered** (FSDP2): all-gather outputs beside the parameters copied
