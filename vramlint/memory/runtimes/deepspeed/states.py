@@ -121,7 +121,7 @@ def deepspeed_states(plan: Plan) -> States:
         resting.append(Component("IPG reduce bucket", w * plan.reduce_bucket_size,
                                  f"{w} B x reduce_bucket_size ({plan.reduce_bucket_size:,}), allocated at init",
                                  DS_STAGE3))
-        if par_off or n > 1:
+        if zero3_fetches(plan):
             small = sum(size for size in plan.model.tensor_sizes if size < plan.param_persistence_threshold)
             resting.append(Component("persistent parameters", w * small, f"{w} B x {small:,} in tensors under "
                                      f"stage3_param_persistence_threshold ({plan.param_persistence_threshold:,})",
@@ -144,7 +144,7 @@ def deepspeed_states(plan: Plan) -> States:
     # recorded: ZeRO-0 carries the 16-bit .grad to the last micro-batch, ZeRO-3 nothing beyond its partition
     carried = [carried_gradients(plan, 2 * t, f"2 B x {tag} (16-bit .grad)")] if stage == 0 else []
     ending = _zero3_ending(plan) if stage == 3 and not opt_off else []
-    if stage == 3 and (par_off or n > 1):
+    if stage == 3 and zero3_fetches(plan):
         in_flight, at_loss = _zero3_gathered(plan)
         return States(resting, grads, step, _host(plan), backward=in_flight, gathered=at_loss, ending=ending)
     return States(resting, grads, step, _host(plan), carried=carried, ending=ending)
@@ -240,6 +240,12 @@ class Kept:
 
     layers: frozenset[int]     # decoder layer indices
     embedding: int             # a tied embedding's parameters, when kept for lm_head
+
+
+def zero3_fetches(plan: Plan) -> bool:
+    """Whether ZeRO-3 gathers parameters for each module: partitioned over several GPUs, or
+    offloaded to the host (on one GPU, not offloaded, every parameter stays whole)."""
+    return plan.offload_param != "none" or plan.data_parallel > 1
 
 
 def zero3_keep_distance(plan: Plan) -> int:
@@ -360,8 +366,7 @@ def _zero3_ending(plan: Plan) -> list[Component]:
     w, others = ds_width(plan), trainable(plan) - plan.model.embedding_params
     window = (MAX_REDUCE_EVENTS + 2) * plan.reduce_bucket_size
     held = min(others, window)
-    fetching = plan.offload_param != "none" or plan.data_parallel > 1
-    kept = zero3_kept(plan.model, zero3_keep_distance(plan)).embedding if fetching else 0
+    kept = zero3_kept(plan.model, zero3_keep_distance(plan)).embedding if zero3_fetches(plan) else 0
     gathered = [Component("tied embedding, kept gathered", w * kept, f"{w} B x {kept:,}: used again by its own "
                           "backward within stage3_max_reuse_distance", DS_STAGE3)] if kept else []
     return gathered + [Component("gradients on the reduce stream", w * held, f"{w} B x min(every other gradient "

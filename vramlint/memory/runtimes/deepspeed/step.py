@@ -19,6 +19,7 @@ from vramlint.memory.runtimes.deepspeed.states import (
     base_bytes,
     deepspeed_states,
     ds_width,
+    zero3_fetches,
     zero3_keep_distance,
     zero3_kept,
     zero3_sub_groups,
@@ -274,7 +275,7 @@ class _Zero3Step(_HookedStep):
 
     def __init__(self, plan: Plan, alloc: CachingAllocator) -> None:
         super().__init__(plan, alloc, [], replayed_micro_batches(plan))
-        self.fetching = plan.offload_param != "none" or plan.data_parallel > 1
+        self.fetching = zero3_fetches(plan)
         self.kept = zero3_kept(plan.model, zero3_keep_distance(plan))
         self.traced = False
         self.embedding: int | None = None        # the gathered embedding / lm_head, while it is
