@@ -19,6 +19,7 @@ from vramlint.memory.parts.states import (
     carried_gradients,
     optimizer_states,
     step_temporaries,
+    tied_in_flight,
     tower,
     trained_symbol,
     weights_words,
@@ -273,32 +274,25 @@ def _fsdp_ending(plan: Plan, stage: int, c_b: int, w: int) -> list[Component]:
         return []
     e, head = m.embedding_params, m.head_params
     layer = max((sum(fsdp_unit(plan, each)) for each in m.layers), default=0)
-    if plan.fsdp_version == 1:
+    fsdp2 = plan.fsdp_version == 2
+    tied = tied_in_flight(plan, c_b, 3)
+    if tied:                        # FSDP1's root or FSDP2's tail, unsharded since the first forward
         unit = sum(fsdp_tail_unit(plan))
-        if head:
-            own = 2 * unit + head + e
-            words = (f"{c_b} B x (2 x {unit:,} + {head:,} + {e:,}): the root unit unsharded, lm_head's and the "
-                     "embedding's gradients, the flat gradient they are concatenated into")
-        else:
-            own = max(unit + 3 * e, 2 * unit + e)
-            words = (f"{c_b} B x ({unit:,} + 3 x {e:,}): the root unit unsharded, the tied weight's two gradients "
-                     "and their sum")
-        gather = 0
-    elif head:
-        unit, own, gather = e, 3 * e, 0
+        own, words = unit, f"{c_b} B x {unit:,}: the {'tail' if fsdp2 else 'root'} unit unsharded"
+    elif fsdp2:                     # the untied embedding's own unit, gathered again
+        unit, own = e, 3 * e
         words = (f"3 x {c_b} B x {e:,}: the embedding's unit all-gathered again (output and parameters) and its "
                  "gradient")
     else:
         unit = sum(fsdp_tail_unit(plan))
-        own, gather = unit + 3 * e, layer
-        words = (f"{c_b} B x ({unit:,} + 3 x {e:,}): the tail unit unsharded, the tied weight's two gradients and "
-                 "their sum")
-    out = [Component("embedding's unit at its post-backward", c_b * own, words, FSDP_SOURCE)]
-    if gather:
-        out.append(Component("last all-gather output", c_b * gather, f"{c_b} B x {gather:,} (FSDP2: the first "
+        own = 2 * unit + head + e
+        words = (f"{c_b} B x (2 x {unit:,} + {head:,} + {e:,}): the root unit unsharded, lm_head's and the "
+                 "embedding's gradients, the flat gradient they are concatenated into")
+    out = [Component("embedding's unit at its post-backward", c_b * own, words, FSDP_SOURCE)] + tied
+    if tied and fsdp2:
+        out.append(Component("last all-gather output", c_b * layer, f"{c_b} B x {layer:,} (FSDP2: the first "
                              "layer's, kept until the next all-gather)", FSDP_SOURCE))
-    reduce = c_b * layer if plan.fsdp_version == 2 else 0
-    return out + _accumulated(plan, c_b, w, unit, reduce)
+    return out + _accumulated(plan, c_b, w, unit, c_b * layer if fsdp2 else 0)
 
 
 def _accumulated(plan: Plan, c_b: int, w: int, unit: int, reduce: int) -> list[Component]:
