@@ -215,7 +215,8 @@ def loss_component(plan: Plan, when: str) -> Component:
 def into_lm_head(plan: Plan) -> Component:
     """What the loss's backward hands lm_head's, alive while lm_head's gradient is made: the 16-bit
     logits' gradient (2 B a logit) after a whole-logits cross-entropy, else the loss's own
-    backward tensors (as ``runtimes/torch/step.py`` replays them)."""
+    backward tensors. The replays allocate it (``runtimes/torch/step.py``), the analytic moment at
+    the first gradient hook counts it."""
     logits = plan.rows * plan.seq_len * plan.model.vocab_size
     if plan.loss in ("full", "full-4.48"):
         return Component("logits' gradient (16-bit)", 2 * logits, f"2 B x logits ({logits:,})", SOURCE)

@@ -24,7 +24,7 @@ from vramlint.memory.nograd import forward_layer, load_weights
 from vramlint.memory.parts import activations as act
 from vramlint.memory.parts.adapters import lora_tensors, trainable_tensors, trained_bytes
 from vramlint.memory.parts.allocator import CachingAllocator, Peaks
-from vramlint.memory.parts.loss import loss_head
+from vramlint.memory.parts.loss import into_lm_head, loss_head
 from vramlint.memory.parts.states import PAGED_MIN, foreach, state_tensors
 from vramlint.memory.parts.weights import DTYPE_BYTES
 from vramlint.memory.runtimes.torch.states import ddp_buckets
@@ -205,15 +205,16 @@ class Step:
                     a.free(handle)
             casts = [[[], []] for _ in casts]
         logits = tokens * m.vocab_size   # gathered on every TP rank (memory/loss.py)
+        handed = into_lm_head(self.plan).bytes    # what the loss's backward hands lm_head's
         if self.plan.loss not in ("full", "full-4.48"):
-            g_16 = a.malloc(loss_head(self.plan).backward[0])
+            g_16 = a.malloc(handed)
             a.free(lsm)
         else:
             g_out = a.malloc(4 * logits)
             g_in = a.malloc(4 * logits)
             a.free(g_out)
             a.free(lsm)
-            g_16 = a.malloc(2 * logits)
+            g_16 = a.malloc(handed)
             a.free(g_in)
         grad = a.malloc(w.r * m.hidden_size * tokens)
         # lm_head's gradient, then the final norm's: under DeepSpeed the first gradient hook to fire
