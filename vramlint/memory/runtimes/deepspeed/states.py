@@ -292,8 +292,7 @@ def _zero12_step(plan: Plan) -> tuple[list[Component], list[Component], list[Com
                           "double buffers (setup_buckets)", DS_SOURCE) if plan.overlap_comm else
                 Component("IPG reduce bucket", w * plan.reduce_bucket_size, bucket, DS_SOURCE)]
     if plan.zero_stage == 1 and n > 1:
-        backward.append(Component(f"gradients ({wide}, before reduce)", w * p,
-                                  f"{w} B x {tag}: ZeRO-1 reduces after backward", DS_SOURCE))
+        backward.append(_before_reduce(plan, p, f"{tag}: ZeRO-1 reduces after backward"))
     if w == 4:      # .to(fp32) of the flattened fp32 partition is the same tensor
         step = [Component("flattened fp32 partition", full, f"4 B x {tag} / N_d (then AdamW's temporary, "
                           f"4 B x {tag} / N_d, once the partition is freed)", DS_SOURCE)]
@@ -316,18 +315,21 @@ def _zero12_ending(plan: Plan, grads: list[Component], backward: list[Component]
     if plan.zero_stage == 2:       # the partition is made at the first bucket reduced (a micro-batch before)
         flushed = plan.grad_accum > 1 or t - plan.model.embedding_params > plan.reduce_bucket_size
         return (grads + backward + tied if flushed else backward + tied) if tied else []
-    wide = _width_name(plan)
-    after = backward[:1] + [Component(f"gradients ({wide}, before reduce)", w * t, f"{w} B x {trained_symbol(plan)}: "
-                                      "every gradient, copied into the bucket after backward", DS_SOURCE)] + grads
+    after = backward[:1] + [_before_reduce(plan, t, f"{trained_symbol(plan)}: every gradient, copied into the "
+                                                    "bucket after backward")] + grads
     if not tied:
         return after
     e = plan.model.embedding_params
     kept = t - e + (e if plan.grad_accum > 1 else 0)
     own = " (its own kept from the micro-batch before)" if plan.grad_accum > 1 else ""
-    pending = Component(f"gradients ({wide}, before reduce)", w * kept,
-                        f"{w} B x {kept:,}: every gradient but the tied weight's{own}", DS_SOURCE)
-    at_sum = backward[:1] + [pending] + tied
+    at_sum = backward[:1] + [_before_reduce(plan, kept, f"{kept:,}: every gradient but the tied weight's{own}")] + tied
     return max(after, at_sum, key=lambda parts: sum(c.bytes for c in parts))
+
+
+def _before_reduce(plan: Plan, elements: int, words: str) -> Component:
+    """ZeRO-1's 16-bit gradients, kept as autograd made them until its reduction after backward."""
+    w = ds_width(plan)
+    return Component(f"gradients ({_width_name(plan)}, before reduce)", w * elements, f"{w} B x {words}", DS_SOURCE)
 
 
 def _zero12_hooked(plan: Plan, grads: list[Component], backward: list[Component]) -> list[Component]:
