@@ -68,7 +68,7 @@ def tied_in_flight(plan: Plan, g_b: int, count: int) -> list[Component]:
     as gradients (none where the embedding is untied, frozen or small). With a large vocabulary
     at short sequences (Llama-3.2-1B's 128k rows, Gemma's 256k) this is the step's peak."""
     e = plan.model.embedding_params
-    if plan.model.head_params or plan.lora_rank or not e or not plan.model.vocab_size:
+    if plan.model.head_params or plan.lora_rank or not e:
         return []
     return [Component("tied weight's gradients in flight", count * g_b * e, f"{count} x {g_b} B x {e:,} (lm_head's "
                       "gradient, held since the loss; the embedding's dense one; their sum)", TIED_SOURCE)]
