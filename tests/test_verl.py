@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import DATA, ROOT
@@ -190,15 +191,18 @@ def test_a_gpu_count_only_the_run_knows_is_not_guessed(tmp_path):
     assert counted["status"] == "estimated" and counted["gpus"]["per_node"] == 4
 
 
-def test_megatron_workers_are_not_estimated_and_say_so(tmp_path):
+@pytest.mark.parametrize("engine", ["torchtitan", "veomni"])
+def test_an_engine_vramlint_does_not_model_is_not_estimated_and_says_so(tmp_path, engine):
+    """``model_engine=torchtitan`` / ``veomni`` compose their own actor configs (verl 0.9.1
+    ppo_trainer.yaml ``${model_engine}_actor``): not priced as the FSDP workers the default is."""
     (tmp_path / "run.sh").write_text(
-        "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B \\\n"
-        "  actor_rollout_ref.actor.strategy=megatron actor_rollout_ref.rollout.name=vllm \\\n"
-        "  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 \\\n"
+        f"python3 -m verl.trainer.main_ppo model_engine={engine} actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B \\\n"
+        "  actor_rollout_ref.rollout.name=vllm actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2 \\\n"
         "  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2\n")
     entry = _check(tmp_path / "run.sh", "--gpus", "H100")
     assert entry["status"] == "not estimated"
-    assert any("strategy is not modelled" in f["message"] for f in entry["findings"] if f["code"] == "VL011")
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL011"]
+    assert "strategy is not modelled" in finding["message"] and finding["line"] == 1
 
 
 def test_a_job_submitted_to_ray_is_the_command_after_the_separator():
@@ -268,7 +272,8 @@ def test_a_token_budget_below_one_sequence_is_verls_assertion(tmp_path):
 def test_a_config_that_composes_verls_own_and_verls_megatron_config_are_jobs(tmp_path):
     """A Hydra config whose ``defaults`` list pulls in verl's ppo_trainer (no actor section of its
     own) is a verl job, not a skipped file; ``--config-name=ppo_megatron_trainer.yaml`` is verl's
-    own Megatron config: not estimated (VL011), not a missing file."""
+    own Megatron config, not a missing file: a job on the Megatron engine, here one that states no
+    micro-batch, which verl refuses."""
     (tmp_path / "grpo.yaml").write_text("defaults:\n  - ppo_trainer\n  - _self_\ndata:\n  max_response_length: 2048\n")
     entry = _check(tmp_path / "grpo.yaml", "--gpus", "H100")
     assert entry["kind"] == "verl" and entry["status"] == "not estimated"      # it names no model
@@ -278,8 +283,7 @@ def test_a_config_that_composes_verls_own_and_verls_megatron_config_are_jobs(tmp
                                    "actor_rollout_ref.rollout.name=vllm\n")
     megatron = _check(tmp_path / "m.sh", "--gpus", "H100")
     assert megatron["status"] == "not estimated"
-    assert [f["code"] for f in megatron["findings"]] == ["VL011"]
-    assert "not modelled" in megatron["findings"][0]["message"]
+    assert "ppo_micro_batch_size_per_gpu" in " ".join(f["message"] for f in megatron["findings"])
 
 
 def test_a_micro_batch_only_the_run_knows_is_no_refusal_and_no_estimate(tmp_path):
@@ -319,3 +323,127 @@ def test_a_shorter_response_is_proposed_after_every_other_change(tmp_path):
     script.write_text(script.read_text().replace("data.max_response_length=4096", f"data.max_response_length={length}"))
     codes = {f["code"] for f in _check(str(script), "--gpus", "H100")["findings"]}
     assert "VL201" not in codes
+
+
+# verl's Megatron workers (readers/verl_megatron.py, memory/runtimes/megatron/rl.py)
+MEGATRON_GRPO = VERL / "grpo_trainer" / "run_qwen2-7b_math_megatron.sh"
+MEGATRON_MOE = VERL / "grpo_trainer" / "run_qwen3moe-30b_megatron_96gb.sh"
+MEGATRON_PPO = VERL / "ppo_trainer" / "run_deepseek_math_gsm8k_megatron.sh"
+
+
+def _phases(entry: dict) -> dict[str, float]:
+    """The RL summary's per-phase GiB ('RL step phases per GPU: update 43.2 GiB (at ...), rollout ...')."""
+    (line,) = [a for a in entry["estimate"]["assumptions"] if a.startswith("RL step phases")]
+    out = {}
+    for part in line.split(": ", 1)[1].split(", "):
+        name, _, rest = part.partition(" ")
+        if name == "log-prob":
+            name, rest = "log-prob forward", rest.removeprefix("forward ")
+        out[name] = float(rest.split(" GiB")[0])
+    return out
+
+
+def test_the_megatron_defaults_are_verls_composed_config():
+    """vramlint/data/verl_ppo_megatron_trainer.json is the wheel's _generated_ppo_megatron_trainer.yaml
+    (``model_engine=megatron``) less its profiler sections, value for value."""
+    sys.path.insert(0, str(ROOT / "dev"))
+    from verl_defaults import trimmed
+    text = (DATA / "verl" / "_generated_ppo_megatron_trainer.yaml").read_bytes()
+    assert hashlib.sha256(text).hexdigest() == "1be20fcd7e94d74daa6b8031c9f61876f28711228f0d27d1fc5b4ac103c62dcc"
+    shipped = json.loads((ROOT / "vramlint" / "data" / "verl_ppo_megatron_trainer.json").read_text())
+    assert shipped["release"] == "0.9.1" and shipped["config"] == trimmed(yaml.safe_load(text))
+
+
+def test_a_megatron_actor_holds_its_layouts_share_with_the_reference_beside_it():
+    """verl's example on 8 GPUs, TP 2 x PP 2: each rank holds bf16 parameters of its TP and stage
+    share, the fp32 DDP gradient buffer over the same (twice the bytes), the distributed optimizer's
+    12 B over dp 2, and the forward-only reference's bf16 weights of the same share; through the
+    rollout all of it stays (no param_offload) beside vLLM's 0.6 of the GPU."""
+    entry = _check(MEGATRON_GRPO, "--gpus", "8xH100", *QWEN2_7B)
+    assert entry["status"] == "estimated", entry["findings"]
+    parts = _components(entry)
+    params = parts["parameters"]
+    assert parts["gradient buffer"] == 2 * params and parts["reference weights"] == params
+    assert abs(parts["optimizer states"] - 12 * params / 2 / 2) <= 12
+    assert entry["estimate"]["peak_moment"] == "rollout"
+    assert parts["rollout engine (vLLM, awake)"] == int(0.6 * 85_029_158_912)
+    notes = " ".join(entry["estimate"]["assumptions"])
+    assert "data-parallel 2 = 8 GPUs / (TP 2 x PP 2 x CP 1)" in notes and "160 micro-batches of 4" in notes
+    assert "enable_gradient_checkpointing is not read by verl's Megatron engine" in notes
+
+
+def test_one_megatron_job_by_config_name_and_by_model_engine_gives_one_answer(tmp_path):
+    """``--config-name='ppo_megatron_trainer.yaml'`` (deprecated) and ``model_engine=megatron`` compose
+    the same config: the same estimate, never the FSDP workers' (what the override was priced as)."""
+    text = MEGATRON_GRPO.read_text()
+    assert "--config-name='ppo_megatron_trainer.yaml'" in text
+    (tmp_path / "engine.sh").write_text(text.replace("--config-name='ppo_megatron_trainer.yaml'",
+                                                     "model_engine=megatron"))
+    named, engine = (_check(path, "--gpus", "8xH100", *QWEN2_7B) for path in (MEGATRON_GRPO, tmp_path / "engine.sh"))
+    assert engine["estimate"]["per_gpu_peak_bytes"] == named["estimate"]["per_gpu_peak_bytes"]
+    assert _components(engine) == _components(named) and "gradient buffer" in _components(engine)
+
+
+def test_param_offload_empties_the_rollout_and_the_log_prob_forward_loads_the_parameters_alone(tmp_path):
+    """``megatron.param_offload`` moves the parameters and the gradient buffer to the host outside
+    the update (and the reference's weights: its switch follows the actor's); the log-prob forward's
+    eval mode loads the parameters back, not the gradient buffer; the update loses only the
+    reference's resting weights."""
+    text = MEGATRON_GRPO.read_text()
+    (tmp_path / "off.sh").write_text(text.replace("    actor_rollout_ref.actor.use_kl_loss=True",
+                                                  "    actor_rollout_ref.actor.megatron.param_offload=True \\\n"
+                                                  "    actor_rollout_ref.actor.use_kl_loss=True"))
+    kept, off = (_check(path, "--gpus", "8xH100", *QWEN2_7B) for path in (MEGATRON_GRPO, tmp_path / "off.sh"))
+    params = _components(kept)["parameters"] / GiB
+    before, after = _phases(kept), _phases(off)
+    assert abs(before["update"] - after["update"] - params) < 0.15
+    assert abs(before["rollout"] - after["rollout"] - 4 * params) < 0.15        # params, grads (2x), reference
+    assert abs(before["log-prob forward"] - after["log-prob forward"] - 3 * params) < 0.15   # grads, reference
+
+
+def test_a_critic_on_the_megatron_engine_is_the_actors_layout_with_a_value_head():
+    """PPO (GAE) on the Megatron engine: the critic's parameters, gradient buffer and optimizer
+    states rest on each rank as the actor's do (the vocabulary head, which it has not, is on the last
+    pipeline rank; the peak here is the first's)."""
+    entry = _check(MEGATRON_PPO, "--gpus", "8xH100")
+    assert entry["status"] == "estimated", entry["findings"]
+    parts = _components(entry)
+    assert "pipeline rank 0" in entry["estimate"]["peak_moment"] or entry["estimate"]["peak_moment"] == "rollout"
+    assert parts["critic parameters"] == parts["parameters"]
+    assert parts["critic gradient buffer"] == parts["gradient buffer"] == 2 * parts["parameters"]
+    assert parts["critic optimizer states"] == parts["optimizer states"]
+
+
+def test_megatrons_optimizer_cpu_offload_keeps_the_moe_example_on_the_h20s_it_was_tested_on():
+    """verl's Qwen3-30B-A3B example, 'tested in NNODES=1~4 * 96G H20 GPU': EP 8 over 8 GPUs with
+    ``optimizer_cpu_offload`` of the whole shard under the precision-aware optimizer
+    (``override_optimizer_config``): no optimizer state on the GPU, and the job fits the 96 GB it
+    ran on; priced with the states on the GPU it would not."""
+    entry = _check(MEGATRON_MOE, "--gpus", "8xH20")
+    assert entry["status"] == "estimated"
+    parts = _components(entry)
+    assert "optimizer states" not in parts and "optimizer states (routed experts)" not in parts     # 0 B
+    assert parts["parameters (routed experts)"] and parts["gradient buffer (routed experts)"]
+    assert not [f for f in entry["findings"] if f["code"] == "VL201"]
+    assert "optimizer_cpu_offload: 1 of the optimizer's shard on the host" in " ".join(entry["estimate"]["assumptions"])
+
+
+def test_without_the_precision_aware_optimizer_the_main_copies_stay_on_the_gpu(tmp_path):
+    """Without the precision-aware optimizer Megatron's distributed optimizer makes the fp32 main
+    copies on the GPU before HybridDeviceOptimizer clones them to the host (distrib_optimizer.py):
+    4 B a parameter of the shard stay, Adam's moments go."""
+    text = MEGATRON_MOE.read_text().replace("use_precision_aware_optimizer=True", "use_precision_aware_optimizer=False")
+    (tmp_path / "moe.sh").write_text(text)
+    parts = _components(_check(tmp_path / "moe.sh", "--gpus", "8xH20"))
+    experts = parts["parameters (routed experts)"] // 2           # bf16: 2 B each; their optimizer group is 1 rank
+    assert parts["optimizer states (routed experts)"] == 4 * experts
+
+
+def test_lora_on_the_megatron_engine_is_not_estimated_and_says_so(tmp_path):
+    text = MEGATRON_GRPO.read_text().replace("    actor_rollout_ref.actor.use_kl_loss=True",
+                                             "    actor_rollout_ref.model.lora.rank=64 \\\n"
+                                             "    actor_rollout_ref.actor.use_kl_loss=True")
+    (tmp_path / "lora.sh").write_text(text)
+    entry = _check(tmp_path / "lora.sh", "--gpus", "8xH100", *QWEN2_7B)
+    assert entry["status"] == "not estimated"
+    assert any("LoRA on Megatron" in f["message"] for f in entry["findings"] if f["code"] == "VL011")

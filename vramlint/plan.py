@@ -172,6 +172,10 @@ class Parallelism:
     apex_adam: bool = False
     bucket_copy: bool = False
     autocast: str = "none"
+    # Megatron-core's optimizer_cpu_offload (HybridDeviceOptimizer): this share of the optimizer's shard
+    # on the host, Adam's moments and, under the precision-aware optimizer, the fp32 main copies too
+    host_fraction: float = 0.0
+    host_main: bool = False
     scores: int = 0                        # bytes a score the unfused attention keeps (softmax, its dropout
                                            # mask and output: 5; 4 without attention dropout; fused: 0)
     # Megatron's MoE layers: the routed experts split over ``expert`` x ``expert_tensor`` ranks, their

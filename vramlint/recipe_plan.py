@@ -167,6 +167,9 @@ def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
         if line and origin is not None and origin.location is not None \
                 and origin.location.json_path in document.elsewhere:
             vocab[setting] = "cli"
+    if recipe.layout is not None:         # another framework's job on a layout (verl's Megatron workers)
+        vocab |= {"layout": recipe.framework, "params_offloaded": f"{recipe.framework}-{plan.runtime}",
+                  "optimizer_offloaded": f"{recipe.framework}-{plan.runtime}"}
     origin = plan.origins.get("micro_batch")
     if plan.runtime == "deepspeed" and origin is not None and origin.location is not None \
             and origin.location.path != recipe.document.path:
@@ -310,8 +313,11 @@ def _rollout_note(recipe: Recipe, r: Rollout) -> str:
     words += " (asleep outside the rollout)" if r.frees_between else " (awake through the update)"
     words += ", the actor's shards on the host between phases" if r.params_offloaded else ""
     words += ", its optimizer states on the host outside the update" if r.optimizer_offloaded else ""
-    if r.framework == "verl":
+    if r.framework == "verl" and recipe.layout is None:
         return words + "; the reference's shards on the host"
+    if r.framework == "verl":
+        return words + "".join(f"; the {m.name} " + ("on the host" if m.offloaded else "resting beside it")
+                               for m in r.residents)
     return words + "".join(f"; the {m.name} beside it" for m in r.residents) + \
         f"; {r.processes + r.engine_process} processes a GPU"
 
@@ -374,7 +380,7 @@ def _plan_without_deepspeed(recipe: Recipe, job: dict, flags: Flags, model: Mode
     axolotl's FSDP2 keep the load dtype."""
     if recipe.layout is not None:               # a pretraining framework's own runtime and mesh
         from vramlint.layouts import layout
-        return layout(recipe.framework).plan(recipe, job, flags, model, cluster, origins, notes)
+        return layout(recipe).plan(recipe, job, flags, model, cluster, origins, notes)
     weights = job["weights_dtype"]
     precision = flags.precision or "fp32"
     fsdp = recipe.fsdp

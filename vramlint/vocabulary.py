@@ -114,6 +114,9 @@ WORDS: dict[tuple[str, str], str] = {
     ("verl", "ref_logprob_micro"): "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={}",
     ("verl", "ref_logprob_tokens"): "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu={}",
     ("verl", "response_length"): "data.max_response_length={}",
+    # verl's Megatron workers (readers/verl_megatron.py): the actor's megatron section
+    ("verl-megatron", "params_offloaded"): "actor_rollout_ref.actor.megatron.param_offload=True",
+    ("verl-megatron", "optimizer_offloaded"): "actor_rollout_ref.actor.megatron.optimizer_offload=True",
 }
 FALLBACK = {"micro_batch": "flags", "micro_batch_exact": "deepspeed", "grad_accum": "deepspeed",
             "grad_checkpointing": "flags", "no_grad_checkpointing": "flags", "stage": "deepspeed",
@@ -144,7 +147,7 @@ def speaks(vocabulary: dict[str, str] | None, default_source: str, setting: str)
 RUNTIMES_OF = {"torchtune": ("torch", "fsdp"),       # torchtune 0.6.1 recipes: single device or FSDP2
                "litgpt": ("torch", "fsdp"),          # litgpt 0.5.13: one device, or FSDP over devices x num_nodes
                "openrlhf": ("deepspeed",),             # OpenRLHF 0.11.2: its DeepspeedStrategy, always
-               "verl": ("fsdp",)}                      # verl 0.9.1's FSDP workers (Megatron's not modelled)
+               "verl": ("fsdp", "megatron")}           # verl 0.9.1's FSDP and Megatron workers
 
 
 def runtimes(source: str) -> tuple[str, ...]:

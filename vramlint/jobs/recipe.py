@@ -246,9 +246,9 @@ def _recipe_model(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShap
 def _recipe_shape(recipe: Recipe, result: FileResult, ctx: Context) -> ModelShape | None:
     if recipe.model_config is not None and "model" not in ctx.stated:
         return shape_from_dict(dict(recipe.model_config), name=str(recipe.model.value))
-    if recipe.layout is not None and "model" not in ctx.stated:     # the framework runs its own model code
-        from vramlint.layouts import layout
-        why, hint = layout(recipe.framework).unmodelled(recipe)
+    from vramlint.layouts import layout, own_model
+    if recipe.layout is not None and own_model(recipe) and "model" not in ctx.stated:   # its own model code
+        why, hint = layout(recipe).unmodelled(recipe)
         result.findings.append(not_estimated(recipe.model.location or recipe.document.locate("$"), why, hint))
         return None
     if recipe.model.value:

@@ -1,7 +1,8 @@
 """The pretraining frameworks' layouts (``Recipe.layout``): each framework a module that turns its
 job's mesh into the ``Plan`` its runtime reads (``plan``) and says what the framework refuses
 before its first step (``refusals``, each a :class:`Refusal` in the framework's words). ``NAMES``
-is the one registry: a new framework is a module named here."""
+is the one registry: a new framework is a module named here. A layout names its module
+(``Layout.runtime``): another framework may run its job on one (verl's Megatron workers)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,18 @@ class Refusal:
     wrong_type: bool = False
 
 
-def layout(framework: str) -> ModuleType:
-    """The layout module of ``framework`` (a recipe's ``framework``)."""
-    if framework not in NAMES:
-        raise KeyError(f"no layout for {framework!r}")
-    return import_module(f"{__name__}.{framework}")
+def layout(recipe) -> ModuleType:
+    """The layout module of a recipe's ``layout`` (its ``runtime``)."""
+    name = type(recipe.layout.value).runtime
+    if name not in NAMES:
+        raise KeyError(f"no layout for {name!r}")
+    return import_module(f"{__name__}.{name}")
+
+
+def own_model(recipe) -> bool:
+    """Whether the framework runs its own model code on the layout (torchtitan, Megatron-LM: the
+    model is what its file states), not a Hugging Face model it converts (verl's Megatron workers)."""
+    return recipe.framework in NAMES
 
 
 def whole(fact: Fact, default: int = 1) -> int:

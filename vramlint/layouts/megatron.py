@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from importlib import import_module
 
+from vramlint.errors import UnplannableError
 from vramlint.hardware import Cluster
 from vramlint.layouts import Refusal, whole
 from vramlint.models.shape import ModelShape
@@ -97,19 +98,20 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
         out.append(Refusal(recipe.seq_len, "seq-length should be a multiple of 2 * context-parallel-size if "
                                            "context-parallel-size > 1. (A:1295)", f"a multiple of {2 * cp}"))
     micro, dp = whole(layout.micro_batch), d["data"]
-    wanted = whole(layout.global_batch, 0)
+    wanted = whole(layout.global_batch, 0) if recipe.framework == "megatron" else 0   # validate_args' own check
     if wanted and wanted % (micro * dp):
         out.append(Refusal(layout.global_batch, f"eval_global_batch_size ({wanted}) must be divisible by "
                                                 f"eval_micro_batch_size ({micro}) * data_parallel_size ({dp}) "
                                                 "(A:689-696)", f"a multiple of {micro * dp}"))
-    return out + _experts(layout, d, world)
+    return out + _experts(layout, d, world, model)
 
 
-def _experts(layout: Layout, d: dict[str, int], world: int) -> list[Refusal]:
+def _experts(layout: Layout, d: dict[str, int], world: int, model: ModelShape) -> list[Refusal]:
     """The expert grid's checks: EP divides the experts (A:1600-1603), ETP x EP x PP divides the
     world (parallel_state.py:881-884), and MoE under TP trains only with sequence parallelism
-    (moe_layer.py:626-633 raises)."""
-    experts = whole(layout.num_experts, 0)
+    (moe_layer.py:626-633 raises). The experts are the arguments' own, else the model's (a Hugging
+    Face config Megatron-Bridge converts)."""
+    experts = whole(layout.num_experts, 0) or max((layer.mlp.experts for layer in model.layers), default=0)
     if d["expert"] > 1 and (not experts or experts % d["expert"]):
         return [Refusal(layout.expert, "Number of experts should be a multiple of expert model parallel_size. "
                                        "(A:1602)" if experts else "num_experts must be non None to use expert "
@@ -272,6 +274,9 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
     sharded over dp x cp under the distributed optimizer. ``job["seq_len"]`` is already each CP
     rank's share (recipe_plan._split)."""
     layout: Layout = recipe.layout.value
+    if whole(recipe.lora_rank, 0):
+        raise UnplannableError(f"{recipe.title}: LoRA on Megatron ({recipe.lora_rank.location or 'the job'}) is not "
+                               "modelled yet (vramlint prices full training on this layout)")
     d = degrees(layout, cluster.world_size)
     pp, tp, cp, dp = d["pipeline"], d["tensor"], d["context"], d["data"]
     v = virtual_stages(layout, model.num_layers + sum(slots(layout)), pp)
@@ -287,7 +292,8 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                       slots=slots(layout),
                       dropout=bool(layout.dropout.value), scores=layout.scores.value,
                       apex_adam=bool(layout.apex_adam.value), bucket_copy=bool(layout.bucket_copy.value),
-                      autocast=str(layout.autocast.value), **_expert_grid(layout, model, d, distributed, notes))
+                      autocast=str(layout.autocast.value), host_fraction=float(layout.host_fraction.value),
+                      host_main=bool(layout.host_main.value), **_expert_grid(layout, model, d, distributed, notes))
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
                        ("shard_degree", layout.distributed_optimizer), ("grad_accum", layout.global_batch)):
         origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text=fact.default)
@@ -298,6 +304,10 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                     if distributed else "every rank holds fp32 main parameters and Adam's states whole "
                                         "(no --use-distributed-optimizer)")
                  + f"; gradients in a {layout.grad_bytes.value}-byte DDP buffer")
+    if par.host_fraction:
+        notes.append(f"optimizer_cpu_offload: {par.host_fraction:g} of the optimizer's shard on the host (Adam's "
+                     "moments" + (" and the fp32 main copies: the precision-aware optimizer)" if par.host_main else
+                                  "; the fp32 main copies stay on the GPU)"))
     if pp > 1:
         notes.append(f"pipeline: {pp} ranks x {v} model chunk(s), {'interleaved ' if v > 1 else ''}1F1B, {m} "
                      f"micro-batches of {job['micro_batch']} a step")

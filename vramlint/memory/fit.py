@@ -139,7 +139,8 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
     out: list[Change] = []
     if plan.parallelism is not None:    # a pretraining framework's job: its layout's changes, in its keys
         from vramlint.memory.fit_layout import layout_changes
-        return layout_changes(plan, budget)
+        from vramlint.memory.fit_rl import rl_changes
+        return (rl_changes(plan, budget) if plan.rollout is not None else []) + layout_changes(plan, budget)
     if plan.frozen:                     # a group that trains nothing: its eval engine's changes alone
         from vramlint.memory.fit_rl import frozen_changes
         return frozen_changes(plan, budget)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from vramlint.documents import Document, Location
 from vramlint.readers.deepspeed import Fact
@@ -72,6 +72,8 @@ TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257, "Llama2Tokenizer": 32000, "Llama3T
 class Layout:
     """The parallel layout a Megatron job states, each setting a fact (A, TC and MPC defaults)."""
 
+    runtime: ClassVar[str] = "megatron"            # its module in vramlint/layouts
+
     tensor: Fact
     pipeline: Fact
     context: Fact
@@ -103,6 +105,10 @@ class Layout:
     apex_adam: Fact = field(default_factory=lambda: Fact(False))     # optim.name distributed_fused_adam
     bucket_copy: Fact = field(default_factory=lambda: Fact(False))   # torch DDP without gradient_as_bucket_view
     autocast: Fact = field(default_factory=lambda: Fact("none"))     # fp32 weights cast each forward: cache / saved
+    # Megatron-core's optimizer_cpu_offload as verl sets it (readers/verl_megatron.py): the share on the host,
+    # and whether the precision-aware optimizer keeps the fp32 main copies with it
+    host_fraction: Fact = field(default_factory=lambda: Fact(0.0))
+    host_main: Fact = field(default_factory=lambda: Fact(False))
 
 
 def spelled(text: str, key_of: dict[str, str]) -> str:

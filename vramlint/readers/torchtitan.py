@@ -20,7 +20,7 @@ Hugging Face Llama-3.1 configs; each is handed to the memory model as that confi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
@@ -84,6 +84,8 @@ class Layout:
     """The parallel layout a torchtitan job states, each degree a fact: FSDP's shard and replicate
     degrees (``-1``: the ranks the others leave), tensor, pipeline and context parallel, the
     pipeline's schedule and micro-batch, activation checkpointing, compile and float8."""
+
+    runtime: ClassVar[str] = "torchtitan"          # its module in vramlint/layouts
 
     dp_shard: Fact
     dp_replicate: Fact

@@ -39,6 +39,8 @@ from vramlint.packaged import data_json
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import (TRAIN, Feature, FsdpFacts, Keys, Recipe, Refusal, longest, positive, targets,
                                      truthy)
+from vramlint.readers.verl_megatron import DEFAULT_ENGINE, DEFAULTS as ENGINE_DEFAULTS, ENGINES, MEGATRON, engine_of
+from vramlint.readers.verl_megatron import SPELLING as MEGATRON_SPELLING, read_layout
 
 VERSION = "verl 0.9.1"
 DEFAULTS_FILE = "verl_ppo_trainer.json"
@@ -60,7 +62,8 @@ _INTERPOLATION = re.compile(r"^\$\{(?:oc\.select:)?\s*([^,}]+?)\s*(?:,\s*([^}]*?
 # The keys the job's memory depends on: an override of another (data files, logging, checkpoints)
 # set to what only the run knows is no concern of the estimate.
 MATTERS = ("actor_rollout_ref.", "critic.", "algorithm.", "reward.reward_model.", "reward_model.", "trainer.n_gpus",
-           "trainer.nnodes", "data.max_prompt_length", "data.max_response_length", "data.train_batch_size")
+           "trainer.nnodes", "data.max_prompt_length", "data.max_response_length", "data.train_batch_size",
+           "model_engine")
 
 
 def matters(key: str) -> bool:
@@ -140,9 +143,11 @@ class VerlKeys(Keys):
     """The job's values over verl's composed defaults: a key the job leaves unset is verl's
     default, and a default that interpolates another key follows what the job sets there."""
 
-    def __init__(self, document: Document) -> None:
+    def __init__(self, document: Document, engine: str = DEFAULT_ENGINE) -> None:
         super().__init__(document, f"{VERSION} default")
-        self.verl = Keys(Document(DEFAULTS_FILE, "", data_json(DEFAULTS_FILE)["config"]), f"{VERSION} default")
+        self.engine = engine
+        defaults = ENGINE_DEFAULTS.get(engine, DEFAULTS_FILE)
+        self.verl = Keys(Document(defaults, "", data_json(defaults)["config"]), f"{VERSION} default")
 
     def _default(self, path: str) -> Any:
         return self.verl.raw(path)
@@ -175,9 +180,12 @@ class VerlKeys(Keys):
 
 def read_verl(document: Document, trainer: Fact | None = None) -> Recipe:
     """One verl PPO-trainer job: the actor's update as the Recipe, its other phases as ``rollout``."""
+    engine = engine_of(document.data or {})
     document = nested(document)
-    keys = VerlKeys(document)
-    strategy = keys.value(f"{ACTOR}.strategy")
+    keys = VerlKeys(document, engine)
+    strategy = _strategy(keys)
+    if strategy.value == "megatron":
+        return read_megatron_workers(keys, strategy)
     estimator = keys.value("algorithm.adv_estimator")
     stage = Fact(STAGES.get(str(estimator.value), "ppo"), estimator.location, estimator.default)
     prompt, response = keys.count("data.max_prompt_length"), keys.count("data.max_response_length")
@@ -214,6 +222,88 @@ def read_verl(document: Document, trainer: Fact | None = None) -> Recipe:
         refusals=refusals, release=VERSION, rollout=_rollout(keys, seq, sp, estimator),
         gpus=(keys.count("trainer.n_gpus_per_node"), keys.count("trainer.nnodes")),
     )
+
+
+def read_megatron_workers(keys: VerlKeys, strategy: Fact) -> Recipe:
+    """A job on verl's Megatron engine (readers/verl_megatron.py): the actor's update as a Megatron
+    layout over the Hugging Face model, its other phases as ``rollout``."""
+    estimator = keys.value("algorithm.adv_estimator")
+    stage = Fact(STAGES.get(str(estimator.value), "ppo"), estimator.location, estimator.default)
+    seq = longest(keys.count("data.max_prompt_length"), keys.count("data.max_response_length"))
+    cp = keys.count(f"{MEGATRON}.context_parallel_size")
+    micro, seq_len, total, notes = _megatron_micro_batch(keys, seq)
+    layout = read_layout(keys, micro, total)
+    granularity = layout.granularity
+    if keys.flag(f"{MODEL}.enable_gradient_checkpointing").value and granularity.value is None:
+        notes.append(f"{MODEL}.enable_gradient_checkpointing is not read by verl's Megatron engine: it recomputes "
+                     f"what {MEGATRON}.override_transformer_config.recompute_granularity says (none here)")
+    dtype = keys.value(f"{MEGATRON}.dtype")
+    lora = keys.value(f"{MODEL}.lora.rank") if keys.count(f"{MODEL}.lora.rank").value else keys.count(
+        f"{MODEL}.lora_rank")
+    return Recipe(
+        document=keys.document, framework="verl", title=VERSION, task=TRAIN, stage=stage,
+        model=_model(keys), revision=Fact("main"),
+        micro_batch=micro, grad_accum=Fact(1, None, "the mini-batch's micro-batches (layouts/megatron.py)"),
+        seq_len=seq_len,
+        packing=Fact(False, None, f"{VERSION}: no packing to a fixed length (see use_remove_padding)"),
+        grad_checkpointing=Fact(granularity.value is not None, granularity.location, granularity.default),
+        mixed_precision=Fact("bf16", dtype.location, dtype.default),
+        weights_dtype=_model_dtype(dtype),
+        optimizer=_optimizer(keys.value(f"{ACTOR}.optim.optimizer")),
+        lora_rank=lora, lora_targets=Fact(("all-linear",)),
+        lora_dropout=Fact(0.0, None, f"{VERSION}: no LoRA dropout key"),
+        load_in_4bit=Fact(False), load_in_8bit=Fact(False),
+        attn=Fact("flash_attention_2", None, f"{VERSION}: Megatron attention_backend flash"),
+        deepspeed=Fact(None), fsdp=None, tensor_parallel=layout.tensor, sequence_split=cp,
+        max_grad_norm=keys.value(f"{ACTOR}.optim.clip_grad"),
+        reference=Fact(False, None, f"{VERSION}: the reference is a forward-only Megatron model, priced with the RL "
+                                    "phases (memory/runtimes/megatron/rl.py)"),
+        hf_trainer=False, keys={**SPELLING, **MEGATRON_SPELLING}, features=_megatron_unpriced(keys),
+        notes=(f"{ESTIMATORS.get(str(estimator.value), estimator.value)} (algorithm.adv_estimator {estimator.value})",
+               f"{VERSION} Megatron engine (model_engine megatron)", *notes),
+        refusals=_refusals(keys), release=VERSION, layout=Fact(layout),
+        rollout=_rollout(keys, seq, cp, estimator, "megatron"),
+        gpus=(keys.count("trainer.n_gpus_per_node"), keys.count("trainer.nnodes")),
+    )
+
+
+def _megatron_micro_batch(keys: VerlKeys, seq: Fact) -> tuple[Fact, Fact, Fact, list[str]]:
+    """The update's micro-batch on the Megatron engine: ``ppo_micro_batch_size_per_gpu`` sequences of
+    prompt + response, or with ``use_dynamic_bsz`` one packed row of ``ppo_max_token_len_per_gpu``
+    tokens; and the mini-batch (``ppo_mini_batch_size`` x ``rollout.n`` sequences) in those
+    micro-batches' rows, the pipeline's global batch over the data-parallel ranks."""
+    mini, n = keys.count(f"{ACTOR}.ppo_mini_batch_size"), keys.count(f"{ROLLOUT}.n")
+    sequences = Fact(mini.value * n.value if _ints(mini, n) else None, mini.location, mini.default)
+    if not keys.flag(f"{ACTOR}.use_dynamic_bsz").value:
+        return keys.count(f"{ACTOR}.ppo_micro_batch_size_per_gpu"), seq, sequences, []
+    budget = keys.count(f"{ACTOR}.ppo_max_token_len_per_gpu")
+    tokens = max(budget.value, seq.value) if _ints(budget, seq) else budget.value
+    rows = sequences
+    if _ints(sequences, seq) and isinstance(tokens, int):     # the sequences packed into rows of the budget
+        rows = Fact(max(1, -(-sequences.value * seq.value // tokens)), mini.location, mini.default)
+    return (Fact(1, keys.flag(f"{ACTOR}.use_dynamic_bsz").location, "one packed row"),
+            Fact(tokens, budget.location, budget.default), rows,
+            [f"use_dynamic_bsz: each update micro-batch packs up to {tokens:,} tokens per GPU "
+             "(ppo_max_token_len_per_gpu)" if isinstance(tokens, int) else "use_dynamic_bsz"])
+
+
+def _megatron_unpriced(keys: VerlKeys) -> tuple[Feature, ...]:
+    """What a Megatron-engine job turns on that vramlint does not price, and which way that leaves it."""
+    out = list(_unpriced(keys, Fact("megatron")))
+    coeff, asked = keys.value(f"{ACTOR}.entropy_coeff"), keys.flag(f"{ACTOR}.calculate_entropy")
+    if asked.value or (isinstance(coeff.value, (int, float)) and coeff.value):
+        out.append(Feature(asked if asked.value else coeff, "the entropy over the vocabulary shard (a clone of the "
+                           "logits and vocab_parallel_entropy's fp32 work)", "high"))
+    return tuple(out)
+
+
+def _strategy(keys: VerlKeys) -> Fact:
+    """The actor's strategy: the one ``actor.strategy`` states within the ``dp`` engine (fsdp,
+    fsdp2), else the engine's own (``model_engine``: megatron, torchtitan, veomni)."""
+    if keys.engine == DEFAULT_ENGINE or keys.engine == "megatron":
+        return keys.value(f"{ACTOR}.strategy")
+    where = keys.document.locate("$.model_engine") if "model_engine" in (keys.document.data or {}) else None
+    return Fact(ENGINES.get(keys.engine, keys.engine), where, f"{VERSION}: model_engine {keys.engine}")
 
 
 def _model(keys: VerlKeys) -> Fact:
@@ -326,10 +416,12 @@ def needs_reference(keys: VerlKeys) -> bool:
     return bool(keys.flag("algorithm.use_kl_in_reward").value or keys.flag(f"{ACTOR}.use_kl_loss").value)
 
 
-def _rollout(keys: VerlKeys, seq: Fact, sp: Fact, estimator: Fact) -> Fact:
+def _rollout(keys: VerlKeys, seq: Fact, sp: Fact, estimator: Fact, engine: str = "fsdp") -> Fact:
     """The phases around the update, as facts (recipe_plan makes them ``plan.Rollout``). The
     log-prob forward is the larger of the actor's old-log-prob micro-batch (the rollout section's)
-    and, where there is a reference, the reference's own."""
+    and, where there is a reference, the reference's own. Each engine's offload switches are its
+    own section's (``actor.fsdp_config``, ``actor.megatron``); the Megatron engine's reference rests
+    on the GPU as a forward-only model unless ``ref.megatron.param_offload``."""
     split = sp.value if isinstance(sp.value, int) and sp.value > 0 else 1
     dynamic = keys.flag(f"{ACTOR}.use_dynamic_bsz")
     sections = [ROLLOUT] + ([REF] if needs_reference(keys) else [])
@@ -339,22 +431,31 @@ def _rollout(keys: VerlKeys, seq: Fact, sp: Fact, estimator: Fact) -> Fact:
         "engine": keys.value(f"{ROLLOUT}.name"), "share": keys.value(f"{ROLLOUT}.gpu_memory_utilization"),
         "tensor_parallel": keys.count(f"{ROLLOUT}.tensor_model_parallel_size"),
         "frees_between": keys.flag(f"{ROLLOUT}.free_cache_engine"),
-        "params_offloaded": keys.flag(f"{ACTOR}.fsdp_config.param_offload"),
-        "optimizer_offloaded": keys.flag(f"{ACTOR}.fsdp_config.optimizer_offload"),
+        "params_offloaded": keys.flag(f"{ACTOR}.{SECTIONS[engine]}.param_offload"),
+        "optimizer_offloaded": keys.flag(f"{ACTOR}.{SECTIONS[engine]}.optimizer_offload"),
         "critic": _needs_critic(keys, estimator), "critic_model": keys.value("critic.model.path"),
-        "critic_params_offloaded": _critic_switch(keys, "param_offload"),
-        "critic_optimizer_offloaded": _critic_switch(keys, "optimizer_offload"),
+        "critic_params_offloaded": _critic_switch(keys, "param_offload", engine),
+        "critic_optimizer_offloaded": _critic_switch(keys, "optimizer_offload", engine),
         "logprob_tokens": tokens, "logprob_setting": Fact(LOGPROB_SETTINGS[section, bool(dynamic.value)]),
         "logprob_row": Fact(0 if dynamic.value or not isinstance(seq.value, int) else -(-seq.value // split)),
         "dynamic": dynamic, "temperature": keys.value(f"{ROLLOUT}.temperature"),
         "prompt": keys.count("data.max_prompt_length"), "response": keys.count("data.max_response_length"),
         "seq_split": Fact(split),
     }
+    if engine == "megatron" and needs_reference(keys):
+        facts |= {"reference": Fact(True), "reference_offloaded": keys.flag(f"{REF}.megatron.param_offload")}
     return Fact(facts, keys.document.locate(f"$.{ROLLOUT}"))
 
 
-def _critic_switch(keys: VerlKeys, name: str) -> Fact:
-    """A critic offload switch: the legacy workers' ``critic.model.fsdp_config``, else the engine's ``critic.fsdp``."""
+# Each engine's section of the actor's (and critic's) config that holds its offload switches
+SECTIONS = {"fsdp": "fsdp_config", "megatron": "megatron"}
+
+
+def _critic_switch(keys: VerlKeys, name: str, engine: str = "fsdp") -> Fact:
+    """A critic offload switch: the legacy workers' ``critic.model.fsdp_config``, else the engine's
+    ``critic.fsdp`` (``critic.megatron`` on the Megatron engine)."""
+    if engine == "megatron":
+        return keys.flag(f"critic.megatron.{name}")
     legacy = f"critic.model.fsdp_config.{name}"
     return keys.flag(legacy) if keys.has(legacy) else keys.flag(f"critic.fsdp.{name}")
 

@@ -163,7 +163,7 @@ def layout_refusals(recipe: Recipe, model, world: int) -> Iterator[Finding]:
     in its words."""
     from vramlint.layouts import layout
     from vramlint.rules.schema import WRONG_TYPE
-    for refusal in layout(recipe.framework).refusals(recipe.layout.value, recipe, model, world):
+    for refusal in layout(recipe).refusals(recipe.layout.value, recipe, model, world):
         where = refusal.fact.location or recipe.document.locate("$")
         if refusal.wrong_type:
             yield Finding(*WRONG_TYPE, where, refusal.message, hint=refusal.hint)

@@ -11,6 +11,7 @@ from vramlint.memory.search import Change, _bisect, _largest_from, fits, peak
 from vramlint.plan import Plan
 
 FULL = "uniform:1"
+VERL = "actor_rollout_ref.actor.megatron"
 # Each change in the words of the file that states the job (``Plan.vocabulary["layout"]``): Megatron-LM's
 # flags, Megatron-Bridge's ConfigContainer keys (readers/megatron_bridge.py), or NeMo's (readers/nemo.py)
 WORDS = {
@@ -37,6 +38,18 @@ WORDS = {
              "tensor": "model.tensor_model_parallel_size: {}",
              "tensor_sp": "model.tensor_model_parallel_size: {}, model.sequence_parallel: true",
              "pipeline": "model.pipeline_model_parallel_size: {}"},
+    # verl's Megatron workers (readers/verl_megatron.py): Hydra overrides of the actor's section
+    "verl": {"distributed_optimizer": f"{VERL}.use_distributed_optimizer=True",
+             "sequence_parallel": f"{VERL}.sequence_parallel=True",
+             FULL: f"+{VERL}.override_transformer_config.recompute_granularity=full "
+                   f"+{VERL}.override_transformer_config.recompute_method=uniform "
+                   f"+{VERL}.override_transformer_config.recompute_num_layers=1",
+             "selective:core_attn": f"+{VERL}.override_transformer_config.recompute_granularity=selective",
+             "none": f"{VERL}.override_transformer_config.recompute_granularity=null",
+             "micro_batch": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={}",
+             "tensor": f"{VERL}.tensor_model_parallel_size={{}}",
+             "tensor_sp": f"{VERL}.tensor_model_parallel_size={{}} {VERL}.sequence_parallel=True",
+             "pipeline": f"{VERL}.pipeline_model_parallel_size={{}}"},
 }
 
 

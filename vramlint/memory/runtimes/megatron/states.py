@@ -53,6 +53,9 @@ APEX_SOURCE = ("Apex 810ffae contrib/optimizers/distributed_fused_adam.py as NeM
                "(megatron_base_model.py:831-856): StateBucket (int16 param_remainders_shard, fp32 exp_avg / "
                "exp_avg_sq shards), _init_grad_buffer (one whole gradient buffer), _start_bucket_grad_sync "
                "(sync_grads_shard)")
+HOST_SOURCE = ("megatron-core 0.15.0 optimizer/cpu_offloading/hybrid_optimizer.py _get_sub_optimizer_param_groups, "
+               "distrib_optimizer.py:373-402 (main copies on the GPU unless the precision-aware optimizer), "
+               "optimizer_config.py:147-150 (optimizer_offload_fraction 0.0 by default)")
 DDP_SOURCE = "torch nn/parallel/distributed.py (Reducer buckets apart from .grad without gradient_as_bucket_view)"
 
 
@@ -62,16 +65,25 @@ def param_bytes(plan: Plan) -> int:
     return DTYPE_BYTES[plan.weights_dtype or "float32"]
 
 
-def _optimizer_bytes(plan: Plan) -> tuple[int, str]:
-    """Bytes a parameter of the optimizer's: a main copy of 16-bit parameters (fp32, or Apex's int16
-    remainders that complete bf16 parameters to fp32: NeMo's store_param_remainders, fp16 ones
-    getting fp32 copies, store_params) and the moments."""
-    remainders = plan.parallelism.apex_adam and plan.weights_dtype == "bfloat16"
+def _optimizer_bytes(plan: Plan) -> tuple[float, str]:
+    """Bytes a parameter of the optimizer's on the GPU: a main copy of 16-bit parameters (fp32, or
+    Apex's int16 remainders that complete bf16 parameters to fp32: NeMo's store_param_remainders,
+    fp16 ones getting fp32 copies, store_params) and the moments, less what Megatron-core's
+    HybridDeviceOptimizer holds on the host (``optimizer_cpu_offload``: the moments of its
+    ``optimizer_offload_fraction`` of the shard, and their fp32 main copies where the precision-aware
+    optimizer makes them there; otherwise the distributed optimizer made them on the GPU first)."""
+    par = plan.parallelism
+    remainders = par.apex_adam and plan.weights_dtype == "bfloat16"
     main = 0 if param_bytes(plan) == 4 else 2 if remainders else 4
     moments = 4 if plan.optimizer == "sgd" else 8
     words = ({4: "fp32 main + ", 2: "int16 remainders + ", 0: ""}[main]
              + ("SGD momentum" if plan.optimizer == "sgd" else "Adam m, v (fp32)"))
-    return main + moments, words
+    if not par.host_fraction:
+        return main + moments, words
+    kept = 1 - par.host_fraction
+    on_gpu = (main * kept if par.host_main else main) + moments * kept
+    return on_gpu, words + (f"; {par.host_fraction:g} of the shard's states on the host (optimizer_cpu_offload"
+                            + (", the main copies too" if par.host_main else "") + ")")
 
 
 def _shard(params: int, d: int, group: str) -> tuple[int, str]:
@@ -95,7 +107,8 @@ def megatron_states(plan: Plan, rank: Rank | None = None) -> States:
     for p, d, group, what in groups:
         shard, over = _shard(p, d, group)
         resting += [Component(f"parameters{what}", c * p, f"{c} B x {p:,}", SOURCE),
-                    Component(f"optimizer states{what}", per * shard, f"{per} B ({words}) x {over}", source)]
+                    Component(f"optimizer states{what}", int(per * shard), f"{per:g} B ({words}) x {over}",
+                              HOST_SOURCE if par.host_fraction else source)]
         gradients.append(Component(f"gradient buffer{what}", par.grad_bytes * p,
                                    f"{par.grad_bytes} B x {p:,} (DDP buffer, whole)", source))
         if par.bucket_copy:

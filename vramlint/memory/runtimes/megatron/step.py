@@ -21,6 +21,7 @@ from __future__ import annotations
 from vramlint.memory.parts.allocator import Peaks
 from vramlint.memory.parts.components import ALLOCATOR, Component
 from vramlint.memory.parts.pipeline import Rank
+from vramlint.memory.runtimes.megatron import rl
 from vramlint.memory.runtimes.megatron.activations import (SOURCE as TERMS, dispatch_staging, embedding_mask,
                                                            head_input, kept_per_token, rebuilt)
 from vramlint.memory.runtimes.megatron.layout import ranks
@@ -84,6 +85,8 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     states = megatron_states(plan, rank)
     tokens = plan.micro_batch * plan.seq_len
     rest = tuple(states.resting) + tuple(states.gradients)
+    if plan.rollout is not None:        # an RL actor (verl): the reference, critic and engine beside it
+        rest += tuple(rl.beside(plan, rank))
     kept = _kept(plan, rank, tokens)
     autocast = plan.parallelism.autocast
     if autocast == "saved":
@@ -116,8 +119,20 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
 
 
 def moments(plan: Plan) -> list[tuple[str, tuple[Component, ...]]]:
-    """Every rank's moments; the caller takes the largest, which names its rank."""
-    return [moment for rank in ranks(plan) for moment in _rank_moments(plan, rank)]
+    """Every rank's moments; the caller takes the largest, which names its rank. An RL actor's
+    rollout and log-prob phases are each the largest rank's (``rl.phases``)."""
+    out = [moment for rank in ranks(plan) for moment in _rank_moments(plan, rank)]
+    return out + _phases(plan) if plan.rollout is not None else out
+
+
+def _phases(plan: Plan) -> list[tuple[str, tuple[Component, ...]]]:
+    largest: dict[str, tuple[Component, ...]] = {}
+    for rank in ranks(plan):
+        states = megatron_states(plan, rank)
+        for name, parts in rl.phases(plan, rank, list(states.resting) + list(states.gradients)):
+            if sum(c.bytes for c in parts) > sum(c.bytes for c in largest.get(name, ())):
+                largest[name] = tuple(parts)
+    return list(largest.items())
 
 
 def replay(plan: Plan) -> Peaks:
