@@ -185,7 +185,7 @@ def read_verl(document: Document, trainer: Fact | None = None) -> Recipe:
     keys = VerlKeys(document, engine)
     strategy = _strategy(keys)
     if strategy.value == "megatron":
-        return read_megatron_workers(keys, strategy)
+        return read_megatron_workers(keys)
     estimator = keys.value("algorithm.adv_estimator")
     stage = Fact(STAGES.get(str(estimator.value), "ppo"), estimator.location, estimator.default)
     prompt, response = keys.count("data.max_prompt_length"), keys.count("data.max_response_length")
@@ -224,7 +224,7 @@ def read_verl(document: Document, trainer: Fact | None = None) -> Recipe:
     )
 
 
-def read_megatron_workers(keys: VerlKeys, strategy: Fact) -> Recipe:
+def read_megatron_workers(keys: VerlKeys) -> Recipe:
     """A job on verl's Megatron engine (readers/verl_megatron.py): the actor's update as a Megatron
     layout over the Hugging Face model, its other phases as ``rollout``."""
     estimator = keys.value("algorithm.adv_estimator")
