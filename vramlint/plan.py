@@ -134,6 +134,13 @@ class Rollout:
     response_tokens: int = 0       # data.max_response_length), for the response-length hint; 0: not rows of them
     seq_split: int = 1             # Ulysses ranks a row is split over (each keeps its share of the row's tokens)
 
+    @property
+    def grads_offloaded(self) -> bool:
+        """verl's Megatron engine moves its gradient buffer with the parameters (``grad=param_offload``,
+        workers/engine/base.py ``BaseEngineCtx``), and its log-prob forward (eval mode) brings back the
+        parameters alone."""
+        return self.params_offloaded
+
 
 @dataclass(frozen=True)
 class Parallelism:

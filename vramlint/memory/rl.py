@@ -184,25 +184,31 @@ def resting(plan: Plan) -> list[Component]:
 
 # The actor's resting components each framework moves to the host between its phases, by the
 # name before any "(...)", and the switch that moves them: verl's FSDP shards and optimizer states;
-# DeepSpeed's offload_states (OpenRLHF) the optimizer states with the fp32 master, the gradient
-# partition and the reduce bucket, never the 16-bit parameters.
+# verl's Megatron engine its parameters with their gradient buffer (``Rollout.grads_offloaded``) and
+# its optimizer states; DeepSpeed's offload_states (OpenRLHF) the optimizer states with the fp32
+# master, the gradient partition and the reduce bucket, never the 16-bit parameters.
 OFFLOADED = {"fsdp": {"parameter shards": "params_offloaded", "optimizer states": "optimizer_offloaded"},
+             "megatron": {"parameters": "params_offloaded", "gradient buffer": "grads_offloaded",
+                          "optimizer states": "optimizer_offloaded"},
              "deepspeed": {"optimizer states": "optimizer_offloaded", "gradient partition": "optimizer_offloaded",
                            "IPG reduce bucket": "optimizer_offloaded"}}
-SWITCHES = {("verl", "params_offloaded"): "param_offload", ("verl", "optimizer_offloaded"): "optimizer_offload",
-            ("openrlhf", "optimizer_offloaded"): "--ds.enable_sleep"}
+SWITCHES = {("verl", "params_offloaded"): "param_offload", ("verl", "grads_offloaded"): "param_offload",
+            ("verl", "optimizer_offloaded"): "optimizer_offload", ("openrlhf", "optimizer_offloaded"): "--ds.enable_sleep"}
+# Where a runtime's offload between phases is read, where it is not the framework's FSDP / DeepSpeed one
+OFFLOAD_SOURCES = {"megatron": "verl 0.9.1 workers/engine/base.py BaseEngineCtx, workers/engine/megatron/"
+                               "transformer_impl.py to, utils/megatron_utils.py offload_megatron_model_to_cpu"}
 
 
-def _between(components: list[Component], plan: Plan, keep_params: bool) -> list[Component]:
-    """The actor's resting states outside its update: a shard or state the framework moved to the
-    host counts nothing (``keep_params``: the log-prob forward loads the shards back)."""
+def between(components: list[Component], plan: Plan, keep_params: bool) -> list[Component]:
+    """A trained model's resting states outside its update: a shard or state the framework moved to
+    the host counts nothing (``keep_params``: the log-prob forward loads the parameters back)."""
     r, out = plan.rollout, []
     moved = OFFLOADED.get(plan.runtime, {})
     for c in components:
         switch = moved.get(c.name.split(" (")[0])
         if switch and getattr(r, switch) and not (keep_params and switch == "params_offloaded"):
             c = replace(c, bytes=0, formula=f"on the host between updates ({SWITCHES[r.framework, switch]})",
-                        source=SOURCES[r.framework])
+                        source=OFFLOAD_SOURCES.get(plan.runtime, SOURCES[r.framework]))
         out.append(c)
     return out
 
@@ -224,10 +230,10 @@ def phases(plan: Plan, resting_components: list[Component], gathered: list[Compo
     r = plan.rollout
     if r is None or not (r.engine_here or r.logprob_tokens):
         return []                   # a group that neither hosts the engine nor makes log-probs: its update alone
-    rollout = _between(resting_components, plan, keep_params=False)
+    rollout = between(resting_components, plan, keep_params=False)
     if r.frees_between and r.engine_here:
         rollout.append(engine(plan))
-    logprob = _between(resting_components, plan, keep_params=True) + list(gathered) + [logprob_logits(plan)]
+    logprob = between(resting_components, plan, keep_params=True) + list(gathered) + [logprob_logits(plan)]
     return [(ROLLOUT_PHASE, rollout), (LOGPROB_PHASE, logprob)]
 
 

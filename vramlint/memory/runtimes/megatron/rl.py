@@ -17,7 +17,8 @@ Read from verl 0.9.1 (workers/engine/megatron/transformer_impl.py, workers/engin
   parameters, gradient buffer and optimizer states as the actor's, offloaded by ``critic.megatron``.
 - The log-prob forward runs the pipeline forward-only: on the rank with the output layer a
   micro-batch's logits over its vocabulary shard and Megatron's vocab-parallel cross-entropy's fp32
-  copy of them (``vocab_parallel_log_probs_from_logits``), 6 B a logit as the update's loss.
+  copy of them (utils/megatron/tensor_parallel.py ``vocab_parallel_log_probs_from_logits`` calls
+  Megatron-core's ``vocab_parallel_cross_entropy``), the update's loss going forward (step.py).
 """
 
 from __future__ import annotations
@@ -32,28 +33,6 @@ from vramlint.plan import Plan
 
 SOURCE = ("verl 0.9.1 workers/engine/megatron/transformer_impl.py (to, EngineTrainModeCtx), workers/engine/base.py "
           "BaseEngineCtx, utils/megatron_utils.py offload_megatron_model_to_cpu")
-LOGPROB_SOURCE = ("verl 0.9.1 utils/megatron/tensor_parallel.py vocab_parallel_log_probs_from_logits: Megatron-core's "
-                  "vocab_parallel_cross_entropy (.float() copy of the bf16 logits)")
-LOGIT_BYTES = 6
-# The actor's states each switch moves to the host outside the update, by component name (before
-# any "(...)"), and whether the log-prob forward (eval mode: the model alone) brings it back
-MOVED = {"parameters": ("params_offloaded", True), "gradient buffer": ("params_offloaded", False),
-         "optimizer states": ("optimizer_offloaded", False)}
-SWITCHES = {"params_offloaded": "actor.megatron.param_offload", "optimizer_offloaded": "actor.megatron.optimizer_offload",
-            "critic_params_offloaded": "critic.megatron.param_offload",
-            "critic_optimizer_offloaded": "critic.megatron.optimizer_offload"}
-
-
-def _moved(parts: list[Component], plan: Plan, logprob: bool, critic: bool = False) -> list[Component]:
-    """The states outside the update: what a switch put on the host counts nothing."""
-    out = []
-    for c in parts:
-        switch, returns = MOVED.get(c.name.removeprefix("critic ").split(" (")[0], (None, False))
-        switch = f"critic_{switch}" if critic and switch else switch
-        if switch and getattr(plan.rollout, switch) and not (logprob and returns and not critic):
-            c = replace(c, bytes=0, formula=f"on the host outside the update ({SWITCHES[switch]})", source=SOURCE)
-        out.append(c)
-    return out
 
 
 def _reference(plan: Plan, rank: Rank) -> list[Component]:
@@ -69,12 +48,16 @@ def _reference(plan: Plan, rank: Rank) -> list[Component]:
 
 
 def _critic(plan: Plan, rank: Rank) -> list[Component]:
-    """The critic's states on this rank: the actor's layout with a one-output head."""
-    if not plan.rollout.critic_params:
+    """The critic's states on this rank outside its own update: the actor's layout with a one-output
+    head, what its own switches (``critic.megatron``) put on the host counting nothing."""
+    r = plan.rollout
+    if not r.critic_params:
         return []
-    value = plan.with_changes(model=plan.model.as_value_model(), rollout=None)
-    states = megatron_states(value, rank)
-    return [replace(c, name=f"critic {c.name}") for c in list(states.resting) + list(states.gradients)]
+    states = megatron_states(plan.with_changes(model=plan.model.as_value_model()), rank)
+    own = plan.with_changes(rollout=replace(r, params_offloaded=r.critic_params_offloaded,
+                                            optimizer_offloaded=r.critic_optimizer_offloaded))
+    return [replace(c, name=f"critic {c.name}")
+            for c in rl.between(list(states.resting) + list(states.gradients), own, keep_params=False)]
 
 
 def beside(plan: Plan, rank: Rank) -> list[Component]:
@@ -82,28 +65,22 @@ def beside(plan: Plan, rank: Rank) -> list[Component]:
     states (as its switches leave them), and the engine where it never sleeps."""
     r = plan.rollout
     awake = [rl.engine(plan)] if r.engine_here and not r.frees_between else []
-    return _reference(plan, rank) + _moved(_critic(plan, rank), plan, logprob=False, critic=True) + awake
+    return _reference(plan, rank) + _critic(plan, rank) + awake
 
 
-def _logits(plan: Plan, rank: Rank) -> list[Component]:
-    if not any(stage.head for stage in rank.stages):
-        return []
-    tokens, vocab = plan.rollout.logprob_tokens, -(-plan.model.vocab_size // plan.tensor_parallel)
-    return [Component("log-prob logits", LOGIT_BYTES * tokens * vocab, f"{LOGIT_BYTES} B x {tokens:,} tokens x "
-                      f"{vocab:,} (vocabulary shard: bf16 logits and their fp32 copy)", LOGPROB_SOURCE)]
-
-
-def phases(plan: Plan, rank: Rank, actor: list[Component]) -> list[tuple[str, list[Component]]]:
+def phases(plan: Plan, rank: Rank, actor: list[Component],
+           logits: list[Component]) -> list[tuple[str, list[Component]]]:
     """The rollout (the engine awake) and the log-prob forward on this rank, from the actor's
-    resting states and gradient buffer (``actor``)."""
+    resting states and gradient buffer (``actor``) and, on the rank with the output layer, the
+    log-prob micro-batch's logits and loss as the step's loss makes them (``logits``)."""
     r = plan.rollout
     if not (r.engine_here or r.logprob_tokens):
         return []
     others = beside(plan, rank)
-    rollout = _moved(actor, plan, logprob=False) + others
+    rollout = rl.between(actor, plan, keep_params=False) + others
     if r.frees_between and r.engine_here:
         rollout.append(rl.engine(plan))
-    logprob = _moved(actor, plan, logprob=True) + others + _logits(plan, rank)
+    logprob = rl.between(actor, plan, keep_params=True) + others + logits
     return [(rl.ROLLOUT_PHASE, rollout), (rl.LOGPROB_PHASE, logprob)]
 
 

@@ -126,10 +126,14 @@ def moments(plan: Plan) -> list[tuple[str, tuple[Component, ...]]]:
 
 
 def _phases(plan: Plan) -> list[tuple[str, tuple[Component, ...]]]:
+    """Each RL phase at its largest rank; the log-prob forward's logits and loss on the rank with the
+    output layer are the step's own loss going forward (``_loss``)."""
     largest: dict[str, tuple[Component, ...]] = {}
     for rank in ranks(plan):
         states = megatron_states(plan, rank)
-        for name, parts in rl.phases(plan, rank, list(states.resting) + list(states.gradients)):
+        head = any(stage.head for stage in rank.stages)
+        logits = [_loss(plan, "log-prob forward", plan.rollout.logprob_tokens)] if head else []
+        for name, parts in rl.phases(plan, rank, list(states.resting) + list(states.gradients), logits):
             if sum(c.bytes for c in parts) > sum(c.bytes for c in largest.get(name, ())):
                 largest[name] = tuple(parts)
     return list(largest.items())
