@@ -187,7 +187,6 @@ def read_verl(document: Document, trainer: Fact | None = None) -> Recipe:
     if strategy.value == "megatron":
         return read_megatron_workers(keys)
     estimator = keys.value("algorithm.adv_estimator")
-    stage = Fact(STAGES.get(str(estimator.value), "ppo"), estimator.location, estimator.default)
     prompt, response = keys.count("data.max_prompt_length"), keys.count("data.max_response_length")
     seq = longest(prompt, response)
     sp = keys.count(f"{ACTOR}.ulysses_sequence_parallel_size")
@@ -196,39 +195,44 @@ def read_verl(document: Document, trainer: Fact | None = None) -> Recipe:
         notes.append(f"use_remove_padding: a micro-batch holds its sequences' own tokens, estimated with each at its "
                      f"cap (max_prompt_length {prompt.value:,} + max_response_length {response.value:,}); shorter "
                      "sequences use less")
-    lora = keys.count(f"{MODEL}.lora_rank")
-    features, refusals = _unpriced(keys, strategy), _refusals(keys)
     return Recipe(
-        document=document, framework="verl", title=VERSION, task=TRAIN, stage=stage,
-        model=_model(keys), revision=Fact("main"),
+        **_job(keys, estimator, notes),
         micro_batch=micro, grad_accum=accumulation, seq_len=seq_len,
-        packing=Fact(False, None, f"{VERSION}: no packing to a fixed length (see use_remove_padding)"),
         grad_checkpointing=keys.flag(f"{MODEL}.enable_gradient_checkpointing"),
         mixed_precision=Fact("bf16", None, f"{VERSION}: FSDP MixedPrecision param_dtype bf16"),
         weights_dtype=_model_dtype(keys.value(f"{ACTOR}.fsdp_config.model_dtype")),
-        optimizer=_optimizer(keys.value(f"{ACTOR}.optim.optimizer")),
-        lora_rank=lora, lora_targets=keys.value(f"{MODEL}.target_modules", targets),
-        lora_dropout=Fact(0.0, None, f"{VERSION}: no LoRA dropout key"),
-        load_in_4bit=Fact(False), load_in_8bit=Fact(False),
+        lora_rank=keys.count(f"{MODEL}.lora_rank"), lora_targets=keys.value(f"{MODEL}.target_modules", targets),
         attn=Fact("flash_attention_2", None, f"{VERSION}: flash-attn varlen with use_remove_padding"),
         deepspeed=Fact(None), fsdp=_fsdp(keys, strategy),
         max_grad_norm=keys.value(f"{ACTOR}.grad_clip"),
         reference=Fact(False, None, f"{VERSION}: the reference policy's shards live on the host (CPUOffload, "
                                     "forward_only); memory/rl.py"),
         sync_each_batch=Fact(True, None, f"{VERSION}: use_no_sync_for_gradient_accumulation false"),
-        sequence_split=sp, hf_trainer=False, keys=SPELLING, features=features,
-        switches={"loss": _loss(keys)}, notes=(f"{ESTIMATORS.get(str(estimator.value), estimator.value)} "
-                                               f"(algorithm.adv_estimator {estimator.value})", *notes),
-        refusals=refusals, release=VERSION, rollout=_rollout(keys, seq, sp, estimator),
-        gpus=(keys.count("trainer.n_gpus_per_node"), keys.count("trainer.nnodes")),
+        sequence_split=sp, keys=SPELLING, features=_unpriced(keys, strategy),
+        switches={"loss": _loss(keys)}, rollout=_rollout(keys, seq, sp, estimator),
     )
+
+
+def _job(keys: VerlKeys, estimator: Fact, notes: list[str]) -> dict:
+    """What a verl job states whichever engine trains its actor: the algorithm (its stage), the
+    model, the optimizer, the GPUs, verl's start-up refusals."""
+    return dict(
+        document=keys.document, framework="verl", title=VERSION, task=TRAIN, release=VERSION,
+        stage=Fact(STAGES.get(str(estimator.value), "ppo"), estimator.location, estimator.default),
+        model=_model(keys), revision=Fact("main"),
+        packing=Fact(False, None, f"{VERSION}: no packing to a fixed length (see use_remove_padding)"),
+        optimizer=_optimizer(keys.value(f"{ACTOR}.optim.optimizer")),
+        lora_dropout=Fact(0.0, None, f"{VERSION}: no LoRA dropout key"), load_in_4bit=Fact(False),
+        load_in_8bit=Fact(False), hf_trainer=False, refusals=_refusals(keys),
+        notes=(f"{ESTIMATORS.get(str(estimator.value), estimator.value)} (algorithm.adv_estimator {estimator.value})",
+               *notes),
+        gpus=(keys.count("trainer.n_gpus_per_node"), keys.count("trainer.nnodes")))
 
 
 def read_megatron_workers(keys: VerlKeys) -> Recipe:
     """A job on verl's Megatron engine (readers/verl_megatron.py): the actor's update as a Megatron
     layout over the Hugging Face model, its other phases as ``rollout``."""
     estimator = keys.value("algorithm.adv_estimator")
-    stage = Fact(STAGES.get(str(estimator.value), "ppo"), estimator.location, estimator.default)
     seq = longest(keys.count("data.max_prompt_length"), keys.count("data.max_response_length"))
     cp = keys.count(f"{MEGATRON}.context_parallel_size")
     micro, seq_len, total, notes = _megatron_micro_batch(keys, seq)
@@ -241,29 +245,20 @@ def read_megatron_workers(keys: VerlKeys) -> Recipe:
     lora = keys.value(f"{MODEL}.lora.rank") if keys.count(f"{MODEL}.lora.rank").value else keys.count(
         f"{MODEL}.lora_rank")
     return Recipe(
-        document=keys.document, framework="verl", title=VERSION, task=TRAIN, stage=stage,
-        model=_model(keys), revision=Fact("main"),
+        **_job(keys, estimator, [f"{VERSION} Megatron engine (model_engine megatron)", *notes]),
         micro_batch=micro, grad_accum=Fact(1, None, "the mini-batch's micro-batches (layouts/megatron.py)"),
         seq_len=seq_len,
-        packing=Fact(False, None, f"{VERSION}: no packing to a fixed length (see use_remove_padding)"),
         grad_checkpointing=Fact(granularity.value is not None, granularity.location, granularity.default),
         mixed_precision=Fact("bf16", dtype.location, dtype.default),
         weights_dtype=_model_dtype(dtype),
-        optimizer=_optimizer(keys.value(f"{ACTOR}.optim.optimizer")),
         lora_rank=lora, lora_targets=Fact(("all-linear",)),
-        lora_dropout=Fact(0.0, None, f"{VERSION}: no LoRA dropout key"),
-        load_in_4bit=Fact(False), load_in_8bit=Fact(False),
         attn=Fact("flash_attention_2", None, f"{VERSION}: Megatron attention_backend flash"),
         deepspeed=Fact(None), fsdp=None, tensor_parallel=layout.tensor, sequence_split=cp,
         max_grad_norm=keys.value(f"{ACTOR}.optim.clip_grad"),
         reference=Fact(False, None, f"{VERSION}: the reference is a forward-only Megatron model, priced with the RL "
                                     "phases (memory/runtimes/megatron/rl.py)"),
-        hf_trainer=False, keys={**SPELLING, **MEGATRON_SPELLING}, features=_megatron_unpriced(keys),
-        notes=(f"{ESTIMATORS.get(str(estimator.value), estimator.value)} (algorithm.adv_estimator {estimator.value})",
-               f"{VERSION} Megatron engine (model_engine megatron)", *notes),
-        refusals=_refusals(keys), release=VERSION, layout=Fact(layout),
+        keys={**SPELLING, **MEGATRON_SPELLING}, features=_megatron_unpriced(keys), layout=Fact(layout),
         rollout=_rollout(keys, seq, cp, estimator, "megatron"),
-        gpus=(keys.count("trainer.n_gpus_per_node"), keys.count("trainer.nnodes")),
     )
 
 
