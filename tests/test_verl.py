@@ -447,3 +447,19 @@ def test_lora_on_the_megatron_engine_is_not_estimated_and_says_so(tmp_path):
     entry = _check(tmp_path / "lora.sh", "--gpus", "8xH100", *QWEN2_7B)
     assert entry["status"] == "not estimated"
     assert any("LoRA on Megatron" in f["message"] for f in entry["findings"] if f["code"] == "VL011")
+
+
+def test_a_megatron_engine_rollout_too_large_is_told_in_its_own_keys(tmp_path):
+    """The example with vLLM's share raised to 0.75 does not fit 80 GB at the rollout: the hints are
+    the share that fits and the Megatron section's offload switches (not fsdp_config's), each run
+    through the model."""
+    text = MEGATRON_GRPO.read_text()
+    assert "gpu_memory_utilization=0.6 " in text
+    (tmp_path / "share.sh").write_text(text.replace("gpu_memory_utilization=0.6 ", "gpu_memory_utilization=0.75 "))
+    entry = _check(tmp_path / "share.sh", "--gpus", "8xH100", *QWEN2_7B)
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL201"]
+    assert entry["estimate"]["peak_moment"] == "rollout" and finding["line"] == text.count("\n", 0, text.index(
+        "gpu_memory_utilization=0.6")) + 1
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization=0." in finding["hint"]
+    assert "actor_rollout_ref.actor.megatron.param_offload=True" in finding["hint"]
+    assert "fsdp_config" not in finding["hint"]

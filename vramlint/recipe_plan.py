@@ -167,7 +167,8 @@ def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
         if line and origin is not None and origin.location is not None \
                 and origin.location.json_path in document.elsewhere:
             vocab[setting] = "cli"
-    if recipe.layout is not None:         # another framework's job on a layout (verl's Megatron workers)
+    from vramlint.layouts import own_model
+    if recipe.layout is not None and not own_model(recipe):     # another framework's job on a layout (verl's)
         vocab |= {"layout": recipe.framework, "params_offloaded": f"{recipe.framework}-{plan.runtime}",
                   "optimizer_offloaded": f"{recipe.framework}-{plan.runtime}"}
     origin = plan.origins.get("micro_batch")

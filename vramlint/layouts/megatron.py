@@ -15,7 +15,7 @@ from importlib import import_module
 
 from vramlint.errors import UnplannableError
 from vramlint.hardware import Cluster
-from vramlint.layouts import Refusal, whole
+from vramlint.layouts import Refusal, own_model, whole
 from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
 from vramlint.readers.megatron import METHODS, MODULES, RECOMPUTE, VERSION, WAY_ON, Layout
@@ -98,7 +98,7 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
         out.append(Refusal(recipe.seq_len, "seq-length should be a multiple of 2 * context-parallel-size if "
                                            "context-parallel-size > 1. (A:1295)", f"a multiple of {2 * cp}"))
     micro, dp = whole(layout.micro_batch), d["data"]
-    wanted = whole(layout.global_batch, 0) if recipe.framework == "megatron" else 0   # validate_args' own check
+    wanted = whole(layout.global_batch, 0) if own_model(recipe) else 0   # validate_args' (verl runs none)
     if wanted and wanted % (micro * dp):
         out.append(Refusal(layout.global_batch, f"eval_global_batch_size ({wanted}) must be divisible by "
                                                 f"eval_micro_batch_size ({micro}) * data_parallel_size ({dp}) "
