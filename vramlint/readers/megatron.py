@@ -216,6 +216,11 @@ def _scores(keys: Keys) -> Fact:
     return Fact(5 if masked else 4, where.location, where.default)
 
 
+def as_words(value: Any) -> tuple[str, ...]:
+    """A list argument as its words: a YAML list, or the words a launch line gives it."""
+    return tuple(value) if isinstance(value, (list, tuple)) else tuple(str(value).split())
+
+
 def read_layout(keys: Keys) -> Layout:
     granularity, method, layers = _recompute(keys)
     dropout = keys.get("hidden_dropout", default=0.1, why=f"{VERSION}: 0.1 (TC:181)")
@@ -233,8 +238,7 @@ def read_layout(keys: Keys) -> Layout:
         sequence_parallel=_flag(keys, "sequence_parallel"),
         distributed_optimizer=_flag(keys, "use_distributed_optimizer"),
         granularity=granularity, method=method, recompute_layers=layers,
-        modules=keys.get("recompute_modules", default=("core_attn",),
-                         convert=lambda v: tuple(str(v).split()) if not isinstance(v, (list, tuple)) else tuple(v),
+        modules=keys.get("recompute_modules", default=("core_attn",), convert=as_words,
                          why=f"{VERSION}: core_attn (TC:1763-1764)"),
         micro_batch=keys.get("micro_batch_size", default=None, convert=positive,
                              why=f"{VERSION}: none (A:675 asserts it is set)"),

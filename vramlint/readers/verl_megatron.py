@@ -27,7 +27,7 @@ utils/megatron_utils.py, trainer/config/_generated_ppo_megatron_trainer.yaml):
 from __future__ import annotations
 
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.megatron import Layout
+from vramlint.readers.megatron import Layout, as_words
 from vramlint.readers.recipe import Keys, positive
 
 VERSION = "verl 0.9.1"
@@ -59,14 +59,10 @@ def engine_of(data: dict) -> str:
             return str(entry["override model_engine"])
         if str(entry).startswith("ppo_megatron_trainer"):
             return "megatron"
-    actor = data.get("actor_rollout_ref", {})
-    strategy = data.get(f"{ACTOR}.strategy", (actor.get("actor") or {}).get("strategy")
-                        if isinstance(actor, dict) else None)
+    section = (data.get("actor_rollout_ref") or {}) if isinstance(data.get("actor_rollout_ref"), dict) else {}
+    actor = section.get("actor") if isinstance(section.get("actor"), dict) else {}
+    strategy = data.get(f"{ACTOR}.strategy", actor.get("strategy"))
     return "megatron" if strategy == "megatron" else DEFAULT_ENGINE
-
-
-def _modules(value) -> tuple[str, ...]:
-    return tuple(value) if isinstance(value, (list, tuple)) else tuple(str(value).split())
 
 
 def _grad_bytes(keys: Keys) -> Fact:
@@ -104,7 +100,7 @@ def read_layout(keys: Keys, micro: Fact, total: Fact) -> Layout:
         granularity=value(f"{OVERRIDES}.recompute_granularity"),
         method=value(f"{OVERRIDES}.recompute_method"),
         recompute_layers=value(f"{OVERRIDES}.recompute_num_layers", positive),
-        modules=value(f"{OVERRIDES}.recompute_modules", _modules),
+        modules=value(f"{OVERRIDES}.recompute_modules", as_words),
         micro_batch=micro,
         global_batch=total,
         grad_bytes=_grad_bytes(keys),
