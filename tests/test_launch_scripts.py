@@ -104,9 +104,9 @@ EXPECTED = {
     "lm-sys__FastChat/scripts/train_lora.sh": [("deepspeed", 1, None, 1, None, False)],
     "lm-sys__FastChat/scripts/train_vicuna_7b.sh": [("torchrun", 1, 4, 1, "--nproc_per_node", False)],
     "offendo__formalize/run_em.sh": [("axolotl", 8, None, 1, None, False)],
-    "pytorch__torchtitan/multinode_trainer.slurm": [("torchrun", 63, 8, 4, "--nproc_per_node", True)],
-    "pytorch__torchtitan/run_train.sh": [("python", 40, 1, 1, "a single python process", True),
-                                         ("torchrun", 43, 8, 1, "--nproc_per_node", True)],
+    "pytorch__torchtitan/multinode_trainer.slurm": [("torchrun", 63, 8, 4, "--nproc_per_node", False)],
+    "pytorch__torchtitan/run_train.sh": [("python", 40, 1, 1, "a single python process", False),
+                                         ("torchrun", 43, 8, 1, "--nproc_per_node", False)],
     "shibing624__MedicalGPT/scripts/run_sft.sh": [("torchrun", 1, 2, 1, "--nproc_per_node", False)],
     "shibing624__MedicalGPT/scripts/vllm_deployment.sh": [("vllm", 19, 2, 1, "CUDA_VISIBLE_DEVICES", False)],
     "simplescaling__s1/train/launch.sh": [],
@@ -217,9 +217,10 @@ def test_a_count_only_the_run_knows_is_named_and_not_guessed():
 
 
 def test_a_job_vramlint_does_not_read_yet_is_not_estimated_never_skipped():
-    entry = _check("tests/data/launch/pytorch__torchtitan/multinode_trainer.slurm", "--gpus", "H100")["files"][0]
+    entry = _check("tests/data/launch/huggingface__nanotron/examples/mamba/run_multinode.sh", "--gpus",
+                   "H100")["files"][0]
     assert entry["status"] == "not estimated"
-    assert any(f["code"] == "VL011" and f["line"] == 63 and "torchtitan" in f["message"] for f in entry["findings"])
+    assert any(f["code"] == "VL011" and f["line"] == 143 and "nanotron" in f["message"] for f in entry["findings"])
 
 
 def test_a_walk_checks_the_scripts_and_skips_what_launches_nothing(tmp_path):

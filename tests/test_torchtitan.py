@@ -6,6 +6,7 @@ block's activations against the CPU trace of torchtitan's own block (dev/torchti
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
@@ -17,9 +18,9 @@ import pytest
 from conftest import DATA
 from vramlint.cli import main as vramlint_main
 from vramlint.documents import parse
-from vramlint.memory.runtimes.torchtitan.activations import Widths, full, none, op
+from vramlint.memory.runtimes.torchtitan.activations import Widths, full, none, op, op_fused
 from vramlint.memory.runtimes.torchtitan.layout import split
-from vramlint.memory.runtimes.torchtitan.step import LOSS, PARALLEL_LOSS
+from vramlint.memory.runtimes.torchtitan.step import CHUNK_LOGITS, LOSS, PARALLEL_LOSS
 
 TITAN = DATA / "torchtitan" / "pytorch__torchtitan"
 V022, DEC2024 = TITAN / "v0.2.2", TITAN / "9dec370"
@@ -119,11 +120,172 @@ def test_torchtitans_own_launcher_runs_the_file_it_names():
     assert all(e["status"] == "estimated" for e in entries)
 
 
-def test_the_python_config_registry_is_not_estimated_and_says_so():
-    """b5bcd76's run_train.sh selects a Python config function (--module / --config): VL011, never a pass."""
+def test_torchtitans_030_launcher_runs_the_config_function_it_names():
+    """b5bcd76's run_train.sh (the 0.3.0 era) selects a Python config function (``--module ${MODULE}
+    --config ${CONFIG}``, llama3 / llama3_debugmodel unless set): read from the wheel's registry."""
     entries = _check(DATA / "launch" / "pytorch__torchtitan" / "run_train.sh", "--gpus", "8xH100")
-    assert all("VL011" in _codes(e) for e in entries)
-    assert "TOML job files" in json.dumps(entries)
+    assert [e["status"] for e in entries] == ["estimated", "estimated"]
+    for entry in entries:
+        assert entry["plan"]["micro_batch"] == 8 and entry["plan"]["seq_len"] == 2048   # llama3_debugmodel's
+        said = " ".join(entry["estimate"]["assumptions"])
+        assert "torchtitan 0.3.0" in said and "llama3_debugmodel" in json.dumps(entry)
+    slurm = _one(DATA / "launch" / "pytorch__torchtitan" / "multinode_trainer.slurm", "--gpus", "H100")
+    assert slurm["status"] == "estimated" and slurm["plan"]["data_parallel"] == 32
+
+
+V030 = TITAN / "v0.3.0"
+REGISTRY = json.loads((Path(vramlint_main.__code__.co_filename).parent / "data" /
+                       "torchtitan_0.3.0_registry.json").read_text())
+
+
+def _calls(node, name: str) -> dict:
+    """The literal keyword arguments of the first ``name(...)`` call under ``node``."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call) and ast.unparse(call.func) == name:
+            return {k.arg: ast.literal_eval(k.value) for k in call.keywords
+                    if isinstance(k.value, (ast.Constant, ast.UnaryOp))}
+    return {}
+
+
+@pytest.mark.parametrize("module", ["llama3", "qwen3"])
+def test_the_registry_is_the_wheels_config_functions(module):
+    """data/torchtitan_0.3.0_registry.json (dev/torchtitan_registry.py) against the wheel's own
+    config_registry.py (byte-exact, SOURCES.tsv): each function's line, and the batch, the mesh and
+    the checkpointing class it writes literally."""
+    tree = ast.parse((V030 / f"{module}_config_registry.py").read_text())
+    functions = [f for f in tree.body if isinstance(f, ast.FunctionDef) and not f.args.args]
+    assert functions
+    for function in functions:
+        entry = REGISTRY["configs"][function.name]
+        assert entry["module"] == module
+        assert entry["source"] == f"torchtitan/models/{module}/config_registry.py:{function.lineno}"
+        if not any(isinstance(c, ast.Call) and ast.unparse(c.func) == "Trainer.Config" for c in ast.walk(function)):
+            continue                     # a variant that edits another config function's result
+        for key, value in _calls(function, "TrainingConfig").items():
+            if key in entry["training"]:
+                assert entry["training"][key] == value, (function.name, key)
+        for key, value in _calls(function, "ParallelismConfig").items():
+            assert entry["parallelism"][key] == value, (function.name, key)
+        text = ast.unparse(function)
+        for cls in ("FullAC", "SelectiveAC"):
+            if f"activation_checkpoint={cls}.Config()" in text:
+                assert entry["activation_checkpoint"]["class"] == f"{cls}.Config", function.name
+
+
+def _line(tmp_path: Path, arguments: str, name: str = "run.sh") -> Path:
+    script = tmp_path / name
+    script.write_text(f"#!/bin/bash\ntorchrun --nproc_per_node=8 -m torchtitan.train {arguments}\n")
+    return script
+
+
+def test_one_030_job_spelled_three_ways_gives_one_answer(tmp_path):
+    """tyro's spellings (manager.py, tyro): ``--a.b v`` / ``--a.b=v``, dashes for underscores, the
+    module and config anywhere on the line."""
+    lines = ["--module llama3 --config llama3_8b --training.local_batch_size 2 --parallelism.tensor_parallel_degree 2",
+             "--training.local-batch-size=2 --module=llama3 --parallelism.tensor-parallel-degree=2 --config=llama3_8b",
+             "--config llama3_8b --parallelism.tensor_parallel_degree=2 --module llama3 --training.local_batch_size=2"]
+    peaks = {_one(_line(tmp_path, line, f"run{i}.sh"), "--gpus", "H100")["estimate"]["per_gpu_peak_bytes"]
+             for i, line in enumerate(lines)}
+    assert len(peaks) == 1
+
+
+def test_030_flags_subcommand_and_the_config_functions_defaults(tmp_path):
+    """llama3_8b: local batch 1, seq 8192, per-op selective checkpointing, chunked loss (8); the
+    ``activation-checkpoint:full`` subcommand and the bare boolean flags change it as tyro does."""
+    base = _one(_line(tmp_path, "--module llama3 --config llama3_8b"), "--gpus", "H100")
+    assert (base["plan"]["micro_batch"], base["plan"]["seq_len"]) == (1, 8192)
+    said = " ".join(base["estimate"]["assumptions"])
+    assert "per op" in said and "llama3_8b (torchtitan/models/llama3/config_registry.py:184)" in json.dumps(base)
+    names = " ".join(c["name"] for c in base["estimate"]["components"])
+    assert "loss gradient accumulator (fp32)" in names and "compiled" not in names
+    full = _one(_line(tmp_path, "--module llama3 --config llama3_8b activation-checkpoint:full", "full.sh"),
+                "--gpus", "H100")
+    assert "full (each block keeps its input)" in " ".join(full["estimate"]["assumptions"])
+    assert full["estimate"]["per_gpu_peak_bytes"] < base["estimate"]["per_gpu_peak_bytes"]
+    compiled = _one(_line(tmp_path, "--module llama3 --config llama3_8b --compile.enable", "c.sh"), "--gpus", "H100")
+    assert "compiled" in " ".join(c["name"] for c in compiled["estimate"]["components"])
+    undone = _one(_line(tmp_path, "--module llama3 --config llama3_8b --compile.enable --compile.no-enable", "u.sh"),
+                  "--gpus", "H100")
+    assert undone["estimate"]["per_gpu_peak_bytes"] == base["estimate"]["per_gpu_peak_bytes"]
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ("--module llama3 --config my_llama", "my_llama is not a config function torchtitan 0.3.0 ships"),
+    ("--module qwen3 --config qwen3_30b_a3b", "a mixture-of-experts model (48 of 48 layers)"),
+    ("--module deepseek_v3 --config deepseek_v3_16b", "deepseek_v3 is not modelled for torchtitan yet"),
+    ("--config llama3_8b", "--module is required"),
+])
+def test_a_030_config_it_cannot_price_is_not_estimated_and_says_why(tmp_path, arguments, words):
+    entry = _one(_line(tmp_path, arguments), "--gpus", "H100")
+    assert entry["status"] == "not estimated"
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL011"]
+    assert words in finding["message"] and finding["line"] == 2
+
+
+def test_030_pipeline_parallel_needs_cuda_graphs_off(tmp_path):
+    """trainer.py:179-187: CUDA graphs (on by default) refuse a pipeline, at parse time."""
+    pp = "--module llama3 --config llama3_8b --parallelism.pipeline_parallel_degree 2 --training.local_batch_size 8"
+    refused = _one(_line(tmp_path, pp), "--gpus", "H100")
+    (finding,) = [f for f in refused["findings"] if f["code"] == "VL313"]
+    assert "CUDA graphs do not support pipeline parallelism yet" in finding["message"]
+    assert finding["hint"] == "--training.disable_cuda_graphs"
+    ran = _one(_line(tmp_path, pp + " --training.disable_cuda_graphs", "off.sh"), "--gpus", "H100")
+    assert ran["status"] == "estimated" and "pipeline rank" in ran["estimate"]["peak_moment"]
+
+
+def test_030_cuda_graphs_keep_the_gradient_shards_and_the_chunks_size_the_logits(tmp_path):
+    """Under CUDA graphs zero_grad keeps the gradients (trainer.py:874); ChunkedLossWrapper's logits
+    are a chunk's: twice the chunks, half the chunk."""
+    def parts(arguments: str, name: str) -> dict:
+        entry = _one(_line(tmp_path, "--module llama3 --config llama3_8b " + arguments, name), "--gpus", "H100")
+        return {c["name"]: c["bytes"] for c in entry["estimate"]["components"]}
+    graphs, off = parts("", "a.sh"), parts("--training.disable_cuda_graphs", "b.sh")
+    assert "gradient shards (fp32)" in graphs and "gradient shards (fp32)" not in off
+    eight, sixteen = parts("--loss.num_chunks 8", "c.sh"), parts("--loss.num_chunks 16", "d.sh")
+    name = "a chunk's logits and loss (backward)"
+    assert eight[name] == 2 * sixteen[name] and eight[name] == 14 * 8192 // 8 * 128256
+
+
+def test_the_030_block_and_loss_are_the_wheels_traced():
+    """dev/torchtitan030_trace.py: torchtitan 0.3.0's own llama3 and qwen3 blocks and its
+    ChunkedLossWrapper, recorded on the CPU (the block's input left out: 2h)."""
+    trace = json.loads((DATA / "torchtitan030_trace.json").read_text())
+    assert trace["torchtitan"] == "0.3.0"
+    rope = {"llama3": 4, "qwen3": 8}
+    for block in trace["blocks"]:
+        s = block["shape"]
+        w = Widths(s["h"], s["kv"] * s["head_dim"], s["ffn"], s["heads"], 1, 2, s["heads"] * s["head_dim"],
+                   rope[block["model"]] * s["head_dim"], s["kv"], s["qk_norm"])
+        counted = {"none": none(w), "full": full(w) - 2 * s["h"], "op": op_fused(w, False) - 2 * s["h"]}
+        assert counted[block["policy"]] == block["kept_per_token"], block
+    for loss in trace["loss"]:
+        n, h, vocab = loss["b"] * loss["s"], loss["h"], loss["vocab"]
+        copies = (2 * h + 8) * n if loss["b"] > 1 else 0      # the trace passes labels, no positions
+        # without FSDP the output's gradient accumulates in bf16 (FSDP2 with sync off: fp32, 4 B)
+        rest = 4 * n * h + copies + 2 * vocab * h
+        chunk = n // loss["chunks"] * vocab
+        assert abs(loss["peak"] - rest - (LOSS["backward"] + CHUNK_LOGITS) * chunk) <= 64, loss
+
+
+def test_030_tied_embeddings_stay_gathered_twice_through_forward(tmp_path):
+    """qwen3_0_6b ties its embeddings: one [embedding, norm, output] unit, two bf16 copies of the
+    tied weight all-gathered for the whole forward (fsdp.py:180-192); the untied qwen3_32b has the
+    [norm, output] unit alone."""
+    def parts(config: str) -> dict:
+        entry = _one(_line(tmp_path, f"--module qwen3 --config {config}", f"{config}.sh"), "--gpus", "8xH100")
+        return {c["name"]: c["bytes"] for c in entry["estimate"]["components"]}
+    tied, untied = parts("qwen3_0_6b"), parts("qwen3_32b")
+    vocab, hidden = 151936, 1024
+    assert tied["embedding + norm + output unit (unsharded, tied: two copies)"] == 2 * (2 * vocab * hidden + hidden)
+    assert "norm + output unit (unsharded)" in untied and not any("tied" in name for name in untied)
+
+
+def test_030_hints_speak_the_launch_lines_flags(tmp_path):
+    entry = _one(_line(tmp_path, "--module qwen3 --config qwen3_32b --parallelism.tensor_parallel_degree 4 "
+                                 "activation-checkpoint:selective"), "--gpus", "H100")
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL201"]
+    assert "activation-checkpoint:full" in finding["hint"] and "activation_checkpoint.mode" not in finding["hint"]
+    assert finding["line"] == 2
 
 
 @pytest.mark.parametrize("edit, words", [
@@ -205,7 +367,7 @@ def test_an_unknown_torchtitan_model_is_not_estimated(tmp_path):
 
 def test_the_files_are_sourced():
     rows = [line.split("\t") for line in (DATA / "torchtitan" / "SOURCES.tsv").read_text().splitlines()[1:]]
-    assert len(rows) == 8
+    assert len(rows) == 10
     for local, repo, path, commit, *_ in rows:
         assert (TITAN.parent / local).is_file() and repo == "pytorch/torchtitan" and len(commit) == 40
 

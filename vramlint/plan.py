@@ -162,6 +162,16 @@ class Parallelism:
     loss_parallel: bool = False    # under TP the loss runs over each rank's vocabulary shard (torch loss_parallel;
                                    # torchtitan's unless disable_loss_parallel)
     reshard_after_forward: bool = True     # FSDP2 reshards a block after its forward (torchtitan: not under PP)
+    # torchtitan 0.3.0 (layouts/torchtitan.py _release): ChunkedLossWrapper's chunks (0: the whole logits), CUDA
+    # graphs, the fused QKV projection, whether per-op checkpointing saves the TP reduce-scatters (DTensor's
+    # funcol: yes; spmd_types' c10d calls: no), the bytes a block's RoPE cache holds per position
+    loss_chunks: int = 0
+    cuda_graphs: bool = False
+    fused_qkv: bool = False
+    saved_collectives: bool = True
+    rope_cache: int = 0
+    qk_norm: bool = False                  # torchtitan's qwen3: RMSNorm over each head's q and k
+    tied_unit: bool = False                # torchtitan 0.3.0 tied embeddings: one unit, unsharded through forward
     # Megatron-LM (memory/runtimes/megatron): checkpointing is "none", "selective:<modules>",
     # "uniform:N" or "block:N" (full recompute); ``shard`` is the distributed optimizer's dp x cp group
     sequence_parallel: bool = True         # what a block receives is split over the TP ranks (torchtitan: always)

@@ -171,6 +171,9 @@ def _vocabulary(recipe: Recipe, plan: Plan) -> dict[str, str]:
     if recipe.layout is not None and not own_model(recipe):     # another framework's job on a layout (verl's)
         vocab |= {"layout": recipe.framework, "params_offloaded": f"{recipe.framework}-{plan.runtime}",
                   "optimizer_offloaded": f"{recipe.framework}-{plan.runtime}"}
+    spelled = getattr(recipe.layout.value, "vocabulary", "") if recipe.layout is not None else ""
+    if spelled:                           # a layout that says how its job spells it (torchtitan's file or line)
+        vocab["layout"] = spelled
     origin = plan.origins.get("micro_batch")
     if plan.runtime == "deepspeed" and origin is not None and origin.location is not None \
             and origin.location.path != recipe.document.path:

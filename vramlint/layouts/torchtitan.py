@@ -122,18 +122,31 @@ def _pipeline(layout: Layout, model: ModelShape, pp: int) -> list[Refusal]:
     return []
 
 
+def _graphs(layout: Layout, pp: int) -> list[Refusal]:
+    """0.3.0's Trainer.Config._validate_cuda_graphs (trainer.py:179-187), at parse time."""
+    if layout.cuda_graphs.value and pp > 1:
+        return [Refusal(layout.pipeline, "CUDA graphs do not support pipeline parallelism yet. Set "
+                                         "--training.disable_cuda_graphs. (trainer.py:184)",
+                        "--training.disable_cuda_graphs")]
+    return []
+
+
 def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list[Refusal]:
-    """What torchtitan 0.2.2 refuses before its first step, each with the message it raises."""
+    """What torchtitan refuses before its first step, each with the message it raises."""
     wrong = _wrong_types(layout)
     if wrong:
         return wrong
-    out = _mesh(layout, recipe, model, world) + _checkpointing_refused(layout)
     pp = degrees(layout, world)["pipeline"]
+    out = _graphs(layout, pp) + _mesh(layout, recipe, model, world) + _checkpointing_refused(layout)
     return out + (_pipeline(layout, model, pp) if pp > 1 and not out else [])
 
 
 def unmodelled(recipe: Recipe) -> tuple[str, str]:
-    """Why no model stands behind the job (a model or flavor vramlint has no shapes for), and the way on."""
+    """Why no model stands behind the job (a model or flavor vramlint has no shapes for, or what the
+    reader says of a 0.3.0 config), and the way on."""
+    if recipe.model_hint:
+        return f"{recipe.model.value}: {recipe.model_hint}", "check a config function torchtitan ships for a " \
+                                                            "dense llama3 or qwen3 model, or give --model"
     return (f"{recipe.model.value}: not a model vramlint knows torchtitan's shapes for (llama3 flavors "
             f"{', '.join(FLAVORS)})", "give --model with the Hugging Face model of the same shape")
 
@@ -144,6 +157,19 @@ def _checkpointing(layout: Layout) -> str:
     if mode == "selective":
         return "op" if option == "op" else f"every:{option}"
     return mode
+
+
+def _release(layout: Layout, model: ModelShape) -> dict:
+    """What 0.3.0 builds differently (readers/torchtitan_registry.py): the loss in chunks with the
+    output projection inside, CUDA graphs, one fused QKV projection whose output per-op selective
+    checkpointing saves, TP collectives that are c10d calls it does not save (spmd_types), and one
+    RoPE cache per block (4 B x head_dim a position for llama3's complex64, 8 B for qwen3's cos + sin)."""
+    if layout.release == VERSION:
+        return {}
+    rope = 8 if model.model_type == "qwen3" else 4
+    return {"loss_chunks": whole(layout.loss_chunks, 0), "cuda_graphs": bool(layout.cuda_graphs.value),
+            "fused_qkv": True, "saved_collectives": False, "rope_cache": rope * model.layers[0].attention.head_dim,
+            "qk_norm": model.model_type == "qwen3", "tied_unit": model.head_params == 0}
 
 
 def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster,
@@ -165,11 +191,13 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                       pipeline=pp, schedule=schedule, microbatches=microbatches, stages_per_rank=per_rank,
                       checkpointing=mode, compiled_loss=bool(layout.compile.value) and bool(layout.compiled_loss.value),
                       reshard_after_forward=resharded,
-                      loss_parallel=bool(layout.loss_parallel.value))
+                      loss_parallel=bool(layout.loss_parallel.value), **_release(layout, model))
+    if recipe.document.on_command_line:      # a 0.3.0 line: what it leaves to its config function is said there
+        origins["launch"] = Origin("file", recipe.document.locate("$"))
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
                        ("shard_degree", layout.dp_shard), ("grad_accum", layout.global_batch)):
         origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text=fact.default)
-    notes.append(f"{VERSION}: FSDP2 shards fp32 parameters, gradients and AdamW's states over dp_shard x cp = "
+    notes.append(f"{layout.release}: FSDP2 shards fp32 parameters, gradients and AdamW's states over dp_shard x cp = "
                  f"{par.shard} GPUs" + (f", replicated {par.replicate} times" if par.replicate > 1 else "")
                  + "; blocks compute in bf16 (MixedPrecisionPolicy), gradients reduce in fp32")
     if pp > 1:

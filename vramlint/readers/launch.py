@@ -346,6 +346,9 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
         arguments = tuple(a for a in arguments if a[0] != "config")
     if trainer is not None:
         unread = ""
+    if _torchtitan_registry(program, arguments):     # torchtitan 0.3.0: --module / --config, the line over it
+        return Launch(launcher, TRAINING, command, program, options or {}, _registry_flags(arguments, positional), (),
+                      count[0], count[1], nodes, total, None, True, "", None, "torchtitan")
     job_file = _torchtitan_job(program, arguments)
     if job_file is not None:                 # torchtitan: --section.key arguments over the TOML job file
         return Launch(launcher, TRAINING, command, program, options or {}, _tyro_flags(arguments), positional,
@@ -368,6 +371,36 @@ def _torchtitan_job(program: Word | None, arguments: tuple) -> Word | None:
     if not text.endswith(TORCHTITAN_PROGRAMS):
         return None
     return next((value for key, value, _ in arguments if key == "job.config_file"), None)
+
+
+def _torchtitan_registry(program: Word | None, arguments: tuple) -> bool:
+    """torchtitan 0.3.0's trainer, whose job is the config function ``--module M --config F`` name
+    (torchtitan/config/manager.py:48-159; no TOML file any more)."""
+    text = (program.text or "") if program is not None else ""
+    return text.endswith(TORCHTITAN_PROGRAMS) and any(key in ("module", "config") for key, _, _ in arguments)
+
+
+# tyro's subcommand for 0.3.0's activation checkpointing class (distributed/activation_checkpoint.py:332-337)
+_AC_SUBCOMMAND = re.compile(r"activation[-_]checkpoint:(selective|full|memory[-_]budget|none)")
+
+
+def _registry_flags(arguments: tuple, positional: tuple) -> tuple:
+    """A torchtitan 0.3.0 line's arguments as tyro reads them: bare boolean flags, ``--section.no-field``
+    for False, and the positional ``activation-checkpoint:full`` as the policy the job file would state."""
+    from vramlint.readers.torchtitan import BOOLEANS
+    out = []
+    for key, value, word in _tyro_flags(arguments):
+        section, _, field = key.rpartition(".")
+        if field.startswith("no_") and value is None and field[3:] in BOOLEANS:
+            out.append((f"{section}.{field[3:]}", Word("false", word.line, word.column), word))
+            continue
+        out.append((key, value, word))
+    for word in positional:
+        match = _AC_SUBCOMMAND.fullmatch(word.text or "")
+        if match:
+            mode = Word(match.group(1).replace("-", "_"), word.line, word.column)
+            out.append(("activation_checkpoint.mode", mode, word))
+    return tuple(out)
 
 
 def _tyro_flags(arguments: tuple) -> tuple:

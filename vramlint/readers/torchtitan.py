@@ -76,7 +76,10 @@ BOOLEANS = frozenset({
     "visualize_memory_budget_pareto", "preserve_rng_state", "debug", "emulate", "disable_fake_mode",
     "deterministic", "deterministic_warn_only", "moe_force_load_balance", "enable_fsdp_float8_all_gather",
     "precompute_float8_dynamic_scale_for_fsdp", "force_recompute_fp8_weight_in_bwd", "compile",
-    "enable_float8_linear"})
+    "enable_float8_linear",
+    # 0.3.0's (config/configs.py, trainer.py; tyro also takes ``--section.no-field`` for False)
+    "disable_cuda_graphs", "enable_sequence_parallel", "enable_fsdp_symm_mem", "batch_invariant", "detect_anomaly",
+    "spmd_typechecking", "enable_structured_logging", "infinite"})
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,16 @@ class Layout:
     reshard: Fact                  # fsdp_reshard_after_forward: default, always, never
     local_batch: Fact
     global_batch: Fact
+    release: str = VERSION         # whose rules the job runs under (0.3.0: readers/torchtitan_registry.py)
+    loss_chunks: Fact = Fact(0)    # ChunkedLossWrapper's num_chunks, the output projection inside (0: the whole logits)
+    cuda_graphs: Fact = Fact(False)    # 0.3.0 captures forward and backward unless training.disable_cuda_graphs
+
+
+    @property
+    def vocabulary(self) -> str:
+        """How the job is spelled for hints (memory/fit_layout/torchtitan.py WORDS): a 0.2.2 TOML
+        file's keys, a 0.3.0 launch line's flags."""
+        return "torchtitan" if self.release == VERSION else "torchtitan-cli"
 
 
 def looks_like_torchtitan(data: Any) -> bool:
@@ -131,7 +144,7 @@ def _converters(keys: Keys) -> Fact:
     ``"quantize.linear.float8"``), or the 2024 files' ``[float8] enable_float8_linear``."""
     converters = keys.get("model.converters", default=[])
     named = converters.value if isinstance(converters.value, list) else [converters.value]
-    if any("float8" in str(c) or "mx" in str(c).lower() for c in named):
+    if any(word in str(c).lower() for c in named for word in ("float8", "mx", "fp4")):
         return converters
     old = keys.get("float8.enable_float8_linear", default=False, convert=truthy)
     return old if old.value else Fact(False, None, f"{VERSION}: no model converter")
@@ -143,8 +156,8 @@ def _compiled_loss(keys: Keys) -> Fact:
     (torchtitan d1f62be, ``build_loss_fn``), only the blocks before."""
     components = keys.get("compile.components", default=["model", "loss"],
                           why=f"{VERSION}: compile.components model and loss (job_config.py:725)")
-    named = components.value if isinstance(components.value, list) else [components.value]
-    return Fact("loss" in named, components.location, components.default)
+    named = components.value if isinstance(components.value, list) else str(components.value).split(",")
+    return Fact("loss" in [str(name).strip() for name in named], components.location, components.default)
 
 
 def _loss_parallel(keys: Keys) -> Fact:
@@ -172,7 +185,7 @@ def _pp_microbatch(keys: Keys, local: Fact) -> Fact:
     return Fact(local.count // count.count, count.location, count.default)
 
 
-def read_layout(keys: Keys) -> Layout:
+def read_layout(keys: Keys, release: str = VERSION) -> Layout:
     why = f"{VERSION} default"
     par = "parallelism."
     local = keys.get("training.local_batch_size", "training.batch_size", default=8, convert=positive,
@@ -205,7 +218,18 @@ def read_layout(keys: Keys) -> Layout:
         local_batch=local,
         global_batch=keys.get("training.global_batch_size", default=-1, convert=positive,
                               why=f"{VERSION}: -1, local_batch_size x the data-parallel degree"),
+        release=release,
+        loss_chunks=keys.get("loss.num_chunks", default=0, convert=positive,
+                             why=f"{VERSION}: the output's whole logits (components/loss.py)"),
+        cuda_graphs=_cuda_graphs(keys),
     )
+
+
+def _cuda_graphs(keys: Keys) -> Fact:
+    """torchtitan 0.3.0 captures forward and backward in CUDA graphs unless
+    ``training.disable_cuda_graphs`` (trainer.py:612-614); 0.2.2 has none (its files never set it)."""
+    off = keys.get("training.disable_cuda_graphs", default=True, convert=truthy, why=f"{VERSION}: no CUDA graphs")
+    return Fact(not off.value, off.location, off.default)
 
 
 def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
@@ -225,10 +249,17 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
 
 
 def read_torchtitan(document: Document) -> Recipe:
+    """A TOML job file (0.2.2), or a launch line's ``--module`` / ``--config`` over the registry
+    function it names (0.3.0), read by the same keys."""
+    from vramlint.readers.torchtitan_registry import VERSION as REGISTRY, is_registry_job, read_keys
     document = nested(document)
-    keys = Keys(document, f"{VERSION} default")
-    layout = read_layout(keys)
-    model, config = _model(keys)
+    if is_registry_job(document.data):
+        keys, model, config, unpriced, note = read_keys(document)
+        release = REGISTRY
+    else:
+        keys = Keys(document, f"{VERSION} default")
+        (model, config), unpriced, release, note = _model(keys), "", VERSION, ""
+    layout = read_layout(keys, release)
     pipelined = isinstance(layout.pipeline.value, int) and layout.pipeline.value > 1
     micro = layout.pp_microbatch if pipelined else layout.local_batch
     mode = layout.checkpointing
@@ -249,15 +280,16 @@ def read_torchtitan(document: Document) -> Recipe:
                            else str(v), why=f"{VERSION}: AdamW, fused (job_config.py:135, 151)"),
         lora_rank=Fact(0), lora_targets=Fact(("all-linear",)), lora_dropout=Fact(0.0),
         load_in_4bit=Fact(False), load_in_8bit=Fact(False),
-        attn=Fact("sdpa", None, f"{VERSION}: F.scaled_dot_product_attention"),
+        attn=Fact("sdpa", None, f"{release}: " + ("F.scaled_dot_product_attention" if release == VERSION
+                                                    else "FlexAttention, block-causal (models/common/attention.py)")),
         deepspeed=Fact(None),
         fsdp=FsdpFacts(strategy=Fact("FULL_SHARD", layout.reshard.location, layout.reshard.default),
                        version=Fact(2, None, f"{VERSION}: fully_shard"),
                        offload=keys.get("training.enable_cpu_offload", default=False, convert=truthy),
                        checkpointing=Fact(False), upcast=False),
         tensor_parallel=layout.tensor, sequence_split=layout.context,
-        hf_trainer=False, keys=SPELLING, model_config=config, release=VERSION, layout=Fact(layout),
-        features=_features(keys, layout),
+        hf_trainer=False, keys=SPELLING, model_config=config, release=release, layout=Fact(layout),
+        features=_features(keys, layout), model_hint=unpriced, notes=(note,) if note else (),
     )
 
 

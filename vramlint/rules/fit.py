@@ -42,8 +42,8 @@ PHASE_SETTINGS = {"rollout": "rollout_share", "log-prob forward": "logprob_micro
 
 def _where(plan: Plan, path: str, moment: str = "") -> Location:
     """Point at the line most worth changing: the setting of an RL phase that is the peak, else
-    the micro-batch if the file sets it, else the stage."""
-    for key in (PHASE_SETTINGS.get(moment, ""), "micro_batch", "zero_stage", "precision"):
+    the micro-batch if the file sets it, else the stage, else the launch line that states the job."""
+    for key in (PHASE_SETTINGS.get(moment, ""), "micro_batch", "zero_stage", "precision", "launch"):
         origin = plan.origins.get(key)
         if origin and origin.location:
             return origin.location

@@ -10,6 +10,25 @@ from dataclasses import replace
 from vramlint.memory.search import Change, _bisect, _largest_from, fits, peak
 from vramlint.plan import Plan
 
+# The job's own spelling (Plan.vocabulary "layout"): a 0.2.2 TOML file's keys, or a 0.3.0 launch
+# line's flags over its config function (tyro: the activation-checkpoint subcommand goes last).
+WORDS = {
+    "torchtitan": {"full": 'activation_checkpoint.mode = "full"',
+                   "op": 'activation_checkpoint.mode = "selective" + selective_ac_option = "op"',
+                   "local_batch": "training.local_batch_size = {}", "tp": "parallelism.tensor_parallel_degree = {}",
+                   "offload": "training.enable_cpu_offload = true", "no_offload": "training.enable_cpu_offload = false",
+                   "shard": "data_parallel_shard_degree -1"},
+    "torchtitan-cli": {"full": "activation-checkpoint:full (last on the line)",
+                       "op": "activation-checkpoint:selective (last on the line)",
+                       "local_batch": "--training.local_batch_size {}", "tp": "--parallelism.tensor_parallel_degree {}",
+                       "offload": "--training.enable_cpu_offload", "no_offload": "--training.no-enable_cpu_offload",
+                       "shard": "--parallelism.data_parallel_shard_degree -1"},
+}
+
+
+def _words(plan: Plan) -> dict[str, str]:
+    return WORDS.get(plan.vocabulary.get("layout", "torchtitan"), WORDS["torchtitan"])
+
 
 def _with(plan: Plan, **changes) -> Plan:
     """The plan with its layout changed, FSDP's shard group resolved again as -1 resolves it."""
@@ -26,7 +45,7 @@ def _full(plan: Plan, budget: int) -> list[Change]:
     if plan.parallelism.checkpointing == "full":
         return []
     changed = _with(plan, checkpointing="full", grad_checkpointing=True)
-    return [Change('activation_checkpoint.mode = "full"', peak(changed))] if fits(changed, budget) else []
+    return [Change(_words(plan)["full"], peak(changed))] if fits(changed, budget) else []
 
 
 def _local_batch(plan: Plan, budget: int) -> list[Change]:
@@ -37,7 +56,7 @@ def _local_batch(plan: Plan, budget: int) -> list[Change]:
     best = _largest_from(lambda mb: fits(plan.with_changes(micro_batch=mb), budget), plan.micro_batch - 1)
     if not best:
         return []
-    return [Change(f"training.local_batch_size = {best}", peak(plan.with_changes(micro_batch=best)))]
+    return [Change(_words(plan)["local_batch"].format(best), peak(plan.with_changes(micro_batch=best)))]
 
 
 def _tp_degrees(plan: Plan) -> list[int]:
@@ -54,7 +73,7 @@ def _tensor_parallel(plan: Plan, budget: int) -> list[Change]:
             continue
         changed = _with(plan, tensor_parallel=tp)
         if fits(changed, budget):
-            return [Change(f"parallelism.tensor_parallel_degree = {tp}", peak(changed))]
+            return [Change(_words(plan)["tp"].format(tp), peak(changed))]
     return []
 
 
@@ -62,7 +81,7 @@ def _offload(plan: Plan, budget: int) -> list[Change]:
     if plan.offload_param != "none":
         return []
     changed = plan.with_changes(offload_param="cpu")
-    return [Change("training.enable_cpu_offload = true", peak(changed))] if fits(changed, budget) else []
+    return [Change(_words(plan)["offload"], peak(changed))] if fits(changed, budget) else []
 
 
 def _more_nodes(plan: Plan, budget: int, most: int = 64) -> list[Change]:
@@ -73,9 +92,10 @@ def _more_nodes(plan: Plan, budget: int, most: int = 64) -> list[Change]:
         return []
     nodes = _bisect(lambda n: fits(on(n), budget), most, plan.cluster.nodes)
     bigger = on(nodes)
-    full = "" if plan.parallelism.checkpointing == "full" else ' with activation_checkpoint.mode = "full"'
+    words = _words(plan)
+    full = "" if plan.parallelism.checkpointing == "full" else f" with {words['full']}"
     return [Change(f"{nodes} nodes x {plan.cluster.per_node} GPUs ({bigger.cluster.world_size} GPUs, "
-                   f"data_parallel_shard_degree -1: FSDP over {bigger.parallelism.shard}){full}", peak(bigger))]
+                   f"{words['shard']}: FSDP over {bigger.parallelism.shard}){full}", peak(bigger))]
 
 
 def changes(plan: Plan, budget: int) -> list[Change]:
@@ -93,19 +113,15 @@ def candidates(plan: Plan) -> list[Plan]:
             for tp in _tp_degrees(plan) for mode in ("op", "full") for offload in ("none", "cpu")]
 
 
-AC_WORDS = {"op": 'activation_checkpoint.mode = "selective" + selective_ac_option = "op"',
-            "full": 'activation_checkpoint.mode = "full"'}
-
-
 def edits(plan: Plan, to: Plan) -> list[str]:
-    """The edits that turn the job's file into ``to``, in torchtitan's keys."""
-    edits = []
+    """The edits that turn the job into ``to``, in its own keys or flags."""
+    words, edits = _words(plan), []
     if to.tensor_parallel != plan.tensor_parallel:
-        edits.append(f"parallelism.tensor_parallel_degree = {to.tensor_parallel}")
+        edits.append(words["tp"].format(to.tensor_parallel))
     if to.parallelism.checkpointing != plan.parallelism.checkpointing:
-        edits.append(AC_WORDS[to.parallelism.checkpointing])
+        edits.append(words[to.parallelism.checkpointing])
     if to.offload_param != plan.offload_param:
-        edits.append(f"training.enable_cpu_offload = {'true' if to.offload_param != 'none' else 'false'}")
+        edits.append(words["offload" if to.offload_param != "none" else "no_offload"])
     if to.micro_batch != plan.micro_batch:
-        edits.append(f"training.local_batch_size = {to.micro_batch}")
+        edits.append(words["local_batch"].format(to.micro_batch))
     return edits

@@ -37,22 +37,30 @@ class Widths:
     a: int
     t: int
     c: int                         # bytes of a compute element (2: bf16)
+    q: int = 0                     # the query width, heads x head_dim (qwen3's differs from h); 0: h
+    r: int = 0                     # 0.3.0: the RoPE cache rows gathered for the positions, bytes a token
+    kv: int = 0                    # 0.3.0 qwen3: key/value heads, whose q / k norms keep fp32 copies
+    qk: bool = False
 
 
 def widths(plan: Plan) -> Widths:
-    m = plan.model
+    m, par = plan.model, plan.parallelism
     att, mlp = m.layers[0].attention, m.layers[0].mlp
     return Widths(m.hidden_size, att.num_kv_heads * att.head_dim, mlp.intermediate, att.num_heads,
-                  plan.tensor_parallel, 4 if plan.precision == "fp32" else 2)
+                  plan.tensor_parallel, 4 if plan.precision == "fp32" else 2, att.num_heads * att.head_dim,
+                  par.rope_cache, att.num_kv_heads, par.qk_norm)
 
 
 def none(w: Widths) -> int:
-    """Everything a block keeps without checkpointing (traced at TP 1; split as the module says)."""
-    c = w.c
-    if w.t == 1:
-        return c * (12 * w.h + 2 * w.k + 4 * w.f) + 4 * w.a + 8
-    whole = 2 * c * w.h                       # the two all-gathered linear inputs, whole
-    split = c * (10 * w.h + 2 * w.k + 4 * w.f) + 4 * w.a + 8
+    """Everything a block keeps without checkpointing (traced at TP 1; split as the module says):
+    the two norms' fp32 input and output copies and rsqrt (8h + 4 each), the linears' inputs (2 x
+    2h), attention's q, k, v and output and logsumexp, the FFN's w1, w3, silu and product (8f); in
+    0.3.0 the RoPE cache rows its positions gather (``r``) and qwen3's q / k norms' fp32 copies and
+    rsqrt per head (8q + 4a + 8k + 4kv)."""
+    c, q = w.c, w.q or w.h
+    norms = 8 * q + 4 * w.a + 8 * w.k + 4 * w.kv if w.qk else 0
+    split = c * (8 * w.h + 2 * q + 2 * w.k + 4 * w.f) + 4 * w.a + 8 + norms
+    whole = 2 * c * w.h + w.r                 # the two linear inputs (all-gathered under TP), the RoPE rows
     return whole + -(-split // w.t)
 
 
@@ -70,6 +78,20 @@ def op(w: Widths) -> int:
     return -(-(split + scattered) // w.t) + w.c * w.h      # + w2's whole-sequence partial sum
 
 
+def op_fused(w: Widths, collectives: bool) -> int:
+    """torchtitan 0.3.0's per-op selective checkpointing (distributed/activation_checkpoint.py:243-276)
+    over its block of five matmuls, the fused QKV projection the first: every other one saved (wqkv,
+    w1, w2), with attention's output and logsumexp and the block's input. Under TP the input is
+    split, the colwise outputs are each rank's heads and columns, w2's is its whole-sequence partial
+    sum; the reduce-scatters' outputs are saved only where they are functional collectives (the
+    DTensor backends), not spmd_types' c10d calls (``collectives``)."""
+    split = w.c * (w.h + w.q + 2 * w.k + w.q + w.f) + 4 * w.a   # input, wqkv, attention out (+ logsumexp), w1
+    if w.t == 1:
+        return split + w.c * w.h                                # + w2's output
+    scattered = 2 * w.c * w.h if collectives else 0
+    return -(-(split + scattered) // w.t) + w.c * w.h
+
+
 def kept_per_token(plan: Plan, layers: int) -> tuple[int, str]:
     """Bytes per token the ``layers`` blocks of a stage keep, and the formula in words."""
     w, mode = widths(plan), plan.parallelism.checkpointing
@@ -78,6 +100,10 @@ def kept_per_token(plan: Plan, layers: int) -> tuple[int, str]:
         wrapped = layers // n if n else layers
         total = wrapped * full(w) + (layers - wrapped) * none(w)
         return total, f"{wrapped} blocks x {full(w)} B (checkpointed) + {layers - wrapped} x {none(w):,} B (all kept)"
+    par = plan.parallelism
+    if mode == "op" and par.fused_qkv:
+        per = op_fused(w, par.saved_collectives)
+        return per * layers, f"{per:,} B/token x {layers} blocks (op, fused QKV)"
     per = {"full": full, "op": op, "none": none}.get(mode, op)(w)
     return per * layers, f"{per:,} B/token x {layers} blocks ({mode})"
 

@@ -21,6 +21,15 @@ SOURCE = ("torchtitan 0.2.2 parallelize.py apply_fsdp / apply_tp, FSDP2 MixedPre
           "fused AdamW; torch FSDP2 _fsdp_param.py")
 
 
+# 0.3.0 with tied embeddings (llama3 1B / 3B, qwen3 0.6B / 1.7B / 4B): one FSDP unit holds the embedding,
+# the final norm and the output, and stays unsharded through the whole forward (the output never runs in
+# the model's forward, so the unit's post-forward waits for the root); spmd_types re-ties two FSDPParams
+# over one shard, and each all-gathers its own bf16 copy.
+TIED_SOURCE = ("torchtitan 0.3.0 distributed/fsdp.py:180-192 (tied [tok_embeddings, norm, lm_head] unit), "
+               "protocols/module.py:296-330 and decoder.py:215-221 (the tie broken and remade); two unsharded "
+               "copies observed on a one-rank gloo FSDP2 run")
+
+
 def rank_params(plan: Plan, rank: Rank) -> tuple[int, int]:
     """(The rank's parameters of its TP share, its largest block's)."""
     m = plan.model
@@ -75,7 +84,11 @@ def titan_states(plan: Plan, rank: Rank | None = None) -> States:
         backward.append(Component("accumulated unsharded gradients", 4 * p, f"4 B x {p:,} (gradient sync off "
                                   "until the last micro-batch: FSDP2 accumulates them in fp32)", SOURCE))
     else:
-        if tail:
+        if plan.parallelism.tied_unit and tail:
+            tied = 2 * m.embedding_params + m.final_norm_params
+            gathered.append(Component("embedding + norm + output unit (unsharded, tied: two copies)", c * tied,
+                                      f"{c} B x (2 x {m.embedding_params:,} + {m.final_norm_params:,})", TIED_SOURCE))
+        elif tail:
             gathered.append(Component("norm + output unit (unsharded)", c * tail, f"{c} B x {tail:,} (not "
                                       "resharded after forward)", SOURCE))
         backward.append(Component("blocks in flight", 3 * c * largest, f"3 x {c} B x {largest:,} (a block's "

@@ -59,6 +59,46 @@ def _kept(plan: Plan, rank: Rank, tokens: int) -> Component:
     return Component("activations", per * tokens * held, f"{words} x {tokens:,} tokens{where}", TRACED)
 
 
+CHUNKED_SOURCE = ("torchtitan 0.3.0 components/loss.py ChunkedLossWrapper (:567-835): the output projection, "
+                  "cross-entropy and backward run chunk by chunk (:742-766) into a fp32 GradAccumulator (:498, "
+                  ":705-709); the output's gradient accumulates unsharded in fp32 while FSDP2's gradient sync is "
+                  "off for all chunks but the last (:728-746, torch _fsdp_param.py to_accumulated_grad_if_needed)")
+# The chunk's bf16 logits stay bound to their variable through its backward, and the previous chunk's
+# until the next forward rebinds it (loss.py:742-766): 2 B a logit beside the whole-logits loss's rule.
+CHUNK_LOGITS = 2
+
+
+def _chunked_loss(plan: Plan, tokens: int) -> tuple[Component, ...]:
+    """0.3.0's ChunkedLossWrapper at a chunk's backward: the whole loss loop's buffers, one chunk's
+    logits. Under TP the final norm's output is gathered whole on every rank (decoder_sharding.py
+    :119-139), so the accumulator and the chunks are the whole sequence's."""
+    par, m = plan.parallelism, plan.model
+    chunks, h, c = par.loss_chunks, m.hidden_size, 4 if plan.precision == "fp32" else 2
+    parallel = plan.tensor_parallel > 1
+    vocab = -(-m.vocab_size // plan.tensor_parallel)
+    rows = -(-tokens // chunks)
+    logits = rows * vocab
+    if par.compiled_loss:
+        per, source, how = COMPILED["backward"], COMPILED_SOURCE, ", compiled"
+    else:
+        per, source = (PARALLEL_LOSS["backward"], PARALLEL_SOURCE) if parallel else (LOSS["backward"], LOSS_SOURCE)
+        how = ", vocabulary shard" if parallel else ""
+    out = (Component("loss gradient accumulator (fp32)", 4 * h * tokens, f"4 B x {h:,} x {tokens:,} tokens",
+                     CHUNKED_SOURCE),
+           Component("output gradient, unsharded (fp32)", 4 * vocab * h, f"4 B x {vocab:,} x {h:,} (accumulated "
+                     "across the chunks before this one)", CHUNKED_SOURCE),
+           Component(f"a chunk's logits and loss (backward{how})", (per + CHUNK_LOGITS) * logits,
+                     f"({per} + {CHUNK_LOGITS}) B x {rows:,} tokens x {vocab:,} ({chunks} chunks)",
+                     f"{source}; {CHUNKED_SOURCE}"))
+    if plan.micro_batch > 1:            # split(...).contiguous() copies the rows of a batch (a view of one row)
+        out += (Component("the chunks' copies of the norm output", (c * h + 16) * tokens, f"({c} B x {h:,} + 2 x 8 "
+                          f"B (int64 labels, positions)) x {tokens:,} tokens (loss.py:668-677)", CHUNKED_SOURCE),)
+    if not par.compiled_loss:
+        out += (Component("allocator reserve (loss)", LOSS_HOLE * logits, f"{LOSS_HOLE} B x {logits:,} logits: the "
+                          "log-softmax gradient finds no freed block of its size", EXPANDABLE, kind=ALLOCATOR),)
+    return out
+
+
 def _loss(plan: Plan, when: str, tokens: int) -> tuple[Component, ...]:
     """The loss over the rank's logits: its vocabulary shard under loss parallel, the whole
     vocabulary otherwise (TP without it gathers the logits: ``output_layouts=Replicate()``)."""
@@ -124,11 +164,13 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     rest, gathered = tuple(states.resting), tuple(states.gathered)
     # alive at every loss but the first micro-batch's: the gradient shards of the step's earlier ones
     # (reduce-scattered each), and under PP their unsharded accumulation (gradient sync off)
-    grads = plan.grad_accum > 1
+    # the gradient shards of the step's earlier micro-batches; under CUDA graphs every step's, zeroed in
+    # place (0.3.0 trainer.py:874 zero_grad(set_to_none=disable_cuda_graphs))
+    grads = plan.grad_accum > 1 or plan.parallelism.cuda_graphs
     carried = tuple(states.gradients) if grads else ()
     carried += tuple(states.backward) if not plan.parallelism.reshard_after_forward and \
         plan.parallelism.microbatches > 1 else ()
-    kept = (_kept(plan, rank, tokens),)
+    kept = (_kept(plan, rank, tokens),) + _rope_caches(plan, rank)
     name = f" (pipeline rank {rank.index})" if plan.parallelism.pipeline > 1 else ""
     largest = rank_params(plan, rank)[1]
     c = 4 if plan.precision == "fp32" else 2
@@ -137,8 +179,11 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     head = holds_head(rank)
     if head:
         turn = rest + gathered + carried + kept + (_head_input(plan, tokens),) + side_streams(plan, rank, grads, 0)
-        out.append((f"forward at the loss{name}", turn + _loss(plan, "forward", tokens)))
-        out.append((f"backward at the loss{name}", turn + _loss(plan, "backward", tokens)))
+        if plan.parallelism.loss_chunks:
+            out.append((f"the chunked loss, a chunk's backward{name}", turn + _chunked_loss(plan, tokens)))
+        else:
+            out.append((f"forward at the loss{name}", turn + _loss(plan, "forward", tokens)))
+            out.append((f"backward at the loss{name}", turn + _loss(plan, "backward", tokens)))
     if plan.grad_checkpointing:
         per = recomputed(plan)
         layer = Component("one block rebuilt", per * tokens, f"{per:,} B/token x {tokens:,} (its activations "
@@ -150,6 +195,21 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
         out.append((f"1F1B steady state{name}", rest + gathered + carried + _unless(states.backward, carried) + kept
                     + side_streams(plan, rank, grads, in_flight)))
     return out
+
+
+ROPE_SOURCE = ("torchtitan 0.3.0 models/common/rope.py:114 (a cache buffer per attention module, :185-234 "
+               "complex64 [seq, head_dim / 2], :273-308 fp32 cos + sin [seq, 2 head_dim]), resized to "
+               "training.seq_len (decoder.py:176-181)")
+
+
+def _rope_caches(plan: Plan, rank: Rank) -> tuple[Component, ...]:
+    """0.3.0 gives every block its own RoPE cache of the whole training sequence."""
+    per = plan.parallelism.rope_cache
+    if not per:
+        return ()
+    seq = plan.seq_len * plan.parallelism.context
+    return (Component("RoPE caches (one a block)", per * seq * rank.layers, f"{per} B x {seq:,} positions x "
+                      f"{rank.layers} blocks", ROPE_SOURCE),)
 
 
 def _unless(parts: list[Component], counted: tuple[Component, ...]) -> tuple[Component, ...]:

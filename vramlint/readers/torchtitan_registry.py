@@ -1,0 +1,149 @@
+"""torchtitan 0.3.0 jobs: ``-m torchtitan.train --module M --config F [--section.field V ...]`` →
+the values a torchtitan job file states, for readers/torchtitan.py to read as it reads a TOML job.
+
+torchtitan 0.3.0 dropped its TOML files (pytorch/torchtitan#2386): ``--config F`` names a function of
+``torchtitan.models.M.config_registry`` whose ``Trainer.Config`` is the job, and the line's
+``--section.field`` arguments are laid over it (torchtitan/config/manager.py:48-159, "CLI over the
+registry function"). vramlint runs no Python: each shipped function's result is recorded from the
+wheel (dev/torchtitan_registry.py → data/torchtitan_0.3.0_registry.json) and laid under the line's
+arguments here, named where it comes from (``llama3_8b`` at models/llama3/config_registry.py:184).
+
+What 0.3.0 says differently from 0.2.2's files, translated into the job file's keys:
+- activation checkpointing is a class (``FullAC`` / ``SelectiveAC`` / ``MemoryBudgetAC`` / none),
+  picked on the line by tyro's subcommand ``activation-checkpoint:full``; ``SelectiveAC`` is per op
+  only (distributed/activation_checkpoint.py:185-287);
+- the loss is ``ChunkedLossWrapper`` (``loss.num_chunks``, 8) over the output projection, or a whole
+  ``CrossEntropyLoss``; loss parallel is always on under TP;
+- float8 / MX / NVFP4 training is the model's converted linears (a config function's choice);
+- CUDA graphs capture forward and backward unless ``training.disable_cuda_graphs``.
+A function that is not shipped (the user's own ``--module``), or a model vramlint has no runtime for
+(mixture-of-experts, MLA, gpt-oss), is named as such: never priced as something else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramlint.documents import Document
+from vramlint.packaged import data_json
+from vramlint.readers.deepspeed import Fact
+from vramlint.readers.recipe import Keys
+
+VERSION = "torchtitan 0.3.0"
+REGISTRY = "torchtitan_0.3.0_registry.json"
+MODELLED = ("llama3", "qwen3")          # dense decoders with grouped-query attention, over the torchtitan runtime
+AC_CLASSES = {"FullAC.Config": "full", "SelectiveAC.Config": "selective", "MemoryBudgetAC.Config": "memory_budget",
+              None: "none"}
+QUANTIZED = ("Float8", "MXFP8", "NVFP4")
+
+
+def is_registry_job(data: Any) -> bool:
+    """A launch line's arguments that name a registry config (``--module`` / ``--config``)."""
+    return isinstance(data, dict) and isinstance(data.get("config", data.get("module")), str)
+
+
+def registry() -> dict:
+    return data_json(REGISTRY)["configs"]
+
+
+class LayeredKeys(Keys):
+    """The line's values over the registry function's (``base``, in the job file's keys), over the
+    framework's defaults. A value the function sets is stated by the line's ``--config`` word (where
+    a user changes it: another function, or an argument over it)."""
+
+    def __init__(self, document: Document, base: dict, anchor: Fact) -> None:
+        super().__init__(document, f"{VERSION} default")
+        self.base, self.anchor = base, anchor
+
+    def _base(self, path: str) -> Any:
+        node: Any = self.base
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    def get(self, *paths: str, default: Any = None, convert=None, why: str = "") -> Fact:
+        fact = super().get(*paths, default=default, convert=convert, why=why)
+        if fact.from_file:
+            return fact
+        for path in paths:
+            value = self._base(path)
+            if value is not None:
+                return Fact(convert(value) if convert else value, self.anchor.location)
+        return fact
+
+    def has(self, *paths: str) -> bool:
+        return super().has(*paths) or any(self._base(p) is not None for p in paths)
+
+
+def _job_keys(entry: dict) -> dict:
+    """A registry entry in the job file's keys (readers/torchtitan.py reads those)."""
+    model = entry["model"]
+    converters = [name for name in QUANTIZED if any(linear.startswith(name) for linear in model["linears"])]
+    ac = entry["activation_checkpoint"]
+    loss = entry["loss"]
+    return {
+        "model": {"name": model["name"], "flavor": model["flavor"], "converters": [c.lower() for c in converters]},
+        "training": dict(entry["training"]),
+        "parallelism": {**entry["parallelism"], "disable_loss_parallel": False},
+        "activation_checkpoint": {"mode": AC_CLASSES.get(ac["class"], str(ac["class"])), "selective_ac_option": "op"},
+        "compile": dict(entry["compile"]),
+        "loss": {"num_chunks": loss["num_chunks"] if loss["class"].startswith("Chunked") else 0},
+        "optimizer": {"name": entry["optimizer"]["name"]},
+    }
+
+
+def model_config(entry: dict) -> dict | None:
+    """The registry model as the Hugging Face config of the same shapes (llama3: LlamaForCausalLM;
+    qwen3: Qwen3ForCausalLM, q/k norms over head_dim, its own head_dim), or None where vramlint has
+    no runtime for it (``unpriced`` says why)."""
+    m = entry["model"]
+    if unpriced(entry):
+        return None
+    qwen = m["name"] == "qwen3"
+    return {"model_type": "qwen3" if qwen else "llama",
+            "architectures": ["Qwen3ForCausalLM" if qwen else "LlamaForCausalLM"],
+            "hidden_size": m["dim"], "num_hidden_layers": m["layers"], "num_attention_heads": m["heads"],
+            "num_key_value_heads": m["kv_heads"], "head_dim": m["head_dim"], "intermediate_size": m["ffn"],
+            "vocab_size": m["vocab_size"], "tie_word_embeddings": m["tied"], "rms_norm_eps": m["norm_eps"],
+            "rope_theta": m["rope_theta"], "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+            "hidden_act": "silu"}
+
+
+def unpriced(entry: dict) -> str:
+    """Why a shipped config's model has no runtime here ("" where it has one)."""
+    m = entry["model"]
+    if m["name"] not in MODELLED:
+        return f"{m['name']} is not modelled for torchtitan yet (its dense llama3 and qwen3 models are)"
+    if m["moe_layers"]:
+        return (f"a mixture-of-experts model ({m['moe_layers']} of {m['layers']} layers): torchtitan's experts and "
+                "their expert parallelism are not modelled yet")
+    if m["attention"] != "GQAttention" or any(name.startswith(("_get_lora", "Frozen")) for name in m["linears"]):
+        return f"{m['attention']} with {', '.join(m['linears'])}: not modelled yet"
+    return ""
+
+
+def read_keys(document: Document) -> tuple[Keys, Fact, dict | None, str, str]:
+    """The job's keys (the line over the registry function), its model fact, the model's config
+    (None: not priced), where not priced why, and what the job is (a note)."""
+    keys = Keys(document, VERSION)
+    module, config = keys.get("module"), keys.get("config")
+    name = f"{VERSION} {module.value or '?'}.{config.value or '?'}"
+    where = (config if config.from_file else module).location
+    entry = registry().get(str(config.value))
+    if module.value is None or config.value is None:
+        missing = "--module" if module.value is None else "--config"
+        return keys, Fact(name, where), None, f"{missing} is required (torchtitan/config/manager.py:85-92)", ""
+    if entry is None or entry["module"] != str(module.value).removeprefix("torchtitan.models."):
+        return keys, Fact(name, where), None, (
+            f"{config.value} is not a config function torchtitan 0.3.0 ships in torchtitan.models.{module.value}; "
+            "vramlint reads no Python (a config of your own module is known only when it runs)"), ""
+    note = f"{VERSION}: the job is {config.value} ({entry['source']}) with the line's arguments over it"
+    layered = LayeredKeys(document, _job_keys(entry), config)
+    m = entry["model"]
+    return (layered, Fact(f"torchtitan {m['name']} {m['flavor']}", where), model_config(entry), unpriced(entry),
+            note)
+
+
+__all__ = ["VERSION", "LayeredKeys", "is_registry_job", "model_config", "read_keys", "registry", "unpriced"]
