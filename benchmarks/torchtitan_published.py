@@ -1,7 +1,8 @@
 """Published torchtitan memory against vramlint's estimate, row by row.
 
 Rows: tests/data/published/torchtitan.jsonl, each a published run's layout written as the torchtitan
-job file that states it (its source and the quoted number beside it). torchtitan logs peak
+job file that states it, or (0.3.0's config registry) as its launch line (its source and the quoted
+number beside it). torchtitan logs peak
 *reserved* memory (metrics.py ``max_reserved``), so the compared estimate is the per-GPU peak less
 the CUDA context. Each row's config is written to a temporary TOML and checked as a user's file is.
 
@@ -32,6 +33,10 @@ def toml(config: dict) -> str:
 
 
 def estimate(row: dict) -> dict | None:
+    """A row's job: its TOML job file (0.2.2 and before), or its launch line (0.3.0: ``--module`` /
+    ``--config`` with the line's arguments), checked as a user's file is."""
+    if "launch" in row:
+        return first_estimate("run.sh", "#!/bin/bash\n" + row["launch"] + "\n", row["gpus"])
     return first_estimate("job.toml", toml(row["config"]), row["gpus"])
 
 
