@@ -41,8 +41,9 @@ def _with_cpu_attention(acm) -> None:
     acm._get_default_save_ops = save_ops
 
 
-def run_block(name: str, policy: str) -> dict:
-    import torchtitan.distributed.activation_checkpoint as acm
+def _one_block(name: str):
+    """The registry's debugmodel of ``name`` cut to one block, SDPA in FlexAttention's place, its
+    parameters in bf16 as FSDP2 computes (the RoPE caches keep their dtype): (config, model)."""
     from torchtitan.models.common.attention import ScaledDotProductAttention
     registry = __import__(f"torchtitan.models.{name}", fromlist=["model_registry"]).model_registry
     config = registry("debugmodel").model
@@ -51,8 +52,14 @@ def run_block(name: str, policy: str) -> dict:
     torch.manual_seed(0)
     model = config.build()
     model.init_states()
-    for parameter in model.parameters():     # FSDP2 casts the parameters; the RoPE caches keep their dtype
+    for parameter in model.parameters():
         parameter.data = parameter.data.to(torch.bfloat16)
+    return config, model
+
+
+def run_block(name: str, policy: str) -> dict:
+    import torchtitan.distributed.activation_checkpoint as acm
+    config, model = _one_block(name)
     if policy != "none":
         _with_cpu_attention(acm)
         (acm.FullAC if policy == "full" else acm.SelectiveAC).Config().build().apply(model)
@@ -95,17 +102,7 @@ def run_loss(chunks: int, b: int, s: int, h: int, vocab: int) -> dict:
 def saved(name: str) -> list:
     """The tensors autograd saves in the block's forward without checkpointing, in order (shape,
     dtype, bytes a token): what ``none`` counts, term by term."""
-    import torchtitan.distributed.activation_checkpoint  # noqa: F401
-    from torchtitan.models.common.attention import ScaledDotProductAttention
-    registry = __import__(f"torchtitan.models.{name}", fromlist=["model_registry"]).model_registry
-    config = registry("debugmodel").model
-    config.layers = config.layers[:1]
-    config.layers[0].attention.inner_attention = ScaledDotProductAttention.Config()
-    torch.manual_seed(0)
-    model = config.build()
-    model.init_states()
-    for parameter in model.parameters():
-        parameter.data = parameter.data.to(torch.bfloat16)
+    config, model = _one_block(name)
     x = torch.randn(B, L, config.dim, dtype=torch.bfloat16, requires_grad=True)
     positions = torch.arange(L).repeat(B, 1)
     skip = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), x, positions]}

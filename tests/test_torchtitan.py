@@ -231,6 +231,10 @@ def test_030_pipeline_parallel_needs_cuda_graphs_off(tmp_path):
     assert finding["hint"] == "--training.disable_cuda_graphs"
     ran = _one(_line(tmp_path, pp + " --training.disable_cuda_graphs", "off.sh"), "--gpus", "H100")
     assert ran["status"] == "estimated" and "pipeline rank" in ran["estimate"]["peak_moment"]
+    tied = _one(_line(tmp_path, "--module qwen3 --config qwen3_0_6b --parallelism.pipeline_parallel_degree 2 "
+                                "--training.disable_cuda_graphs", "tied.sh"), "--gpus", "H100")
+    (finding,) = [f for f in tied["findings"] if f["code"] == "VL313"]
+    assert "Weight tying is not supported with Pipeline Parallel" in finding["message"]
 
 
 def test_030_cuda_graphs_keep_the_gradient_shards_and_the_chunks_size_the_logits(tmp_path):
@@ -244,6 +248,8 @@ def test_030_cuda_graphs_keep_the_gradient_shards_and_the_chunks_size_the_logits
     eight, sixteen = parts("--loss.num_chunks 8", "c.sh"), parts("--loss.num_chunks 16", "d.sh")
     name = "a chunk's logits and loss (backward)"
     assert eight[name] == 2 * sixteen[name] and eight[name] == 14 * 8192 // 8 * 128256
+    compiled = parts("--compile.enable", "e.sh")          # the compiled loss saves the logits it was given
+    assert compiled["a chunk's logits and loss (backward, compiled)"] == 4 * 8192 // 8 * 128256
 
 
 def test_the_030_block_and_loss_are_the_wheels_traced():

@@ -122,12 +122,19 @@ def _pipeline(layout: Layout, model: ModelShape, pp: int) -> list[Refusal]:
     return []
 
 
-def _graphs(layout: Layout, pp: int) -> list[Refusal]:
-    """0.3.0's Trainer.Config._validate_cuda_graphs (trainer.py:179-187), at parse time."""
-    if layout.cuda_graphs.value and pp > 1:
+def _release_refused(layout: Layout, model: ModelShape, pp: int) -> list[Refusal]:
+    """0.3.0's own refusals of a pipeline: Trainer.Config._validate_cuda_graphs (trainer.py:179-187, at
+    parse time) and Decoder's weight tying (models/common/decoder.py:139-142)."""
+    if layout.release == VERSION or pp < 2:
+        return []
+    if layout.cuda_graphs.value:
         return [Refusal(layout.pipeline, "CUDA graphs do not support pipeline parallelism yet. Set "
                                          "--training.disable_cuda_graphs. (trainer.py:184)",
                         "--training.disable_cuda_graphs")]
+    if model.head_params == 0:
+        return [Refusal(layout.pipeline, "Weight tying is not supported with Pipeline Parallel. "
+                                         "(models/common/decoder.py:140)", "a config of an untied model, or no "
+                                                                           "pipeline")]
     return []
 
 
@@ -137,7 +144,7 @@ def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> l
     if wrong:
         return wrong
     pp = degrees(layout, world)["pipeline"]
-    out = _graphs(layout, pp) + _mesh(layout, recipe, model, world) + _checkpointing_refused(layout)
+    out = _release_refused(layout, model, pp) + _mesh(layout, recipe, model, world) + _checkpointing_refused(layout)
     return out + (_pipeline(layout, model, pp) if pp > 1 and not out else [])
 
 

@@ -195,7 +195,7 @@ def nested(document: Document) -> Document:
                     document.on_command_line, document.unknown)
 
 
-_MISSING = object()
+MISSING = object()
 
 
 class Keys:
@@ -208,20 +208,15 @@ class Keys:
         self.origin = origin          # "axolotl 0.19.0 default": what a default is called
 
     def _lookup(self, path: str) -> Any:
-        node: Any = self.data
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return _MISSING
-            node = node[part]
-        return node
+        return walk(self.data, path)
 
     def raw(self, path: str) -> Any:
         """The value at a dotted path as written, None where the file has none."""
         value = self._lookup(path)
-        return None if value is _MISSING else value
+        return None if value is MISSING else value
 
     def has(self, *paths: str) -> bool:
-        return any(self._lookup(p) is not _MISSING for p in paths)
+        return any(self._lookup(p) is not MISSING for p in paths)
 
     def get(self, *paths: str, default: Any = None, convert: Callable[[Any], Any] | None = None,
             why: str = "") -> Fact:
@@ -229,7 +224,7 @@ class Keys:
         take it), converted; else ``default``, named as the framework's."""
         for path in paths:
             value = self._lookup(path)
-            if value is _MISSING or value is None:
+            if value is MISSING or value is None:
                 continue
             json_path = f"$.{path}"
             return Fact(convert(value) if convert else value, self.document.locate(json_path))
@@ -238,6 +233,15 @@ class Keys:
     def fact(self, path: str, value: Any) -> Fact:
         """A value derived from what the file says at ``path`` (located there)."""
         return Fact(value, self.document.locate(f"$.{path}"))
+
+
+def walk(node: Any, path: str) -> Any:
+    """The value at a dotted path of nested mappings, ``MISSING`` where there is none."""
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return MISSING
+        node = node[part]
+    return node
 
 
 def longest(prompt: Fact, response: Fact) -> Fact:

@@ -27,7 +27,7 @@ from typing import Any
 from vramlint.documents import Document
 from vramlint.packaged import data_json
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import Keys
+from vramlint.readers.recipe import MISSING, Keys, walk
 
 VERSION = "torchtitan 0.3.0"
 REGISTRY = "torchtitan_0.3.0_registry.json"
@@ -56,12 +56,8 @@ class LayeredKeys(Keys):
         self.base, self.anchor = base, anchor
 
     def _base(self, path: str) -> Any:
-        node: Any = self.base
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return None
-            node = node[part]
-        return node
+        value = walk(self.base, path)
+        return None if value is MISSING else value
 
     def get(self, *paths: str, default: Any = None, convert=None, why: str = "") -> Fact:
         fact = super().get(*paths, default=default, convert=convert, why=why)

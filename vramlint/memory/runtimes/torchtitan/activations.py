@@ -85,7 +85,8 @@ def op_fused(w: Widths, collectives: bool) -> int:
     split, the colwise outputs are each rank's heads and columns, w2's is its whole-sequence partial
     sum; the reduce-scatters' outputs are saved only where they are functional collectives (the
     DTensor backends), not spmd_types' c10d calls (``collectives``)."""
-    split = w.c * (w.h + w.q + 2 * w.k + w.q + w.f) + 4 * w.a   # input, wqkv, attention out (+ logsumexp), w1
+    q = w.q or w.h
+    split = w.c * (w.h + q + 2 * w.k + q + w.f) + 4 * w.a       # input, wqkv, attention out (+ logsumexp), w1
     if w.t == 1:
         return split + w.c * w.h                                # + w2's output
     scattered = 2 * w.c * w.h if collectives else 0

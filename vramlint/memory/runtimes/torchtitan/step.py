@@ -63,8 +63,10 @@ CHUNKED_SOURCE = ("torchtitan 0.3.0 components/loss.py ChunkedLossWrapper (:567-
                   "cross-entropy and backward run chunk by chunk (:742-766) into a fp32 GradAccumulator (:498, "
                   ":705-709); the output's gradient accumulates unsharded in fp32 while FSDP2's gradient sync is "
                   "off for all chunks but the last (:728-746, torch _fsdp_param.py to_accumulated_grad_if_needed)")
-# The chunk's bf16 logits stay bound to their variable through its backward, and the previous chunk's
-# until the next forward rebinds it (loss.py:742-766): 2 B a logit beside the whole-logits loss's rule.
+# The chunk's bf16 logits stay bound to their variable through its backward (loss.py:742-766): 2 B a
+# logit beside the eager whole-logits rule, which was traced after ``del pred``; the compiled loss
+# saves those logits already. The chunk's freed fp32 copy is the hole its gradient fills (traced: no
+# reserve beside the 14 B).
 CHUNK_LOGITS = 2
 
 
@@ -79,23 +81,20 @@ def _chunked_loss(plan: Plan, tokens: int) -> tuple[Component, ...]:
     rows = -(-tokens // chunks)
     logits = rows * vocab
     if par.compiled_loss:
-        per, source, how = COMPILED["backward"], COMPILED_SOURCE, ", compiled"
+        per, kept, source, how = COMPILED["backward"], 0, COMPILED_SOURCE, ", compiled"
     else:
         per, source = (PARALLEL_LOSS["backward"], PARALLEL_SOURCE) if parallel else (LOSS["backward"], LOSS_SOURCE)
-        how = ", vocabulary shard" if parallel else ""
+        kept, how = CHUNK_LOGITS, ", vocabulary shard" if parallel else ""
     out = (Component("loss gradient accumulator (fp32)", 4 * h * tokens, f"4 B x {h:,} x {tokens:,} tokens",
                      CHUNKED_SOURCE),
            Component("output gradient, unsharded (fp32)", 4 * vocab * h, f"4 B x {vocab:,} x {h:,} (accumulated "
                      "across the chunks before this one)", CHUNKED_SOURCE),
-           Component(f"a chunk's logits and loss (backward{how})", (per + CHUNK_LOGITS) * logits,
-                     f"({per} + {CHUNK_LOGITS}) B x {rows:,} tokens x {vocab:,} ({chunks} chunks)",
+           Component(f"a chunk's logits and loss (backward{how})", (per + kept) * logits,
+                     f"({per} + {kept}) B x {rows:,} tokens x {vocab:,} ({chunks} chunks)",
                      f"{source}; {CHUNKED_SOURCE}"))
     if plan.micro_batch > 1:            # split(...).contiguous() copies the rows of a batch (a view of one row)
         out += (Component("the chunks' copies of the norm output", (c * h + 16) * tokens, f"({c} B x {h:,} + 2 x 8 "
                           f"B (int64 labels, positions)) x {tokens:,} tokens (loss.py:668-677)", CHUNKED_SOURCE),)
-    if not par.compiled_loss:
-        out += (Component("allocator reserve (loss)", LOSS_HOLE * logits, f"{LOSS_HOLE} B x {logits:,} logits: the "
-                          "log-softmax gradient finds no freed block of its size", EXPANDABLE, kind=ALLOCATOR),)
     return out
 
 
@@ -163,9 +162,8 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     tokens = plan.micro_batch * plan.seq_len
     rest, gathered = tuple(states.resting), tuple(states.gathered)
     # alive at every loss but the first micro-batch's: the gradient shards of the step's earlier ones
-    # (reduce-scattered each), and under PP their unsharded accumulation (gradient sync off)
-    # the gradient shards of the step's earlier micro-batches; under CUDA graphs every step's, zeroed in
-    # place (0.3.0 trainer.py:874 zero_grad(set_to_none=disable_cuda_graphs))
+    # (reduce-scattered each; under CUDA graphs at every loss, zeroed in place: 0.3.0 trainer.py:874
+    # zero_grad(set_to_none=disable_cuda_graphs)), and under PP their unsharded accumulation (sync off)
     grads = plan.grad_accum > 1 or plan.parallelism.cuda_graphs
     carried = tuple(states.gradients) if grads else ()
     carried += tuple(states.backward) if not plan.parallelism.reshard_after_forward and \
