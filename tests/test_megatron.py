@@ -154,6 +154,8 @@ def test_the_schedules_hold_megatrons_in_flight_micro_batches():
     ("--num-attention-heads 16 --pipeline-model-parallel-size 5", "world size (8) is not divisible by"),
     ("--num-attention-heads 16 --pipeline-model-parallel-size 8 --num-layers 12",
      "Number of layers should be divisible by the pipeline-model-parallel size"),
+    ("--num-attention-heads 16 --use-distributed-optimizer --optimizer-cpu-offload",
+     "The optimizer cpu offload must be used in conjunction with `--use-precision-aware-optimizer`"),
 ])
 def test_refusals(tmp_path, flags, words):
     script = tmp_path / "train.sh"
@@ -162,6 +164,24 @@ def test_refusals(tmp_path, flags, words):
     script.write_text(f"torchrun --nproc_per_node 8 pretrain_gpt.py {layers}{base} {flags}\n")
     codes = _codes(_check(script, "--gpus", "8x80GB"))
     assert any(code == "VL313" and words in message for code, message in codes), codes
+
+
+def test_optimizer_cpu_offload_keeps_its_fraction_of_the_shard_on_the_host(tmp_path):
+    """--optimizer-cpu-offload with the precision-aware optimizer it needs (A:1803-1806): the
+    --optimizer-offload-fraction (1.0 by default, A:2785) of the distributed optimizer's shard, its
+    Adam moments and fp32 main copies, on the host; a fraction keeps the rest on the GPU."""
+    base = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 24 --hidden-size 2048 --num-attention-heads 16 "
+            "--seq-length 2048 --vocab-size 50257 --micro-batch-size 1 --use-distributed-optimizer --bf16 ")
+
+    def states(flags: str, name: str) -> int:
+        script = tmp_path / name
+        script.write_text(base + flags + "\n")
+        entry = _check(script, "--gpus", "8x80GB")["files"][0]
+        return next((c["bytes"] for c in entry["estimate"]["components"] if c["name"] == "optimizer states"), 0)
+    gpu = states("--use-precision-aware-optimizer", "a.sh")
+    assert states("--use-precision-aware-optimizer --optimizer-cpu-offload", "b.sh") == 0
+    assert states("--use-precision-aware-optimizer --optimizer-cpu-offload --optimizer-offload-fraction 0.25",
+                  "c.sh") == pytest.approx(0.75 * gpu, rel=1e-6)
 
 
 def test_the_published_rows_are_estimated_within_ten_percent_of_max_allocated():

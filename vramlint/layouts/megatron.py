@@ -103,6 +103,11 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
         out.append(Refusal(layout.global_batch, f"eval_global_batch_size ({wanted}) must be divisible by "
                                                 f"eval_micro_batch_size ({micro}) * data_parallel_size ({dp}) "
                                                 "(A:689-696)", f"a multiple of {micro * dp}"))
+    if own_model(recipe) and layout.host_fraction.value and not layout.host_main.value:
+        out.append(Refusal(layout.host_fraction, "The optimizer cpu offload must be used in conjunction with "
+                                                 "`--use-precision-aware-optimizer`, as the hybrid device optimizer "
+                                                 "reuses the code path of this flag. (A:1803-1806)",
+                           "--use-precision-aware-optimizer"))
     return out + _experts(layout, d, world, model)
 
 

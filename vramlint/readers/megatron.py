@@ -255,7 +255,23 @@ def read_layout(keys: Keys) -> Layout:
         dispatcher=keys.get("moe_token_dispatcher_type", default="allgather", why=f"{VERSION}: allgather (TC:862)"),
         capacity=keys.get("moe_expert_capacity_factor", default=None, why=f"{VERSION}: none, dropless (TC:888)"),
         aux_loss=_aux_loss(keys),
+        **_host_optimizer(keys),
     )
+
+
+def _host_optimizer(keys: Keys) -> dict[str, Fact]:
+    """``--optimizer-cpu-offload`` (store_true, A:2781): the hybrid device optimizer keeps
+    ``--optimizer-offload-fraction`` (1.0, A:2785) of the optimizer's shard on the host. validate_args
+    requires ``--use-precision-aware-optimizer`` with it (A:1803-1807), whose path moves the fp32 main
+    copies there too (layouts/megatron.py refuses the line without it)."""
+    on = _flag(keys, "optimizer_cpu_offload")
+    fraction = keys.get("optimizer_offload_fraction", default=1.0, why=f"{VERSION}: 1.0 (A:2785)")
+    value = fraction.value
+    share = float(value) if on.value and isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and 0 <= value <= 1 else 0.0
+    aware = _flag(keys, "use_precision_aware_optimizer")
+    return {"host_fraction": Fact(share, fraction.location or on.location, fraction.default),
+            "host_main": Fact(bool(aware.value), aware.location, aware.default)}
 
 
 def _aux_loss(keys: Keys) -> Fact:
@@ -436,10 +452,9 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
                                 "transposes and scaling state"))
     for name, what in (("use_precision_aware_optimizer", "the precision-aware optimizer's state dtypes: estimated as "
                                                          "fp32 Adam states"),
-                       ("optimizer_cpu_offload", "optimizer CPU offload: estimated on the GPU"),
                        ("tp_comm_overlap", "TP communication overlap's userbuffers are not counted")):
         if truthy(keys.raw(name)):
-            out.append(Feature(keys.fact(name, True), what, "high" if name == "optimizer_cpu_offload" else "low"))
+            out.append(Feature(keys.fact(name, True), what, "low"))
     optimizer = keys.get("optimizer", default="adam")
     if optimizer.value not in ("adam", "sgd"):
         one_state = optimizer.value in ("muon", "dist_muon", "adaptive_muon", "lion")     # one momentum a parameter

@@ -67,6 +67,7 @@ ARGUMENTS: dict[str, tuple[str, ...]] = {
     "optimizer": ("optimizer.optimizer",),
     "use_precision_aware_optimizer": ("optimizer.use_precision_aware_optimizer",),
     "optimizer_cpu_offload": ("optimizer.optimizer_cpu_offload",),
+    "optimizer_offload_fraction": ("optimizer.optimizer_offload_fraction",),
     "num_distributed_optimizer_instances": ("ddp.num_distributed_optimizer_instances",),
 }
 # The Megatron-LM flags Bridge states in keys of its own, beside ARGUMENTS' (derived flags: ``_derived``)
