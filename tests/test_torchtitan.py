@@ -286,6 +286,32 @@ def test_030_tied_embeddings_stay_gathered_twice_through_forward(tmp_path):
     assert "norm + output unit (unsharded)" in untied and not any("tied" in name for name in untied)
 
 
+def test_the_022_qwen3_block_is_the_wheels_traced():
+    """dev/torchtitan022_qwen3_trace.py: torchtitan 0.2.2's own qwen3 block (q / k norms, its RoPE's
+    bf16 cos and sin rows, one [seq, head_dim] each a position for the batch's rows) under its own
+    policies, at its debugmodel and a narrower GQA shape (the block's input left out: 2h)."""
+    trace = json.loads((DATA / "torchtitan022_qwen3_trace.json").read_text())
+    assert trace["torchtitan"] == "0.2.2"
+    for block in trace["blocks"]:
+        s = block["shape"]
+        rope = -(-4 * s["head_dim"] // block["b"])
+        w = Widths(s["h"], s["kv"] * s["head_dim"], s["ffn"], s["heads"], 1, 2, s["heads"] * s["head_dim"], rope,
+                   s["kv"], True)
+        counted = {"none": none(w), "full": full(w) - 2 * s["h"], "op": op(w) - 2 * s["h"]}
+        assert counted[block["policy"]] == block["kept_per_token"], block
+
+
+@pytest.mark.parametrize("name, flavor, mode", [("qwen3_0.6b", "0.6B", "per op"), ("qwen3_1.7b", "1.7B", "per op"),
+                                                ("qwen3_32b", "32B", "full")])
+def test_torchtitans_022_qwen3_job_files_are_estimated(name, flavor, mode):
+    """v0.2.2's own qwen3 job files (byte-exact, SOURCES.tsv): the flavor's shapes (q wider than the
+    model for 0.6B and 32B), its checkpointing, its q / k norms in the block's count."""
+    entry = _one(V022 / f"{name}.toml", "--gpus", "8xH100")
+    assert entry["status"] == "estimated" and entry["model"] == f"torchtitan qwen3 {flavor}"
+    said = " ".join(entry["estimate"]["assumptions"])
+    assert mode in said
+
+
 def test_030_hints_speak_the_launch_lines_flags(tmp_path):
     entry = _one(_line(tmp_path, "--module qwen3 --config qwen3_32b --parallelism.tensor_parallel_degree 4 "
                                  "activation-checkpoint:selective"), "--gpus", "H100")
@@ -373,7 +399,7 @@ def test_an_unknown_torchtitan_model_is_not_estimated(tmp_path):
 
 def test_the_files_are_sourced():
     rows = [line.split("\t") for line in (DATA / "torchtitan" / "SOURCES.tsv").read_text().splitlines()[1:]]
-    assert len(rows) == 10
+    assert len(rows) == 13
     for local, repo, path, commit, *_ in rows:
         assert (TITAN.parent / local).is_file() and repo == "pytorch/torchtitan" and len(commit) == 40
 

@@ -170,6 +170,7 @@ class Parallelism:
     fused_qkv: bool = False
     saved_collectives: bool = True
     rope_cache: int = 0
+    rope_saved: int = 0                    # bytes a token the block's RoPE saves (the cache rows it uses)
     qk_norm: bool = False                  # torchtitan's qwen3: RMSNorm over each head's q and k
     tied_unit: bool = False                # torchtitan 0.3.0 tied embeddings: one unit, unsharded through forward
     # Megatron-LM (memory/runtimes/megatron): checkpointing is "none", "selective:<modules>",

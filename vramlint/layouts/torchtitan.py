@@ -15,7 +15,7 @@ from vramlint.layouts import Refusal, whole
 from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
 from vramlint.readers.recipe import Recipe
-from vramlint.readers.torchtitan import AC_MODES, FLAVORS, SCHEDULES, SINGLE_STAGE, VERSION, Layout
+from vramlint.readers.torchtitan import AC_MODES, FLAVORS, QWEN3, SCHEDULES, SINGLE_STAGE, VERSION, Layout
 
 
 def degrees(layout: Layout, world: int) -> dict[str, int]:
@@ -155,7 +155,8 @@ def unmodelled(recipe: Recipe) -> tuple[str, str]:
         return f"{recipe.model.value}: {recipe.model_hint}", "check a config function torchtitan ships for a " \
                                                             "dense llama3 or qwen3 model, or give --model"
     return (f"{recipe.model.value}: not a model vramlint knows torchtitan's shapes for (llama3 flavors "
-            f"{', '.join(FLAVORS)})", "give --model with the Hugging Face model of the same shape")
+            f"{', '.join(FLAVORS)}; qwen3 {', '.join(QWEN3)})", "give --model with the Hugging Face model of the "
+                                                                 "same shape")
 
 
 def _checkpointing(layout: Layout) -> str:
@@ -166,17 +167,21 @@ def _checkpointing(layout: Layout) -> str:
     return mode
 
 
-def _release(layout: Layout, model: ModelShape) -> dict:
-    """What 0.3.0 builds differently (readers/torchtitan_registry.py): the loss in chunks with the
-    output projection inside, CUDA graphs, one fused QKV projection whose output per-op selective
-    checkpointing saves, TP collectives that are c10d calls it does not save (spmd_types), and one
-    RoPE cache per block (4 B x head_dim a position for llama3's complex64, 8 B for qwen3's cos + sin)."""
+def _release(layout: Layout, model: ModelShape, micro: int) -> dict:
+    """What the model code of the job's torchtitan builds beyond 0.2.2's llama3. qwen3 normalizes
+    each head's q and k; its 0.2.2 RoPE saves the cos and sin rows cast to bf16, one [seq, head_dim]
+    each a sequence position (shared by the batch's rows). 0.3.0 (readers/torchtitan_registry.py):
+    the loss in chunks with the output projection inside, CUDA graphs, one fused QKV projection whose
+    output per-op selective checkpointing saves, TP collectives that are c10d calls it does not save
+    (spmd_types), tied embeddings' one unit, and one RoPE cache per block (4 B x head_dim a position
+    for llama3's complex64, 8 B for qwen3's cos + sin), whose rows the positions gather per token."""
+    qwen, hd = model.model_type == "qwen3", model.layers[0].attention.head_dim
     if layout.release == VERSION:
-        return {}
-    rope = 8 if model.model_type == "qwen3" else 4
+        return {"qk_norm": True, "rope_saved": -(-4 * hd // max(1, micro))} if qwen else {}
+    rope = (8 if qwen else 4) * hd
     return {"loss_chunks": whole(layout.loss_chunks, 0), "cuda_graphs": bool(layout.cuda_graphs.value),
-            "fused_qkv": True, "saved_collectives": False, "rope_cache": rope * model.layers[0].attention.head_dim,
-            "qk_norm": model.model_type == "qwen3", "tied_unit": model.head_params == 0}
+            "fused_qkv": True, "saved_collectives": False, "rope_cache": rope, "rope_saved": rope,
+            "qk_norm": qwen, "tied_unit": model.head_params == 0}
 
 
 def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster,
@@ -198,7 +203,7 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                       pipeline=pp, schedule=schedule, microbatches=microbatches, stages_per_rank=per_rank,
                       checkpointing=mode, compiled_loss=bool(layout.compile.value) and bool(layout.compiled_loss.value),
                       reshard_after_forward=resharded,
-                      loss_parallel=bool(layout.loss_parallel.value), **_release(layout, model))
+                      loss_parallel=bool(layout.loss_parallel.value), **_release(layout, model, micro))
     if recipe.document.on_command_line:      # a 0.3.0 line: what it leaves to its config function is said there
         origins["launch"] = Origin("file", recipe.document.locate("$"))
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),

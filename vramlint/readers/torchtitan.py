@@ -52,6 +52,19 @@ FLAVORS = {
     "405B": {**_LLAMA, "hidden_size": 16384, "num_hidden_layers": 126, "num_attention_heads": 128,
              "num_key_value_heads": 8, "intermediate_size": 53248},
 }
+# qwen3's dense flavors as torchtitan 0.2.2 defines them (torchtitan/models/qwen3/__init__.py:33-120: head_dim
+# 128, q / k RMSNorm, eps 1e-6, rope_theta 1e6, embeddings tied up to 4B), as the Hugging Face Qwen3 config of
+# the same shapes; its mixture-of-experts flavors are not modelled for torchtitan.
+_QWEN3 = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "head_dim": 128,
+          "max_position_embeddings": 40960, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "torch_dtype": "bfloat16",
+          "hidden_act": "silu", "tie_word_embeddings": False}
+QWEN3 = {name: {**_QWEN3, "hidden_size": h, "num_hidden_layers": n, "num_attention_heads": a, "num_key_value_heads": 8,
+                "intermediate_size": f, **({"tie_word_embeddings": True} if tied else {}),
+                **({"vocab_size": 2048} if name == "debugmodel" else {})}
+         for name, (h, n, a, f, tied) in {"debugmodel": (256, 8, 16, 3072, True), "0.6B": (1024, 28, 16, 3072, True),
+                                          "1.7B": (2048, 28, 16, 6144, True), "4B": (2560, 36, 32, 9728, True),
+                                          "8B": (4096, 36, 32, 12288, False), "14B": (5120, 40, 40, 17408, False),
+                                          "32B": (5120, 64, 64, 25600, False)}.items()}
 VARIANTS = {"debugmodel_flex_attn": "debugmodel", "debugmodel_varlen_attn": "debugmodel", "8B_flex": "8B",
             "8B_varlen": "8B", "8B_flex_attn": "8B"}
 
@@ -134,7 +147,7 @@ def _model(keys: Keys) -> tuple[Fact, dict | None]:
     flavor = keys.get("model.flavor", default="debugmodel",
                       why=f"{VERSION}: JobConfig.model.flavor (job_config.py:104)")
     shape = VARIANTS.get(str(flavor.value), str(flavor.value))
-    config = FLAVORS.get(shape) if name.value == "llama3" else None
+    config = {"llama3": FLAVORS, "qwen3": QWEN3}.get(str(name.value), {}).get(shape)
     where = flavor if flavor.from_file else name
     return Fact(f"torchtitan {name.value} {flavor.value}", where.location, where.default), config
 

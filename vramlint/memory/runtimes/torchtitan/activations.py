@@ -38,7 +38,7 @@ class Widths:
     t: int
     c: int                         # bytes of a compute element (2: bf16)
     q: int = 0                     # the query width, heads x head_dim (qwen3's differs from h); 0: h
-    r: int = 0                     # 0.3.0: the RoPE cache rows gathered for the positions, bytes a token
+    r: int = 0                     # the RoPE cache rows the block saves, bytes a token (0.2.2 llama3: none)
     kv: int = 0                    # 0.3.0 qwen3: key/value heads, whose q / k norms keep fp32 copies
     qk: bool = False
 
@@ -48,15 +48,15 @@ def widths(plan: Plan) -> Widths:
     att, mlp = m.layers[0].attention, m.layers[0].mlp
     return Widths(m.hidden_size, att.num_kv_heads * att.head_dim, mlp.intermediate, att.num_heads,
                   plan.tensor_parallel, 4 if plan.precision == "fp32" else 2, att.num_heads * att.head_dim,
-                  par.rope_cache, att.num_kv_heads, par.qk_norm)
+                  par.rope_saved, att.num_kv_heads, par.qk_norm)
 
 
 def none(w: Widths) -> int:
     """Everything a block keeps without checkpointing (traced at TP 1; split as the module says):
     the two norms' fp32 input and output copies and rsqrt (8h + 4 each), the linears' inputs (2 x
     2h), attention's q, k, v and output and logsumexp, the FFN's w1, w3, silu and product (8f); in
-    0.3.0 the RoPE cache rows its positions gather (``r``) and qwen3's q / k norms' fp32 copies and
-    rsqrt per head (8q + 4a + 8k + 4kv)."""
+    the RoPE cache rows it saves (``r``: 0.3.0's gathered per token, 0.2.2 qwen3's bf16 cos and sin)
+    and qwen3's q / k norms' fp32 copies and rsqrt per head (8q + 4a + 8k + 4kv)."""
     c, q = w.c, w.q or w.h
     norms = 8 * q + 4 * w.a + 8 * w.k + 4 * w.kv if w.qk else 0
     split = c * (8 * w.h + 2 * q + 2 * w.k + 4 * w.f) + 4 * w.a + 8 + norms
@@ -71,9 +71,10 @@ def full(w: Widths) -> int:
 
 def op(w: Widths) -> int:
     """Per-op selective checkpointing: the input, the saved mm outputs and SDPA's."""
+    q = w.q or w.h
     if w.t == 1:
-        return w.c * (4 * w.h + w.k + w.f) + 4 * w.a
-    split = w.c * (w.h + w.h + w.k + w.h + w.f) + 4 * w.a   # input, wq, wv, SDPA out, w1 (+ logsumexp)
+        return w.c * (2 * w.h + 2 * q + w.k + w.f) + 4 * w.a
+    split = w.c * (w.h + q + w.k + q + w.f) + 4 * w.a       # input, wq, wv, SDPA out, w1 (+ logsumexp)
     scattered = 2 * w.c * w.h                              # the two reduce-scatter outputs, split
     return -(-(split + scattered) // w.t) + w.c * w.h      # + w2's whole-sequence partial sum
 
