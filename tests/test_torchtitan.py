@@ -214,6 +214,8 @@ def test_030_flags_subcommand_and_the_config_functions_defaults(tmp_path):
     ("--module qwen3 --config qwen3_30b_a3b", "a mixture-of-experts model (48 of 48 layers)"),
     ("--module deepseek_v3 --config deepseek_v3_16b", "deepseek_v3 is not modelled for torchtitan yet"),
     ("--config llama3_8b", "--module is required"),
+    ("--module graph_trainer.llama3 --config graph_trainer_llama3_8b", "--module graph_trainer.llama3: vramlint "
+                                                                       "reads torchtitan 0.3.0's own model registries"),
 ])
 def test_a_030_config_it_cannot_price_is_not_estimated_and_says_why(tmp_path, arguments, words):
     entry = _one(_line(tmp_path, arguments), "--gpus", "H100")
@@ -271,6 +273,13 @@ def test_the_030_block_and_loss_are_the_wheels_traced():
         rest = 4 * n * h + copies + 2 * vocab * h
         chunk = n // loss["chunks"] * vocab
         assert abs(loss["peak"] - rest - (LOSS["backward"] + CHUNK_LOGITS) * chunk) <= 64, loss
+
+
+def test_030_sequence_parallel_off_is_said_not_priced(tmp_path):
+    entry = _one(_line(tmp_path, "--module llama3 --config llama3_8b --parallelism.tensor_parallel_degree 2 "
+                                 "--parallelism.no-enable_sequence_parallel"), "--gpus", "H100")
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL210"]
+    assert "sequence parallel off" in finding["message"] and finding["line"] == 2
 
 
 def test_030_tied_embeddings_stay_gathered_twice_through_forward(tmp_path):

@@ -255,6 +255,10 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
                       default=False, convert=truthy)
     if asynch.value:
         out.append(Feature(asynch, "async tensor parallel: its symmetric-memory buffers are not counted"))
+    sequence = keys.get("parallelism.enable_sequence_parallel", default=True, convert=truthy)
+    if not sequence.value and isinstance(layout.tensor.value, int) and layout.tensor.value > 1:
+        out.append(Feature(sequence, "sequence parallel off (0.3.0 parallelism.enable_sequence_parallel): the blocks' "
+                                     "inputs and norms whole on every TP rank, estimated as split over it"))
     if layout.checkpointing.value == "memory_budget":
         out.append(Feature(layout.checkpointing, "activation_checkpoint.mode memory_budget: the compiler's choice of "
                                                  "what to save is not modelled; estimated as per-op selective"))

@@ -131,10 +131,17 @@ def read_keys(document: Document) -> tuple[Keys, Fact, dict | None, str, str]:
     if module.value is None or config.value is None:
         missing = "--module" if module.value is None else "--config"
         return keys, Fact(name, where), None, f"{missing} is required (torchtitan/config/manager.py:85-92)", ""
-    if entry is None or entry["module"] != str(module.value).removeprefix("torchtitan.models."):
+    modules = sorted({one["module"] for one in registry().values()})
+    short = str(module.value).removeprefix("torchtitan.models.")
+    if short not in modules:
         return keys, Fact(name, where), None, (
-            f"{config.value} is not a config function torchtitan 0.3.0 ships in torchtitan.models.{module.value}; "
-            "vramlint reads no Python (a config of your own module is known only when it runs)"), ""
+            f"--module {module.value}: vramlint reads torchtitan 0.3.0's own model registries ({', '.join(modules)}), "
+            "not this module's configs (an experiment's trainer, torchtitan_recipes or a module of your own: "
+            "known only when it runs)"), ""
+    if entry is None or entry["module"] != short:
+        return keys, Fact(name, where), None, (
+            f"{config.value} is not a config function torchtitan 0.3.0 ships in torchtitan.models.{short}; "
+            "vramlint reads no Python (a config of your own is known only when it runs)"), ""
     note = f"{VERSION}: the job is {config.value} ({entry['source']}) with the line's arguments over it"
     layered = LayeredKeys(document, _job_keys(entry), config)
     m = entry["model"]
