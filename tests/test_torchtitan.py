@@ -214,6 +214,7 @@ def test_030_flags_subcommand_and_the_config_functions_defaults(tmp_path):
     ("--module qwen3 --config qwen3_30b_a3b", "a mixture-of-experts model (48 of 48 layers)"),
     ("--module deepseek_v3 --config deepseek_v3_16b", "deepseek_v3 is not modelled for torchtitan yet"),
     ("--config llama3_8b", "--module is required"),
+    ("--module llama3 --config ${CONFIG}", "--config is known only when the script runs"),
     ("--module graph_trainer.llama3 --config graph_trainer_llama3_8b", "--module graph_trainer.llama3: vramlint "
                                                                        "reads torchtitan 0.3.0's own model registries"),
 ])
@@ -233,6 +234,10 @@ def test_030_pipeline_parallel_needs_cuda_graphs_off(tmp_path):
     assert finding["hint"] == "--training.disable_cuda_graphs"
     ran = _one(_line(tmp_path, pp + " --training.disable_cuda_graphs", "off.sh"), "--gpus", "H100")
     assert ran["status"] == "estimated" and "pipeline rank" in ran["estimate"]["peak_moment"]
+    chunks = _one(_line(tmp_path, "--module llama3 --config llama3_8b --loss.num_chunks 3", "chunks.sh"),
+                  "--gpus", "H100")
+    (finding,) = [f for f in chunks["findings"] if f["code"] == "VL313"]
+    assert "ChunkedLossWrapper sequence length must be divisible by num_chunks (8192 % 3)" in finding["message"]
     tied = _one(_line(tmp_path, "--module qwen3 --config qwen3_0_6b --parallelism.pipeline_parallel_degree 2 "
                                 "--training.disable_cuda_graphs", "tied.sh"), "--gpus", "H100")
     (finding,) = [f for f in tied["findings"] if f["code"] == "VL313"]

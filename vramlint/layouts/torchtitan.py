@@ -122,10 +122,21 @@ def _pipeline(layout: Layout, model: ModelShape, pp: int) -> list[Refusal]:
     return []
 
 
-def _release_refused(layout: Layout, model: ModelShape, pp: int) -> list[Refusal]:
-    """0.3.0's own refusals of a pipeline: Trainer.Config._validate_cuda_graphs (trainer.py:179-187, at
-    parse time) and Decoder's weight tying (models/common/decoder.py:139-142)."""
-    if layout.release == VERSION or pp < 2:
+def _release_refused(layout: Layout, model: ModelShape, pp: int, seq: int) -> list[Refusal]:
+    """0.3.0's own refusals: ChunkedLossWrapper's chunks of the rank's sequence (components/loss.py
+    :668-673); of a pipeline, Trainer.Config._validate_cuda_graphs (trainer.py:179-187, at parse time)
+    and Decoder's weight tying (models/common/decoder.py:139-142)."""
+    if layout.release == VERSION:
+        return []
+    chunks = layout.loss_chunks.value
+    if layout.loss_chunks.from_file and (isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1):
+        return [Refusal(layout.loss_chunks, f"loss.num_chunks: {chunks!r} is not a whole number of 1 or more",
+                        "--loss.num_chunks 8 (ChunkedLossWrapper's default)")]
+    if chunks and seq % chunks:
+        return [Refusal(layout.loss_chunks, "ChunkedLossWrapper sequence length must be divisible by num_chunks "
+                                            f"({seq} % {chunks}) (components/loss.py:671)",
+                        "a --loss.num_chunks that divides each rank's sequence")]
+    if pp < 2:
         return []
     if layout.cuda_graphs.value:
         return [Refusal(layout.pipeline, "CUDA graphs do not support pipeline parallelism yet. Set "
@@ -143,8 +154,10 @@ def refusals(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> l
     wrong = _wrong_types(layout)
     if wrong:
         return wrong
-    pp = degrees(layout, world)["pipeline"]
-    out = _release_refused(layout, model, pp) + _mesh(layout, recipe, model, world) + _checkpointing_refused(layout)
+    d = degrees(layout, world)
+    pp, seq = d["pipeline"], whole(recipe.seq_len, 0) // max(1, d["context"])
+    out = _release_refused(layout, model, pp, seq) + _mesh(layout, recipe, model, world) + \
+        _checkpointing_refused(layout)
     return out + (_pipeline(layout, model, pp) if pp > 1 and not out else [])
 
 

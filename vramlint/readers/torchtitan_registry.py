@@ -129,8 +129,11 @@ def read_keys(document: Document) -> tuple[Keys, Fact, dict | None, str, str]:
     where = (config if config.from_file else module).location
     entry = registry().get(str(config.value))
     if module.value is None or config.value is None:
-        missing = "--module" if module.value is None else "--config"
-        return keys, Fact(name, where), None, f"{missing} is required (torchtitan/config/manager.py:85-92)", ""
+        missing = "module" if module.value is None else "config"
+        if missing in document.unknown:       # the line names it through what only the run knows ($CONFIG)
+            return keys, Fact(name, where), None, f"--{missing} is known only when the script runs: the config " \
+                                                  "function, and so the job, is the run's to know", ""
+        return keys, Fact(name, where), None, f"--{missing} is required (torchtitan/config/manager.py:85-92)", ""
     modules = sorted({one["module"] for one in registry().values()})
     short = str(module.value).removeprefix("torchtitan.models.")
     if short not in modules:
