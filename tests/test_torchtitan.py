@@ -360,6 +360,33 @@ def test_pipeline_microbatches_fewer_than_stages_are_refused(tmp_path):
                for f in entry["findings"])
 
 
+@pytest.mark.parametrize("pp, per, schedule, words", [
+    (2, 9, "1F1B", "Single stage schedule requires exactly 1 stage per rank, but got 2 stages per rank"),
+    (8, 3, "ZBVZeroBubble", "Number of virtual stages (12) must be divisible by pipeline parallel size (8)"),
+    (4, 3, "ZBVZeroBubble", "v schedules assume 2 stages per rank, got 3"),
+    (4, 9, "Interleaved1F1B", "Multi-stage schedule requires at least 2 stages per rank, but got 1"),
+])
+def test_the_stages_layers_per_stage_makes_must_suit_the_schedule(tmp_path, pp, per, schedule, words):
+    """pipeline_parallel.py's checks of pipeline_parallel_layers_per_stage: 32 layers + the embedding
+    and the head in ceil(34 / per) stages, as 0.2.2 and 0.3.0 raise them."""
+    line = (f"--module llama3 --config llama3_8b --training.disable_cuda_graphs --training.local_batch_size 32 "
+            f"--parallelism.pipeline_parallel_degree {pp} --parallelism.pipeline_parallel_layers_per_stage {per} "
+            f"--parallelism.pipeline_parallel_schedule {schedule}")
+    entry = _one(_line(tmp_path, line), "--gpus", "8xH100")
+    assert any(f["code"] == "VL313" and words in f["message"] for f in entry["findings"]), entry["findings"]
+
+
+def test_a_v_shaped_schedule_without_a_pipeline_runs_no_schedule(tmp_path):
+    """A job naming ZBVZeroBubble with pipeline_parallel_degree 1 (its schedule is never built) is
+    estimated as the job without a pipeline (it failed inside the runtime before)."""
+    base = '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\n[parallelism]\n'
+    plain, shaped = tmp_path / "plain.toml", tmp_path / "v.toml"
+    plain.write_text(base)
+    shaped.write_text(base + 'pipeline_parallel_schedule = "ZBVZeroBubble"\n')
+    peaks = [_one(job, "--gpus", "8xH100")["estimate"]["per_gpu_peak_bytes"] for job in (plain, shaped)]
+    assert peaks[0] == peaks[1]
+
+
 def test_the_pipeline_split_is_torchtitans():
     """generate_llm_fqn_per_model_part (pipeline_parallel.py:236-345): 32 layers + embedding + head
     over 8 stages is 34 effective layers, 5 for the first two stages, 4 for the rest, the embedding

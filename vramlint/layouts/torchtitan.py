@@ -15,7 +15,7 @@ from vramlint.layouts import Refusal, whole
 from vramlint.models.shape import ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
 from vramlint.readers.recipe import Recipe
-from vramlint.readers.torchtitan import AC_MODES, FLAVORS, QWEN3, SCHEDULES, SINGLE_STAGE, VERSION, Layout
+from vramlint.readers.torchtitan import AC_MODES, FLAVORS, QWEN3, SCHEDULES, SINGLE_STAGE, V_SHAPED, VERSION, Layout
 
 
 def degrees(layout: Layout, world: int) -> dict[str, int]:
@@ -99,12 +99,42 @@ def _checkpointing_refused(layout: Layout) -> list[Refusal]:
     return []
 
 
+def _stage_split(layout: Layout, model: ModelShape, pp: int, schedule: str) -> list[Refusal]:
+    """``pipeline_parallel_layers_per_stage``'s stages against the schedule (pipeline_parallel.py, 0.2.2
+    :71-110 and 0.3.0 :214-257: the stages a multiple of the ranks, one a rank for a single-stage
+    schedule, two or more for a looped one; the V-shaped ones take exactly two, :459-466)."""
+    per = whole(layout.layers_per_stage, 0)
+    if not per:
+        return []
+    stages = -(-(model.num_layers + 2) // per)
+    on = layout.layers_per_stage
+    said = (f"Model has {model.num_layers} layers with pipeline_parallel_layers_per_stage={per}, resulting in "
+            f"num_virtual_stages={stages} across {pp} PP ranks")
+    if stages % pp:
+        return [Refusal(on, f"Number of virtual stages ({stages}) must be divisible by pipeline parallel size ({pp}). "
+                            f"{said}", f"a pipeline_parallel_layers_per_stage giving a multiple of {pp} stages")]
+    rank = stages // pp
+    if schedule in SINGLE_STAGE and rank != 1:
+        return [Refusal(on, f"Single stage schedule requires exactly 1 stage per rank, but got {rank} stages per rank. "
+                            f"{said}", f"pipeline_parallel_layers_per_stage {model.num_layers // pp} or higher")]
+    if schedule not in SINGLE_STAGE and rank < 2:
+        return [Refusal(on, f"Multi-stage schedule requires at least 2 stages per rank, but got {rank} stages per "
+                            f"rank. {said}", "a smaller pipeline_parallel_layers_per_stage")]
+    if schedule in V_SHAPED and rank != 2:
+        return [Refusal(on, f"v schedules assume 2 stages per rank, got {rank} (pipeline_parallel.py:464)",
+                        f"pipeline_parallel_layers_per_stage {-(-(model.num_layers + 2) // (2 * pp))}")]
+    return []
+
+
 def _pipeline(layout: Layout, model: ModelShape, pp: int) -> list[Refusal]:
     """The schedule, the micro-batches and the stages the split can make (pipeline_parallel.py)."""
     schedule = str(layout.schedule.value)
     if schedule not in SCHEDULES:
         return [Refusal(layout.schedule, f"Unknown pipeline schedule {schedule!r} (torch.distributed.pipelining "
                                          f"knows {', '.join(SCHEDULES)})", "one of those")]
+    split = _stage_split(layout, model, pp, schedule)
+    if split:
+        return split
     stages, effective = pp * stages_per_rank(layout, model.num_layers, pp), model.num_layers + 2
     if stages > effective:
         return [Refusal(layout.pipeline, f"Number of stages ({stages}) cannot be greater than effective layers "

@@ -40,7 +40,7 @@ def ranks(plan: Plan) -> list[Rank]:
     stages = split(plan.model.num_layers, pp * v)
     out = []
     for r in range(pp):
-        if par.schedule in V_SHAPED:
+        if par.schedule in V_SHAPED and v == 2:     # without a pipeline (pp 1) no schedule runs
             mine = (stages[r], stages[2 * pp - 1 - r])
         else:
             mine = tuple(stages[r + k * pp] for k in range(v))
