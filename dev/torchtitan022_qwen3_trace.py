@@ -24,7 +24,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torchtitan_block import Live  # noqa: E402
+from torchtitan_block import kept_per_token, saved_tensors, storages  # noqa: E402
 
 B, L = 2, 256
 CPU_SDPA = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -55,30 +55,18 @@ def run_block(shape: str, policy: str) -> dict:
         config = ActivationCheckpoint(mode="full" if policy == "full" else "selective", selective_ac_option="op")
         apply_ac(model, config, op_sac_save_list=_op_sac_save_list | {CPU_SDPA})
     x = torch.randn(B, L, args.dim, dtype=torch.bfloat16, requires_grad=True)
-    skip = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), x]}
-    with Live(skip) as live:
-        out = model.layers["0"](x, model.rope_cache, None, None)
-        kept = live.now - out.untyped_storage().nbytes()
-        out.backward(torch.ones_like(out))
+    skip = storages(*model.parameters(), *model.buffers(), x)
+    kept = kept_per_token(lambda: model.layers["0"](x, model.rope_cache, None, None), skip, B * L)
     return {"shape": {"h": args.dim, "heads": args.n_heads, "kv": args.n_kv_heads, "head_dim": args.head_dim,
-                      "ffn": args.hidden_dim}, "policy": policy, "b": B, "s": L, "kept_per_token": kept / (B * L)}
+                      "ffn": args.hidden_dim}, "policy": policy, "b": B, "s": L, "kept_per_token": kept}
 
 
 def saved(shape: str) -> list:
     """The tensors autograd saves in the block's forward without checkpointing, in order."""
     args, model = _model(shape)
     x = torch.randn(B, L, args.dim, dtype=torch.bfloat16, requires_grad=True)
-    skip = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), x]}
-    seen: dict = {}
-
-    def pack(t):
-        ptr = t.untyped_storage().data_ptr()
-        if ptr not in skip and ptr not in seen:
-            seen[ptr] = [list(t.shape), str(t.dtype).removeprefix("torch."), t.untyped_storage().nbytes() / (B * L)]
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model.layers["0"](x, model.rope_cache, None, None)
-    return list(seen.values())
+    skip = storages(*model.parameters(), *model.buffers(), x)
+    return saved_tensors(lambda: model.layers["0"](x, model.rope_cache, None, None), skip, B * L)
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torchtitan_block import Live  # noqa: E402
+from torchtitan_block import Live, kept_per_token, saved_tensors, storages  # noqa: E402
 
 B, L = int(os.environ.get("TRACE_B", 2)), 256
 
@@ -63,20 +63,15 @@ def run_block(name: str, policy: str) -> dict:
     if policy != "none":
         _with_cpu_attention(acm)
         (acm.FullAC if policy == "full" else acm.SelectiveAC).Config().build().apply(model)
-    block = model.layers["0"]
     x = torch.randn(B, L, config.dim, dtype=torch.bfloat16, requires_grad=True)
     positions = torch.arange(L).repeat(B, 1)
-    exclude = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), x, positions]}
-    with Live(exclude) as live:
-        out = block(x, None, positions)
-        kept = live.now - out.untyped_storage().nbytes()
-        live.peak = live.now
-        out.backward(torch.ones_like(out))
+    skip = storages(*model.parameters(), *model.buffers(), x, positions)
+    kept = kept_per_token(lambda: model.layers["0"](x, None, positions), skip, B * L)
     attention = config.layers[0].attention
     qkv = attention.qkv_linear
     shape = {"h": config.dim, "heads": qkv.n_heads, "kv": qkv.n_kv_heads, "head_dim": qkv.head_dim,
              "ffn": config.layers[0].feed_forward.w1.out_features, "qk_norm": attention.qk_norm is not None}
-    return {"model": name, "policy": policy, "shape": shape, "b": B, "s": L, "kept_per_token": kept / (B * L)}
+    return {"model": name, "policy": policy, "shape": shape, "b": B, "s": L, "kept_per_token": kept}
 
 
 def run_loss(chunks: int, b: int, s: int, h: int, vocab: int) -> dict:
@@ -89,8 +84,7 @@ def run_loss(chunks: int, b: int, s: int, h: int, vocab: int) -> dict:
     wrapper = ChunkedLossWrapper.Config(num_chunks=chunks, loss_fn=CrossEntropyLoss.Config(global_vocab_size=vocab))
     loss_fn = wrapper.build(compile_config=CompileConfig())
     loss_fn.set_lm_head(head)
-    exclude = {t.untyped_storage().data_ptr() for t in [*head.parameters(), hidden, labels]}
-    with Live(exclude) as live:
+    with Live(storages(*head.parameters(), hidden, labels)) as live:
         loss, _ = loss_fn(hidden, labels, torch.tensor(b * s))
         after = live.now
     rows = b * s // chunks
@@ -105,17 +99,8 @@ def saved(name: str) -> list:
     config, model = _one_block(name)
     x = torch.randn(B, L, config.dim, dtype=torch.bfloat16, requires_grad=True)
     positions = torch.arange(L).repeat(B, 1)
-    skip = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), x, positions]}
-    seen: dict = {}
-
-    def pack(t):
-        ptr = t.untyped_storage().data_ptr()
-        if ptr not in skip and ptr not in seen:
-            seen[ptr] = [list(t.shape), str(t.dtype).removeprefix("torch."), t.untyped_storage().nbytes() / (B * L)]
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model.layers["0"](x, None, positions)
-    return list(seen.values())
+    skip = storages(*model.parameters(), *model.buffers(), x, positions)
+    return saved_tensors(lambda: model.layers["0"](x, None, positions), skip, B * L)
 
 
 def main() -> None:

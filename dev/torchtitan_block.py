@@ -68,6 +68,35 @@ class Live(TorchDispatchMode):
         return out
 
 
+def kept_per_token(call, skip: set[int], tokens: int) -> float:
+    """Bytes a token that ``call()``'s output keeps alive for backward (its own storage and the
+    storages in ``skip`` left out), its backward then run (the torchtitan 0.2.2 / 0.3.0 traces)."""
+    with Live(skip) as live:
+        out = call()
+        kept = live.now - out.untyped_storage().nbytes()
+        live.peak = live.now
+        out.backward(torch.ones_like(out))
+    return kept / tokens
+
+
+def saved_tensors(call, skip: set[int], tokens: int) -> list:
+    """What autograd saves in ``call()``, in order: [shape, dtype, bytes a token], each storage once."""
+    seen: dict = {}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in skip and ptr not in seen:
+            seen[ptr] = [list(t.shape), str(t.dtype).removeprefix("torch."), t.untyped_storage().nbytes() / tokens]
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        call()
+    return list(seen.values())
+
+
+def storages(*tensors) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in tensors}
+
+
 def rope(xq, xk, freqs):
     xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
     xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
