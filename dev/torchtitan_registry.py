@@ -113,12 +113,37 @@ def _as_on_a_gpu() -> None:
         module.has_cuda_capability = lambda major, minor: True
 
 
+def _names(config: object, prefix: str = "") -> list[str]:
+    """A config's fields as tyro spells them on the line (a nested config's as ``outer.inner``)."""
+    out = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            out += _names(value, f"{prefix}{field.name}.")
+        else:
+            out.append(prefix + field.name)
+    return out
+
+
+def fields() -> dict:
+    """The fields the line may set in the sections vramlint reads (tyro refuses any other)."""
+    from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss
+    from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
+    from torchtitan.distributed.activation_checkpoint import FullAC, MemoryBudgetAC, SelectiveAC
+    return {"training": _names(TrainingConfig()), "parallelism": _names(ParallelismConfig()),
+            "compile": _names(CompileConfig()),
+            "loss": {"ChunkedLossWrapper.Config": _names(ChunkedLossWrapper.Config()),
+                     "CrossEntropyLoss.Config": _names(CrossEntropyLoss.Config())},
+            "activation_checkpoint": {"full": _names(FullAC.Config()), "selective": _names(SelectiveAC.Config()),
+                                      "memory_budget": _names(MemoryBudgetAC.Config()), "none": []}}
+
+
 def main() -> None:
     import torch
     import torchtitan
     _as_on_a_gpu()
     version = importlib.metadata.version("torchtitan")
-    out = {"torchtitan": version, "torch": torch.__version__, "configs": {}}
+    out = {"torchtitan": version, "torch": torch.__version__, "fields": fields(), "configs": {}}
     for module in MODULES:
         registry = importlib.import_module(f"torchtitan.models.{module}.config_registry")
         for name, function in sorted(inspect.getmembers(registry, inspect.isfunction)):

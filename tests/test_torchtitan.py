@@ -225,6 +225,30 @@ def test_a_030_config_it_cannot_price_is_not_estimated_and_says_why(tmp_path, ar
     assert words in finding["message"] and finding["line"] == 2
 
 
+def test_030_a_field_its_config_has_not_is_tyros_refusal(tmp_path):
+    """tyro exits 2 on a field 0.3.0's config has not: a later torchtitan's batch-in-tokens flag, or
+    --loss.num_chunks where the config function's loss is no ChunkedLossWrapper (the helper run on
+    the wheel's parser: manager.py)."""
+    for line, key in (("--module llama3 --config llama3_8b --training.num-tokens-per-train-step 2048",
+                       "--training.num_tokens_per_train_step"),
+                      ("--module llama3 --config llama3_debugmodel_ce_loss --loss.num_chunks 4", "--loss.num_chunks")):
+        entry = _one(_line(tmp_path, line, "u.sh"), "--gpus", "H100")
+        (finding,) = [f for f in entry["findings"] if f["code"] == "VL313"]
+        assert f"Unrecognized options: {key}" in finding["message"] and finding["line"] == 2
+    fine = _one(_line(tmp_path, "--module llama3 --config llama3_8b --loss.num_chunks 4 --training.steps 10",
+                      "ok.sh"), "--gpus", "H100")
+    assert not [f for f in fine["findings"] if f["code"] == "VL313"]
+
+
+def test_030_a_bare_flag_does_not_swallow_the_subcommand_after_it(tmp_path):
+    """``--training.disable_cuda_graphs activation-checkpoint:full``: the flag takes no value, the
+    subcommand is the line's next word."""
+    flagged = _one(_line(tmp_path, "--module llama3 --config llama3_8b --parallelism.no-enable_sequence_parallel "
+                                   "activation-checkpoint:full", "a.sh"), "--gpus", "H100")
+    assert "full (each block keeps its input)" in " ".join(flagged["estimate"]["assumptions"])
+    assert not [f for f in flagged["findings"] if f["code"] == "VL313"]
+
+
 def test_030_pipeline_parallel_needs_cuda_graphs_off(tmp_path):
     """trainer.py:179-187: CUDA graphs (on by default) refuse a pipeline, at parse time."""
     pp = "--module llama3 --config llama3_8b --parallelism.pipeline_parallel_degree 2 --training.local_batch_size 8"

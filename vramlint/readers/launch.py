@@ -388,14 +388,18 @@ def _registry_flags(arguments: tuple, positional: tuple) -> tuple:
     """A torchtitan 0.3.0 line's arguments as tyro reads them: bare boolean flags, ``--section.no-field``
     for False, and the positional ``activation-checkpoint:full`` as the policy the job file would state."""
     from vramlint.readers.torchtitan import BOOLEANS
-    out = []
-    for key, value, word in _tyro_flags(arguments):
+    out, words = [], list(positional)
+    for key, value, word in arguments:
         section, _, field = key.rpartition(".")
-        if field.startswith("no_") and value is None and field[3:] in BOOLEANS:
+        negated = field.startswith("no_") and field[3:] in BOOLEANS
+        if (negated or field in BOOLEANS) and value is not None and (value.text or "").lower() not in ("true", "false"):
+            words.append(value)              # a flag takes no value: the word after it is the line's next
+            value = None
+        if negated and value is None:
             out.append((f"{section}.{field[3:]}", Word("false", word.line, word.column), word))
             continue
         out.append((key, value, word))
-    for word in positional:
+    for word in words:
         match = _AC_SUBCOMMAND.fullmatch(word.text or "")
         if match:
             mode = Word(match.group(1).replace("-", "_"), word.line, word.column)

@@ -271,11 +271,11 @@ def read_torchtitan(document: Document) -> Recipe:
     from vramlint.readers.torchtitan_registry import VERSION as REGISTRY, is_registry_job, read_keys
     document = nested(document)
     if is_registry_job(document.data):
-        keys, model, config, unpriced, note = read_keys(document)
+        keys, model, config, unpriced, note, refused = read_keys(document)
         release = REGISTRY
     else:
         keys = Keys(document, f"{VERSION} default")
-        (model, config), unpriced, release, note = _model(keys), "", VERSION, ""
+        (model, config), unpriced, release, note, refused = _model(keys), "", VERSION, "", ()
     layout = read_layout(keys, release)
     pipelined = isinstance(layout.pipeline.value, int) and layout.pipeline.value > 1
     micro = layout.pp_microbatch if pipelined else layout.local_batch
@@ -306,7 +306,7 @@ def read_torchtitan(document: Document) -> Recipe:
                        checkpointing=Fact(False), upcast=False),
         tensor_parallel=layout.tensor, sequence_split=layout.context,
         hf_trainer=False, keys=SPELLING, model_config=config, release=release, layout=Fact(layout),
-        features=_features(keys, layout), model_hint=unpriced, notes=(note,) if note else (),
+        features=_features(keys, layout), model_hint=unpriced, notes=(note,) if note else (), refusals=refused,
     )
 
 

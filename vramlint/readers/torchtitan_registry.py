@@ -27,7 +27,7 @@ from typing import Any
 from vramlint.documents import Document
 from vramlint.packaged import data_json
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.recipe import MISSING, Keys, walk
+from vramlint.readers.recipe import MISSING, Keys, Refusal, walk
 
 VERSION = "torchtitan 0.3.0"
 REGISTRY = "torchtitan_0.3.0_registry.json"
@@ -44,6 +44,36 @@ def is_registry_job(data: Any) -> bool:
 
 def registry() -> dict:
     return data_json(REGISTRY)["configs"]
+
+
+def unrecognized(document: Document, entry: dict) -> tuple[Refusal, ...]:
+    """tyro's refusal of a line's field that 0.3.0's config has not, in the sections vramlint reads
+    (training, parallelism, compile, the loss's and the checkpointing class's own): the job would
+    not start, or is a later torchtitan's, whose flag means what 0.3.0 cannot say."""
+    fields = data_json(REGISTRY)["fields"]
+    stated = document.data.get("activation_checkpoint")
+    mode = (stated.get("mode") if isinstance(stated, dict) else None) or \
+        AC_CLASSES.get(entry["activation_checkpoint"]["class"])
+    known = {"training": fields["training"], "parallelism": fields["parallelism"], "compile": fields["compile"],
+             "loss": fields["loss"].get(entry["loss"]["class"], []),
+             "activation_checkpoint": [*fields["activation_checkpoint"].get(str(mode), []), "mode"]}
+    for section, names in known.items():
+        for name in _dotted(document.data.get(section)):
+            if name not in names:
+                key = f"{section}.{name}"
+                return (Refusal("always", key, f"Unrecognized options: --{key} (torchtitan 0.3.0's {section} has no "
+                                               "such field: tyro exits 2; a later torchtitan's flag?)"),)
+    return ()
+
+
+def _dotted(node: Any, prefix: str = "") -> list[str]:
+    """A nested mapping's leaf keys, dotted (``loss_fn.global_vocab_size``)."""
+    if not isinstance(node, dict):
+        return []
+    out = []
+    for key, value in node.items():
+        out += _dotted(value, f"{prefix}{key}.") if isinstance(value, dict) else [f"{prefix}{key}"]
+    return out
 
 
 class LayeredKeys(Keys):
@@ -120,9 +150,9 @@ def unpriced(entry: dict) -> str:
     return ""
 
 
-def read_keys(document: Document) -> tuple[Keys, Fact, dict | None, str, str]:
+def read_keys(document: Document) -> tuple[Keys, Fact, dict | None, str, str, tuple]:
     """The job's keys (the line over the registry function), its model fact, the model's config
-    (None: not priced), where not priced why, and what the job is (a note)."""
+    (None: not priced), where not priced why, what the job is (a note), and tyro's refusals."""
     keys = Keys(document, VERSION)
     module, config = keys.get("module"), keys.get("config")
     name = f"{VERSION} {module.value or '?'}.{config.value or '?'}"
@@ -132,24 +162,25 @@ def read_keys(document: Document) -> tuple[Keys, Fact, dict | None, str, str]:
         missing = "module" if module.value is None else "config"
         if missing in document.unknown:       # the line names it through what only the run knows ($CONFIG)
             return keys, Fact(name, where), None, f"--{missing} is known only when the script runs: the config " \
-                                                  "function, and so the job, is the run's to know", ""
-        return keys, Fact(name, where), None, f"--{missing} is required (torchtitan/config/manager.py:85-92)", ""
+                                                  "function, and so the job, is the run's to know", "", ()
+        return keys, Fact(name, where), None, f"--{missing} is required (torchtitan/config/manager.py:85-92)", \
+            "", ()
     modules = sorted({one["module"] for one in registry().values()})
     short = str(module.value).removeprefix("torchtitan.models.")
     if short not in modules:
         return keys, Fact(name, where), None, (
             f"--module {module.value}: vramlint reads torchtitan 0.3.0's own model registries ({', '.join(modules)}), "
             "not this module's configs (an experiment's trainer, torchtitan_recipes or a module of your own: "
-            "known only when it runs)"), ""
+            "known only when it runs)"), "", ()
     if entry is None or entry["module"] != short:
         return keys, Fact(name, where), None, (
             f"{config.value} is not a config function torchtitan 0.3.0 ships in torchtitan.models.{short}; "
-            "vramlint reads no Python (a config of your own is known only when it runs)"), ""
+            "vramlint reads no Python (a config of your own is known only when it runs)"), "", ()
     note = f"{VERSION}: the job is {config.value} ({entry['source']}) with the line's arguments over it"
     layered = LayeredKeys(document, _job_keys(entry), config)
     m = entry["model"]
     return (layered, Fact(f"torchtitan {m['name']} {m['flavor']}", where), model_config(entry), unpriced(entry),
-            note)
+            note, unrecognized(document, entry))
 
 
 __all__ = ["VERSION", "LayeredKeys", "is_registry_job", "model_config", "read_keys", "registry", "unpriced"]
