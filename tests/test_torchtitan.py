@@ -172,6 +172,18 @@ def test_the_registry_is_the_wheels_config_functions(module):
                 assert entry["activation_checkpoint"]["class"] == f"{cls}.Config", function.name
 
 
+def test_the_fields_a_line_may_set_are_the_wheels_config_classes():
+    """The registry data's field lists (tyro's refusal of any other, readers/torchtitan_registry.py)
+    are the dataclass fields of the wheel's own config/configs.py (byte-exact, SOURCES.tsv)."""
+    tree = ast.parse((V030 / "configs.py").read_text())
+    classes = {node.name: [item.target.id for item in node.body if isinstance(item, ast.AnnAssign)]
+               for node in tree.body if isinstance(node, ast.ClassDef)}
+    fields = REGISTRY["fields"]
+    assert fields["training"] == classes["TrainingConfig"]
+    assert fields["parallelism"] == classes["ParallelismConfig"]
+    assert fields["compile"] == classes["CompileConfig"]
+
+
 def _line(tmp_path: Path, arguments: str, name: str = "run.sh") -> Path:
     script = tmp_path / name
     script.write_text(f"#!/bin/bash\ntorchrun --nproc_per_node=8 -m torchtitan.train {arguments}\n")
@@ -464,7 +476,7 @@ def test_an_unknown_torchtitan_model_is_not_estimated(tmp_path):
 
 def test_the_files_are_sourced():
     rows = [line.split("\t") for line in (DATA / "torchtitan" / "SOURCES.tsv").read_text().splitlines()[1:]]
-    assert len(rows) == 13
+    assert len(rows) == 14
     for local, repo, path, commit, *_ in rows:
         assert (TITAN.parent / local).is_file() and repo == "pytorch/torchtitan" and len(commit) == 40
 
