@@ -439,6 +439,22 @@ def test_without_the_precision_aware_optimizer_the_main_copies_stay_on_the_gpu(t
     assert parts["optimizer states (routed experts)"] == 4 * experts
 
 
+def test_the_offload_hint_is_the_job_with_the_switches_written(tmp_path):
+    """The hint's offload (optimizer_offload + param_offload) prices what the job would then be: the
+    reference's weights go to the host with the actor's parameters (ref.megatron.param_offload
+    interpolates the actor's), so the hint's peak is the peak of the job with both switches written."""
+    text = MEGATRON_GRPO.read_text().replace("gpu_memory_utilization=0.6 ", "gpu_memory_utilization=0.75 ")
+    (tmp_path / "share.sh").write_text(text)
+    (tmp_path / "both.sh").write_text(text.replace(
+        "    actor_rollout_ref.actor.use_kl_loss=True", "    actor_rollout_ref.actor.megatron.optimizer_offload=True \\\n"
+        "    actor_rollout_ref.actor.megatron.param_offload=True \\\n    actor_rollout_ref.actor.use_kl_loss=True"))
+    hinted = _check(tmp_path / "share.sh", "--gpus", "8xH100", *QWEN2_7B)
+    (finding,) = [f for f in hinted["findings"] if f["code"] == "VL201"]
+    said = finding["hint"].split("megatron.param_offload=True fits at ")[1]
+    written = _check(tmp_path / "both.sh", "--gpus", "8xH100", *QWEN2_7B)
+    assert float(said.split(" GiB")[0]) == round(written["estimate"]["per_gpu_peak_bytes"] / GiB, 1)
+
+
 def test_lora_on_the_megatron_engine_is_not_estimated_and_says_so(tmp_path):
     text = MEGATRON_GRPO.read_text().replace("    actor_rollout_ref.actor.use_kl_loss=True",
                                              "    actor_rollout_ref.model.lora.rank=64 \\\n"

@@ -97,6 +97,8 @@ class Resident:
     name: str                      # reference, reward model
     params: int
     offloaded: bool = False        # --ref.offload / --reward.offload under ZeRO-3: on the host
+    follows_actor: bool = False    # its offload is the actor's parameters' (verl's ref.megatron.param_offload
+                                   # interpolates actor.megatron.param_offload unless the job sets it)
 
 
 @dataclass(frozen=True)

@@ -300,7 +300,8 @@ def _residents(facts: dict, model: ModelShape, others: dict) -> tuple[Resident, 
     weights, and reward model, a value model of the shape its flag names)."""
     out = []
     if facts.get("reference"):
-        out.append(Resident("reference", model.params, bool(facts.get("reference_offloaded"))))
+        out.append(Resident("reference", model.params, bool(facts.get("reference_offloaded")),
+                            bool(facts.get("reference_follows"))))
     if facts.get("reward"):
         out.append(Resident("reward model", (others.get("reward") or model).value_model_params,
                             bool(facts.get("reward_offloaded"))))

@@ -42,7 +42,8 @@ def _share(plan: Plan, budget: int) -> list[Change]:
 
 
 def _offloads(plan: Plan, budget: int) -> list[Change]:
-    """The actor's optimizer states, then its shards too, on the host between phases."""
+    """The actor's optimizer states, then its shards too, on the host between phases (with a
+    resident model whose offload follows the actor's: verl's Megatron reference)."""
     r, out = plan.rollout, []
     if not r.optimizer_offloaded:
         changed = _with(plan, optimizer_offloaded=True, critic_optimizer_offloaded=r.critic_optimizer_offloaded
@@ -50,7 +51,8 @@ def _offloads(plan: Plan, budget: int) -> list[Change]:
         if fits(changed, budget):
             return [Change(say(plan.vocabulary, plan.source, "optimizer_offloaded"), peak(changed))]
     if not r.params_offloaded and speaks(plan.vocabulary, plan.source, "params_offloaded"):
-        changed = _with(plan, optimizer_offloaded=True, params_offloaded=True)
+        residents = tuple(replace(one, offloaded=True) if one.follows_actor else one for one in r.residents)
+        changed = _with(plan, optimizer_offloaded=True, params_offloaded=True, residents=residents)
         if fits(changed, budget):
             words = [say(plan.vocabulary, plan.source, name) for name in ("optimizer_offloaded", "params_offloaded")
                      if not getattr(r, name)]

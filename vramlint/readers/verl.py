@@ -438,7 +438,9 @@ def _rollout(keys: VerlKeys, seq: Fact, sp: Fact, estimator: Fact, engine: str =
         "seq_split": Fact(split),
     }
     if engine == "megatron" and needs_reference(keys):
-        facts |= {"reference": Fact(True), "reference_offloaded": keys.flag(f"{REF}.megatron.param_offload")}
+        offloaded = keys.flag(f"{REF}.megatron.param_offload")     # interpolates the actor's unless the job sets it
+        facts |= {"reference": Fact(True), "reference_offloaded": offloaded,
+                  "reference_follows": Fact(not offloaded.from_file)}
     return Fact(facts, keys.document.locate(f"$.{ROLLOUT}"))
 
 
