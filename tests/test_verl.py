@@ -445,9 +445,10 @@ def test_the_offload_hint_is_the_job_with_the_switches_written(tmp_path):
     interpolates the actor's), so the hint's peak is the peak of the job with both switches written."""
     text = MEGATRON_GRPO.read_text().replace("gpu_memory_utilization=0.6 ", "gpu_memory_utilization=0.75 ")
     (tmp_path / "share.sh").write_text(text)
-    (tmp_path / "both.sh").write_text(text.replace(
-        "    actor_rollout_ref.actor.use_kl_loss=True", "    actor_rollout_ref.actor.megatron.optimizer_offload=True \\\n"
-        "    actor_rollout_ref.actor.megatron.param_offload=True \\\n    actor_rollout_ref.actor.use_kl_loss=True"))
+    switches = ("    actor_rollout_ref.actor.megatron.optimizer_offload=True \\\n"
+                "    actor_rollout_ref.actor.megatron.param_offload=True \\\n")
+    (tmp_path / "both.sh").write_text(text.replace("    actor_rollout_ref.actor.use_kl_loss=True",
+                                                   switches + "    actor_rollout_ref.actor.use_kl_loss=True"))
     hinted = _check(tmp_path / "share.sh", "--gpus", "8xH100", *QWEN2_7B)
     (finding,) = [f for f in hinted["findings"] if f["code"] == "VL201"]
     said = finding["hint"].split("megatron.param_offload=True fits at ")[1]
