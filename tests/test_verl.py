@@ -456,6 +456,28 @@ def test_the_offload_hint_is_the_job_with_the_switches_written(tmp_path):
     assert float(said.split(" GiB")[0]) == round(written["estimate"]["per_gpu_peak_bytes"] / GiB, 1)
 
 
+def test_where_no_single_change_fits_the_offload_is_combined_with_the_layouts(tmp_path):
+    """On 8 x A100 40 GB neither the offload nor a layout change alone fits the example: the hint
+    combines them (offload + TP 4 with sequence parallel), and its peak is the job with those
+    written (the reference's layout as the example keeps it)."""
+    entry = _check(MEGATRON_GRPO, "--gpus", "8xA100-40GB", *QWEN2_7B)
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL201"]
+    combined = next(part for part in finding["hint"].split("; or ") if "tensor_model_parallel_size=4" in part)
+    assert combined.startswith("actor_rollout_ref.actor.megatron.optimizer_offload=True + "
+                               "actor_rollout_ref.actor.megatron.param_offload=True + ")
+    switches = ("    actor_rollout_ref.actor.megatron.optimizer_offload=True \\\n"
+                "    actor_rollout_ref.actor.megatron.param_offload=True \\\n"
+                "    actor_rollout_ref.actor.megatron.sequence_parallel=True \\\n")
+    text = MEGATRON_GRPO.read_text()
+    written = text.replace("    actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \\\n",
+                           switches + "    actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4 \\\n")
+    assert written != text
+    (tmp_path / "tp4.sh").write_text(written)
+    tp4 = _check(tmp_path / "tp4.sh", "--gpus", "8xA100-40GB", *QWEN2_7B)
+    said = float(combined.split(" fits at ")[1].split(" GiB")[0])
+    assert said == round(tp4["estimate"]["per_gpu_peak_bytes"] / GiB, 1)
+
+
 def test_lora_on_the_megatron_engine_is_not_estimated_and_says_so(tmp_path):
     text = MEGATRON_GRPO.read_text().replace("    actor_rollout_ref.actor.use_kl_loss=True",
                                              "    actor_rollout_ref.model.lora.rank=64 \\\n"

@@ -140,7 +140,8 @@ def fitting_changes(plan: Plan, budget: int) -> list[Change]:
     if plan.parallelism is not None:    # a pretraining framework's job: its layout's changes, in its keys
         from vramlint.memory.fit_layout import layout_changes
         from vramlint.memory.fit_rl import rl_changes
-        return (rl_changes(plan, budget) if plan.rollout is not None else []) + layout_changes(plan, budget)
+        found = (rl_changes(plan, budget) if plan.rollout is not None else []) + layout_changes(plan, budget)
+        return found or (_offloaded_and(plan, budget) if plan.rollout is not None else [])
     if plan.frozen:                     # a group that trains nothing: its eval engine's changes alone
         from vramlint.memory.fit_rl import frozen_changes
         return frozen_changes(plan, budget)
@@ -180,6 +181,19 @@ def fused_loss_change(plan: Plan) -> tuple[dict, str] | None:
     if found is None or plan.loss != "full" or plan.rows_per_example != 1 or plan.reference != "none":
         return None
     return {"loss": found[0]}, found[1]
+
+
+def _offloaded_and(plan: Plan, budget: int) -> list[Change]:
+    """Where no single change fits an RL job on a layout (verl's Megatron engine): its offload
+    between phases, and on top of it each change of the RL step or the layout that then fits."""
+    from vramlint.memory.fit_layout import layout_changes
+    from vramlint.memory.fit_rl import offloaded, rl_changes
+    step = offloaded(plan)
+    if step is None:
+        return []
+    changed, words = step
+    return [Change(" + ".join([*words, change.text]), change.peak)
+            for change in rl_changes(changed, budget) + layout_changes(changed, budget)]
 
 
 def _combined(plan: Plan, budget: int) -> list[Change]:

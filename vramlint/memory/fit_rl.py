@@ -41,23 +41,30 @@ def _share(plan: Plan, budget: int) -> list[Change]:
     return [Change(say(plan.vocabulary, plan.source, "rollout_share", best / 100), peak(changed))]
 
 
+def offloaded(plan: Plan) -> tuple[Plan, list[str]] | None:
+    """The job with the actor's optimizer states and shards on the host between phases (and a
+    resident model whose offload follows the actor's: verl's Megatron reference), and the words that
+    say it; None where its shards are there already or the job's keys cannot say it."""
+    r = plan.rollout
+    if r.params_offloaded or not speaks(plan.vocabulary, plan.source, "params_offloaded"):
+        return None
+    residents = tuple(replace(one, offloaded=True) if one.follows_actor else one for one in r.residents)
+    changed = _with(plan, optimizer_offloaded=True, params_offloaded=True, residents=residents)
+    words = [say(plan.vocabulary, plan.source, name) for name in ("optimizer_offloaded", "params_offloaded")
+             if not getattr(r, name)]
+    return changed, words
+
+
 def _offloads(plan: Plan, budget: int) -> list[Change]:
-    """The actor's optimizer states, then its shards too, on the host between phases (with a
-    resident model whose offload follows the actor's: verl's Megatron reference)."""
-    r, out = plan.rollout, []
+    """The actor's optimizer states, then its shards too, on the host between phases."""
+    r = plan.rollout
     if not r.optimizer_offloaded:
         changed = _with(plan, optimizer_offloaded=True, critic_optimizer_offloaded=r.critic_optimizer_offloaded
                         or r.one_switch)
         if fits(changed, budget):
             return [Change(say(plan.vocabulary, plan.source, "optimizer_offloaded"), peak(changed))]
-    if not r.params_offloaded and speaks(plan.vocabulary, plan.source, "params_offloaded"):
-        residents = tuple(replace(one, offloaded=True) if one.follows_actor else one for one in r.residents)
-        changed = _with(plan, optimizer_offloaded=True, params_offloaded=True, residents=residents)
-        if fits(changed, budget):
-            words = [say(plan.vocabulary, plan.source, name) for name in ("optimizer_offloaded", "params_offloaded")
-                     if not getattr(r, name)]
-            out.append(Change(" + ".join(words), peak(changed)))
-    return out
+    both = offloaded(plan)
+    return [Change(" + ".join(both[1]), peak(both[0]))] if both is not None and fits(both[0], budget) else []
 
 
 def _logprob(plan: Plan, budget: int) -> list[Change]:
