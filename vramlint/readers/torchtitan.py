@@ -124,7 +124,6 @@ class Layout:
     loss_chunks: Fact = Fact(0)    # ChunkedLossWrapper's num_chunks, the output projection inside (0: the whole logits)
     cuda_graphs: Fact = Fact(False)    # 0.3.0 captures forward and backward unless training.disable_cuda_graphs
 
-
     @property
     def vocabulary(self) -> str:
         """How the job is spelled for hints (memory/fit_layout/torchtitan.py WORDS): a 0.2.2 TOML
