@@ -243,7 +243,8 @@ def test_030_a_field_its_config_has_not_is_tyros_refusal(tmp_path):
     the wheel's parser: manager.py)."""
     for line, key in (("--module llama3 --config llama3_8b --training.num-tokens-per-train-step 2048",
                        "--training.num_tokens_per_train_step"),
-                      ("--module llama3 --config llama3_debugmodel_ce_loss --loss.num_chunks 4", "--loss.num_chunks")):
+                      ("--module llama3 --config llama3_debugmodel_ce_loss --loss.num_chunks 4", "--loss.num_chunks"),
+                      ("--module llama3 --config llama3_8b --model.flavor 70B", "--model.flavor")):
         entry = _one(_line(tmp_path, line, "u.sh"), "--gpus", "H100")
         (finding,) = [f for f in entry["findings"] if f["code"] == "VL313"]
         assert f"Unrecognized options: {key}" in finding["message"] and finding["line"] == 2

@@ -48,15 +48,17 @@ def registry() -> dict:
 
 def unrecognized(document: Document, entry: dict) -> tuple[Refusal, ...]:
     """tyro's refusal of a line's field that 0.3.0's config has not, in the sections vramlint reads
-    (training, parallelism, compile, the loss's and the checkpointing class's own): the job would
-    not start, or is a later torchtitan's, whose flag means what 0.3.0 cannot say."""
+    (training, parallelism, compile, the loss's and the checkpointing class's own; any ``--model.*``,
+    which 0.2.2 took and 0.3.0 leaves to the config function, and ``--job.config_file``): the job
+    would not start, or is a later torchtitan's, whose flag means what 0.3.0 cannot say."""
     fields = data_json(REGISTRY)["fields"]
     stated = document.data.get("activation_checkpoint")
     mode = (stated.get("mode") if isinstance(stated, dict) else None) or \
         AC_CLASSES.get(entry["activation_checkpoint"]["class"])
     known = {"training": fields["training"], "parallelism": fields["parallelism"], "compile": fields["compile"],
              "loss": fields["loss"].get(entry["loss"]["class"], []),
-             "activation_checkpoint": [*fields["activation_checkpoint"].get(str(mode), []), "mode"]}
+             "activation_checkpoint": [*fields["activation_checkpoint"].get(str(mode), []), "mode"],
+             "model": [], "job": []}        # model_spec is tyro.conf.Suppress (trainer.py:75-77); no TOML file
     for section, names in known.items():
         for name in _dotted(document.data.get(section)):
             if name not in names:
