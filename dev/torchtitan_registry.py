@@ -75,6 +75,7 @@ def _model(spec) -> dict:
         "qk_norm": getattr(attention, "qk_norm", None) is not None,
         "norm_eps": getattr(layer.attention_norm, "eps", None),
         "rope_theta": attention.rope.theta if getattr(attention, "rope", None) is not None else None,
+        "max_seq_len": getattr(getattr(attention, "rope", None), "max_seq_len", None),
         "tied": bool(getattr(model, "enable_weight_tying", False)),
         "linears": sorted(linears),
     }

@@ -324,6 +324,13 @@ def test_030_sequence_parallel_off_is_said_not_priced(tmp_path):
     assert "sequence parallel off" in finding["message"] and finding["line"] == 2
 
 
+def test_030_bf16_adam_moments_are_said_not_priced(tmp_path):
+    entry = _one(_line(tmp_path, "--module llama3 --config llama3_8b --optimizer.implementation "
+                                 "fused_opt_states_bf16"), "--gpus", "H100")
+    (finding,) = [f for f in entry["findings"] if f["code"] == "VL210"]
+    assert "AdamW's moments in bf16" in finding["message"] and finding["line"] == 2
+
+
 def test_030_tied_embeddings_stay_gathered_twice_through_forward(tmp_path):
     """qwen3_0_6b ties its embeddings: one [embedding, norm, output] unit, two bf16 copies of the
     tied weight all-gathered for the whole forward (fsdp.py:180-192); the untied qwen3_32b has the

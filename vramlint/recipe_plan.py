@@ -333,6 +333,8 @@ def plan_from_recipe(recipe: Recipe, model: ModelShape, cluster: Cluster, values
     """The job a recipe describes, with the DeepSpeed file it names (already read) if any, or the
     Accelerate config it is launched with (``launch_config``)."""
     job, origins, overrides = job_values(recipe, values, stated)
+    if recipe.document.on_command_line:      # a job stated by a launch line: what it leaves unstated is said there
+        origins["launch"] = Origin("file", recipe.document.locate("$"))
     where = recipe.stage.location
     named = f" (named by the launch at {where})" if where is not None and where.path != recipe.document.path else ""
     notes = [f"{recipe.title} recipe, stage {recipe.stage.value}{named}", *recipe.notes]

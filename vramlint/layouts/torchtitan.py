@@ -27,12 +27,19 @@ def degrees(layout: Layout, world: int) -> dict[str, int]:
     return out
 
 
+def virtual_stages(layout: Layout, num_layers: int) -> int:
+    """The stages ``pipeline_parallel_layers_per_stage`` splits the layers, the embedding and the
+    head into, ceil((L + 2) / per) (pipeline_parallel.py:71-76); 0 where the split is not stated."""
+    per = whole(layout.layers_per_stage, 0)
+    return -(-(num_layers + 2) // per) if per else 0
+
+
 def stages_per_rank(layout: Layout, num_layers: int, pp: int) -> int:
     """Stages each pipeline rank runs: 1 for 1F1B and GPipe, 2 for the multi-stage schedules
     unless ``pipeline_parallel_layers_per_stage`` sets the split (pipeline_parallel.py:59-115)."""
-    per = whole(layout.layers_per_stage, 0)
-    if per:
-        return max(1, -(-(num_layers + 2) // per) // pp)
+    stages = virtual_stages(layout, num_layers)
+    if stages:
+        return max(1, stages // pp)
     return 1 if str(layout.schedule.value) in SINGLE_STAGE else 2
 
 
@@ -103,10 +110,9 @@ def _stage_split(layout: Layout, model: ModelShape, pp: int, schedule: str) -> l
     """``pipeline_parallel_layers_per_stage``'s stages against the schedule (pipeline_parallel.py, 0.2.2
     :71-110 and 0.3.0 :214-257: the stages a multiple of the ranks, one a rank for a single-stage
     schedule, two or more for a looped one; the V-shaped ones take exactly two, :459-466)."""
-    per = whole(layout.layers_per_stage, 0)
-    if not per:
+    stages, per = virtual_stages(layout, model.num_layers), whole(layout.layers_per_stage, 0)
+    if not stages:
         return []
-    stages = -(-(model.num_layers + 2) // per)
     on = layout.layers_per_stage
     said = (f"Model has {model.num_layers} layers with pipeline_parallel_layers_per_stage={per}, resulting in "
             f"num_virtual_stages={stages} across {pp} PP ranks")
@@ -247,8 +253,6 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                       checkpointing=mode, compiled_loss=bool(layout.compile.value) and bool(layout.compiled_loss.value),
                       reshard_after_forward=resharded,
                       loss_parallel=bool(layout.loss_parallel.value), **_release(layout, model, micro))
-    if recipe.document.on_command_line:      # a 0.3.0 line: what it leaves to its config function is said there
-        origins["launch"] = Origin("file", recipe.document.locate("$"))
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
                        ("shard_degree", layout.dp_shard), ("grad_accum", layout.global_batch)):
         origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text=fact.default)

@@ -388,11 +388,12 @@ def _registry_flags(arguments: tuple, positional: tuple) -> tuple:
     """A torchtitan 0.3.0 line's arguments as tyro reads them: bare boolean flags, ``--section.no-field``
     for False, and the positional ``activation-checkpoint:full`` as the policy the job file would state."""
     from vramlint.readers.torchtitan import BOOLEANS
+    flags = BOOLEANS | {f"no_{name}" for name in BOOLEANS}
     out, words = [], list(positional)
     for key, value, word in arguments:
         section, _, field = key.rpartition(".")
         negated = field.startswith("no_") and field[3:] in BOOLEANS
-        if (negated or field in BOOLEANS) and value is not None and (value.text or "").lower() not in ("true", "false"):
+        if _bare(key, value, flags):
             words.append(value)              # a flag takes no value: the word after it is the line's next
             value = None
         if negated and value is None:
@@ -418,12 +419,15 @@ def _tyro_flags(arguments: tuple) -> tuple:
 def _bare_flags(arguments: tuple, flags: frozenset[str]) -> tuple:
     """A parser's boolean options as bare flags: the word after one is no value of it (an argparse
     ``store_true`` takes none; tyro's boolean fields are flags), unless it is a written true / false."""
-    out = []
-    for key, value, word in arguments:
-        bare = key.rsplit(".", 1)[-1] in flags and value is not None and (value.text or "").lower() not in (
-            "true", "false")
-        out.append((key, None, word) if bare else (key, value, word))
-    return tuple(out)
+    return tuple((key, None, word) if _bare(key, value, flags) else (key, value, word)
+                 for key, value, word in arguments)
+
+
+def _bare(key: str, value: Word | None, flags: frozenset[str]) -> bool:
+    """Whether ``key`` is one of the parser's boolean ``flags`` written before a word that is no
+    true / false of its own: that word is not its value."""
+    return key.rsplit(".", 1)[-1] in flags and value is not None and (value.text or "").lower() not in (
+        "true", "false")
 
 
 def _megatron(program: Word | None, arguments: tuple) -> bool:

@@ -258,6 +258,10 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
     if not sequence.value and isinstance(layout.tensor.value, int) and layout.tensor.value > 1:
         out.append(Feature(sequence, "sequence parallel off (0.3.0 parallelism.enable_sequence_parallel): the blocks' "
                                      "inputs and norms whole on every TP rank, estimated as split over it"))
+    moments = keys.get("optimizer.implementation", default="fused")
+    if moments.value == "fused_opt_states_bf16":
+        out.append(Feature(moments, "AdamW's moments in bf16 (0.3.0 optimizer.implementation fused_opt_states_bf16, "
+                                    "components/optimizer/optimizer.py:109-121): estimated as the parameters' dtype"))
     if layout.checkpointing.value == "memory_budget":
         out.append(Feature(layout.checkpointing, "activation_checkpoint.mode memory_budget: the compiler's choice of "
                                                  "what to save is not modelled; estimated as per-op selective"))
@@ -267,14 +271,14 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
 def read_torchtitan(document: Document) -> Recipe:
     """A TOML job file (0.2.2), or a launch line's ``--module`` / ``--config`` over the registry
     function it names (0.3.0), read by the same keys."""
-    from vramlint.readers.torchtitan_registry import VERSION as REGISTRY, is_registry_job, read_keys
+    from vramlint.readers.torchtitan_registry import VERSION as REGISTRY, StatedJob, is_registry_job, read_keys
     document = nested(document)
     if is_registry_job(document.data):
-        keys, model, config, unpriced, note, refused = read_keys(document)
-        release = REGISTRY
+        job, release = read_keys(document), REGISTRY
     else:
         keys = Keys(document, f"{VERSION} default")
-        (model, config), unpriced, release, note, refused = _model(keys), "", VERSION, "", ()
+        job, release = StatedJob(keys, *_model(keys)), VERSION
+    keys, model, config = job.keys, job.model, job.config
     layout = read_layout(keys, release)
     pipelined = isinstance(layout.pipeline.value, int) and layout.pipeline.value > 1
     micro = layout.pp_microbatch if pipelined else layout.local_batch
@@ -305,7 +309,8 @@ def read_torchtitan(document: Document) -> Recipe:
                        checkpointing=Fact(False), upcast=False),
         tensor_parallel=layout.tensor, sequence_split=layout.context,
         hf_trainer=False, keys=SPELLING, model_config=config, release=release, layout=Fact(layout),
-        features=_features(keys, layout), model_hint=unpriced, notes=(note,) if note else (), refusals=refused,
+        features=_features(keys, layout), model_hint=job.unpriced, notes=(job.note,) if job.note else (),
+        refusals=job.refusals,
     )
 
 

@@ -22,6 +22,7 @@ A function that is not shipped (the user's own ``--module``), or a model vramlin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from vramlint.documents import Document
@@ -118,7 +119,7 @@ def _job_keys(entry: dict) -> dict:
         "activation_checkpoint": {"mode": AC_CLASSES.get(ac["class"], str(ac["class"])), "selective_ac_option": "op"},
         "compile": dict(entry["compile"]),
         "loss": {"num_chunks": loss["num_chunks"] if loss["class"].startswith("Chunked") else 0},
-        "optimizer": {"name": entry["optimizer"]["name"]},
+        "optimizer": {"name": entry["optimizer"]["name"], "implementation": entry["optimizer"]["implementation"]},
     }
 
 
@@ -135,7 +136,7 @@ def model_config(entry: dict) -> dict | None:
             "hidden_size": m["dim"], "num_hidden_layers": m["layers"], "num_attention_heads": m["heads"],
             "num_key_value_heads": m["kv_heads"], "head_dim": m["head_dim"], "intermediate_size": m["ffn"],
             "vocab_size": m["vocab_size"], "tie_word_embeddings": m["tied"], "rms_norm_eps": m["norm_eps"],
-            "rope_theta": m["rope_theta"], "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+            "rope_theta": m["rope_theta"], "max_position_embeddings": m["max_seq_len"], "torch_dtype": "bfloat16",
             "hidden_act": "silu"}
 
 
@@ -152,37 +153,50 @@ def unpriced(entry: dict) -> str:
     return ""
 
 
-def read_keys(document: Document) -> tuple[Keys, Fact, dict | None, str, str, tuple]:
-    """The job's keys (the line over the registry function), its model fact, the model's config
-    (None: not priced), where not priced why, what the job is (a note), and tyro's refusals."""
+@dataclass(frozen=True)
+class StatedJob:
+    """What a torchtitan job states (a 0.2.2 file, or a 0.3.0 line over its config function): its
+    keys, the model, its Hugging Face config (None: not priced, ``unpriced`` says why), a note
+    naming the config function, and tyro's refusals of the line's fields."""
+
+    keys: Keys
+    model: Fact
+    config: dict | None = None
+    unpriced: str = ""
+    note: str = ""
+    refusals: tuple = ()
+
+
+def read_keys(document: Document) -> StatedJob:
+    """The job a ``--module`` / ``--config`` line names, or why none can be priced."""
     keys = Keys(document, VERSION)
     module, config = keys.get("module"), keys.get("config")
-    name = f"{VERSION} {module.value or '?'}.{config.value or '?'}"
-    where = (config if config.from_file else module).location
-    entry = registry().get(str(config.value))
+    unnamed = Fact(f"{VERSION} {module.value or '?'}.{config.value or '?'}",
+                   (config if config.from_file else module).location)
     if module.value is None or config.value is None:
         missing = "module" if module.value is None else "config"
         if missing in document.unknown:       # the line names it through what only the run knows ($CONFIG)
-            return keys, Fact(name, where), None, f"--{missing} is known only when the script runs: the config " \
-                                                  "function, and so the job, is the run's to know", "", ()
-        return keys, Fact(name, where), None, f"--{missing} is required (torchtitan/config/manager.py:85-92)", \
-            "", ()
+            return StatedJob(keys, unnamed, unpriced=f"--{missing} is known only when the script runs: the config "
+                                                       "function, and so the job, is the run's to know")
+        return StatedJob(keys, unnamed, unpriced=f"--{missing} is required (torchtitan/config/manager.py:85-92)")
     modules = sorted({one["module"] for one in registry().values()})
     short = str(module.value).removeprefix("torchtitan.models.")
     if short not in modules:
-        return keys, Fact(name, where), None, (
+        return StatedJob(keys, unnamed, unpriced=(
             f"--module {module.value}: vramlint reads torchtitan 0.3.0's own model registries ({', '.join(modules)}), "
             "not this module's configs (an experiment's trainer, torchtitan_recipes or a module of your own: "
-            "known only when it runs)"), "", ()
+            "known only when it runs)"))
+    entry = registry().get(str(config.value))
     if entry is None or entry["module"] != short:
-        return keys, Fact(name, where), None, (
+        return StatedJob(keys, unnamed, unpriced=(
             f"{config.value} is not a config function torchtitan 0.3.0 ships in torchtitan.models.{short}; "
-            "vramlint reads no Python (a config of your own is known only when it runs)"), "", ()
-    note = f"{VERSION}: the job is {config.value} ({entry['source']}) with the line's arguments over it"
-    layered = LayeredKeys(document, _job_keys(entry), config)
+            "vramlint reads no Python (a config of your own is known only when it runs)"))
     m = entry["model"]
-    return (layered, Fact(f"torchtitan {m['name']} {m['flavor']}", where), model_config(entry), unpriced(entry),
-            note, unrecognized(document, entry))
+    return StatedJob(LayeredKeys(document, _job_keys(entry), config),
+                       Fact(f"torchtitan {m['name']} {m['flavor']}", unnamed.location), model_config(entry),
+                       unpriced(entry), f"{VERSION}: the job is {config.value} ({entry['source']}) with the line's "
+                                        "arguments over it", unrecognized(document, entry))
 
 
-__all__ = ["VERSION", "LayeredKeys", "is_registry_job", "model_config", "read_keys", "registry", "unpriced"]
+__all__ = ["VERSION", "LayeredKeys", "StatedJob", "is_registry_job", "model_config", "read_keys", "registry",
+           "unpriced"]
