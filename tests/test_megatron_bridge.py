@@ -85,10 +85,8 @@ def test_a_bridge_job_that_does_not_fit_is_hinted_in_its_own_keys():
 
 
 def test_what_cannot_be_read_is_said_never_skipped():
-    """DeepSeek-V3's latent attention, an override file (the rest of its job is a Python recipe): each
-    VL011, never skipped (NeMo 1.x's configs are read: tests/test_nemo.py)."""
-    moe = _check(DATA / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml", "--gpus", "8xH100")
-    assert any(c == "VL011" and "multi-latent attention" in m for c, m in _codes(moe))
+    """An override file (the rest of its job is a Python recipe): VL011, never skipped (NeMo 1.x's
+    configs are read: tests/test_nemo.py)."""
     override = _check(DATA / "llama3_8b_pretrain_override_example.yaml", "--gpus", "8xH100")
     assert any(c == "VL011" and "override file" in m for c, m in _codes(override))
 
@@ -110,11 +108,10 @@ def test_a_mixed_precision_recipe_by_name_states_the_same_job(tmp_path):
     assert without_context(same["estimate"]) == without_context(logged["estimate"])
 
 
-@pytest.mark.parametrize("key, value", [("hybrid_override_pattern", "M-M-M*-M-M-M*-M-"),
-                                        ("multi_latent_attention", True)])
+@pytest.mark.parametrize("key, value", [("hybrid_override_pattern", "M-M-M*-M-M-M*-M-")])
 def test_a_provider_whose_layers_are_not_priced_is_not_estimated_as_a_dense_gpt(tmp_path, key, value):
-    """The logged run's config with a Nemotron-H-style hybrid pattern, or DeepSeek's latent attention:
-    VL011 at that key, never the estimate of the dense GPT the other keys describe."""
+    """The logged run's config with a Nemotron-H-style hybrid pattern: VL011 at that key, never the
+    estimate of the dense GPT the other keys describe."""
     data = yaml.safe_load((DATA / "llama32_1b_run_config.yaml").read_text())
     data["model"][key] = value
     changed = tmp_path / "run_config.yaml"
@@ -136,3 +133,21 @@ def test_a_config_that_states_no_precision_is_fp32_said_in_its_keys(tmp_path):
     entry = _check(plain, "--gpus", "8x80GB")
     assert "no mixed_precision recipe" in entry["plan"]["origins"]["mixed_precision"]
     assert next(c for c in entry["estimate"]["components"] if c["name"] == "parameters")["formula"].startswith("4 B")
+
+
+def test_deepseek_v3s_recipe_is_priced_as_latent_attention_on_its_pipeline_layout(tmp_path):
+    """Bridge's DeepSeek-V3 recipe (was VL011): multi-latent attention and its MoE layers as
+    DeepSeek's, over ``pipeline_model_parallel_layout: Et|(tt|)*30mL`` (61 layers over 32 stages,
+    PP 8 x 4 virtual): PP rank 0 holds stages 0, 8, 16, 24 (1 + 2 + 2 + 2 layers), the last rank
+    stages 7, 15, 23 and 31 (2 + 2 + 2 + the MTP and the loss). Its MTP layer is said (VL210)."""
+    from vramlint.checker import check_file
+    from vramlint.hardware import parse_gpus
+    from vramlint.jobs.result import Context
+    from vramlint.memory.runtimes.megatron.layout import ranks
+    entry = _check(DATA / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml", "--gpus", "128x8xH100")
+    assert entry["estimate"] and "multi-latent attention (q latent 1536, kv latent 512" in entry["model"]
+    assert any(c == "VL210" and "multi-token prediction" in m for c, m in _codes(entry))
+    plan = check_file(str(DATA / "deepseek_v3_pretrain_h100_fp8_sc_v1.yaml"),
+                      Context(parse_gpus("128x8xH100")))[0].plan
+    held = [sum(len(stage.layers) for stage in rank.stages) for rank in ranks(plan)]
+    assert (held[0], held[-1], sum(held), plan.parallelism.stages_per_rank) == (7, 6, 61, 4)

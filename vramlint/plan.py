@@ -183,6 +183,7 @@ class Parallelism:
     first_layers: int = 0                  # layers of the first / last pipeline stage, where stated (uneven split)
     last_layers: int = 0
     slots: tuple[bool, bool] = (False, False)   # the embedding / the loss counted as a layer in the pipeline split
+    stage_layers: tuple[int, ...] = ()     # layers of each stage where a layout states them (Megatron's layout string)
     dropout: bool = False                  # hidden dropout on: a 1-byte mask after attention and after the MLP
     # NeMo 1.x over Megatron-core (readers/nemo.py): Apex's DistributedFusedAdam keeps int16 remainders of
     # the 16-bit parameters for main copies and reduce-scatters gradients into shards of their own; torch

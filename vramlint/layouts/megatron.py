@@ -41,6 +41,71 @@ def virtual_stages(layout: Layout, num_layers: int, pp: int) -> int:
     return max(1, (num_layers // pp) // per) if per else 1
 
 
+# --pipeline-model-parallel-layout's characters (pipeline_parallel_layer_layout.py:303-308): the
+# embedding, the loss, a decoder ("transformer") layer, a multi-token-prediction layer
+STAGE_CHARACTERS = "ELtm"
+LAYOUT_LIMIT = 100_000          # characters unrolled: far past any model's layers, short of exhausting memory
+
+
+def stage_layout(text: str) -> list[str]:
+    """A --pipeline-model-parallel-layout as its stages, first to last (each its characters), as
+    Megatron parses it (pipeline_parallel_layer_layout.py:282-321 ``parse_str_to_list``: commas are
+    cosmetic, ``(...)*n`` and ``x*n`` unrolled, ``|`` between stages); the two unroll patterns are
+    Megatron's own."""
+    import re
+
+    def unrolled(match: re.Match) -> str:
+        if len(match.group(1)) * int(match.group(2)) > LAYOUT_LIMIT:
+            raise ValueError(match.group(0))
+        return match.group(1) * int(match.group(2))
+    text = text.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        text = re.sub(pattern, unrolled, text)
+        if len(text) > LAYOUT_LIMIT:
+            raise ValueError(text[:40])
+    return text.split("|")
+
+
+def _stage_layout_refused(layout: Layout, model: ModelShape, pp: int) -> list[Refusal]:
+    """What Megatron asserts of a --pipeline-model-parallel-layout (A:907-914; TransformerConfig's
+    ``validate_layer_layout``, pipeline_parallel_layer_layout.py:85-110). A virtual size beside it
+    is let pass where it is the layout's own (Megatron-Bridge's provider states both)."""
+    where = layout.stage_layout
+    try:
+        stages = stage_layout(str(where.value))
+    except ValueError as error:
+        return [Refusal(where, f"Number of decoder layers (more than {LAYOUT_LIMIT:,} at '{error}') must be equal "
+                               f"to {model.num_layers} (pipeline_parallel_layer_layout.py:106-110)",
+                        f"{model.num_layers} t's in the layout")]
+    if layout.virtual_layers.value is not None or layout.virtual_stages.value not in (None, len(stages) // pp):
+        return [Refusal(where, "No more than one of the following arguments can be set at the same time: "
+                        "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,"
+                        "--pipeline-model-parallel-layout (A:894-905)", "keep the layout alone")]
+    flat = "".join(stages)
+    wrong = sorted(set(flat) - set(STAGE_CHARACTERS))
+    if wrong:
+        return [Refusal(where, f"Invalid layer character: {wrong[0]} (pipeline_parallel_layer_layout.py:315), known "
+                               f"layer characters: {list(STAGE_CHARACTERS)}", "E, L, t and m, with | between stages")]
+    if len(stages) % pp:
+        return [Refusal(where, "The length of pipeline_model_parallel_layout must be divisible by "
+                               f"pipeline_model_parallel_size (num_stages={len(stages)}, "
+                               f"pipeline_model_parallel_size={pp}) (A:911-914)", f"a multiple of {pp} stages")]
+    if not flat.startswith("E") or not flat.endswith("L") or flat.count("E") != 1 or flat.count("L") != 1:
+        return [Refusal(where, "The embedding must be the first layer and the loss the last, each once "
+                               "(pipeline_parallel_layer_layout.py:94-105)", "E first, L last")]
+    if flat.count("t") != model.num_layers:
+        return [Refusal(where, f"Number of decoder layers {flat.count('t')} must be equal to {model.num_layers} "
+                               "(pipeline_parallel_layer_layout.py:106-110)", f"{model.num_layers} t's in the layout")]
+    return []
+
+
+def stage_layers(layout: Layout) -> tuple[int, ...]:
+    """Decoder layers of each stage a --pipeline-model-parallel-layout states (none without one)."""
+    if layout.stage_layout.value is None:
+        return ()
+    return tuple(stage.count("t") for stage in stage_layout(str(layout.stage_layout.value)))
+
+
 def slots(layout: Layout) -> tuple[bool, bool]:
     """The embedding and the loss each counted as a layer of the pipeline split
     (--account-for-embedding / loss-in-pipeline-split: A:928-933, 957-961)."""
@@ -138,6 +203,8 @@ def _experts(layout: Layout, d: dict[str, int], world: int, model: ModelShape) -
 
 def _pipeline(layout: Layout, model: ModelShape, pp: int, dp: int) -> list[Refusal]:
     """The layers' split over the stages and the interleaved schedule's needs (A:894-975, schedules.py)."""
+    if layout.stage_layout.value is not None:
+        return _stage_layout_refused(layout, model, pp)
     layers = model.num_layers
     first, last = whole(layout.first_layers, 0), whole(layout.last_layers, 0)
     counted = sum(slots(layout))
@@ -284,7 +351,8 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                                "modelled yet (vramlint prices full training on this layout)")
     d = degrees(layout, cluster.world_size)
     pp, tp, cp, dp = d["pipeline"], d["tensor"], d["context"], d["data"]
-    v = virtual_stages(layout, model.num_layers + sum(slots(layout)), pp)
+    stated = stage_layers(layout)
+    v = len(stated) // pp if stated else virtual_stages(layout, model.num_layers + sum(slots(layout)), pp)
     m = microbatches(layout, dp)
     sp = bool(layout.sequence_parallel.value) and tp > 1      # off with a warning at TP 1 (A:1390-1399)
     distributed = bool(layout.distributed_optimizer.value)
@@ -294,7 +362,7 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                       microbatches=m, stages_per_rank=v, checkpointing=mode, reshard_after_forward=False,
                       sequence_parallel=sp, distributed_optimizer=distributed, grad_bytes=layout.grad_bytes.value,
                       first_layers=whole(layout.first_layers, 0), last_layers=whole(layout.last_layers, 0),
-                      slots=slots(layout),
+                      slots=slots(layout), stage_layers=stated,
                       dropout=bool(layout.dropout.value), scores=layout.scores.value,
                       apex_adam=bool(layout.apex_adam.value), bucket_copy=bool(layout.bucket_copy.value),
                       autocast=str(layout.autocast.value), host_fraction=float(layout.host_fraction.value),

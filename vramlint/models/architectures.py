@@ -441,7 +441,8 @@ def deepseek(c: HfConfig) -> ModelShape:
             width = c.int("intermediate_size")
             mlp, mlp_modules = Mlp("gated", width), gated_mlp(h, width)
         modules += mlp_modules + [norm("input_norm", h), norm("post_norm", h)]
-        attn = Attention(MLA, nh, nh, nope + rope, kv_latent_dim=kv_lora + rope, v_head_dim=v_dim)
+        attn = Attention(MLA, nh, nh, nope + rope, kv_latent_dim=kv_lora + rope, v_head_dim=v_dim,
+                         q_latent_dim=q_lora or 0, rope_dim=rope)
         layers.append(layer(attn, mlp, modules, linears))
     return decoder(c, layers, h)
 

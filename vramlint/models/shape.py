@@ -28,6 +28,8 @@ class Attention:
     window: int | None = None      # sliding window or attention chunk, in tokens
     kv_latent_dim: int = 0         # MLA: kv_lora_rank + qk_rope_head_dim elements per token
     v_head_dim: int = 0            # MLA: value head size (transformers caches decompressed K and V)
+    q_latent_dim: int = 0          # MLA: q_lora_rank (0: the query projected from the hidden states directly)
+    rope_dim: int = 0              # MLA: qk_rope_head_dim, the rope key shared by the heads
     shares_kv: bool = False        # K doubles as V (gemma4 attention_k_eq_v): one tensor cached
 
     def kv_elements_per_token(self, engine: str = "vllm") -> int:

@@ -109,6 +109,7 @@ class Layout:
     # and whether the precision-aware optimizer keeps the fp32 main copies with it
     host_fraction: Fact = field(default_factory=lambda: Fact(0.0))
     host_main: Fact = field(default_factory=lambda: Fact(False))
+    stage_layout: Fact = field(default_factory=lambda: Fact(None))   # --pipeline-model-parallel-layout
 
 
 def spelled(text: str, key_of: dict[str, str]) -> str:
@@ -255,6 +256,7 @@ def read_layout(keys: Keys) -> Layout:
         dispatcher=keys.get("moe_token_dispatcher_type", default="allgather", why=f"{VERSION}: allgather (TC:862)"),
         capacity=keys.get("moe_expert_capacity_factor", default=None, why=f"{VERSION}: none, dropless (TC:888)"),
         aux_loss=_aux_loss(keys),
+        stage_layout=keys.get("pipeline_model_parallel_layout", default=None, why=f"{VERSION}: none (A:2950)"),
         **_host_optimizer(keys),
     )
 
@@ -350,6 +352,14 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str, str]:
              "num_key_value_heads": groups, "head_dim": head_dim, "intermediate_size": ffn, "hidden_act": "silu",
              "attention_bias": bias, "mlp_bias": bias, "max_position_embeddings": positions}
     mlp_words = f"FFN {ffn}{' SwiGLU' if swiglu else ''}"
+    if truthy(keys.raw("multi_latent_attention")):
+        config, attention_words = _latent(keys, layers, ffn, swiglu)
+        if config is None:
+            return None, attention_words, WAY_ON["unpriced"]
+        config = {**gated, "attention_bias": False, **config}
+        words = (f"Megatron GPT: {layers} layers, hidden {hidden}, {heads} heads, {attention_words}, vocabulary "
+                 f"{vocab_words}" + ("" if tied else ", untied output layer"))
+        return config, words, ""
     if keys.get("num_experts", convert=positive).count:
         moe, mlp_words = _moe(keys, layers, ffn, swiglu)
         if moe is None:
@@ -443,6 +453,46 @@ def _moe(keys: Keys, layers: int, ffn: int, swiglu: bool) -> tuple[dict | None, 
     return out, words
 
 
+def _latent(keys: Keys, layers: int, ffn: int, swiglu: bool) -> tuple[dict | None, str]:
+    """``--multi-latent-attention`` as DeepSeek-V3's Hugging Face config of the same shapes: the
+    latent widths (A:3381-3389: --q-lora-rank none, the query projected from the hidden states;
+    --kv-lora-rank 32, --qk-head-dim 128, --qk-pos-emb-head-dim 64, --v-head-dim 128 by default),
+    and the MoE layers as DeepSeek places them (the first ``first_k_dense_replace`` layers dense,
+    then every ``moe_layer_freq``-th) with its shared experts in whole experts of the routed width.
+    Megatron builds MLA's projections without biases (multi_latent_attention.py's build_module calls).
+    None and why for the layer patterns and shared widths DeepSeek's config cannot state."""
+    def width(name: str, default: int | None) -> int | None:
+        return keys.get(name, convert=positive).count or default
+
+    q_lora = width("q_lora_rank", None)
+    out = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "q_lora_rank": q_lora,
+           "kv_lora_rank": width("kv_lora_rank", 32), "qk_nope_head_dim": width("qk_head_dim", 128),
+           "qk_rope_head_dim": width("qk_pos_emb_head_dim", 64), "v_head_dim": width("v_head_dim", 128),
+           "n_routed_experts": None, "first_k_dense_replace": layers}
+    words = (f"multi-latent attention (q latent {q_lora or 'none'}, kv latent {out['kv_lora_rank']}, heads "
+             f"{out['qk_nope_head_dim']} + {out['qk_rope_head_dim']} rope, values {out['v_head_dim']})")
+    experts = keys.get("num_experts", convert=positive).count
+    if not experts:
+        return (out, f"{words}, FFN {ffn}{' SwiGLU' if swiglu else ''}") if swiglu else \
+            (None, f"{words} without --swiglu: a plain MLP beside latent attention is not priced yet")
+    moe, moe_words = _moe(keys, layers, ffn, swiglu)
+    if moe is None:
+        return None, moe_words
+    pattern = [0 if i in moe["mlp_only_layers"] else 1 for i in range(layers)]
+    first = pattern.index(1) if 1 in pattern else layers
+    every = next((n for n in range(1, layers + 1)
+                  if pattern == [1 if i >= first and i % n == 0 else 0 for i in range(layers)]), None)
+    shared = moe.get("shared_expert_intermediate_size", 0)
+    if every is None or shared % moe["moe_intermediate_size"]:
+        why = ("its MoE layers are not the first dense ones then every n-th" if every is None else
+               f"shared experts of width {shared} are not whole experts of {moe['moe_intermediate_size']}")
+        return None, f"{words} with {experts} experts: {why}, as DeepSeek's layers are"
+    out.update(n_routed_experts=experts, num_experts_per_tok=moe["num_experts_per_tok"],
+               moe_intermediate_size=moe["moe_intermediate_size"], first_k_dense_replace=first,
+               moe_layer_freq=every, n_shared_experts=shared // moe["moe_intermediate_size"])
+    return out, f"{words}, {moe_words}"
+
+
 def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
     """What the job turns on that the runtime does not price, said beside the estimate (VL210)."""
     out = []
@@ -464,6 +514,16 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
         out.append(Feature(layout.num_experts, "dropless MoE routing (no expert capacity factor): priced at balanced "
                                                "load; a skewed router sends a rank's experts more tokens than their "
                                                "share"))
+    strategy = keys.get("data_parallel_sharding_strategy", default="optim_grads_params",
+                        why=f"{VERSION}: optim_grads_params (A:3023)")
+    for name, what in (("use_megatron_fsdp", f"Megatron FSDP ({strategy.value})"),
+                       ("use_torch_fsdp2", "PyTorch FSDP2 (--use-torch-fsdp2)")):
+        if truthy(keys.raw(name)):
+            out.append(Feature(keys.fact(name, True), f"{what}: its sharded parameters and gradients are priced as "
+                                                      "the distributed optimizer's whole ones", "high"))
+    mtp = keys.get("mtp_num_layers", default=None, convert=positive)
+    if mtp.count:
+        out.append(Feature(mtp, f"{mtp.count} multi-token prediction layer(s) and their output head"))
     offloaded = keys.get("cpu_offloading_num_layers", default=0, convert=positive)
     if isinstance(offloaded.value, int) and offloaded.value > 0:
         out.append(Feature(offloaded, "activation CPU offloading: estimated on the GPU", "high"))

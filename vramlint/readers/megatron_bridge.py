@@ -54,8 +54,11 @@ ARGUMENTS: dict[str, tuple[str, ...]] = {
         "cpu_offloading_num_layers", "attention_backend", "expert_tensor_parallel_size", "moe_ffn_hidden_size",
         "moe_router_topk", "moe_shared_expert_intermediate_size", "moe_shared_expert_gate", "moe_layer_freq",
         "moe_token_dispatcher_type", "moe_expert_capacity_factor", "moe_aux_loss_coeff", "moe_latent_size",
-        "qk_layernorm", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")},
+        "qk_layernorm", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+        "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
+        "mtp_num_layers")},
     "num_virtual_stages_per_pipeline_rank": ("model.virtual_pipeline_model_parallel_size",),
+    "pipeline_model_parallel_layout": ("model.pipeline_model_parallel_layout",),
     "decoder_first_pipeline_num_layers": ("model.num_layers_in_first_pipeline_stage",),
     "decoder_last_pipeline_num_layers": ("model.num_layers_in_last_pipeline_stage",),
     "num_experts": ("model.num_moe_experts",),
@@ -195,10 +198,6 @@ def _features(keys: Keys, recipe: Recipe, args: Arguments) -> tuple[Feature, ...
     if args.data.get("fp4"):
         out.append(Feature(Fact(args.data["fp4"], args.locate("$.fp4")), "fp4 (Transformer Engine NVFP4): estimated "
                            "as bf16 training; its quantized weight copies and scales"))
-    mtp = keys.raw("model.mtp_num_layers")
-    if isinstance(mtp, int) and mtp > 0:
-        out.append(Feature(Fact(mtp, args.locate("$.model.mtp_num_layers")),
-                           f"{mtp} multi-token prediction layer(s) and their output head"))
     activation = _target(keys.raw("model.activation_func"))
     if activation and "swiglu" in args.data and activation != "silu":
         out.append(Feature(keys.get("model.activation_func"),
@@ -221,8 +220,7 @@ def _fine_tuning(keys: Keys, args: Arguments) -> tuple[Fact, Fact] | None:
 
 # Model kinds whose layers the Megatron runtime does not price (a provider's key that says it): no
 # estimate (VL011), never a dense GPT's in their place
-UNPRICED = (("model.hybrid_override_pattern", "hybrid Mamba layers (hybrid_override_pattern)"),
-            ("model.multi_latent_attention", "multi-latent attention (multi_latent_attention)"))
+UNPRICED = (("model.hybrid_override_pattern", "hybrid Mamba layers (hybrid_override_pattern)"),)
 
 
 def _unpriced(recipe: Recipe, keys: Keys, args: Arguments) -> Recipe:

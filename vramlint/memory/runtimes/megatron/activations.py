@@ -36,6 +36,20 @@ runs with sequence parallelism), with E experts, top-k routing, one expert's FFN
   fp32 softmax the load-balancing loss is made of (4E);
 - **shared experts**: a dense SwiGLU MLP of the shared width, TP-split as the dense one (3cs/t).
 
+A **multi-latent attention** layer (multi_latent_attention.py, MLASelfAttention with the TE spec of
+gpt_layer_specs.py:244-310, --qk-layernorm: the latent norms fused into the up-projections' TE
+LayerNormColumnParallelLinear) keeps, with the latent widths r_q (--q-lora-rank), r_kv
+(--kv-lora-rank) and the rope width d_r: in the sequence part (the down-projections are duplicated
+TELinears on the rank's own tokens) the q latent, the up-projection's input, and its normed copy
+(2c·r_q), the kv latent with the rope key it is split from (the up-projection's input is a view of
+the down-projection's whole output, c·(r_kv + d_r)) and its normed copy (c·r_kv); in the head part
+the query and key (n·(d_nope + d_r) each: the rope key broadcast over the heads), the value and the
+output (n·d_v each) in place of GQA's q, k, v and output; the rope keeps cos / sin only. Selective
+**mla_up_proj** (CheckpointWithoutOutput around the up-projections and rope) frees the query, key and
+value once the attention has run and keeps the checkpoint's inputs alone: the two latents (c·r_q,
+c·(r_kv + d_r)) and, under sequence parallelism with TP > 1, the rope key gathered over the whole
+sequence (c·d_r a token on every rank).
+
 The permutation and the all-to-all keep no tensor of their own for backward (index_select and the
 collective's autograd functions save indices or nothing); their buffers are the dispatch moment's
 (``dispatch_staging``).
@@ -53,6 +67,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vramlint.models.shape import MLA, Attention
 from vramlint.plan import Plan
 
 SOURCE = ("Korthikanti et al. 2022 Table 2, term by term for Megatron-LM core_v0.19.0's TE layer "
@@ -75,9 +90,19 @@ class Experts:
 
 
 @dataclass(frozen=True)
+class Latent:
+    """Multi-latent attention's low-rank side: the q latent (0: the query projected from the hidden
+    states), the kv latent and the rope key split from the same projection."""
+
+    q: int
+    kv: int
+    rope: int
+
+
+@dataclass(frozen=True)
 class Widths:
     h: int
-    q: int
+    q: int                         # the query (and under MLA the key: the rope key broadcast) per head x heads
     k: int
     f: int
     a: int
@@ -89,6 +114,18 @@ class Widths:
     scores: int                    # bytes per score an unfused attention keeps, per head and key (0: fused)
     keys: int                      # the keys each query attends (the rank's sequence)
     experts: Experts | None = None     # an MoE layer's routed side; None: a dense MLP of width f
+    v: int = 0                     # the value and the attention output (0: k and q, as without MLA)
+    latent: Latent | None = None   # multi-latent attention's latents; None: GQA
+
+
+def _attention(att: Attention) -> dict:
+    """The widths an attention's kind gives ``Widths``: under MLA the key is as wide as the query
+    (the rope key broadcast over the heads), the value and output v_head_dim a head, and the latents."""
+    if att.kind != MLA:
+        return {"q": att.num_heads * att.head_dim, "k": att.num_kv_heads * att.head_dim}
+    q = att.num_heads * att.head_dim
+    return {"q": q, "k": q, "v": att.num_heads * att.v_head_dim,
+            "latent": Latent(att.q_latent_dim, att.kv_latent_dim - att.rope_dim, att.rope_dim)}
 
 
 def widths(plan: Plan, index: int = 0) -> Widths:
@@ -101,9 +138,11 @@ def widths(plan: Plan, index: int = 0) -> Widths:
         experts = Experts(mlp.experts, mlp.experts_per_token, mlp.intermediate, mlp.shared_intermediate,
                           par.expert_tp(plan.tensor_parallel), par.expert, par.capacity, par.aux_loss,
                           par.dispatcher)
-    return Widths(m.hidden_size, att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim, mlp.intermediate,
-                  att.num_heads, mlp.kind in ("gated", "moe"), plan.tensor_parallel, par.sequence_parallel,
-                  1 if par.dropout else 0, 4 if plan.precision == "fp32" else 2, par.scores, plan.seq_len, experts)
+    shapes = _attention(att)
+    return Widths(m.hidden_size, shapes["q"], shapes["k"], mlp.intermediate, att.num_heads,
+                  mlp.kind in ("gated", "moe"), plan.tensor_parallel, par.sequence_parallel,
+                  1 if par.dropout else 0, 4 if plan.precision == "fp32" else 2, par.scores, plan.seq_len, experts,
+                  shapes.get("v", 0), shapes.get("latent"))
 
 
 def _sequence(w: Widths, bytes_: int) -> int:
@@ -133,14 +172,28 @@ def _moe(w: Widths, dropped: tuple[str, ...]) -> int:
     return _sequence(w, routed + router) + shared
 
 
+def _latents(w: Widths, dropped: tuple[str, ...]) -> tuple[int, int]:
+    """MLA's latents a token keeps: in the sequence part, and the rope key gathered whole (under
+    sequence parallelism, TP > 1) that mla_up_proj's checkpoint keeps on every rank."""
+    lat = w.latent
+    if lat is None:
+        return 0, 0
+    if "mla_up_proj" in dropped:
+        gathered = w.c * lat.rope if w.sp and w.t > 1 else 0
+        return w.c * (lat.q + lat.kv + lat.rope), gathered
+    return w.c * (2 * lat.q + 2 * lat.kv + lat.rope), 0
+
+
 def layer(w: Widths, dropped: tuple[str, ...] = ()) -> int:
     """Bytes per token one layer keeps, less what the selective modules in ``dropped`` rebuild."""
     norms_out = 0 if "layernorm" in dropped else 2 * w.c * w.h
-    sequence = 2 * w.c * w.h + norms_out + 2 * w.mask * w.h
+    latents, gathered = _latents(w, dropped)
+    sequence = 2 * w.c * w.h + norms_out + 2 * w.mask * w.h + latents
     dense = 0 if w.experts or "mlp" in dropped else (3 if w.gated else 2) * w.c * w.f
     core = 0 if "core_attn" in dropped else (w.scores * w.a * w.keys if w.scores else 4 * w.a)
-    heads = 2 * w.c * w.q + 2 * w.c * w.k + dense + core
-    return _sequence(w, sequence) + _head(w, heads) + (_moe(w, dropped) if w.experts else 0)
+    qkv = 0 if w.latent and "mla_up_proj" in dropped else w.c * (w.q + w.k + (w.v or w.k))
+    heads = qkv + w.c * (w.v or w.q) + dense + core
+    return _sequence(w, sequence) + _head(w, heads) + gathered + (_moe(w, dropped) if w.experts else 0)
 
 
 def dispatch_staging(plan: Plan) -> int:

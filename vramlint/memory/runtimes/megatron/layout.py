@@ -4,7 +4,9 @@ The split is Megatron's (core_v0.19.0 transformer_block.py:115-172, ``get_num_la
 the layers evenly over pp x v model chunks, or with ``--decoder-first/last-pipeline-num-layers``
 those on the first and last stage and the rest evenly between; the embedding on the first chunk,
 the final norm, output layer and loss on the last (each taking a layer's place there under
-``--account-for-embedding/loss-in-pipeline-split``). Rank r holds chunks r, r + pp, ... (interleaved).
+``--account-for-embedding/loss-in-pipeline-split``); or each stage's layers as
+``--pipeline-model-parallel-layout`` states them (pipeline_parallel_layer_layout.py).
+Rank r holds chunks r, r + pp, ... (interleaved).
 In-flight micro-batches are the schedules' (memory/parts/pipeline.py: Megatron's
 ``get_pp_rank_microbatches`` with ``microbatch_group_size_per_vp_stage`` = pp).
 """
@@ -36,9 +38,11 @@ def counts(num_layers: int, stages: int, first: int = 0, last: int = 0,
 
 
 def split(num_layers: int, stages: int, first: int = 0, last: int = 0,
-          slots: tuple[bool, bool] = (False, False)) -> list[Stage]:
+          slots: tuple[bool, bool] = (False, False), stated: tuple[int, ...] = ()) -> list[Stage]:
+    """The stages in order with their layers: as ``stated`` (--pipeline-model-parallel-layout's
+    decoder layers a stage), else ``counts``'."""
     out, current = [], 0
-    for index, size in enumerate(counts(num_layers, stages, first, last, slots)):
+    for index, size in enumerate(stated or counts(num_layers, stages, first, last, slots)):
         out.append(Stage(index, tuple(range(current, current + size)), index == 0, index == stages - 1))
         current += size
     return out
@@ -48,6 +52,6 @@ def ranks(plan: Plan) -> list[Rank]:
     """Every pipeline rank with its model chunks and in-flight chunk-forwards."""
     par = plan.parallelism
     pp, v, n = par.pipeline, par.stages_per_rank, par.microbatches
-    stages = split(plan.model.num_layers, pp * v, par.first_layers, par.last_layers, par.slots)
+    stages = split(plan.model.num_layers, pp * v, par.first_layers, par.last_layers, par.slots, par.stage_layers)
     return [Rank(r, tuple(stages[r + k * pp] for k in range(v)), in_flight(par.schedule, r, pp, v, n))
             for r in range(pp)]

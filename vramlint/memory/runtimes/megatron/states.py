@@ -24,6 +24,7 @@ from vramlint.memory.parts.pipeline import Rank
 from vramlint.memory.parts.states import States
 from vramlint.memory.parts.weights import DTYPE_BYTES
 from vramlint.memory.runtimes.megatron.layout import ranks
+from vramlint.models.shape import MLA, Attention
 from vramlint.plan import Plan
 
 SOURCE = ("Megatron-LM core_v0.19.0 param_and_grad_buffer.py (contiguous param and grad buffers), "
@@ -39,7 +40,7 @@ def rank_params(plan: Plan, rank: Rank) -> tuple[int, int]:
     for stage in rank.stages:
         for i in stage.layers:
             layer = m.layers[i].params
-            params += layer.total - layer.experts
+            params += layer.total - layer.experts + duplicated(m.layers[i].attention, m.hidden_size, m.tensor_parallel)
             experts += layer.experts
         params += m.embedding_params if stage.embedding else 0
         if stage.head:
@@ -47,6 +48,19 @@ def rank_params(plan: Plan, rank: Rank) -> tuple[int, int]:
             params += m.head_params + m.final_norm_params + tied_copy
     par = plan.parallelism
     return params, -(-experts // (par.expert * par.expert_tp(plan.tensor_parallel)))
+
+
+def duplicated(att: Attention, h: int, tp: int) -> int:
+    """What a TP rank holds of multi-latent attention's down-projections beyond its 1/TP share:
+    Megatron builds them as duplicated TELinears (multi_latent_attention.py:528-540, 583-599:
+    ``parallel_mode='duplicated'``), whole on every rank, where the TP-local model (``tp_local``)
+    cut them as it cuts the other attention projections. Megatron's theoretical_memory_usage divides
+    them by TP with the rest of the attention, and so counts less than the ranks hold."""
+    if att.kind != MLA or tp <= 1:
+        return 0
+    downs = [h * att.q_latent_dim] if att.q_latent_dim else []
+    downs.append(h * att.kv_latent_dim)
+    return sum(d - -(-d // tp) for d in downs)
 
 
 APEX_SOURCE = ("Apex 810ffae contrib/optimizers/distributed_fused_adam.py as NeMo v2.4.0 sets it up "
