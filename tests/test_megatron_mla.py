@@ -132,3 +132,13 @@ def test_a_pipeline_layout_megatron_refuses_is_said_in_its_words(tmp_path, layou
     script.write_text(LAYOUT.format(layout=layout))
     found = [f for f in _check(script, "--gpus", "8x80GB")["findings"] if f["code"] == "VL313"]
     assert found and words in found[0]["message"]
+
+
+def test_a_pipeline_layout_of_virtual_stages_needs_a_pipeline(tmp_path):
+    """Four stages on PP 1 are four virtual stages on one rank: Megatron's interleaved schedule
+    refuses it (A:969), as it does for --num-virtual-stages-per-pipeline-rank."""
+    script = tmp_path / "train.sh"
+    script.write_text(LAYOUT.format(layout="Et|tt|tt|tL").replace("--pipeline-model-parallel-size 2",
+                                                                   "--pipeline-model-parallel-size 1"))
+    found = [f for f in _check(script, "--gpus", "8x80GB")["findings"] if f["code"] == "VL313"]
+    assert found and "pipeline-model-parallel size should be greater than 1" in found[0]["message"]

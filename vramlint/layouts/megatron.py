@@ -204,7 +204,8 @@ def _experts(layout: Layout, d: dict[str, int], world: int, model: ModelShape) -
 def _pipeline(layout: Layout, model: ModelShape, pp: int, dp: int) -> list[Refusal]:
     """The layers' split over the stages and the interleaved schedule's needs (A:894-975, schedules.py)."""
     if layout.stage_layout.value is not None:
-        return _stage_layout_refused(layout, model, pp)
+        return _stage_layout_refused(layout, model, pp) or _interleaved(layout, len(stage_layers(layout)) // pp,
+                                                                       pp, dp)
     layers = model.num_layers
     first, last = whole(layout.first_layers, 0), whole(layout.last_layers, 0)
     counted = sum(slots(layout))
@@ -231,7 +232,11 @@ def _pipeline(layout: Layout, model: ModelShape, pp: int, dp: int) -> list[Refus
         return [Refusal(layout.virtual_layers, "number of layers per pipeline stage must be divisible number of "
                                                "layers per virtual pipeline stage (A:938)",
                         f"a divisor of {layers // pp}")]
-    v = virtual_stages(layout, layers, pp)
+    return _interleaved(layout, virtual_stages(layout, layers, pp), pp, dp)
+
+
+def _interleaved(layout: Layout, v: int, pp: int, dp: int) -> list[Refusal]:
+    """An interleaved schedule's needs (v model chunks a rank): a pipeline, and enough micro-batches."""
     if v > 1:
         if pp == 1:
             return [Refusal(layout.pipeline, "When interleaved schedule is used, pipeline-model-parallel size should "
