@@ -872,3 +872,17 @@ def test_trl_vllm_serve_is_the_vllm_serve_line_it_runs(tmp_path):
     assert not [f for f in server["findings"] if f["severity"] == "error" or f["code"] == "VL101"]
     assert trainer["status"] == "estimated"
     assert not any(c["name"].startswith("vLLM") for c in trainer["estimate"]["components"])
+
+
+def test_a_flat_gpu_count_that_is_the_lines_total_keeps_its_node_split(tmp_path):
+    """--gpus 16xH100 over --nproc_per_node 8 --nnodes 2 names the same sixteen GPUs: the file's two
+    nodes of eight are kept (the hint search places TP within a node) and nothing is overridden; 8xH100
+    is another count, VL007 at the line."""
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 8 --nnodes 2 train.py --model_name_or_path meta-llama/Llama-3.2-1B "
+                      "--per_device_train_batch_size 2 --max_length 2048\n")
+    (same,) = _check(str(script), "--gpus", "16xH100")["files"]
+    assert (same["gpus"]["per_node"], same["gpus"]["nodes"]) == (8, 2)
+    assert not any(f["code"] == "VL007" for f in same["findings"])
+    (other,) = _check(str(script), "--gpus", "8xH100")["files"]
+    assert any(f["code"] == "VL007" for f in other["findings"])

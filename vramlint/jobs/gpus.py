@@ -26,8 +26,11 @@ def own_size(ctx: Context, acc, result: FileResult) -> Context:
 def stated_cluster(ctx: Context, result: FileResult, per_node: int, nodes: int, where: Location,
                    what: str) -> Cluster:
     """The GPUs a file states (a launch's process count, a task's resources): they are the job's,
-    over the settings' count; a count given on the command line wins, with VL007 saying so."""
-    if ctx.cluster.counted and "gpus" in ctx.stated:
+    over the settings' count; a count given on the command line wins, with VL007 saying so. A flat
+    ``--gpus`` count that is the file's total (``--gpus 256x80GB`` for 8 per node x 32 nodes) is the
+    same GPUs: the file's node split is kept, without a warning."""
+    same = ctx.cluster.nodes == 1 and ctx.cluster.per_node == per_node * nodes
+    if ctx.cluster.counted and "gpus" in ctx.stated and not same:
         if (ctx.cluster.per_node, ctx.cluster.nodes) != (per_node, nodes):
             result.findings.append(overridden(where, what, f"{per_node} per node x {nodes} node(s)", "--gpus",
                                               ctx.cluster.describe()))
