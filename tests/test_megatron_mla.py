@@ -122,10 +122,13 @@ def test_a_pipeline_layout_places_each_stages_layers_and_sets_the_virtual_stages
 
 @pytest.mark.parametrize("layout, words", [
     ("Et|tt|tt", "must be divisible by pipeline_model_parallel_size (num_stages=3"),
-    ("Et|tt|tt|t", "The embedding must be the first layer and the loss the last"),
-    ("Et|tt|tt|tttL", "Number of decoder layers 8 must be equal to 6"),
+    ("Et|tt|tt|t", "The last layer must be loss, but got decoder"),
+    ("tE|tt|tt|tL", "The first layer must be embedding, but got decoder"),
+    ("Et|tt|tL|tL", "Loss must be specified exactly once"),
+    ("Et|tt|tt|tttL", "Number of decoder layers 8 must match num_layers 6"),
     ("Ex|tt|tt|tL", "Invalid layer character: x"),
     ("E(t|)*999999999L", "Number of decoder layers (more than 100,000"),
+    ("|||", "The first layer must be embedding, but got nothing"),
 ])
 def test_a_pipeline_layout_megatron_refuses_is_said_in_its_words(tmp_path, layout, words):
     script = tmp_path / "train.sh"
@@ -142,3 +145,16 @@ def test_a_pipeline_layout_of_virtual_stages_needs_a_pipeline(tmp_path):
                                                                    "--pipeline-model-parallel-size 1"))
     found = [f for f in _check(script, "--gpus", "8x80GB")["findings"] if f["code"] == "VL313"]
     assert found and "pipeline-model-parallel size should be greater than 1" in found[0]["message"]
+
+
+@pytest.mark.parametrize("extra, said", [("--use-megatron-fsdp", True),
+                                         ("--use-megatron-fsdp --data-parallel-sharding-strategy optim", False),
+                                         ("--mtp-num-layers 1", True)])
+def test_megatron_fsdp_that_shards_gradients_and_mtp_layers_are_said(tmp_path, extra, said):
+    """Megatron FSDP's default optim_grads_params shards what the distributed optimizer keeps whole
+    (VL211, the job needs less); its ``optim`` strategy is the distributed optimizer's own layout, so
+    nothing is said. An MTP layer is not priced: VL210, the job needs more."""
+    script = tmp_path / "train.sh"
+    script.write_text(LINE.format(tp=1, extra=extra))
+    notes = [f["message"] for f in _check(script, "--gpus", "8x80GB")["findings"] if f["code"] in ("VL210", "VL211")]
+    assert any("Megatron FSDP" in m or "multi-token prediction" in m for m in notes) == said

@@ -74,9 +74,9 @@ def _stage_layout_refused(layout: Layout, model: ModelShape, pp: int) -> list[Re
     try:
         stages = stage_layout(str(where.value))
     except ValueError as error:
-        return [Refusal(where, f"Number of decoder layers (more than {LAYOUT_LIMIT:,} at '{error}') must be equal "
-                               f"to {model.num_layers} (pipeline_parallel_layer_layout.py:106-110)",
-                        f"{model.num_layers} t's in the layout")]
+        return [Refusal(where, f"Number of decoder layers (more than {LAYOUT_LIMIT:,} at '{error}') must match "
+                               f"num_layers {model.num_layers} (pipeline_parallel_layer_layout.py:106-109)",
+                        f"E first, L last, {model.num_layers} t's between")]
     if layout.virtual_layers.value is not None or layout.virtual_stages.value not in (None, len(stages) // pp):
         return [Refusal(where, "No more than one of the following arguments can be set at the same time: "
                         "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,"
@@ -90,12 +90,18 @@ def _stage_layout_refused(layout: Layout, model: ModelShape, pp: int) -> list[Re
         return [Refusal(where, "The length of pipeline_model_parallel_layout must be divisible by "
                                f"pipeline_model_parallel_size (num_stages={len(stages)}, "
                                f"pipeline_model_parallel_size={pp}) (A:911-914)", f"a multiple of {pp} stages")]
-    if not flat.startswith("E") or not flat.endswith("L") or flat.count("E") != 1 or flat.count("L") != 1:
-        return [Refusal(where, "The embedding must be the first layer and the loss the last, each once "
-                               "(pipeline_parallel_layer_layout.py:94-105)", "E first, L last")]
-    if flat.count("t") != model.num_layers:
-        return [Refusal(where, f"Number of decoder layers {flat.count('t')} must be equal to {model.num_layers} "
-                               "(pipeline_parallel_layer_layout.py:106-110)", f"{model.num_layers} t's in the layout")]
+    names = {"E": "embedding", "L": "loss", "t": "decoder", "m": "mtp"}
+    for wrong, message in ((not flat or flat[0] != "E", f"The first layer must be embedding, but got "
+                                                          f"{names.get(flat[:1], 'nothing')} (:94-96)"),
+                           (flat[-1:] != "L", f"The last layer must be loss, but got {names.get(flat[-1:], 'nothing')} "
+                                              "(:97-99)"),
+                           (flat.count("E") != 1, "Embedding must be specified exactly once (:102-104)"),
+                           (flat.count("L") != 1, "Loss must be specified exactly once (:105)"),
+                           (flat.count("t") != model.num_layers, f"Number of decoder layers {flat.count('t')} must "
+                                                                  f"match num_layers {model.num_layers} (:106-109)")):
+        if wrong:
+            return [Refusal(where, message.replace("(:", "(pipeline_parallel_layer_layout.py:"),
+                            f"E first, L last, {model.num_layers} t's between")]
     return []
 
 

@@ -193,10 +193,11 @@ def _attention(config, layer, index: int, linears) -> Attention:
     if not has_attention or (kind and ("linear" in str(kind) or "mamba" in str(kind) or "conv" in str(kind))):
         return Attention(LINEAR, heads, kv, head_dim)
     if _value(config, "kv_lora_rank"):
-        latent = _value(config, "kv_lora_rank") + _value(config, "qk_rope_head_dim", default=0)
-        return Attention(MLA, heads, heads, _value(config, "qk_nope_head_dim", default=head_dim)
-                         + _value(config, "qk_rope_head_dim", default=0), kv_latent_dim=latent,
-                         v_head_dim=_value(config, "v_head_dim", default=head_dim))
+        rope = _value(config, "qk_rope_head_dim", default=0)
+        return Attention(MLA, heads, heads, _value(config, "qk_nope_head_dim", default=head_dim) + rope,
+                         kv_latent_dim=_value(config, "kv_lora_rank") + rope,
+                         v_head_dim=_value(config, "v_head_dim", default=head_dim),
+                         q_latent_dim=_value(config, "q_lora_rank") or 0, rope_dim=rope)
     window = _value(config, "sliding_window")
     sliding = window and (("sliding" in str(kind)) if kind else _value(config, "use_sliding_window", default=True))
     return Attention(SLIDING if sliding else FULL, heads, kv, head_dim, int(window) if sliding else None)

@@ -516,9 +516,10 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
                                                "share"))
     strategy = keys.get("data_parallel_sharding_strategy", default="optim_grads_params",
                         why=f"{VERSION}: optim_grads_params (A:3023)")
+    sharded = str(strategy.value) in ("optim_grads", "optim_grads_params")     # no_shard / optim: as priced
     for name, what in (("use_megatron_fsdp", f"Megatron FSDP ({strategy.value})"),
                        ("use_torch_fsdp2", "PyTorch FSDP2 (--use-torch-fsdp2)")):
-        if truthy(keys.raw(name)):
+        if truthy(keys.raw(name)) and (sharded or name == "use_torch_fsdp2"):
             out.append(Feature(keys.fact(name, True), f"{what}: its sharded parameters and gradients are priced as "
                                                       "the distributed optimizer's whole ones", "high"))
     mtp = keys.get("mtp_num_layers", default=None, convert=positive)

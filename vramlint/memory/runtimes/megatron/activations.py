@@ -118,14 +118,15 @@ class Widths:
     latent: Latent | None = None   # multi-latent attention's latents; None: GQA
 
 
-def _attention(att: Attention) -> dict:
-    """The widths an attention's kind gives ``Widths``: under MLA the key is as wide as the query
-    (the rope key broadcast over the heads), the value and output v_head_dim a head, and the latents."""
+def _attention(att: Attention) -> tuple[int, int, int, Latent | None]:
+    """The query, key and value widths an attention's kind gives ``Widths`` (v 0: the key's), and its
+    latents: under MLA the key is as wide as the query (the rope key broadcast over the heads) and
+    the value and output v_head_dim a head."""
     if att.kind != MLA:
-        return {"q": att.num_heads * att.head_dim, "k": att.num_kv_heads * att.head_dim}
+        return att.num_heads * att.head_dim, att.num_kv_heads * att.head_dim, 0, None
     q = att.num_heads * att.head_dim
-    return {"q": q, "k": q, "v": att.num_heads * att.v_head_dim,
-            "latent": Latent(att.q_latent_dim, att.kv_latent_dim - att.rope_dim, att.rope_dim)}
+    return q, q, att.num_heads * att.v_head_dim, Latent(att.q_latent_dim, att.kv_latent_dim - att.rope_dim,
+                                                       att.rope_dim)
 
 
 def widths(plan: Plan, index: int = 0) -> Widths:
@@ -138,11 +139,10 @@ def widths(plan: Plan, index: int = 0) -> Widths:
         experts = Experts(mlp.experts, mlp.experts_per_token, mlp.intermediate, mlp.shared_intermediate,
                           par.expert_tp(plan.tensor_parallel), par.expert, par.capacity, par.aux_loss,
                           par.dispatcher)
-    shapes = _attention(att)
-    return Widths(m.hidden_size, shapes["q"], shapes["k"], mlp.intermediate, att.num_heads,
-                  mlp.kind in ("gated", "moe"), plan.tensor_parallel, par.sequence_parallel,
-                  1 if par.dropout else 0, 4 if plan.precision == "fp32" else 2, par.scores, plan.seq_len, experts,
-                  shapes.get("v", 0), shapes.get("latent"))
+    q, k, v, latent = _attention(att)
+    return Widths(m.hidden_size, q, k, mlp.intermediate, att.num_heads, mlp.kind in ("gated", "moe"),
+                  plan.tensor_parallel, par.sequence_parallel, 1 if par.dropout else 0,
+                  4 if plan.precision == "fp32" else 2, par.scores, plan.seq_len, experts, v, latent)
 
 
 def _sequence(w: Widths, bytes_: int) -> int:
