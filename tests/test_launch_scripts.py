@@ -296,6 +296,30 @@ def test_bash_c_and_srun_are_read_through():
     assert (launch.launcher, gpus.per_node, gpus.nodes, launch.distributed) == ("torchrun", 8, 2, True)
 
 
+@pytest.mark.parametrize("shell", ["bash -x -c", "bash -lc", "sh -ec", "bash -o pipefail -c"])
+def test_a_shells_own_options_before_its_script_string_are_read_as_bash_reads_them(shell):
+    """``bash -x -c "$CMD"`` (Megatron-LM's sbatch examples), ``bash -lc``, ``sh -ec``, ``bash -o
+    pipefail -c``: the string is the script run, as for a plain ``bash -c``."""
+    text = f'CMD="torchrun --nproc_per_node 4 train.py"\nsrun {shell} "$CMD"\n'
+    (launch,) = launches(read_script(text).commands)
+    assert launch.launcher == "torchrun"
+
+
+def test_an_array_inside_a_string_is_its_elements_a_space_apart():
+    """``CMD="python train.py ${ARGS[@]}"`` holds the elements joined by spaces, as bash's
+    assignment does, so the command run from it has one word per argument (they were glued)."""
+    text = 'ARGS=(--lr 1e-5 --epochs 2)\nCMD="python train.py ${ARGS[@]} --seed 1"\nbash -c "$CMD"\n'
+    assert _words(text)[-1] == ["python", "train.py", "--lr", "1e-5", "--epochs", "2", "--seed", "1"]
+
+
+@pytest.mark.parametrize("profiler", ["nsys profile -o out --trace=cuda,nvtx -f true", "ncu --set full -o out"])
+def test_a_command_under_a_profiler_is_the_job(profiler):
+    """``nsys profile [options] torchrun ...`` and ``ncu [options] ...`` run the command after their
+    options: the launch is that command's."""
+    (launch,) = launches(read_script(f"{profiler} torchrun --nproc_per_node 8 train.py\n").commands)
+    assert launch.launcher == "torchrun"
+
+
 def test_an_sbatch_line_with_a_variable_is_a_finding(tmp_path):
     script = tmp_path / "job.sbatch"
     script.write_text("#!/bin/bash\n#SBATCH --nodes=$NNODES\n#SBATCH --gpus-per-node=8\nsrun torchrun "

@@ -158,3 +158,25 @@ def test_megatron_fsdp_that_shards_gradients_and_mtp_layers_are_said(tmp_path, e
     script.write_text(LINE.format(tp=1, extra=extra))
     notes = [f["message"] for f in _check(script, "--gpus", "8x80GB")["findings"] if f["code"] in ("VL210", "VL211")]
     assert any("Megatron FSDP" in m or "multi-token prediction" in m for m in notes) == said
+
+
+def test_megatrons_fsdp_deepseek_v3_sbatch_script_is_read_not_skipped():
+    """Megatron-LM's examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh (core_v0.19.0, byte-exact)
+    builds its command in a string (``TRAINING_CMD="... ${PROFILE_CMD} python pretrain_gpt.py
+    ${PRETRAIN_ARGS[@]}"``) that an sbatch heredoc runs as ``srun ... bash -x -c "${TRAINING_CMD}"``,
+    under ``nsys profile`` where the profile branch sets it. It was "starts no training job: skipped"
+    (exit 0); now its job is read at line 187 with the array's arguments a word each (the model's
+    61 layers and latent attention among them), and what it cannot price (a vocabulary only the
+    HF tokenizer's files know) is VL011 at the argument."""
+    from test_megatron import SCRIPTS
+    from vramlint.readers.shell import read_script
+    path = SCRIPTS / "NVIDIA__Megatron-LM/examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh"
+    (command,) = [c for c in read_script(path.read_text(), str(path)).commands
+                  if any((w.text or "").endswith("pretrain_gpt.py") for w in c.words)]
+    words = [w.text for w in command.words]
+    assert words[:2] == ["nsys", "profile"] and words[words.index("--num-layers") + 1] == "61"
+    assert "--multi-latent-attention" in words
+    entry = _check(path, "--gpus", "32x8x80GB")
+    assert entry["via"].startswith("python, line 187")
+    found = [f for f in entry["findings"] if f["code"] == "VL011"]
+    assert found and "HuggingFaceTokenizer" in found[0]["message"]

@@ -20,7 +20,7 @@ Launchers, and the release whose parser their options come from:
 - OpenRLHF's ``openrlhf.cli.train_sft|train_dpo|train_rm`` (0.11.2, and the flat flags up to 0.10.1),
   whose flags are the recipe (``readers/openrlhf.py``), and ``train_ppo_ray``, on the actor's GPUs its
   flags state (``readers/openrlhf_ppo.py``);
-- ``python script.py`` (one process), behind ``srun``, ``env``, ``nohup``, ``exec``, ``time``.
+- ``python script.py`` (one process), behind ``srun``, ``env``, ``nohup``, ``exec``, ``time``, ``nsys profile``.
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ FLAGS = {
              "kill-on-bad-exit", "no-kill", "pty", "x11"},
 }
 WRAPPERS = {"nohup", "exec", "time", "nice", "stdbuf", "setsid", "command", "builtin", "eval"}
+# Profilers that run a command under them, after their options: ``nsys profile [options] cmd`` (Nsight
+# Systems; ``nsys launch`` alike), ``ncu [options] cmd`` (Nsight Compute)
+PROFILERS = {"nsys": ("profile", "launch"), "ncu": ()}
 CONTAINERS = {"apptainer", "singularity"}          # ``apptainer run|exec [options] IMAGE command``
 # Commands an srun line runs: an unknown word before one of them is an option only the run knows.
 COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepspeed", "ray", "apptainer",
@@ -201,7 +204,8 @@ def _script_named(word: Word) -> Word | None:
 
 
 def _unwrapped(words: list[Word], prefix: dict[str, Word]) -> list[Word]:
-    """The command under ``srun [options]``, ``env A=B``, ``nohup``, ``exec``, ``time``, ``timeout D``."""
+    """The command under ``srun [options]``, ``env A=B``, ``nohup``, ``exec``, ``time``, ``timeout D``,
+    a profiler (``nsys profile [options]``)."""
     while words and words[0].text is not None:
         head = words[0].text.rsplit("/", 1)[-1]
         if head in WRAPPERS:
@@ -219,6 +223,8 @@ def _unwrapped(words: list[Word], prefix: dict[str, Word]) -> list[Word]:
             known = [i for i, w in enumerate(words) if (w.text or "").rsplit("/", 1)[-1] in COMMANDS]
             if words and known and (words[0].text or "").rsplit("/", 1)[-1] not in COMMANDS:
                 words = words[known[0]:]          # ``srun $EXTRA_ARGS python ...``, ``srun env.sh apptainer ...``
+        elif head in PROFILERS and len(words) > 1 and (not PROFILERS[head] or words[1].text in PROFILERS[head]):
+            _, words = _options(words[2 if PROFILERS[head] else 1:], head)
         elif head in CONTAINERS and len(words) > 1 and words[1].text in ("run", "exec"):
             _, words = _options(words[2:], "srun")
             words = words[1:]                     # the image

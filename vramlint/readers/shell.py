@@ -12,7 +12,8 @@ each of its words at its own line and column. What only the run knows (``$(nvidi
 is a :class:`Word` whose ``text`` is None and whose ``unknown`` says why. An assignment inside a
 condition or a loop only fills a variable the script has not set yet (``MODEL=$1`` inside an
 argument loop leaves ``MODEL="Qwen/Qwen-7B"`` set above it). ``bash -c '...'`` is read as the
-script it runs. ``#SBATCH`` lines, read by sbatch before the script runs, are kept apart.
+script it runs (``bash -x -c``, ``bash -lc`` alike). ``#SBATCH`` lines, read by sbatch before the
+script runs, are kept apart.
 """
 
 from __future__ import annotations
@@ -25,6 +26,24 @@ MOST_COMMANDS = 10_000        # commands a script may expand: a launch file has 
 MOST_DEPTH = 8                # nested ``bash -c`` followed
 MOST_NESTING = 200            # nested blocks, subshells and lists walked: deeper is no launch file
 MOST_VALUE = 1 << 16          # characters a variable may hold (``X=$X$X`` sixty times would not fit in memory)
+
+
+def shell_string(words: list[Word]) -> tuple[int, int] | None:
+    """Where ``bash [options] -c 'script'`` stands in a command: the shell's index and its script's.
+    The shell's own options may come first (``bash -x -c``, ``bash -o pipefail -c``) and ``-c`` may
+    close a group of them (``bash -lc``, ``sh -ec``), as bash reads its arguments."""
+    for i, word in enumerate(words[:-1]):
+        if word.text not in ("bash", "sh"):
+            continue
+        j = i + 1
+        while j < len(words) - 1 and (words[j].text or "")[:1] in ("-", "+") and words[j].text != "--":
+            text = words[j].text
+            if text[0] == "-" and not text.startswith("--") and "c" in text[1:]:
+                script = words[j + 1]
+                return (i, j + 1) if script.text or script.parts else None
+            j += 2 if text in ("-o", "+o", "-O", "+O") else 1
+        return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -349,12 +368,11 @@ class _Walker:
             return
         line = self.where(node)[0]
         variables = {k: v for k, v in self.variables.items() if isinstance(v, Word)}
-        shell = next((i for i in range(len(words) - 2) if words[i].text in ("bash", "sh")
-                      and words[i + 1].text == "-c" and (words[i + 2].text or words[i + 2].parts)), None)
-        if shell is not None and (shell == 0 or words[0].text == "srun"):
-            under, self.under = self.under, self.under or (words[0].text if shell else "")
+        shell = shell_string(words)
+        if shell is not None and (shell[0] == 0 or words[0].text == "srun"):
+            under, self.under = self.under, self.under or (words[0].text if shell[0] else "")
             try:
-                self._nested(words[shell + 2])
+                self._nested(words[shell[1]])
             finally:
                 self.under = under
             return
@@ -430,8 +448,9 @@ class _Walker:
             if child.type == "string_content":
                 raw = self.text(child).replace("\\\n", "")          # a line continuation inside quotes
                 parts.append(Word(re.sub(r'\\([$`"\\])', r"\1", raw), line, column))
-            else:
-                parts.extend(self.expand(child, split=False))
+            else:                   # an array among other text ("cmd ${ARGS[@]}"): its elements a space apart
+                for index, element in enumerate(self.expand(child, split=False)):
+                    parts.extend([Word(" ", element.line, element.column)] * bool(index) + [element])
         joined = _joined(parts, line, column)
         if len(parts) == 1 and parts[0].text is not None and node.child_count == 3 and node.children[1].type != \
                 "string_content":
