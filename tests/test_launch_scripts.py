@@ -320,6 +320,40 @@ def test_a_command_under_a_profiler_is_the_job(profiler):
     assert launch.launcher == "torchrun"
 
 
+@pytest.mark.parametrize("runner, launcher, program", [
+    ("uv run", "torchrun", "train.py"),
+    ("uv run --frozen --extra ssm --with wandb", "torchrun", "train.py"),
+    ("conda run -n train --no-capture-output", "torchrun", "train.py"),
+    ("conda run -p /opt/env -- ", "torchrun", "train.py"),
+    ("micromamba run -n train --clean-env", "torchrun", "train.py"),
+    ("poetry run -q", "torchrun", "train.py"),
+    ("pipenv run", "torchrun", "train.py"),
+])
+def test_a_command_run_in_an_environment_is_the_job(runner, launcher, program):
+    """``uv run [options] CMD`` (Megatron-LM's examples), ``conda run -n ENV [--] CMD``, ``poetry run``:
+    the launch is CMD's, with the runner's flags not taken for values (``--frozen torchrun``)."""
+    (launch,) = launches(read_script(f"{runner} torchrun --nproc_per_node 8 train.py --lr 1e-5\n").commands)
+    assert (launch.launcher, launch.program.text, launch.per_node.text) == (launcher, program, "8")
+
+
+def test_uv_runs_a_module_as_python_does():
+    """``uv run -m torch.distributed.run`` is ``python -m torch.distributed.run`` (uv's --module): torchrun."""
+    (launch,) = launches(read_script("uv run --no-sync -m torch.distributed.run --nproc-per-node 4 train.py\n")
+                         .commands)
+    assert (launch.launcher, launch.program.text, launch.per_node.text) == ("torchrun", "train.py", "4")
+
+
+def test_megatrons_fsdp_llama3_example_under_uv_run_is_read_not_skipped():
+    """Megatron-LM's examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh (core_v0.19.0, byte-exact)
+    runs ``$VENV_PREFIX "${PROFILE_CMD[@]}" python -m torch.distributed.run ...`` with VENV_PREFIX "uv
+    run" by default. It was "starts no training job: skipped" (exit 0); its job is now read at line 246
+    as the Megatron line it is."""
+    path = DATA / "megatron/scripts/NVIDIA__Megatron-LM/examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh"
+    entry = _check(str(path), "--gpus", "8x80GB")["files"][0]
+    assert entry["via"] == "torchrun, line 246" and entry["status"] != "skipped"
+    assert entry["kind"] == "megatron" and entry["model"].startswith("Megatron GPT: 32 layers, hidden 4096")
+
+
 def test_an_sbatch_line_with_a_variable_is_a_finding(tmp_path):
     script = tmp_path / "job.sbatch"
     script.write_text("#!/bin/bash\n#SBATCH --nodes=$NNODES\n#SBATCH --gpus-per-node=8\nsrun torchrun "

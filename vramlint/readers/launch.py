@@ -50,13 +50,33 @@ FLAGS = {
              "kill-on-bad-exit", "no-kill", "pty", "x11"},
 }
 WRAPPERS = {"nohup", "exec", "time", "nice", "stdbuf", "setsid", "command", "builtin", "eval"}
+# Environment managers that run a command in their environment, after their own options (``uv run
+# --extra ssm python -m torch.distributed.run ...``, Megatron-LM's examples; ``conda run -n env
+# torchrun ...``); the value each needs is the word after a non-flag option. Their boolean options:
+# uv 0.9.0 (``uv run --help``); conda 25.x (docs.conda.io commands/run: -v, --dev,
+# --debug-wrapper-scripts, -s / --no-capture-output / --live-stream); micromamba 2.x adds --clean-env
+# and -d / --detach; poetry 2.x's run has only the global flags; pipenv's run has none.
+_CONDA_FLAGS = {"v", "verbose", "dev", "debug-wrapper-scripts", "s", "no-capture-output", "live-stream"}
+RUNNERS = {
+    "uv": {"all-extras", "no-dev", "no-default-groups", "all-groups", "m", "module", "only-dev", "no-editable",
+           "exact", "no-env-file", "isolated", "active", "no-sync", "locked", "frozen", "s", "script", "gui-script",
+           "all-packages", "no-project", "no-index", "U", "upgrade", "no-sources", "reinstall", "compile-bytecode",
+           "no-build-isolation", "no-build", "no-binary", "n", "no-cache", "refresh", "managed-python",
+           "no-managed-python", "no-python-downloads", "q", "quiet", "v", "verbose", "native-tls", "offline",
+           "no-progress", "no-config"},
+    "conda": _CONDA_FLAGS, "mamba": _CONDA_FLAGS | {"clean-env", "d", "detach"},
+    "micromamba": _CONDA_FLAGS | {"clean-env", "d", "detach"},
+    "poetry": {"q", "quiet", "v", "verbose", "vv", "vvv", "n", "no-interaction", "no-plugins", "no-cache", "ansi",
+               "no-ansi"},
+    "pipenv": set(),
+}
 # Profilers that run a command under them, after their options: ``nsys profile [options] cmd`` (Nsight
 # Systems; ``nsys launch`` alike), ``ncu [options] cmd`` (Nsight Compute)
 PROFILERS = {"nsys": ("profile", "launch"), "ncu": ()}
 CONTAINERS = {"apptainer", "singularity"}          # ``apptainer run|exec [options] IMAGE command``
 # Commands an srun line runs: an unknown word before one of them is an option only the run knows.
 COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepspeed", "ray", "apptainer",
-            "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl", "litgpt"}
+            "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl", "litgpt", *RUNNERS}
 PYTHONS = re.compile(r"^python(\d(\.\d+)?)?$")
 TRAINING, SERVING = "training", "serving"
 ONE_PROCESS = "a single python process"     # what states a plain ``python train.py``'s count (``_one_process``)
@@ -223,6 +243,8 @@ def _unwrapped(words: list[Word], prefix: dict[str, Word]) -> list[Word]:
             known = [i for i, w in enumerate(words) if (w.text or "").rsplit("/", 1)[-1] in COMMANDS]
             if words and known and (words[0].text or "").rsplit("/", 1)[-1] not in COMMANDS:
                 words = words[known[0]:]          # ``srun $EXTRA_ARGS python ...``, ``srun env.sh apptainer ...``
+        elif head in RUNNERS and len(words) > 1 and words[1].text == "run":
+            words = _run_in_environment(words[2:], head)
         elif head in PROFILERS and len(words) > 1 and (not PROFILERS[head] or words[1].text in PROFILERS[head]):
             _, words = _options(words[2 if PROFILERS[head] else 1:], head)
         elif head in CONTAINERS and len(words) > 1 and words[1].text in ("run", "exec"):
@@ -233,14 +255,25 @@ def _unwrapped(words: list[Word], prefix: dict[str, Word]) -> list[Word]:
     return words
 
 
+def _run_in_environment(words: list[Word], runner: str) -> list[Word]:
+    """The command ``uv run`` / ``conda run`` / ``poetry run`` runs, after the runner's options and
+    an optional ``--``; ``uv run -m MODULE`` is ``python -m MODULE`` (uv's ``--module``)."""
+    options, words = _options(words, runner)
+    if words and words[0].text == "--":
+        words = words[1:]
+    if runner == "uv" and ("m" in options or "module" in options) and words:
+        words = [Word("python", words[0].line, words[0].column), Word("-m", words[0].line, words[0].column), *words]
+    return words
+
+
 def _options(words: list[Word], launcher: str) -> tuple[dict[str, Word | None], list[Word]]:
     """A launcher's own options (until the first word that is not one) and the words after them."""
     options: dict[str, Word | None] = {}
-    flags = FLAGS.get(launcher, set())
+    flags = FLAGS.get(launcher) or RUNNERS.get(launcher, set())
     i = 0
     while i < len(words):
         text = words[i].head
-        if text is None or not text.startswith("-") or text == "-":
+        if text is None or not text.startswith("-") or text in ("-", "--"):
             break
         key, eq, value = text.lstrip("-").partition("=")
         if eq:
