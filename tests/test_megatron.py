@@ -219,6 +219,32 @@ def test_a_megatron_job_the_tool_cannot_read_is_not_estimated_never_skipped(tmp_
     assert "give --vocab-size" in vocab["message"] and vocab["hint"].startswith("add --vocab-size")
 
 
+@pytest.mark.parametrize("flags, words", [
+    ("--hybrid-layer-pattern M-M*-M-M*", "--hybrid-layer-pattern"),
+    ("--hybrid-override-pattern M-M*-M-M*", "--hybrid-override-pattern"),
+    ("--heterogeneous-layers-config-path nemotron_super.json", "--heterogeneous-layers-config-path"),
+])
+def test_layers_other_than_the_gpt_layer_are_not_priced_as_it(tmp_path, flags, words):
+    """A hybrid pattern's Mamba layers, or a shape per layer, are not the GPT layer the other
+    arguments state: VL011, never a silent GPT estimate."""
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --hidden-size 2048 "
+                      f"--num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 --vocab-size 32000 {flags}\n")
+    entry = _check(script, "--gpus", "8xH100")["files"][0]
+    assert entry["status"] == "not estimated"
+    assert any(f["code"] == "VL011" and words in f["message"] for f in entry["findings"])
+
+
+def test_megatrons_hybrid_nemotron_example_under_uv_run_says_its_mamba_layers_are_not_priced():
+    """Megatron-LM's examples/mimo/scripts/run_hetero_nemotron_20l_mock_train.sh (core_v0.19.0,
+    byte-exact): ``uv run --extra ssm python -m torch.distributed.run`` over a Nemotron pattern
+    ``MEMEM*EMEMEM*EMEMEM*``. It was skipped (exit 0); it is VL011 for its hybrid layers."""
+    entry = _check(SCRIPTS / "NVIDIA__Megatron-LM/examples/mimo/scripts/run_hetero_nemotron_20l_mock_train.sh",
+                   "--gpus", "8xH100")["files"][0]
+    assert entry["via"] == "torchrun, line 25" and entry["status"] == "not estimated"
+    assert any(f["code"] == "VL011" and "--hybrid-layer-pattern" in f["message"] for f in entry["findings"])
+
+
 def test_where_no_layout_fits_the_hint_stays_in_megatrons_vocabulary():
     """Llama 3 8B at seq 8192 on one L4: no Megatron layout fits. The finding and ``vramlint plan``
     say so without offering LoRA / QLoRA or vramlint's own --lora-rank / --load-in-4bit, which

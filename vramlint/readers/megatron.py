@@ -321,6 +321,18 @@ WAY_ON = {"shape": "state the model's --num-layers, --hidden-size and --num-atte
           "unpriced": "no estimate until these layers are priced; --warn VL011 reports this as a warning"}
 
 
+# Layers the arguments build other than the GPT layer they otherwise state (A:3462-3495): a hybrid
+# model's Mamba / GDN / MLP-only / MoE-only layers in a pattern (its layer count the pattern's, not
+# --num-layers: A:761-767), or per-layer shapes from a Hugging Face heterogeneous config.
+UNPRICED_LAYERS = (
+    ("hybrid_layer_pattern", "hybrid Mamba / attention / MoE layers (--hybrid-layer-pattern) are not priced yet"),
+    ("hybrid_override_pattern", "hybrid Mamba / attention / MoE layers (--hybrid-override-pattern) are not priced yet"),
+    ("heterogeneous_layers_config_path", "heterogeneous layers (--heterogeneous-layers-config-path: a shape per "
+                                         "layer) are not priced yet"),
+    ("heterogeneous_layers_config_encoded_json", "heterogeneous layers (a shape per layer) are not priced yet"),
+)
+
+
 def model_config(keys: Keys, tp: int) -> tuple[dict | None, str, str]:
     """The model the arguments state, as the Hugging Face config of the same shapes (llama for
     SwiGLU, starcoder2 for a plain GELU MLP with grouped or rotary attention, gpt2 for Megatron's
@@ -332,6 +344,9 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str, str]:
     if missing:
         return None, f"the model's {', '.join(missing)} not stated", WAY_ON["shape"]
     layers, hidden, heads = shape["num_layers"], shape["hidden_size"], shape["num_attention_heads"]
+    unpriced = next((what for name, what in UNPRICED_LAYERS if keys.raw(name) not in (None, "", False)), None)
+    if unpriced:
+        return None, unpriced, WAY_ON["unpriced"]
     vocab, vocab_words = _vocabulary(keys, tp)
     if vocab is None:
         return None, vocab_words, WAY_ON["vocabulary"]

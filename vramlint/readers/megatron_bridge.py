@@ -220,7 +220,9 @@ def _fine_tuning(keys: Keys, args: Arguments) -> tuple[Fact, Fact] | None:
 
 # Model kinds whose layers the Megatron runtime does not price (a provider's key that says it): no
 # estimate (VL011), never a dense GPT's in their place
-UNPRICED = (("model.hybrid_override_pattern", "hybrid Mamba layers (hybrid_override_pattern)"),)
+UNPRICED = (("model.hybrid_override_pattern", "hybrid Mamba layers (hybrid_override_pattern)"),
+            ("model.hybrid_layer_pattern", "hybrid Mamba layers (hybrid_layer_pattern)"),
+            ("model.heterogeneous_layers_config_path", "heterogeneous layers (a shape per layer)"))
 
 
 def _unpriced(recipe: Recipe, keys: Keys, args: Arguments) -> Recipe:
