@@ -105,8 +105,8 @@ EXPECTED = {
     "lm-sys__FastChat/scripts/train_vicuna_7b.sh": [("torchrun", 1, 4, 1, "--nproc_per_node", False)],
     "offendo__formalize/run_em.sh": [("axolotl", 8, None, 1, None, False)],
     "pytorch__torchtitan/multinode_trainer.slurm": [("torchrun", 63, 8, 4, "--nproc_per_node", False)],
-    "pytorch__torchtitan/run_train.sh": [("python", 40, 1, 1, "a single python process", False),
-                                         ("torchrun", 43, 8, 1, "--nproc_per_node", False)],
+    # COMM_MODE=${COMM_MODE:-""}: the dry-run branch ([ -n "$COMM_MODE" ]) does not run, torchrun's does
+    "pytorch__torchtitan/run_train.sh": [("torchrun", 43, 8, 1, "--nproc_per_node", False)],
     "shibing624__MedicalGPT/scripts/run_sft.sh": [("torchrun", 1, 2, 1, "--nproc_per_node", False)],
     "shibing624__MedicalGPT/scripts/vllm_deployment.sh": [("vllm", 19, 2, 1, "CUDA_VISIBLE_DEVICES", False)],
     "simplescaling__s1/train/launch.sh": [],
@@ -284,6 +284,25 @@ def test_a_branch_does_not_replace_what_was_set_before_it():
     text = 'MODEL="Qwen/Qwen-7B"\nwhile [[ "$1" != "" ]]; do\n  case $1 in\n    -m) shift; MODEL=$1 ;;\n  esac\n' \
            '  shift\ndone\npython finetune.py --model_name_or_path $MODEL\n'
     assert _words(text)[-1] == ["python", "finetune.py", "--model_name_or_path", "Qwen/Qwen-7B"]
+
+
+@pytest.mark.parametrize("test, taken", [
+    ('[ "$USE_FSDP" = 1 ]', "fsdp"), ('[[ "$USE_FSDP" == "1" ]]', "fsdp"), ('[ "$USE_FSDP" != 1 ]', "ddp"),
+    ('[ -n "$EMPTY" ]', "ddp"), ('[ -z "$EMPTY" ]', "fsdp"), ('[ "$USE_FSDP" -eq 1 ]', "fsdp"),
+    ('[[ "$USE_FSDP" == 1 && -z "$EMPTY" ]]', "fsdp"), ('! [ -n "$EMPTY" ]', None),
+    ('[ "$UNSET" = 1 ]', None), ('[[ "$MODE" == f* ]]', None), ('[ "$MAYBE" = 1 ]', None),
+])
+def test_a_branch_whose_test_the_variables_decide_runs_as_bash_runs_it(test, taken):
+    """``if [ "$USE_FSDP" = 1 ]; then ARGS=(...); else ...; fi`` after ``USE_FSDP=${USE_FSDP:-1}``:
+    the branch bash takes sets the arguments, the other does not (Megatron-LM's FSDP example was read
+    without its FSDP flags). A test only the run knows (an unset variable, a pattern, a command, a
+    variable a possible branch set) keeps the old rule: the first branch fills what is unset."""
+    text = ('USE_FSDP=${USE_FSDP:-1}\nEMPTY=""\nMODE=fsdp\nARGS=(--lr 1)\n'
+            'if [ -f cfg ]; then MAYBE=1; fi\n'
+            f'if {test}; then\n  ARGS=(--lr 1 --fsdp)\nelse\n  ARGS=(--lr 1 --ddp)\nfi\n'
+            'python train.py ${ARGS[@]}\n')
+    words = _words(text)[-1]
+    assert words[-1] == {"fsdp": "--fsdp", "ddp": "--ddp", None: "1"}[taken]
 
 
 def test_bash_c_and_srun_are_read_through():

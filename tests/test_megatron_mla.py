@@ -147,13 +147,15 @@ def test_a_pipeline_layout_of_virtual_stages_needs_a_pipeline(tmp_path):
     assert found and "pipeline-model-parallel size should be greater than 1" in found[0]["message"]
 
 
-@pytest.mark.parametrize("extra, said", [("--use-megatron-fsdp", True),
+@pytest.mark.parametrize("extra, said", [("--use-megatron-fsdp", False),
+                                         ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads", True),
                                          ("--use-megatron-fsdp --data-parallel-sharding-strategy optim", False),
                                          ("--mtp-num-layers 1", True)])
 def test_megatron_fsdp_that_shards_gradients_and_mtp_layers_are_said(tmp_path, extra, said):
-    """Megatron FSDP's default optim_grads_params shards what the distributed optimizer keeps whole
-    (VL211, the job needs less); its ``optim`` strategy is the distributed optimizer's own layout, so
-    nothing is said. An MTP layer is not priced: VL210, the job needs more."""
+    """Megatron FSDP's default optim_grads_params is priced (tests/test_megatron_fsdp.py); optim_grads
+    shards gradients the distributed optimizer keeps whole (VL211, the job needs less); ``optim`` is the
+    distributed optimizer's own layout, so nothing is said. An MTP layer is not priced: VL210, the job
+    needs more."""
     script = tmp_path / "train.sh"
     script.write_text(LINE.format(tp=1, extra=extra))
     notes = [f["message"] for f in _check(script, "--gpus", "8x80GB")["findings"] if f["code"] in ("VL210", "VL211")]
@@ -164,7 +166,8 @@ def test_megatrons_fsdp_deepseek_v3_sbatch_script_is_read_not_skipped():
     """Megatron-LM's examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh (core_v0.19.0, byte-exact)
     builds its command in a string (``TRAINING_CMD="... ${PROFILE_CMD} python pretrain_gpt.py
     ${PRETRAIN_ARGS[@]}"``) that an sbatch heredoc runs as ``srun ... bash -x -c "${TRAINING_CMD}"``,
-    under ``nsys profile`` where the profile branch sets it. It was "starts no training job: skipped"
+    with no profiler: ``PROFILE=${PROFILE:-0}`` leaves ``[ "${PROFILE}" = 1 ]``'s nsys branch untaken
+    (it was taken as the first branch to fill PROFILE_CMD). It was "starts no training job: skipped"
     (exit 0); now its job is read at line 187 with the array's arguments a word each (the model's
     61 layers and latent attention among them), and what it cannot price (a vocabulary only the
     HF tokenizer's files know) is VL011 at the argument."""
@@ -174,7 +177,7 @@ def test_megatrons_fsdp_deepseek_v3_sbatch_script_is_read_not_skipped():
     (command,) = [c for c in read_script(path.read_text(), str(path)).commands
                   if any((w.text or "").endswith("pretrain_gpt.py") for w in c.words)]
     words = [w.text for w in command.words]
-    assert words[:2] == ["nsys", "profile"] and words[words.index("--num-layers") + 1] == "61"
+    assert words[0] == "python" and words[words.index("--num-layers") + 1] == "61"
     assert "--multi-latent-attention" in words
     entry = _check(path, "--gpus", "32x8x80GB")
     assert entry["via"].startswith("python, line 187")

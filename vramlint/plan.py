@@ -197,6 +197,11 @@ class Parallelism:
     # on the host, Adam's moments and, under the precision-aware optimizer, the fp32 main copies too
     host_fraction: float = 0.0
     host_main: bool = False
+    # Megatron-FSDP (memory/runtimes/megatron/fsdp.py): its sharding strategy ("" off), whether its units'
+    # gathered weights and gradients live in two persistent buffers, its main parameters' bytes (0: none apart)
+    fsdp: str = ""
+    fsdp_double_buffer: bool = False
+    fsdp_main_bytes: int = 4
     scores: int = 0                        # bytes a score the unfused attention keeps (softmax, its dropout
                                            # mask and output: 5; 4 without attention dropout; fused: 0)
     # Megatron's MoE layers: the routed experts split over ``expert`` x ``expert_tensor`` ranks, their
@@ -378,7 +383,8 @@ class Plan:
             name += f" + CP {self.parallelism.context}" if self.parallelism.context > 1 else ""
         elif self.runtime == "megatron":
             par = self.parallelism
-            name = "Megatron" + (" distributed optimizer" if par.distributed_optimizer else " DDP") + \
+            name = "Megatron" + (f" FSDP {par.fsdp}" if par.fsdp else " distributed optimizer"
+                                 if par.distributed_optimizer else " DDP") + \
                 (f" + PP {par.pipeline}" if par.pipeline > 1 else "") + \
                 (f" + CP {par.context}" if par.context > 1 else "")
         else:

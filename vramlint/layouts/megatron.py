@@ -366,7 +366,8 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
     v = len(stated) // pp if stated else virtual_stages(layout, model.num_layers + sum(slots(layout)), pp)
     m = microbatches(layout, dp)
     sp = bool(layout.sequence_parallel.value) and tp > 1      # off with a warning at TP 1 (A:1390-1399)
-    distributed = bool(layout.distributed_optimizer.value)
+    fsdp = str(layout.fsdp.value or "")
+    distributed = bool(layout.distributed_optimizer.value) or bool(fsdp)      # Megatron-FSDP forces it (A:1106-1111)
     shard = max(1, dp * cp // whole(layout.instances)) if distributed else 1
     mode = checkpointing(layout)
     par = Parallelism(shard=shard, context=cp, pipeline=pp, schedule="Interleaved1F1B" if v > 1 else "1F1B",
@@ -377,17 +378,22 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                       dropout=bool(layout.dropout.value), scores=layout.scores.value,
                       apex_adam=bool(layout.apex_adam.value), bucket_copy=bool(layout.bucket_copy.value),
                       autocast=str(layout.autocast.value), host_fraction=float(layout.host_fraction.value),
-                      host_main=bool(layout.host_main.value), **_expert_grid(layout, model, d, distributed, notes))
+                      host_main=bool(layout.host_main.value), fsdp=fsdp,
+                      fsdp_double_buffer=bool(layout.fsdp_double_buffer.value),
+                      fsdp_main_bytes=int(layout.fsdp_main_bytes.value),
+                      **_expert_grid(layout, model, d, distributed, notes))
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
                        ("shard_degree", layout.distributed_optimizer), ("grad_accum", layout.global_batch)):
         origins[name] = Origin("file", fact.location) if fact.from_file else Origin("default", text=fact.default)
     optimizer = "Apex's distributed Adam shards int16 remainders" if layout.apex_adam.value else \
-        "the distributed optimizer shards fp32 main parameters"
+        f"Megatron FSDP ({fsdp}) shards the parameters, gradients, main parameters" if fsdp == "optim_grads_params" \
+        else "the distributed optimizer shards fp32 main parameters"
     notes.append(f"{VERSION}: data-parallel {dp} = {cluster.world_size} GPUs / (TP {tp} x PP {pp} x CP {cp}); "
                  + (f"{optimizer} and Adam's states over dp x cp = {shard}"
                     if distributed else "every rank holds fp32 main parameters and Adam's states whole "
                                         "(no --use-distributed-optimizer)")
-                 + f"; gradients in a {layout.grad_bytes.value}-byte DDP buffer")
+                 + (f"; {layout.grad_bytes.value}-byte gradients" if fsdp == "optim_grads_params" else
+                    f"; gradients in a {layout.grad_bytes.value}-byte DDP buffer"))
     if par.host_fraction:
         notes.append(f"optimizer_cpu_offload: {par.host_fraction:g} of the optimizer's shard on the host (Adam's "
                      "moments" + (" and the fp32 main copies: the precision-aware optimizer)" if par.host_main else

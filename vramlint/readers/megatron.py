@@ -52,7 +52,9 @@ BOOLEANS = frozenset({
     "no_query_key_layer_scaling", "attention_softmax_in_fp32", "calculate_per_token_loss", "no_mmap_bin_files",
     "no_create_attention_mask_in_dataloader", "qk_layernorm", "moe_router_pre_softmax", "decrease_batch_size_if_needed",
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "optimizer_cpu_offload",
-    "no_pad_vocab_size", "log_device_memory_used", "record_memory_history"})
+    "no_pad_vocab_size", "log_device_memory_used", "record_memory_history", "use_megatron_fsdp", "use_custom_fsdp",
+    "use_torch_fsdp2", "fsdp_double_buffer", "use_nccl_ub", "megatron_fsdp_max_pool_double_buffer",
+    "init_model_with_meta_device", "fsdp_manual_registration"})
 # Megatron's options that take several words (A: nargs '+' / '*', and TC's list fields the generated
 # parser gives nargs: --recompute-modules core_attn moe_act): each takes every word up to the next option
 LISTS = frozenset({
@@ -110,6 +112,11 @@ class Layout:
     host_fraction: Fact = field(default_factory=lambda: Fact(0.0))
     host_main: Fact = field(default_factory=lambda: Fact(False))
     stage_layout: Fact = field(default_factory=lambda: Fact(None))   # --pipeline-model-parallel-layout
+    # --use-megatron-fsdp's sharding strategy ("" off), its double buffers, its main parameters' bytes (0: none
+    # apart, the compute weights are the optimizer's)
+    fsdp: Fact = field(default_factory=lambda: Fact(""))
+    fsdp_double_buffer: Fact = field(default_factory=lambda: Fact(False))
+    fsdp_main_bytes: Fact = field(default_factory=lambda: Fact(4))
 
 
 def spelled(text: str, key_of: dict[str, str]) -> str:
@@ -184,9 +191,41 @@ def _recompute(keys: Keys) -> tuple[Fact, Fact, Fact]:
     return granularity, method, layers
 
 
+FSDP_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def _fsdp(keys: Keys) -> dict:
+    """Megatron-FSDP's layout (``--use-megatron-fsdp``, the older ``--use-custom-fsdp``): the
+    sharding strategy (optim_grads_params by default, A:3023), double buffers (--fsdp-double-buffer;
+    --use-nccl-ub and --megatron-fsdp-max-pool-double-buffer turn them on, A:1148-1157), and the main
+    parameters' dtype (--megatron-fsdp-main-params-dtype, fp32 by default, A:3520; ``auto``: none apart,
+    param_and_grad_buffer.py:2680-2684). Off: no fields (the Layout's defaults)."""
+    on = next((name for name in ("use_megatron_fsdp", "use_custom_fsdp") if truthy(keys.raw(name))), None)
+    if on is None:
+        return {}
+    strategy = keys.get("data_parallel_sharding_strategy", default="optim_grads_params",
+                        why=f"{VERSION}: optim_grads_params (A:3023)")
+    double = next((keys.fact(name, True) for name in ("fsdp_double_buffer", "use_nccl_ub", "nccl_ub",
+                                                      "megatron_fsdp_max_pool_double_buffer")
+                   if truthy(keys.raw(name))), Fact(False, None, f"{VERSION}: off (A:3035)"))
+    main = keys.get("megatron_fsdp_main_params_dtype", default="fp32", why=f"{VERSION}: fp32 (A:3520)")
+    return {"fsdp": Fact(str(strategy.value), keys.fact(on, True).location, strategy.default),
+            "fsdp_double_buffer": double,
+            "fsdp_main_bytes": Fact(FSDP_DTYPE_BYTES.get(str(main.value), 0), main.location, main.default)}
+
+
 def _grad_bytes(keys: Keys) -> Fact:
     """The DDP gradient buffer's element: fp32 under --bf16 unless --grad-reduce-in-bf16 (A:1181-1194),
-    the parameters' own dtype otherwise (fp16 gets no fp32 accumulation unless asked)."""
+    the parameters' own dtype otherwise (fp16 gets no fp32 accumulation unless asked). Megatron-FSDP's
+    main gradients are --megatron-fsdp-main-grads-dtype's, by default (``auto``) the parameters' own:
+    bf16 under --bf16, bf16 for fp8 parameters (A:3524; param_and_grad_buffer.py:2306-2315)."""
+    if truthy(keys.raw("use_megatron_fsdp")) or truthy(keys.raw("use_custom_fsdp")):
+        dtype = keys.get("megatron_fsdp_main_grads_dtype", default="auto", why=f"{VERSION}: auto (A:3524)")
+        if str(dtype.value) in FSDP_DTYPE_BYTES:
+            return Fact(FSDP_DTYPE_BYTES[str(dtype.value)], dtype.location, dtype.default)
+        sixteen = truthy(keys.raw("bf16")) or truthy(keys.raw("fp16"))
+        return Fact(2 if sixteen else 4, dtype.location, f"{VERSION}: Megatron-FSDP's main gradients in the "
+                                                         "parameters' dtype (auto, A:3524)")
     if truthy(keys.raw("grad_reduce_in_bf16")):
         return keys.fact("grad_reduce_in_bf16", 2)
     if truthy(keys.raw("accumulate_allreduce_grads_in_fp32")):
@@ -257,7 +296,7 @@ def read_layout(keys: Keys) -> Layout:
         capacity=keys.get("moe_expert_capacity_factor", default=None, why=f"{VERSION}: none, dropless (TC:888)"),
         aux_loss=_aux_loss(keys),
         stage_layout=keys.get("pipeline_model_parallel_layout", default=None, why=f"{VERSION}: none (A:2950)"),
-        **_host_optimizer(keys),
+        **_host_optimizer(keys), **_fsdp(keys),
     )
 
 
@@ -531,12 +570,17 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
                                                "share"))
     strategy = keys.get("data_parallel_sharding_strategy", default="optim_grads_params",
                         why=f"{VERSION}: optim_grads_params (A:3023)")
-    sharded = str(strategy.value) in ("optim_grads", "optim_grads_params")     # no_shard / optim: as priced
-    for name, what in (("use_megatron_fsdp", f"Megatron FSDP ({strategy.value})"),
-                       ("use_torch_fsdp2", "PyTorch FSDP2 (--use-torch-fsdp2)")):
-        if truthy(keys.raw(name)) and (sharded or name == "use_torch_fsdp2"):
-            out.append(Feature(keys.fact(name, True), f"{what}: its sharded parameters and gradients are priced as "
-                                                      "the distributed optimizer's whole ones", "high"))
+    for name, what, unpriced in (("use_megatron_fsdp", f"Megatron FSDP ({strategy.value})",
+                                  strategy.value == "optim_grads"),        # optim_grads_params priced; optim as is
+                                 ("use_custom_fsdp", f"Megatron FSDP ({strategy.value})",
+                                  strategy.value == "optim_grads"),
+                                 ("use_torch_fsdp2", "PyTorch FSDP2 (--use-torch-fsdp2)", True)):
+        if truthy(keys.raw(name)) and unpriced:
+            out.append(Feature(keys.fact(name, True), f"{what}: its sharded gradients are priced as the distributed "
+                                                      "optimizer's whole ones" if name != "use_torch_fsdp2" else
+                               f"{what}: its sharded parameters and gradients are priced as the distributed "
+                               "optimizer's whole ones", "high"))
+            break
     mtp = keys.get("mtp_num_layers", default=None, convert=positive)
     if mtp.count:
         out.append(Feature(mtp, f"{mtp.count} multi-token prediction layer(s) and their output head"))

@@ -9,9 +9,12 @@ expanded as bash would: ``$X``, ``${X}``, ``${X:-default}`` / ``${X:=default}``,
 quotes, and ``read -r -d '' NAME <<EOF`` (a command kept in a heredoc, OpenRLHF's examples) with
 each of its words at its own line and column. What only the run knows (``$(nvidia-smi ...)``,
 ``$1``, a variable the script never sets)
-is a :class:`Word` whose ``text`` is None and whose ``unknown`` says why. An assignment inside a
-condition or a loop only fills a variable the script has not set yet (``MODEL=$1`` inside an
-argument loop leaves ``MODEL="Qwen/Qwen-7B"`` set above it). ``bash -c '...'`` is read as the
+is a :class:`Word` whose ``text`` is None and whose ``unknown`` says why. An ``if`` whose test is
+one ``[ ... ]`` over known words (``[ "$USE_FSDP" = 1 ]`` after ``USE_FSDP=${USE_FSDP:-1}``) runs the
+branch bash would take, and only it. An assignment inside a branch whose test only the run knows, or
+inside a loop, only fills a variable the script has not set yet (``MODEL=$1`` inside an argument loop
+leaves ``MODEL="Qwen/Qwen-7B"`` set above it), and no later test is sure of that variable.
+``bash -c '...'`` is read as the
 script it runs (``bash -x -c``, ``bash -lc`` alike). ``#SBATCH`` lines, read by sbatch before the
 script runs, are kept apart.
 """
@@ -139,6 +142,7 @@ class _Walker:
         self.depth = self.nesting = 0
         self.under = ""
         self.written: dict[str, tuple[bytes, int, int]] = {}    # ``cat > NAME <<EOF``: NAME's script, where
+        self.uncertain: set[str] = set()      # set in a branch or loop that may not run: no test is sure of them
 
     # the tree -------------------------------------------------------------------------------------
     def program(self, src: bytes, line0: int, col0: int) -> None:
@@ -178,13 +182,91 @@ class _Walker:
             return
         elif kind == "function_definition":
             return                       # a function's commands run where it is called: not followed
-        elif kind in ("if_statement", "elif_clause", "else_clause", "case_statement", "case_item", "while_statement",
+        elif kind == "if_statement":
+            self.branches(node, conditional)
+        elif kind in ("elif_clause", "else_clause", "case_statement", "case_item", "while_statement",
                       "for_statement", "c_style_for_statement", "do_group"):
             self.statements(node, conditional=True)
         elif kind in ("heredoc_body", "comment", "test_command"):
             return
         else:                             # lists, pipelines, subshells, redirections, compound statements
             self.statements(node, conditional)
+
+    def branches(self, node, conditional: bool) -> None:
+        """``if ...; then ...; elif ...; else ...; fi``: a branch whose test is known from the
+        variables so far (``[ "$USE_FSDP" = 1 ]`` after ``USE_FSDP=${USE_FSDP:-1}``) runs, as bash
+        runs it, and those after it do not; one whose test only the run knows may run or not
+        (``conditional``: it fills only what is unset), and so may every one after it."""
+        unsure = False
+        for test, body in _clauses(node):
+            truth = True if test is None else self.truth(test)
+            for part in test or ():
+                self.statement(part, conditional or unsure)
+            if truth is False:
+                continue
+            for part in body:
+                self.statement(part, conditional or unsure or truth is None)
+            if truth:
+                return
+            unsure = True
+
+    def truth(self, parts: list) -> bool | None:
+        """A branch's test as bash would find it, where it is one ``[ ... ]`` / ``[[ ... ]]`` over
+        known words: string (in)equality, ``-z`` / ``-n``, integer comparisons, ``!``, ``&&`` and
+        ``||``; None where only the run knows (a command, an unknown word, a ``[[ == ]]`` pattern)."""
+        tests = [p for p in parts if p.type not in (";", "&", "comment")]
+        if len(tests) != 1 or tests[0].type != "test_command":
+            return None
+        inner = [c for c in tests[0].named_children if c.type != "comment"]
+        return self._truth(inner[0]) if len(inner) == 1 else None
+
+    def _truth(self, node) -> bool | None:
+        kind = node.type
+        if kind == "parenthesized_expression" and node.named_child_count == 1:
+            return self._truth(node.named_children[0])
+        if kind == "unary_expression":
+            operator = self.text(node.child_by_field_name("operator") or node.children[0])
+            operand = node.named_children[-1]
+            if operator == "!":
+                inner = self._truth(operand)
+                return None if inner is None else not inner
+            value = self._known(operand)
+            if value is None or operator not in ("-z", "-n"):
+                return None
+            return (value == "") == (operator == "-z")
+        if kind != "binary_expression":
+            return None
+        operator = self.text(node.child_by_field_name("operator"))
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if operator in ("&&", "||", "-a", "-o"):
+            a, b = self._truth(left), self._truth(right)
+            if operator in ("&&", "-a"):
+                return False if False in (a, b) else None if None in (a, b) else True
+            return True if True in (a, b) else None if None in (a, b) else False
+        a, b = self._known(left), self._known(right)
+        if a is None or b is None:
+            return None
+        if operator in ("=", "==", "!="):
+            if right.type not in ("string", "raw_string") and any(ch in b for ch in "*?["):
+                return None                   # ``[[ $X == fp* ]]``: a pattern
+            return (a == b) == (operator != "!=")
+        numbers = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-le": int.__le__, "-gt": int.__gt__,
+                   "-ge": int.__ge__}
+        if operator in numbers and re.fullmatch(r"-?\d+", a.strip()) and re.fullmatch(r"-?\d+", b.strip()):
+            return numbers[operator](int(a), int(b))
+        return None
+
+    def _known(self, node) -> str | None:
+        if self._uncertain(node):
+            return None
+        words = self.expand(node, split=False)
+        return words[0].text if len(words) == 1 else "" if not words else None
+
+    def _uncertain(self, node) -> bool:
+        """Whether the word reads a variable that a branch or loop that may not have run set."""
+        if node.type == "variable_name" and self.text(node) in self.uncertain:
+            return True
+        return any(self._uncertain(child) for child in node.children)
 
     def text(self, node) -> str:
         return self.src[node.start_byte:node.end_byte].decode("utf-8", "surrogateescape")
@@ -202,6 +284,10 @@ class _Walker:
         name = self.text(name_node)
         if name_node.type == "subscript":
             return                        # ARR[i]=x: an element, not followed
+        if conditional:
+            self.uncertain.add(name)
+        else:
+            self.uncertain.discard(name)
         if value_node is None:
             value: Word | tuple[Word, ...] = Word("", *self.where(node))
         elif value_node.type == "array":
@@ -519,6 +605,39 @@ class _Walker:
         except (ValueError, ZeroDivisionError, SyntaxError):
             return Word(None, line, column, unknown=self.text(node))
         return Word(str(result), line, column)
+
+
+def _clauses(node) -> list[tuple[list | None, list]]:
+    """An ``if`` statement's branches in order: each test's nodes (None for ``else``) and its body."""
+    out, test, body, into = [], [], [], "test"
+    for child in node.children:
+        if child.type in ("if", "fi"):
+            continue
+        if child.type == "then":
+            into = "body"
+        elif child.type in ("elif_clause", "else_clause"):
+            out += _clauses_of(child)
+        elif into == "test":
+            test.append(child)
+        else:
+            body.append(child)
+    return [(test, body)] + out
+
+
+def _clauses_of(clause) -> list[tuple[list | None, list]]:
+    if clause.type == "else_clause":
+        return [(None, [c for c in clause.children if c.type != "else"])]
+    test, body, into = [], [], "test"
+    for child in clause.children:
+        if child.type == "elif":
+            continue
+        if child.type == "then":
+            into = "body"
+        elif into == "test":
+            test.append(child)
+        else:
+            body.append(child)
+    return [(test, body)]
 
 
 def _integer(expression: str) -> int:

@@ -23,6 +23,7 @@ from vramlint.memory.parts.components import Component
 from vramlint.memory.parts.pipeline import Rank
 from vramlint.memory.parts.states import States
 from vramlint.memory.parts.weights import DTYPE_BYTES
+from vramlint.memory.runtimes.megatron.fsdp import fsdp_states
 from vramlint.memory.runtimes.megatron.layout import ranks
 from vramlint.models.shape import MLA, Attention
 from vramlint.plan import Plan
@@ -36,18 +37,29 @@ def rank_params(plan: Plan, rank: Rank) -> tuple[int, int]:
     output layer on the last: the word embeddings again where they are tied and pipelined), and
     apart its share of the routed experts (E x its layers' experts / (EP x ETP))."""
     m = plan.model
-    params = experts = 0
+    layers = decoder_params(plan, rank)
+    params = sum(own for own, _ in layers)
+    experts = sum(routed for _, routed in layers)
     for stage in rank.stages:
-        for i in stage.layers:
-            layer = m.layers[i].params
-            params += layer.total - layer.experts + duplicated(m.layers[i].attention, m.hidden_size, m.tensor_parallel)
-            experts += layer.experts
         params += m.embedding_params if stage.embedding else 0
         if stage.head:
             tied_copy = m.embedding_params if not m.head_params and not stage.embedding else 0
             params += m.head_params + m.final_norm_params + tied_copy
     par = plan.parallelism
     return params, -(-experts // (par.expert * par.expert_tp(plan.tensor_parallel)))
+
+
+def decoder_params(plan: Plan, rank: Rank) -> list[tuple[int, int]]:
+    """Each decoder layer of the rank's chunks: its TP-local parameters but the routed experts, and
+    those experts whole (a rank holds 1 / (EP x ETP) of them)."""
+    m = plan.model
+    out = []
+    for stage in rank.stages:
+        for i in stage.layers:
+            layer = m.layers[i].params
+            own = layer.total - layer.experts + duplicated(m.layers[i].attention, m.hidden_size, m.tensor_parallel)
+            out.append((own, layer.experts))
+    return out
 
 
 def duplicated(att: Attention, h: int, tp: int) -> int:
@@ -112,6 +124,10 @@ def megatron_states(plan: Plan, rank: Rank | None = None) -> States:
     par = plan.parallelism
     c = param_bytes(plan)
     per, words = _optimizer_bytes(plan)
+    if par.fsdp == "optim_grads_params":
+        grid = par.expert * par.expert_tp(plan.tensor_parallel)
+        units = [(own, -(-routed // grid)) for own, routed in decoder_params(plan, rank)]
+        return fsdp_states(plan, units, dense, experts, c, per, words)
     groups = [(dense, plan.shard_degree if par.distributed_optimizer else 1, "dp x cp", "")]
     if experts:
         groups.append((experts, par.expert_shard if par.distributed_optimizer else 1, "the expert data-parallel group",

@@ -87,18 +87,20 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     rest = tuple(states.resting) + tuple(states.gradients)
     if plan.rollout is not None:        # an RL actor (verl): the reference, critic and engine beside it
         rest += tuple(rl.beside(plan, rank))
+    out = [(f"optimizer step{_named(plan, rank)}", rest + tuple(states.step))]
+    rest += tuple(states.gathered)              # Megatron-FSDP's gathered weights: through forward and backward
+    back = rest + tuple(states.backward)        # and its gradients before they are reduce-scattered
     kept = _kept(plan, rank, tokens)
     autocast = plan.parallelism.autocast
     if autocast == "saved":
         kept += (_casts(plan, rank),)
-    name = f" (pipeline rank {rank.index})" if plan.parallelism.pipeline > 1 else ""
-    out = [(f"optimizer step{name}", rest + tuple(states.step))]
+    name = _named(plan, rank)
     head = ()
     if any(stage.head for stage in rank.stages):
         per = head_input(plan)
         head = (Component("final norm + output layer input", per * tokens, f"{per:,} B x {tokens:,} tokens", TERMS),)
         out.append((f"forward at the loss{name}", rest + kept + head + (_loss(plan, "forward", tokens),)))
-        out.append((f"backward at the loss{name}", rest + kept + head + (_loss(plan, "backward", tokens),)))
+        out.append((f"backward at the loss{name}", back + kept + head + (_loss(plan, "backward", tokens),)))
     if autocast == "cache":         # the region ends at the output layer's 16-bit logits, before the loss
         logits = (_logits(plan, tokens),) if head else ()
         out.append((f"forward under autocast{name}", rest + kept + head + logits + (_casts(plan, rank),)))
@@ -106,16 +108,22 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     if staging:
         held = Component("token dispatch buffers", staging * tokens, f"{staging:,} B x {tokens:,} tokens "
                          f"({plan.parallelism.dispatcher} dispatcher: the routed tokens' gradients in flight)", TERMS)
-        out.append((f"backward through an MoE layer{name}", rest + kept + (held,)))
+        out.append((f"backward through an MoE layer{name}", back + kept + (held,)))
     policy = plan.parallelism.checkpointing.partition(":")[0]
     if policy in ("uniform", "block"):
         per = rebuilt(plan)
         chunk = Component("one chunk rebuilt", per * tokens, f"{per:,} B/token x {tokens:,} (its layers' activations "
                           "recomputed in backward)", TERMS)
-        out.append((f"backward, a chunk rebuilt{name}", rest + kept + (chunk,)))
+        out.append((f"backward, a chunk rebuilt{name}", back + kept + (chunk,)))
     elif plan.parallelism.pipeline > 1:
-        out.append((f"1F1B steady state{name}", rest + kept))
+        out.append((f"1F1B steady state{name}", back + kept))
+    if states.ending:                           # Megatron-FSDP's layers' gradients, made as backward frees layers
+        out.append((f"end of backward{name}", back + tuple(states.ending)))
     return out
+
+
+def _named(plan: Plan, rank: Rank) -> str:
+    return f" (pipeline rank {rank.index})" if plan.parallelism.pipeline > 1 else ""
 
 
 def moments(plan: Plan) -> list[tuple[str, tuple[Component, ...]]]:
