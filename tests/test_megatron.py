@@ -156,6 +156,8 @@ def test_the_schedules_hold_megatrons_in_flight_micro_batches():
      "Number of layers should be divisible by the pipeline-model-parallel size"),
     ("--num-attention-heads 16 --use-distributed-optimizer --optimizer-cpu-offload",
      "The optimizer cpu offload must be used in conjunction with `--use-precision-aware-optimizer`"),
+    ("--num-attention-heads 16 --cross-entropy-loss-fusion --cross-entropy-fusion-impl te",
+     "Transformer Engine cross entropy loss fusion is disabled due to stability issues"),
 ])
 def test_refusals(tmp_path, flags, words):
     script = tmp_path / "train.sh"

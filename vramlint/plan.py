@@ -201,6 +201,8 @@ class Parallelism:
     # gathered weights and gradients live in two persistent buffers, its main parameters' bytes (0: none apart)
     fsdp: str = ""
     fsdp_double_buffer: bool = False
+    fused_loss: bool = False               # Megatron's native fused cross-entropy (--cross-entropy-loss-fusion)
+    deferred_wgrad: int = 0                # micro-batches whose output-layer weight gradient waits for the flush
     fsdp_main_bytes: int = 4
     scores: int = 0                        # bytes a score the unfused attention keeps (softmax, its dropout
                                            # mask and output: 5; 4 without attention dropout; fused: 0)

@@ -118,6 +118,16 @@ def slots(layout: Layout) -> tuple[bool, bool]:
     return bool(layout.embedding_slot.value), bool(layout.loss_slot.value)
 
 
+def _deferred(layout: Layout, microbatches: int) -> int:
+    """Micro-batches of a step whose output-layer weight gradient --defer-embedding-wgrad-compute
+    defers to the pipeline flush: --wgrad-deferral-limit of them (0: all, MPC:415), the step's at most."""
+    if not layout.deferred_wgrad.value:
+        return 0
+    limit = layout.deferral_limit.value
+    limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else microbatches
+    return min(limit, microbatches)
+
+
 def microbatches(layout: Layout, dp: int) -> int:
     micro = whole(layout.micro_batch)
     wanted = whole(layout.global_batch, micro * dp)
@@ -174,6 +184,12 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
         out.append(Refusal(layout.global_batch, f"eval_global_batch_size ({wanted}) must be divisible by "
                                                 f"eval_micro_batch_size ({micro}) * data_parallel_size ({dp}) "
                                                 "(A:689-696)", f"a multiple of {micro * dp}"))
+    launched = own_model(recipe) and not recipe.vocabulary      # Megatron-LM's own flags: its validate_args ran
+    if launched and layout.loss_fusion.value and layout.loss_fusion_impl.value == "te":
+        out.append(Refusal(layout.loss_fusion_impl, "Transformer Engine cross entropy loss fusion is disabled due to "
+                                                    "stability issues. Use --cross-entropy-fusion-impl native, or omit "
+                                                    "--cross-entropy-loss-fusion. (A:1642-1647)",
+                           "--cross-entropy-fusion-impl native"))
     if own_model(recipe) and layout.host_fraction.value and not layout.host_main.value:
         out.append(Refusal(layout.host_fraction, "The optimizer cpu offload must be used in conjunction with "
                                                  "`--use-precision-aware-optimizer`, as the hybrid device optimizer "
@@ -381,6 +397,8 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                       host_main=bool(layout.host_main.value), fsdp=fsdp,
                       fsdp_double_buffer=bool(layout.fsdp_double_buffer.value),
                       fsdp_main_bytes=int(layout.fsdp_main_bytes.value),
+                      fused_loss=bool(layout.loss_fusion.value) and layout.loss_fusion_impl.value == "native",
+                      deferred_wgrad=_deferred(layout, m),
                       **_expert_grid(layout, model, d, distributed, notes))
     for name, fact in (("tensor_parallel", layout.tensor), ("pipeline_parallel", layout.pipeline),
                        ("shard_degree", layout.distributed_optimizer), ("grad_accum", layout.global_batch)):

@@ -54,7 +54,7 @@ BOOLEANS = frozenset({
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "optimizer_cpu_offload",
     "no_pad_vocab_size", "log_device_memory_used", "record_memory_history", "use_megatron_fsdp", "use_custom_fsdp",
     "use_torch_fsdp2", "fsdp_double_buffer", "use_nccl_ub", "megatron_fsdp_max_pool_double_buffer",
-    "init_model_with_meta_device", "fsdp_manual_registration"})
+    "init_model_with_meta_device", "fsdp_manual_registration", "defer_embedding_wgrad_compute"})
 # Megatron's options that take several words (A: nargs '+' / '*', and TC's list fields the generated
 # parser gives nargs: --recompute-modules core_attn moe_act): each takes every word up to the next option
 LISTS = frozenset({
@@ -114,6 +114,12 @@ class Layout:
     stage_layout: Fact = field(default_factory=lambda: Fact(None))   # --pipeline-model-parallel-layout
     # --use-megatron-fsdp's sharding strategy ("" off), its double buffers, its main parameters' bytes (0: none
     # apart, the compute weights are the optimizer's)
+    # --cross-entropy-loss-fusion and its --cross-entropy-fusion-impl (native, TC:325; te)
+    # --defer-embedding-wgrad-compute and --wgrad-deferral-limit (MPC:415: 0, every micro-batch)
+    deferred_wgrad: Fact = field(default_factory=lambda: Fact(False))
+    deferral_limit: Fact = field(default_factory=lambda: Fact(0))
+    loss_fusion: Fact = field(default_factory=lambda: Fact(False))
+    loss_fusion_impl: Fact = field(default_factory=lambda: Fact("native"))
     fsdp: Fact = field(default_factory=lambda: Fact(""))
     fsdp_double_buffer: Fact = field(default_factory=lambda: Fact(False))
     fsdp_main_bytes: Fact = field(default_factory=lambda: Fact(4))
@@ -296,6 +302,10 @@ def read_layout(keys: Keys) -> Layout:
         capacity=keys.get("moe_expert_capacity_factor", default=None, why=f"{VERSION}: none, dropless (TC:888)"),
         aux_loss=_aux_loss(keys),
         stage_layout=keys.get("pipeline_model_parallel_layout", default=None, why=f"{VERSION}: none (A:2950)"),
+        loss_fusion=_flag(keys, "cross_entropy_loss_fusion"),
+        deferred_wgrad=_flag(keys, "defer_embedding_wgrad_compute"),
+        deferral_limit=keys.get("wgrad_deferral_limit", default=0, why=f"{VERSION}: 0, every micro-batch (MPC:415)"),
+        loss_fusion_impl=keys.get("cross_entropy_fusion_impl", default="native", why=f"{VERSION}: native (TC:325)"),
         **_host_optimizer(keys), **_fsdp(keys),
     )
 

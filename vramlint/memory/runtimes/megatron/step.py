@@ -55,10 +55,22 @@ def _shard(plan: Plan) -> int:
     return -(-plan.model.vocab_size // plan.tensor_parallel)
 
 
+FUSED_LOSS = 10
+FUSED_SOURCE = ("Megatron-LM core_v0.19.0 fusions/fused_cross_entropy.py: calculate_logits_max's fp32 copy of the "
+                "bf16 logits alive while calculate_predicted_logits (jit-fused, out of place) makes exp_logits, the "
+                "softmax saved for backward; Megatron's CI: +413 MB at TP 2 over the unfused loss "
+                "(gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion)")
+
+
 def _loss(plan: Plan, when: str, tokens: int) -> Component:
+    """The loss over the rank's vocabulary shard. Megatron's native fused cross-entropy keeps two fp32
+    copies going forward (10 B a logit with the bf16 logits); coming back it is the unfused one's."""
     vocab = _shard(plan)
-    return Component(f"logits and loss ({when})", LOSS * tokens * vocab,
-                     f"{LOSS} B x {tokens:,} tokens x {vocab:,} (vocabulary shard)", LOSS_SOURCE)
+    fused = plan.parallelism.fused_loss and when != "backward"
+    per, source = (FUSED_LOSS, FUSED_SOURCE) if fused else (LOSS, LOSS_SOURCE)
+    how = " (fused: the fp32 copy and exp_logits)" if fused else ""
+    return Component(f"logits and loss ({when})", per * tokens * vocab,
+                     f"{per} B x {tokens:,} tokens x {vocab:,} (vocabulary shard){how}", source)
 
 
 def _casts(plan: Plan, rank: Rank) -> Component:
@@ -99,6 +111,7 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     if any(stage.head for stage in rank.stages):
         per = head_input(plan)
         head = (Component("final norm + output layer input", per * tokens, f"{per:,} B x {tokens:,} tokens", TERMS),)
+        head += _deferred(plan, tokens)
         out.append((f"forward at the loss{name}", rest + kept + head + (_loss(plan, "forward", tokens),)))
         out.append((f"backward at the loss{name}", back + kept + head + (_loss(plan, "backward", tokens),)))
     if autocast == "cache":         # the region ends at the output layer's 16-bit logits, before the loss
@@ -120,6 +133,23 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     if states.ending:                           # Megatron-FSDP's layers' gradients, made as backward frees layers
         out.append((f"end of backward{name}", back + tuple(states.ending)))
     return out
+
+
+DEFER_SOURCE = ("Megatron-LM core_v0.19.0 tensor_parallel/layers.py:604-607 (the output layer's grad_output "
+                "appended to grad_output_buffer), :1147-1152 (its input to embedding_activation_buffer), drained at "
+                "the flush (schedules.py:886-899 finish_embedding_wgrad_compute)")
+
+
+def _deferred(plan: Plan, tokens: int) -> tuple[Component, ...]:
+    """--defer-embedding-wgrad-compute: the output layer keeps, for each deferred micro-batch, its
+    input (c h a token, sequence-split under SP) and its gradient over the vocabulary shard (2 B a
+    logit) until the flush; a micro-batch's loss meets those of the earlier ones (at most n - 1)."""
+    held = min(plan.parallelism.deferred_wgrad, plan.parallelism.microbatches - 1)
+    if held <= 0:
+        return ()
+    w = head_input(plan) // 2 + 2 * _shard(plan)
+    return (Component("deferred output-layer wgrad buffers", held * w * tokens, f"{held} micro-batch(es) x "
+                      f"{w:,} B x {tokens:,} tokens (input + grad_output over the vocabulary shard)", DEFER_SOURCE),)
 
 
 def _named(plan: Plan, rank: Rank) -> str:
