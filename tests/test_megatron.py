@@ -260,3 +260,20 @@ def test_where_no_layout_fits_the_hint_stays_in_megatrons_vocabulary():
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.splitlines()[-1]
     assert last.strip().startswith("none of its layouts") and "--lora-rank" not in proc.stdout
+
+
+def test_an_unfused_attention_without_dropout_keeps_the_softmax_alone(tmp_path):
+    """Megatron's local attention runs ``attention_dropout(softmax)`` before the values' matmul. At
+    p = 0 torch's dropout returns the softmax itself (no mask, no copy: checked on torch here), so
+    the layer keeps 2 B a score where dropout keeps 5 (the softmax, the mask, the dropped copy)."""
+    torch = pytest.importorskip("torch")
+    scores = torch.softmax(torch.randn(2, 4, 8, 8, requires_grad=True), dim=-1)
+    assert torch.nn.functional.dropout(scores, 0.0, training=True) is scores
+    line = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+            "--seq-length 2048 --micro-batch-size 1 --vocab-size 32000 --bf16 --transformer-impl local "
+            "--attention-dropout {p}\n")
+    kept = {}
+    for p in ("0.1", "0.0"):
+        plan = _plan(tmp_path, line.format(p=p), "8x80GB")
+        kept[p] = plan.parallelism.scores
+    assert kept == {"0.1": 5, "0.0": 2}

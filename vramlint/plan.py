@@ -205,7 +205,7 @@ class Parallelism:
     deferred_wgrad: int = 0                # micro-batches whose output-layer weight gradient waits for the flush
     fsdp_main_bytes: int = 4
     scores: int = 0                        # bytes a score the unfused attention keeps (softmax, its dropout
-                                           # mask and output: 5; 4 without attention dropout; fused: 0)
+                                           # mask and output: 5; 2 without attention dropout; fused: 0)
     # Megatron's MoE layers: the routed experts split over ``expert`` x ``expert_tensor`` ranks, their
     # optimizer states over the expert data-parallel group ``expert_shard``; the tokens a rank's experts
     # receive (balanced routing, or ``capacity`` x that where a capacity factor caps them) reach them

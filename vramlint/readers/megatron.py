@@ -248,7 +248,10 @@ def _scores(keys: Keys) -> Fact:
     flash attention (--transformer-impl transformer_engine, TC:1220; --attention-backend auto); the
     local implementation (and --attention-backend unfused / local) keeps the softmax output (2 B), its
     dropout mask (1 B, --attention-dropout > 0, 0.1 by default: TC:184) and the dropped-out softmax
-    the values are multiplied by (2 B): Korthikanti et al.'s 5as per token; --use-flash-attn (legacy
+    the values are multiplied by (2 B): Korthikanti et al.'s 5as per token. Without attention dropout
+    the softmax output alone (2 B): torch's dropout at p = 0 returns its input itself, no mask and no
+    copy (aten/src/ATen/native/Dropout.cpp ``_dropout_impl``: ``if (p == 0 || !train ...) return
+    input``), so the values' matmul saves the softmax's own output. --use-flash-attn (legacy
     Megatron's local layer) keeps none."""
     backend = keys.get("attention_backend", default="auto", why=f"{VERSION}: auto (TC:144)")
     impl = keys.get("transformer_impl", default="transformer_engine", why=f"{VERSION}: transformer_engine (TC:1220)")
@@ -259,7 +262,7 @@ def _scores(keys: Keys) -> Fact:
     dropout = keys.get("attention_dropout", default=0.1)
     masked = isinstance(dropout.value, (int, float)) and dropout.value > 0
     where = backend if str(backend.value) in ("unfused", "local") else impl
-    return Fact(5 if masked else 4, where.location, where.default)
+    return Fact(5 if masked else 2, where.location, where.default)
 
 
 def as_words(value: Any) -> tuple[str, ...]:

@@ -14,8 +14,8 @@ value width (query groups x kv_channels), f the FFN width, a the heads:
   (the projection's input, cq), the softmax's log-sum-exp (4a, fp32 per head), and the MLP's inner
   tensors: FC1's output and the activation's (SwiGLU 2cf + cf, GELU cf + cf). An unfused attention
   (``--transformer-impl local``, ``--attention-backend unfused``) keeps its s x s scores instead of
-  the log-sum-exp: the softmax, its dropout mask and its dropped-out copy, 5as (4as without
-  attention dropout), Korthikanti's attention term.
+  the log-sum-exp: the softmax, its dropout mask and its dropped-out copy, 5as, Korthikanti's
+  attention term (2as without attention dropout: torch's dropout at p = 0 returns the softmax itself).
 
 For GPT-3's layer (q = k = h, f = 4h, GELU, dropout, c = 2) that is ``10 + 24/t`` sbh without SP and
 ``34/t`` with it, the paper's numbers and Megatron's theoretical_memory_usage's (its
