@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import statistics
 import sys
@@ -55,6 +56,9 @@ def line(case: str, gpus: int) -> str:
     for key, value in args.items():
         if value is True:
             words.append(key)
+        elif isinstance(value, list) or re.fullmatch(r"\[[\w, ]*\]", str(value)):   # nargs '+': a word each
+            items = value if isinstance(value, list) else str(value)[1:-1].split(",")
+            words += [key, *(shlex.quote(str(item).strip()) for item in items)]
         elif value is not False and value is not None:
             words += [key, shlex.quote(str(value).replace("${", "").replace("}", ""))]
     return f"torchrun --nproc_per_node {gpus} pretrain_gpt.py " + " ".join(words) + "\n"

@@ -67,6 +67,36 @@ def test_moe_states_equal_megatrons_own_estimator(tmp_path):
     assert experts.formula == f"2 B x {7 * 16 * 3 * 1024 * 512 // 8:,}"     # 7 MoE layers, 16 experts / (4 x 2)
 
 
+def test_plain_gelu_experts_equal_megatrons_own_estimator(tmp_path):
+    """Without --swiglu the experts, the shared experts and the dense layer are plain up / down GELU
+    MLPs (Megatron's CI runs its 4- and 8-expert tests so; they were VL011): Megatron's
+    weight-and-optimizer bytes (its gated_linear_multiplier 1) equal vramlint's to the byte, and a
+    routed token keeps FC1's output and GELU's, 2 x 512 / ETP a token in place of SwiGLU's 3."""
+    line = LINE.format(extra="").replace("--swiglu ", "")
+    assert line != LINE.format(extra="")
+    plan = _plan(tmp_path, line, "8x80GB")
+    args = Namespace(**{**ARGS, "num_layers": 8, "hidden_size": 1024, "ffn_hidden_size": 4096, "kv_channels": 64,
+                        "group_query_attention": True, "num_query_groups": 4, "swiglu": False,
+                        "normalization": "RMSNorm", "num_experts": 16, "moe_ffn_hidden_size": 512,
+                        "moe_router_topk": 4, "moe_shared_expert_intermediate_size": 1024,
+                        "moe_shared_expert_gate": True, "moe_layer_freq": [0] + [1] * 7, "padded_vocab_size": 32000,
+                        "untie_embeddings_and_output_weights": True, "expert_model_parallel_size": 4,
+                        "expert_tensor_parallel_size": 2, "data_parallel_size": 4})
+    weights = _megatron_estimator()["compute_weight_and_optimizer_memory"](args)
+    local = plan.with_changes(model=plan.model.tp_local(2, plan.tp_split))
+    states = megatron_states(local, ranks(local)[0])
+    assert sum(c.bytes for c in states.resting + states.gradients) == weights
+    experts = next(c for c in states.resting if c.name == "parameters (routed experts)")
+    assert experts.formula == f"2 B x {7 * 16 * 2 * 1024 * 512 // 8:,}"
+    gated = widths(_plan(tmp_path, LINE.format(extra=""), "8x80GB"), 1)
+    plain = widths(plan, 1)
+    assert (gated.experts.gated, plain.experts.gated) == (True, False)
+    received = 4 * 2                  # top-4 x ETP 2 tokens a token of the rank, each one expert's inner tensors
+    routed = received * 2 * 512 // 2 // 2          # c x w / ETP each, sequence-split over TP 2
+    shared = 2 * 1024 // 2                         # c x the shared width, over TP 2 (head part)
+    assert layer(gated) - layer(plain) == routed + shared
+
+
 def test_an_moe_layer_keeps_its_routed_tokens_and_recompute_drops_them(tmp_path):
     """Per token of the micro-batch, an MoE layer keeps what a dense one keeps but the MLP's inner
     tensors, plus the routed side: k x ETP received tokens (balanced) each with its FC1 input, FC1's

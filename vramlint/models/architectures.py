@@ -70,17 +70,26 @@ def gated_mlp(h: int, width: int, name: str = "mlp", bias: bool = False) -> list
             linear(f"{name}.down_proj", "mlp", width, h, bias)]
 
 
-def plain_mlp(h: int, width: int, bias: bool) -> list[Module]:
+def plain_mlp(h: int, width: int, bias: bool, name: str = "mlp") -> list[Module]:
     """GELU MLP: up and down projections (2·h·width)."""
-    return [linear("mlp.up", "mlp", h, width, bias), linear("mlp.down", "mlp", width, h, bias)]
+    return [linear(f"{name}.up", "mlp", h, width, bias), linear(f"{name}.down", "mlp", width, h, bias)]
 
 
-def experts(h: int, width: int, count: int, bias: bool = False) -> Module:
+def experts(h: int, width: int, count: int, bias: bool = False, gated: bool = True) -> Module:
     """Routed experts as transformers 5 stores them: one module with fused 3-D gate_up and down
-    tensors (E·h·2w + E·w·h), so ZeRO-3 gathers all experts of a layer at once."""
-    gate_up, down = count * h * 2 * width, count * width * h
-    tensors = (gate_up, count * 2 * width, down, count * h) if bias else (gate_up, down)
+    tensors (E·h·2w + E·w·h), so ZeRO-3 gathers all experts of a layer at once; plain (not gated)
+    experts have an up projection of w in place of gate_up (E·h·w + E·w·h)."""
+    up = 2 * width if gated else width
+    gate_up, down = count * h * up, count * width * h
+    tensors = (gate_up, count * up, down, count * h) if bias else (gate_up, down)
     return Module("experts", "experts", sum(tensors), tensors)
+
+
+def gated_linear_unit(c: HfConfig) -> bool:
+    """Whether the MLPs are gated: Megatron's TransformerConfig key, in the configs readers/megatron.py
+    writes for its GPT (no Hugging Face config states it; they are gated): false makes the dense
+    MLPs, the routed and the shared experts plain up / down projections (GELU)."""
+    return c.flag("gated_linear_unit", default=True)
 
 
 def window_of(c: HfConfig) -> int | None:
@@ -158,9 +167,12 @@ def llama_like(c: HfConfig, *, qkv_bias: bool | None = None, o_bias: bool | None
         sparse = moe(i, h) if moe else None
         if sparse:
             mlp, mlp_modules = sparse
-        else:
+        elif gated_linear_unit(c):
             width = c.int("intermediate_size")
             mlp, mlp_modules = Mlp("gated", width), gated_mlp(h, width, bias=c.flag("mlp_bias"))
+        else:
+            width = c.int("intermediate_size")
+            mlp, mlp_modules = Mlp("plain", width), plain_mlp(h, width, c.flag("mlp_bias"))
         modules += mlp_modules + [norm(f"norm{n}", h) for n in range(norms)]
         attn = Attention(kind, nh, nkv, hd, window if kind == SLIDING else None)
         layers.append(layer(attn, mlp, modules))
@@ -169,16 +181,18 @@ def llama_like(c: HfConfig, *, qkv_bias: bool | None = None, o_bias: bool | None
 
 def routed(h: int, count: int, top_k: int, width: int, *, shared: int = 0, shared_gate: bool = False,
            router_bias: bool = False, expert_bias: bool = False,
-           peft_converted: bool = False) -> tuple[Mlp, list[Module]]:
+           peft_converted: bool = False, gated: bool = True) -> tuple[Mlp, list[Module]]:
     """A mixture-of-experts block: router, fused experts, optional shared expert(s).
     ``peft_converted``: the family is in transformers' v4 -> v5 conversion list that PEFT reads
-    (``_MODEL_TO_CONVERSION_PATTERN``, plus mixtral), so LoRA targets reach its experts."""
-    modules = [linear("router", "router", h, count, router_bias), experts(h, width, count, expert_bias)]
+    (``_MODEL_TO_CONVERSION_PATTERN``, plus mixtral), so LoRA targets reach its experts.
+    ``gated``: False for plain up / down experts (``gated_linear_unit``)."""
+    modules = [linear("router", "router", h, count, router_bias), experts(h, width, count, expert_bias, gated)]
     if shared:
-        modules += gated_mlp(h, shared, "shared_expert")
+        modules += gated_mlp(h, shared, "shared_expert") if gated else plain_mlp(h, shared, False, "shared_expert")
     if shared_gate:
         modules.append(linear("shared_expert_gate", "router", h, 1))
-    return Mlp("moe", width, count, top_k, shared, shared_gate=shared_gate, peft_converted=peft_converted), modules
+    return Mlp("moe", width, count, top_k, shared, shared_gate=shared_gate, peft_converted=peft_converted,
+               gated_experts=gated), modules
 
 
 def sparse_step(c: HfConfig, *count_keys: str) -> Callable[[int], bool]:
@@ -224,7 +238,7 @@ def qwen2_moe(c: HfConfig) -> ModelShape:
         if not is_moe(i):
             return None
         return routed(h, c.int("num_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
-                      shared=c.int("shared_expert_intermediate_size"), shared_gate=True)
+                      shared=c.int("shared_expert_intermediate_size"), shared_gate=True, gated=gated_linear_unit(c))
     qkv = c.flag("qkv_bias", default=True)
     return llama_like(c, qkv_bias=qkv, o_bias=False, types=qwen_window(c), moe=moe)
 
@@ -242,7 +256,7 @@ def qwen3_moe(c: HfConfig) -> ModelShape:
         if not is_moe(i):
             return None
         return routed(h, c.int(*experts), c.int("num_experts_per_tok"), c.int("moe_intermediate_size"),
-                      peft_converted=True)
+                      peft_converted=True, gated=gated_linear_unit(c))
     return llama_like(c, qk_norm="head", types=qwen_window(c), moe=moe)
 
 

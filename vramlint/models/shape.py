@@ -81,6 +81,7 @@ class Mlp:
     router_fp32: bool = False      # the router runs on an fp32 copy of its input (deepseek's MoE gate)
     peft_converted: bool = False   # experts transformers 5 fused from v4 nn.Linear ones (mixtral, qwen3_moe,
                                    # qwen3_next, deepseek): PEFT maps LoRA targets onto them (router too)
+    gated_experts: bool = True     # the experts' MLPs gated (gate and up); False: plain up / down (Megatron's GELU)
 
 
 @dataclass(frozen=True)

@@ -490,6 +490,8 @@ def _moe(keys: Keys, layers: int, ffn: int, swiglu: bool) -> tuple[dict | None, 
     """The MoE keys of the Hugging Face config of the same shapes: Qwen2-MoE's with shared experts
     (their gate counted, h weights a layer, where --moe-shared-expert-gate is off), Qwen3-MoE's
     without (its q / k norms counted, 2 x kv_channels weights a layer, where --qk-layernorm is off);
+    without --swiglu Megatron's ``gated_linear_unit`` false (architectures.gated_linear_unit: plain GELU
+    experts, shared experts and dense layers);
     dense layers at --moe-layer-freq's zeros with --ffn-hidden-size, the experts' width
     --moe-ffn-hidden-size (that of the dense FFN where unset: A:1595-1597), --moe-router-topk 2 by
     default (TC:739). None and why for the MoE kinds not priced."""
@@ -498,8 +500,6 @@ def _moe(keys: Keys, layers: int, ffn: int, swiglu: bool) -> tuple[dict | None, 
     if latent:
         return None, (f"{experts} experts with a latent projection (--moe-latent-size {latent}): latent MoE layers "
                       "are not priced yet")
-    if not swiglu:
-        return None, f"{experts} experts without --swiglu: non-gated expert MLPs are not priced yet"
     freq = keys.get("moe_layer_freq", default=1)
     pattern = moe_layers(freq.value, layers)
     if pattern is None:
@@ -513,10 +513,13 @@ def _moe(keys: Keys, layers: int, ffn: int, swiglu: bool) -> tuple[dict | None, 
     out = {"model_type": family[0], "architectures": [family[1]], "num_experts": experts,
            "num_experts_per_tok": top_k, "moe_intermediate_size": width, "decoder_sparse_step": 1,
            "mlp_only_layers": dense, "norm_topk_prob": True}
+    if not swiglu:              # GELU experts, shared experts and dense layers: up and down only
+        out["gated_linear_unit"] = False
     if shared:
         out["shared_expert_intermediate_size"] = shared
-    words = (f"{experts} experts of FFN {width} SwiGLU, top-{top_k}" + (f", shared experts {shared}" if shared else "")
-             + (f", {len(dense)} dense layer(s) of FFN {ffn}" if dense else ""))
+    words = (f"{experts} experts of FFN {width}{' SwiGLU' if swiglu else ''}, top-{top_k}"
+             + (f", shared experts {shared}" if shared else "") + (f", {len(dense)} dense layer(s) of FFN {ffn}"
+                                                                      if dense else ""))
     return out, words
 
 

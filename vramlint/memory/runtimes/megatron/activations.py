@@ -87,6 +87,7 @@ class Experts:
     capacity: float                # the received tokens over the balanced share (1: dropless, balanced)
     aux_loss: bool
     dispatcher: str
+    gated: bool = True             # gated experts (SwiGLU: FC1 2w, its output w); plain ones (GELU) w and w
 
 
 @dataclass(frozen=True)
@@ -138,9 +139,10 @@ def widths(plan: Plan, index: int = 0) -> Widths:
     if mlp.kind == "moe":
         experts = Experts(mlp.experts, mlp.experts_per_token, mlp.intermediate, mlp.shared_intermediate,
                           par.expert_tp(plan.tensor_parallel), par.expert, par.capacity, par.aux_loss,
-                          par.dispatcher)
+                          par.dispatcher, mlp.gated_experts)
     q, k, v, latent = _attention(att)
-    return Widths(m.hidden_size, q, k, mlp.intermediate, att.num_heads, mlp.kind in ("gated", "moe"),
+    return Widths(m.hidden_size, q, k, mlp.intermediate, att.num_heads, mlp.kind == "gated" or
+                  (mlp.kind == "moe" and mlp.gated_experts),
                   plan.tensor_parallel, par.sequence_parallel, 1 if par.dropout else 0,
                   4 if plan.precision == "fp32" else 2, par.scores, plan.seq_len, experts, v, latent)
 
@@ -165,10 +167,11 @@ def _moe(w: Widths, dropped: tuple[str, ...]) -> int:
     e = w.experts
     if "moe" in dropped:
         return 0
-    inner = -(-(3 - ("moe_act" in dropped)) * w.c * e.width // e.etp)
+    fc1 = 3 if e.gated else 2                   # FC1's output and the activation's: SwiGLU 2w + w, GELU w + w
+    inner = -(-(fc1 - ("moe_act" in dropped)) * w.c * e.width // e.etp)
     routed = round(_received(e) * (w.c * w.h + inner + 4))
     router = 20 * e.top_k + e.count + (4 * e.count if e.aux_loss else 0)
-    shared = 0 if "shared_experts" in dropped else _head(w, 3 * w.c * e.shared)
+    shared = 0 if "shared_experts" in dropped else _head(w, fc1 * w.c * e.shared)
     return _sequence(w, routed + router) + shared
 
 
