@@ -305,6 +305,59 @@ def test_a_branch_whose_test_the_variables_decide_runs_as_bash_runs_it(test, tak
     assert words[-1] == {"fsdp": "--fsdp", "ddp": "--ddp", None: "1"}[taken]
 
 
+@pytest.mark.parametrize("text, program", [
+    ("$LAUNCHER train.py --lr 1e-5\n", "train.py"),
+    ("${LAUNCH_SCRIPT} ${SCRIPT_DIR}/finetune.py --tensor-model-parallel-size ${TP}\n", "finetune.py"),
+    ("$PYTHON prepare_data.py --out data\n", None),
+    ("$(which python) -c 'print(1)'\n", None),
+])
+def test_a_training_script_run_by_a_launcher_only_the_run_knows_is_a_job(text, program):
+    """``${LAUNCH_SCRIPT} ${SCRIPT_DIR}/finetune.py ...`` (Megatron-LM's modelopt finetune.sh, its
+    launcher set in a file it sources): a job whose launcher is unknown (VL011), not a skip; an
+    unknown command before a script that does not train stays no job."""
+    found = launches(read_script(text).commands)
+    if program is None:
+        assert found == []
+    else:
+        (launch,) = found
+        assert (launch.launcher, launch.program.text, launch.distributed) == ("?", program, True)
+        assert "known only when it runs" in launch.unread
+
+
+def test_megatrons_modelopt_finetune_script_is_a_job_not_a_skip(tmp_path):
+    """Megatron-LM's examples/post_training/modelopt/finetune.sh (core_v0.19.0, byte-exact) was "starts
+    no training job: skipped" with exit 0: its launcher, ``${LAUNCH_SCRIPT}``, is set in the
+    conf/arguments.sh it sources (``source "${SCRIPT_DIR}/conf/arguments.sh"``). With that file beside
+    it the line is torchrun's, read through the sourced file; without it, a job whose launcher only the
+    run knows. Both are VL011 at line 86 (the program is modelopt's own finetune.py), never a skip."""
+    folder = DATA / "megatron/scripts/NVIDIA__Megatron-LM/examples/post_training/modelopt"
+    entry = _check(str(folder / "finetune.sh"), "--gpus", "8x80GB")["files"][0]
+    assert entry["status"] == "not estimated" and entry["via"] == "torchrun, line 86"
+    alone = tmp_path / "finetune.sh"
+    alone.write_bytes((folder / "finetune.sh").read_bytes())
+    entry = _check(str(alone), "--gpus", "8x80GB")["files"][0]
+    (found,) = [f for f in entry["findings"] if f["code"] == "VL011"]
+    assert found["line"] == 86 and "(finetune.py)" in found["message"] and "$LAUNCH_SCRIPT" in found["message"]
+
+
+def test_a_sourced_file_sets_what_the_script_runs_placed_at_its_source_line(tmp_path):
+    """``source ./config.sh`` / ``. "${DIR}/conf/env.sh"``: the file's assignments and commands run
+    here, as bash runs them, each word placed at the ``source`` line; a file that sources itself is
+    read once; a file that is not there is no error."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "config.sh").write_text("NGPU=4\nLR=2e-5\nsource ./config.sh\n")
+    (tmp_path / "conf" / "env.sh").write_text("MODEL=meta-llama/Llama-3.1-8B\n")
+    script = tmp_path / "train.sh"
+    script.write_text('DIR=$(dirname "$0")\nsource ./config.sh\n. "${DIR}/conf/env.sh"\nsource missing.sh\n'
+                      "torchrun --nproc_per_node $NGPU train.py --model_name_or_path $MODEL --learning_rate $LR\n")
+    from vramlint.jobs.script import sourced_by
+    commands = read_script(script.read_text(), str(script), sourced=sourced_by(str(script))).commands
+    (launch,) = launches(commands)
+    assert (launch.per_node.text, launch.per_node.line) == ("4", 2)
+    values = {key: (value.text, value.line) for key, value, _ in launch.arguments}
+    assert values["model_name_or_path"] == ("meta-llama/Llama-3.1-8B", 3) and values["learning_rate"] == ("2e-5", 2)
+
+
 def test_bash_c_and_srun_are_read_through():
     text = '#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:8\nCMD="torchrun --nnodes $SLURM_NNODES ' \
            '--nproc_per_node $SLURM_GPUS_ON_NODE train.py"\nsrun --jobid $SLURM_JOB_ID bash -c "$CMD"\n'

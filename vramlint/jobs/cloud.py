@@ -11,7 +11,7 @@ from vramlint.errors import UsageError
 from vramlint.hardware import Cluster, Gpu, gpu_from_text
 from vramlint.jobs.gpus import stated_cluster
 from vramlint.jobs.result import Context, FileResult
-from vramlint.jobs.script import check_commands
+from vramlint.jobs.script import check_commands, sourced_by
 from vramlint.readers.cloud import CloudTask, read_tasks
 from vramlint.readers.launch import launches, submitted
 from vramlint.patterns import launches as launches_any
@@ -45,7 +45,8 @@ def _check_task(task: CloudTask, document: Document, result: FileResult, ctx: Co
         result.unplanned(task.unread)
         return [result]
     commands = [c for script in task.scripts
-                for c in read_script(script.text, result.path, known=task.variables, line0=script.line0).commands]
+                for c in read_script(script.text, result.path, known=task.variables, line0=script.line0,
+                                     sourced=sourced_by(result.path)).commands]
     gpu = _task_gpu(task, result, ctx)
     if gpu is None:
         if launches(commands) or any(_launching(name, result.path) for name in submitted(commands)):

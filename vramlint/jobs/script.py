@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vramlint.documents import Document, Location, read_text
+from vramlint.documents import Document, Location, ParseError, read_text
 from vramlint.errors import UsageError
 from vramlint.findings import WARNING
 from vramlint.hardware import Cluster
@@ -40,10 +40,25 @@ def check(document: Document, result: FileResult, ctx: Context) -> list[FileResu
     result.kind, text = SCRIPT_KIND, document.text
     lines = sbatch_lines(text)
     options = sbatch_options(lines)
-    script = read_script(text, result.path, known=slurm_variables(options))
+    script = read_script(text, result.path, known=slurm_variables(options), sourced=sourced_by(result.path))
     out = check_commands(script.commands, text, result, ctx, options)
     out[0].findings.extend(sbatch_variable(result.path, option, line) for option, line in lines if "$" in option)
     return out
+
+
+def sourced_by(path: str):
+    """The text of a file the script at ``path`` sources (``source conf/arguments.sh``), found as
+    a file it names is (repository.find_referenced: the working directory, the script's folder and
+    those above it); None where there is none, or it cannot be read as text."""
+    def text_of(name: str) -> str | None:
+        found = find_referenced(name, path)
+        if found is None:
+            return None
+        try:
+            return read_text(found)
+        except (OSError, ParseError):
+            return None
+    return text_of
 
 
 def check_commands(commands: list, text: str, result: FileResult, ctx: Context, options: dict) -> list[FileResult]:
@@ -258,8 +273,10 @@ def _accelerate_config(launch: Launch, written: str, path: str) -> tuple[str, st
 
 def _unread_launch(launch: Launch, one: FileResult) -> bool:
     """A launch that starts a job vramlint cannot read: not estimated (VL011), never skipped."""
+    who = "the command" if launch.launcher == "?" else launch.launcher
+    what = f" ({launch.program.text})" if launch.launcher == "?" and launch.program is not None else ""
     one.findings.append(not_estimated(Location(one.path, "$", launch.line, 1),
-                                      f"{launch.launcher} at line {launch.line} starts a job vramlint does not read: "
+                                      f"{who} at line {launch.line}{what} starts a job vramlint does not read: "
                                       f"{launch.unread}", "check the recipe or config file it runs, or vramlint "
                                       "estimate with the same arguments; --warn VL011 reports this as a warning"))
     one.unplanned(launch.unread)

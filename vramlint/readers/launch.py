@@ -139,8 +139,11 @@ def read_command(command: Command) -> Launch | None:
     if not words:
         return None
     if words[0].text is None:
-        return Launch("?", TRAINING, command, distributed=srun,
-                      unread=f"the command is {words[0].unknown}, known only when it runs") if srun else None
+        script = _trainer_after(words)
+        if srun or script is not None:     # ``${LAUNCH_SCRIPT} ${DIR}/finetune.py ...``: a job, its launcher unknown
+            return Launch("?", TRAINING, command, program=script, distributed=True,
+                          unread=f"the command is {words[0].unknown or 'unknown'}, known only when it runs")
+        return None
     command = Command(tuple(words), prefix, command.variables, command.line, command.under)
     launch = _read(command, words)
     if launch is not None and srun and not launch.distributed:
@@ -209,6 +212,19 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
     if name == "sglang" or (name == "ray" and any(w.text == "submit" for w in rest[:2])):
         return Launch(name, TRAINING, command, distributed=True, unread=f"{name} launches are not read yet")
     return None
+
+
+def _trainer_after(words: list[Word]) -> Word | None:
+    """The training script a command whose first word only the run knows runs next (``$LAUNCHER
+    train.py``, ``${LAUNCH_SCRIPT} ${SCRIPT_DIR}/finetune.py``): a ``.py`` file whose name says it
+    trains, as the word after the unknown ones."""
+    following = next((w for w in words[1:] if w.text is not None or _script_named(w) is not None), None)
+    if following is None:
+        return None
+    if following.text is None:
+        return _script_named(following)
+    name = following.text.rsplit("/", 1)[-1]
+    return following if name.endswith(".py") and _TRAINS.search(name) else None
 
 
 def _script_named(word: Word) -> Word | None:

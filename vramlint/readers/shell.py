@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Callable
 
 MOST_COMMANDS = 10_000        # commands a script may expand: a launch file has dozens
 MOST_DEPTH = 8                # nested ``bash -c`` followed
@@ -104,13 +105,17 @@ def _parser():
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
-def read_script(text: str, path: str = "<string>", known: dict[str, Word] | None = None, line0: int = 0) -> Script:
+def read_script(text: str, path: str = "<string>", known: dict[str, Word] | None = None, line0: int = 0,
+                sourced: Callable[[str], str | None] | None = None) -> Script:
     """The script's commands and ``#SBATCH`` lines; ``known``: variables the platform sets
     before the script runs (``$SLURM_NNODES`` from its ``#SBATCH --nodes``, ...); ``line0``: the
-    line before the script's first in the file that holds it (a task YAML's ``run`` block)."""
+    line before the script's first in the file that holds it (a task YAML's ``run`` block);
+    ``sourced``: the text of a file ``source NAME`` / ``. NAME`` reads, by that name (None: not there)."""
     script = Script(path, text)
     script.sbatch = sbatch_lines(text)
-    _Walker(script, dict(known or {})).program(text.encode("utf-8", "surrogateescape"), line0, 0)
+    walker = _Walker(script, dict(known or {}))
+    walker.sourced = sourced
+    walker.program(text.encode("utf-8", "surrogateescape"), line0, 0)
     return script
 
 
@@ -143,6 +148,8 @@ class _Walker:
         self.under = ""
         self.written: dict[str, tuple[bytes, int, int]] = {}    # ``cat > NAME <<EOF``: NAME's script, where
         self.uncertain: set[str] = set()      # set in a branch or loop that may not run: no test is sure of them
+        self.sourced: Callable[[str], str | None] | None = None
+        self.sourcing: set[str] = set()       # the files being sourced (a file that sources itself is read once)
 
     # the tree -------------------------------------------------------------------------------------
     def program(self, src: bytes, line0: int, col0: int) -> None:
@@ -375,6 +382,37 @@ class _Walker:
         self.program(*script)
         return True
 
+    def run_sourced(self, words: list[Word]) -> bool:
+        """``source FILE`` / ``. FILE`` of a file there is (``sourced`` gives its text; a folder only
+        the run knows, ``${SCRIPT_DIR}/conf/arguments.sh``, is tried as the known rest): its
+        assignments and commands run here, as bash runs them, each placed at the ``source`` line (a
+        finding points into this file). False where it is no such command (it is walked as any)."""
+        if self.sourced is None or len(words) < 2 or words[0].text not in ("source", "."):
+            return False
+        target = words[1]
+        tail = target.parts[-1].text if target.text is None and target.parts else None
+        name = target.text if target.text is not None else (
+            tail.lstrip("/") if tail and tail.startswith("/") and len(tail) > 1 else None)   # ${DIR}/conf/x.sh
+        text = self.sourced(name) if name and name not in self.sourcing else None
+        if text is None:
+            return False
+        before, first = dict(self.variables), len(self.script.commands)
+        self.sourcing.add(name)
+        try:
+            self.program(text.encode("utf-8", "surrogateescape"), 0, 0)
+        finally:
+            self.sourcing.discard(name)
+        at = (words[0].line, words[0].column)
+        for key, value in self.variables.items():
+            if before.get(key) is not value:
+                self.variables[key] = _placed(value, at)
+        for index in range(first, len(self.script.commands)):
+            command = self.script.commands[index]
+            self.script.commands[index] = Command(tuple(_placed(w, at) for w in command.words),
+                                                  {k: _placed(v, at) for k, v in command.prefix.items()},
+                                                  command.variables, at[0], command.under)
+        return True
+
     def heredoc_pieces(self, body, quoted: bool, raw: bool) -> list[Word]:
         """A heredoc body as located pieces (blank runs, other runs, expansions' values)."""
         pieces: list[Word] = []
@@ -450,7 +488,7 @@ class _Walker:
             for name, value in prefix.items():       # `X=1` alone parses as a command in some places
                 self.variables[name] = value
             return
-        if self.run_written(words):
+        if self.run_written(words) or self.run_sourced(words):
             return
         line = self.where(node)[0]
         variables = {k: v for k, v in self.variables.items() if isinstance(v, Word)}
@@ -605,6 +643,13 @@ class _Walker:
         except (ValueError, ZeroDivisionError, SyntaxError):
             return Word(None, line, column, unknown=self.text(node))
         return Word(str(result), line, column)
+
+
+def _placed(value, at: tuple[int, int]):
+    """A word (or an array's words) from a sourced file, placed at the ``source`` line that read it."""
+    if isinstance(value, tuple):
+        return tuple(_placed(v, at) for v in value)
+    return replace(value, line=at[0], column=at[1], parts=tuple(_placed(p, at) for p in value.parts))
 
 
 def _clauses(node) -> list[tuple[list | None, list]]:
