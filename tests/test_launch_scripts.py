@@ -340,6 +340,16 @@ def test_megatrons_modelopt_finetune_script_is_a_job_not_a_skip(tmp_path):
     assert found["line"] == 86 and "(finetune.py)" in found["message"] and "$LAUNCH_SCRIPT" in found["message"]
 
 
+def test_a_script_handed_to_one_only_the_run_names_is_a_warning_not_a_silent_skip(tmp_path):
+    """``srun ... bash ${1}`` (Megatron-LM's modelopt slurm/sbatch.sh): the job is in a script the
+    command line names; VL011 as a warning at its line, where it was skipped without a word."""
+    script = tmp_path / "sbatch.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=1\nsrun -l --mpi=pmix --container-image ${IMAGE} bash ${1}\n")
+    entry = _check(str(script), "--gpus", "8xH100")["files"][0]
+    (found,) = [f for f in entry["findings"] if f["code"] == "VL011"]
+    assert (found["severity"], found["line"]) == ("warning", 3) and "$1, a script only the run names" in found["message"]
+
+
 def test_a_sourced_file_sets_what_the_script_runs_placed_at_its_source_line(tmp_path):
     """``source ./config.sh`` / ``. "${DIR}/conf/env.sh"``: the file's assignments and commands run
     here, as bash runs them, each word placed at the ``source`` line; a file that sources itself is

@@ -19,7 +19,7 @@ from vramlint.readers import SCRIPT_KIND
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.launch import (ACCELERATE_LAUNCHERS, RAY_COUNTS, RECIPE_COUNTS, SERVING, Launch,
                                      accelerate_settings, arguments_data, launches, sbatch_options, slurm_variables,
-                                     stated_gpus, submitted, trains)
+                                     stated_gpus, submitted, submitted_unknown, trains)
 from vramlint.readers.registry import RECIPES, detect
 from vramlint.readers.openrlhf_ppo import matters as openrlhf_matters
 from vramlint.readers.verl import matters as verl_matters
@@ -81,8 +81,9 @@ def check_commands(commands: list, text: str, result: FileResult, ctx: Context, 
         return _handed_to(elsewhere, result, ctx)
     missing = [(name, command.line) for command in commands for name in submitted([command])
                if find_referenced(name, result.path) is None]
-    if missing and not handed:
-        return [_handed_elsewhere(missing, result)]
+    unnamed = submitted_unknown(commands)
+    if (missing or unnamed) and not handed:
+        return [_handed_elsewhere(missing, result, unnamed)]
     result.job = False
     result.skip(f"hands its job to {', '.join(shown(t) for t in handed)}, checked in this run: skipped" if handed
                 else "starts no training or serving job (torchrun, accelerate launch, deepspeed, python, "
@@ -90,18 +91,27 @@ def check_commands(commands: list, text: str, result: FileResult, ctx: Context, 
     return [result]
 
 
-def _handed_elsewhere(missing: list[tuple[str, int]], result: FileResult) -> FileResult:
+def _handed_elsewhere(missing: list[tuple[str, int]], result: FileResult,
+                      unnamed: list[tuple[str, int]] = ()) -> FileResult:
     """A script whose only commands hand work to scripts this repository does not hold (a README's
-    ``bash train_grpo.sh --model_name ...``, a workflow's ``bash clean-up.sh``): whether they start a
-    job is not known here, so each is a warning at its line (VL011 at warning severity), not a
-    silent skip and not an error for what may be a clean-up script."""
+    ``bash train_grpo.sh --model_name ...``, a workflow's ``bash clean-up.sh``), or to a script only
+    the run names (``srun ... bash ${1}``): whether they start a job is not known here, so each is a
+    warning at its line (VL011 at warning severity), not a silent skip and not an error for what may
+    be a clean-up script."""
     for name, line in missing:
         finding = not_estimated(Location(result.path, "$", line, 1), f"line {line} hands its work to {name}, "
                                 "which is not in this repository: a job it starts is not checked",
                                 f"check {name} where it is, or add it here")
         result.findings.append(replace(finding, severity=WARNING))
+    for name, line in unnamed:
+        finding = not_estimated(Location(result.path, "$", line, 1), f"line {line} hands its work to {name}, a "
+                                "script only the run names: a job it starts is not checked",
+                                "check the script it runs with vramlint, where it is")
+        result.findings.append(replace(finding, severity=WARNING))
     result.job = False
-    result.skip(f"hands its work to {', '.join(name for name, _ in missing)}, not in this repository: not checked")
+    names = [name for name, _ in missing] + [name for name, _ in unnamed]
+    where = "not in this repository" if not unnamed else "not here"
+    result.skip(f"hands its work to {', '.join(names)}, {where}: not checked")
     return result
 
 

@@ -942,6 +942,24 @@ def stated_gpus(launch: Launch, options: dict[str, Word]) -> StatedGpus:
                       tuple(conflicts), by)
 
 
+def submitted_unknown(commands: list[Command]) -> list[tuple[str, int]]:
+    """The scripts a script hands work to that only the run names (``srun ... bash ${1}``,
+    ``sbatch $JOB_SCRIPT``): each as written, with its line."""
+    out = []
+    for command in commands:
+        words = list(command.words)
+        if not words or (words[0].text or "").rsplit("/", 1)[-1] not in ("sbatch", "srun", "bash", "sh"):
+            continue
+        if submitted([command]):
+            continue
+        _, rest = _options(words[1:], "srun" if words[0].text.endswith("srun") else "")
+        while rest and rest[0].text in ("bash", "sh"):
+            rest = rest[1:]
+        if rest and rest[0].text is None:
+            out.append((rest[0].unknown or "a script only the run names", command.line))
+    return out
+
+
 def submitted(commands: list[Command]) -> list[str]:
     """The scripts a script hands the job to (``sbatch job.slurm``, ``srun ./train/sft.sh``,
     ``bash run.sh``): checked as files of their own."""
