@@ -347,7 +347,19 @@ def test_a_script_handed_to_one_only_the_run_names_is_a_warning_not_a_silent_ski
     script.write_text("#!/bin/bash\n#SBATCH --nodes=1\nsrun -l --mpi=pmix --container-image ${IMAGE} bash ${1}\n")
     entry = _check(str(script), "--gpus", "8xH100")["files"][0]
     (found,) = [f for f in entry["findings"] if f["code"] == "VL011"]
-    assert (found["severity"], found["line"]) == ("warning", 3) and "$1, a script only the run names" in found["message"]
+    assert (found["severity"], found["line"]) == ("warning", 3)
+    assert "$1, a script only the run names" in found["message"]
+
+
+@pytest.mark.parametrize("script, job", [("main_ppo_split.py", True), ("run_ppo.py", True), ("support.py", False),
+                                         ("mapping.py", False)])
+def test_a_python_script_whose_name_says_ppo_is_a_job(tmp_path, script, job):
+    """verl's examples/split_placement runs ``python3 main_ppo_split.py`` with Hydra overrides: a PPO
+    job (VL011: arguments no recipe vramlint reads), where it was skipped; "support" is no PPO."""
+    path = tmp_path / "run.sh"
+    path.write_text(f"python3 {script} actor_rollout_ref.model.path=deepseek-ai/deepseek-llm-7b-chat\n")
+    entry = _check(str(path), "--gpus", "8xH100")["files"][0]
+    assert (entry["status"] != "skipped") == job
 
 
 def test_a_sourced_file_sets_what_the_script_runs_placed_at_its_source_line(tmp_path):

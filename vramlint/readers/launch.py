@@ -512,7 +512,7 @@ _TRL_SCRIPT = re.compile(r"(?:^|/)trl/scripts/(\w+)\.py$|^trl\.scripts\.(\w+)$")
 # A program whose file name says it trains (``train_gpt2.py``, ``finetune.py``, ``sft.py``) starts a
 # job even when its arguments are none a recipe has: a one-process python run of it is judged (or
 # said not to be), never taken for a download or setup script.
-_TRAINS = re.compile(r"train|finetun|fine_tun|sft|dpo|grpo", re.I)
+_TRAINS = re.compile(r"train|finetun|fine_tun|sft|dpo|grpo|(?<![a-z])ppo(?![a-z])", re.I)
 
 
 def trains(launch: Launch) -> bool:
