@@ -277,3 +277,24 @@ def test_an_unfused_attention_without_dropout_keeps_the_softmax_alone(tmp_path):
         plan = _plan(tmp_path, line.format(p=p), "8x80GB")
         kept[p] = plan.parallelism.scores
     assert kept == {"0.1": 5, "0.0": 2}
+
+
+@pytest.mark.parametrize("model, vocabulary", [
+    ("Qwen/Qwen2.5-7B", "152,064 (the Qwen/Qwen2.5-7B config's vocab_size"),
+    ("meta-llama/Llama-3.1-8B", "128,256 (the meta-llama/Llama-3.1-8B config's vocab_size"),
+    ("/models/Qwen2.5-7B", None), ("acme/unknown-model-7b", None),
+])
+def test_a_huggingface_tokenizer_named_by_its_hub_id_is_sized_by_the_catalogs_config(tmp_path, model, vocabulary):
+    """``--tokenizer-type HuggingFaceTokenizer --tokenizer-model ORG/NAME`` of a model the bundled catalog
+    holds: the config's vocab_size (the embedding rows every token id indexes: at least the tokenizer's
+    length, padded as Megatron pads it); a local path or a model it does not know stays VL011."""
+    script = tmp_path / "train.sh"
+    script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 1024 "
+                      "--num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 --bf16 "
+                      f"--tokenizer-type HuggingFaceTokenizer --tokenizer-model {model}\n")
+    entry = _check(script, "--gpus", "8xH100")["files"][0]
+    if vocabulary is None:
+        assert entry["status"] == "not estimated"
+        assert any(f["code"] == "VL011" and "give --vocab-size" in f["message"] for f in entry["findings"])
+    else:
+        assert entry["status"] == "estimated" and f"vocabulary {vocabulary}" in entry["model"]

@@ -348,6 +348,9 @@ def _vocabulary(keys: Keys, tp: int) -> tuple[int | None, str]:
     tokenizer = str(keys.raw("tokenizer_type") or ("GPT2BPETokenizer" if merges else ""))
     if stated is None:
         stated = TOKENIZER_VOCAB.get(tokenizer)
+    source = ""
+    if stated is None and tokenizer == "HuggingFaceTokenizer":
+        stated, source = _hub_vocabulary(keys.raw("tokenizer_model"))
     if stated is None:
         return None, (f"the vocabulary is {tokenizer or 'the tokenizer'}'s, known only from its files: "
                       "give --vocab-size")
@@ -355,7 +358,22 @@ def _vocabulary(keys: Keys, tp: int) -> tuple[int | None, str]:
         return stated, f"{stated:,}, unpadded"
     multiple = (keys.get("make_vocab_size_divisible_by", convert=positive).count or 128) * tp
     padded = -(-stated // multiple) * multiple
-    return padded, f"{stated:,} padded to {padded:,} (a multiple of {multiple}: vocab_size_with_padding)"
+    return padded, f"{stated:,}{source} padded to {padded:,} (a multiple of {multiple}: vocab_size_with_padding)"
+
+
+def _hub_vocabulary(model: Any) -> tuple[int | None, str]:
+    """A HuggingFaceTokenizer named by its Hub id (``--tokenizer-model deepseek-ai/DeepSeek-V3``) whose
+    model the bundled catalog holds: its config's vocab_size, the embedding rows the model has, which
+    every token id of its tokenizer indexes, so at least the tokenizer's length that Megatron pads
+    (build_tokenizer.py:124-137); as much or a few hundred rows more (Qwen2.5: 152,064 for 151,665)."""
+    name = str(model or "")
+    if name.count("/") != 1 or name.startswith((".", "/", "~", "$")):
+        return None, ""
+    from vramlint.models import catalog
+    shape = catalog.find(name)
+    if shape is None or not shape.vocab_size:
+        return None, ""
+    return shape.vocab_size, f" (the {name} config's vocab_size: at least its tokenizer's length)"
 
 
 def _ffn(keys: Keys, hidden: int, swiglu: bool) -> int:
