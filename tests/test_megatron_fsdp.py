@@ -47,7 +47,7 @@ def test_megatrons_ci_runs_are_estimated_within_ten_percent_of_max_allocated():
     """Every case of Megatron's H100 CI the tool prices (no VL011, VL210 or VL211) within 10 % of the
     max allocated its last rank measured: among them Megatron-FSDP optim_grads_params at TP 2 (1.470
     GB), the fused cross-entropy (1.84 GB, 0.41 GB above the unfused loss), the deferred output-layer
-    wgrad (1.89 GB), and two 7B runs (57 and 61 GB)."""
+    wgrad (1.89 GB), latent attention beside a plain GELU MLP (1.25 GB), and two 7B runs (57 and 61 GB)."""
     ci = _ci()
     priced = {}
     for case, (nodes, per_node) in ci.recipes().items():
@@ -62,7 +62,7 @@ def test_megatrons_ci_runs_are_estimated_within_ten_percent_of_max_allocated():
     assert len(priced) >= 45
     assert {case: round(error, 3) for case, error in priced.items() if abs(error) > 0.10} == {}
     for case in (FSDP_CASE, DDP_CASE, "gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion", "gpt3_7b_tp4_pp1_memory_speed",
-                 "gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute"):
+                 "gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute", "gpt3_mcore_te_tp2_pp2_mla"):
         assert case in priced
 
 

@@ -449,11 +449,15 @@ def deepseek(c: HfConfig) -> ModelShape:
             moe_width = c.int("moe_intermediate_size")
             top_k = c.opt_int("num_experts_per_tok") or count   # unset (V2 class default): all
             mlp, mlp_modules = routed(h, count, top_k, moe_width,
-                                      shared=moe_width * (c.opt_int("n_shared_experts") or 0), peft_converted=True)
+                                      shared=moe_width * (c.opt_int("n_shared_experts") or 0), peft_converted=True,
+                                      gated=gated_linear_unit(c))
             mlp = replace(mlp, router_fp32=True)
-        else:
+        elif gated_linear_unit(c):
             width = c.int("intermediate_size")
             mlp, mlp_modules = Mlp("gated", width), gated_mlp(h, width)
+        else:                                   # Megatron's MLA without --swiglu: a plain GELU MLP
+            width = c.int("intermediate_size")
+            mlp, mlp_modules = Mlp("plain", width), plain_mlp(h, width, False)
         modules += mlp_modules + [norm("input_norm", h), norm("post_norm", h)]
         attn = Attention(MLA, nh, nh, nope + rope, kv_latent_dim=kv_lora + rope, v_head_dim=v_dim,
                          q_latent_dim=q_lora or 0, rope_dim=rope)

@@ -560,9 +560,10 @@ def _latent(keys: Keys, layers: int, ffn: int, swiglu: bool) -> tuple[dict | Non
     words = (f"multi-latent attention (q latent {q_lora or 'none'}, kv latent {out['kv_lora_rank']}, heads "
              f"{out['qk_nope_head_dim']} + {out['qk_rope_head_dim']} rope, values {out['v_head_dim']})")
     experts = keys.get("num_experts", convert=positive).count
+    if not swiglu:
+        out["gated_linear_unit"] = False        # plain GELU MLPs and experts (architectures.gated_linear_unit)
     if not experts:
-        return (out, f"{words}, FFN {ffn}{' SwiGLU' if swiglu else ''}") if swiglu else \
-            (None, f"{words} without --swiglu: a plain MLP beside latent attention is not priced yet")
+        return out, f"{words}, FFN {ffn}{' SwiGLU' if swiglu else ''}"
     moe, moe_words = _moe(keys, layers, ffn, swiglu)
     if moe is None:
         return None, moe_words
