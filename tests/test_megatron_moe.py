@@ -45,6 +45,17 @@ def _parts(entry: dict) -> dict[str, dict]:
     return {c["name"]: c for c in entry["estimate"]["components"]}
 
 
+def _line_args(swiglu: bool) -> Namespace:
+    """LINE's arguments as Megatron's theoretical_memory_usage reads them."""
+    return Namespace(**{**ARGS, "num_layers": 8, "hidden_size": 1024, "ffn_hidden_size": 4096, "kv_channels": 64,
+                        "group_query_attention": True, "num_query_groups": 4, "swiglu": swiglu,
+                        "normalization": "RMSNorm", "num_experts": 16, "moe_ffn_hidden_size": 512,
+                        "moe_router_topk": 4, "moe_shared_expert_intermediate_size": 1024,
+                        "moe_shared_expert_gate": True, "moe_layer_freq": [0] + [1] * 7, "padded_vocab_size": 32000,
+                        "untie_embeddings_and_output_weights": True, "expert_model_parallel_size": 4,
+                        "expert_tensor_parallel_size": 2, "data_parallel_size": 4})
+
+
 def test_moe_states_equal_megatrons_own_estimator(tmp_path):
     """A dense first layer, 16 experts over EP 4 x ETP 2 (the TP size), shared experts with their
     gate, untied embeddings: Megatron's weight-and-optimizer bytes (dense states over dp 4, the
@@ -52,13 +63,7 @@ def test_moe_states_equal_megatrons_own_estimator(tmp_path):
     plan = _plan(tmp_path, LINE.format(extra=""), "8x80GB")
     par = plan.parallelism
     assert (par.expert, par.expert_tensor or plan.tensor_parallel, par.expert_shard) == (4, 2, 1)
-    args = Namespace(**{**ARGS, "num_layers": 8, "hidden_size": 1024, "ffn_hidden_size": 4096, "kv_channels": 64,
-                        "group_query_attention": True, "num_query_groups": 4, "swiglu": True,
-                        "normalization": "RMSNorm", "num_experts": 16, "moe_ffn_hidden_size": 512,
-                        "moe_router_topk": 4, "moe_shared_expert_intermediate_size": 1024,
-                        "moe_shared_expert_gate": True, "moe_layer_freq": [0] + [1] * 7, "padded_vocab_size": 32000,
-                        "untie_embeddings_and_output_weights": True, "expert_model_parallel_size": 4,
-                        "expert_tensor_parallel_size": 2, "data_parallel_size": 4})
+    args = _line_args(swiglu=True)
     weights = _megatron_estimator()["compute_weight_and_optimizer_memory"](args)
     local = plan.with_changes(model=plan.model.tp_local(2, plan.tp_split))
     states = megatron_states(local, ranks(local)[0])
@@ -75,13 +80,7 @@ def test_plain_gelu_experts_equal_megatrons_own_estimator(tmp_path):
     line = LINE.format(extra="").replace("--swiglu ", "")
     assert line != LINE.format(extra="")
     plan = _plan(tmp_path, line, "8x80GB")
-    args = Namespace(**{**ARGS, "num_layers": 8, "hidden_size": 1024, "ffn_hidden_size": 4096, "kv_channels": 64,
-                        "group_query_attention": True, "num_query_groups": 4, "swiglu": False,
-                        "normalization": "RMSNorm", "num_experts": 16, "moe_ffn_hidden_size": 512,
-                        "moe_router_topk": 4, "moe_shared_expert_intermediate_size": 1024,
-                        "moe_shared_expert_gate": True, "moe_layer_freq": [0] + [1] * 7, "padded_vocab_size": 32000,
-                        "untie_embeddings_and_output_weights": True, "expert_model_parallel_size": 4,
-                        "expert_tensor_parallel_size": 2, "data_parallel_size": 4})
+    args = _line_args(swiglu=False)
     weights = _megatron_estimator()["compute_weight_and_optimizer_memory"](args)
     local = plan.with_changes(model=plan.model.tp_local(2, plan.tp_split))
     states = megatron_states(local, ranks(local)[0])
