@@ -74,7 +74,8 @@ def test_fsdp_shards_the_parameters_gradients_and_optimizer_states_over_dp(tmp_p
             "--seq-length 1024 --micro-batch-size 1 --vocab-size 32000 --bf16 --use-distributed-optimizer")
     sizes = {}
     for name, extra in (("ddp", ""), ("fsdp", " --use-megatron-fsdp"),
-                        ("fp32", " --use-megatron-fsdp --megatron-fsdp-main-grads-dtype fp32")):
+                        ("fp32", " --use-megatron-fsdp --megatron-fsdp-main-grads-dtype fp32"),
+                        ("auto", " --use-megatron-fsdp --megatron-fsdp-main-params-dtype auto")):
         script = tmp_path / f"{name}.sh"
         script.write_text(base + extra + "\n")
         parts = {c["name"]: c["bytes"] for c in _check(script, "--gpus", "8xH100")["estimate"]["components"]}
@@ -86,6 +87,7 @@ def test_fsdp_shards_the_parameters_gradients_and_optimizer_states_over_dp(tmp_p
     assert (fsdp["parameters (shard)"], fsdp["optimizer states"], fsdp["gradient shard"]) == \
         (2 * shard, 12 * shard, 2 * shard)
     assert sizes["fp32"]["gradient shard"] == 4 * shard
+    assert sizes["auto"]["optimizer states"] == 8 * shard      # no main weight buffer: the moments alone
 
 
 def test_fsdp_holds_two_layers_under_its_double_buffer_and_more_while_it_prefetches(tmp_path):

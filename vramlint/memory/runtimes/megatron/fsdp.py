@@ -58,16 +58,17 @@ def in_flight(units: list[int], double_buffer: bool) -> tuple[int, int, str, str
             f"1 computed + {grads - 1} in the reduce-scatter queue ({communication:,} elements + the bucket issued)")
 
 
-def fsdp_states(plan: Plan, parts: list[tuple[int, int]], dense: int, experts: int, c: int, per: float,
-                words: str) -> States:
+def fsdp_states(plan: Plan, parts: list[tuple[int, int]], dense: int, experts: int, c: int) -> States:
     """A rank's states: ``parts`` its FSDP units (each decoder layer's parameters but the routed
     experts, and its share of those: states.decoder_params), ``dense`` / ``experts`` all its
-    parameters (states.rank_params), ``c`` bytes a compute weight, ``per`` bytes of the optimizer's
-    a parameter (a main copy and the moments)."""
+    parameters (states.rank_params), ``c`` bytes a compute weight. The optimizer's a parameter: the
+    main weight buffer (made whatever the compute dtype, unless ``auto``) and the moments."""
     par = plan.parallelism
     g = par.grad_bytes
     main = par.fsdp_main_bytes
-    per = per - 4 + main                    # the optimizer's main copy is Megatron-FSDP's main weight buffer
+    sgd = plan.optimizer == "sgd"
+    per = main + (4 if sgd else 8)
+    words = {4: "fp32 main + ", 2: "16-bit main + ", 0: ""}[main] + ("SGD momentum" if sgd else "Adam m, v (fp32)")
     d, de = plan.shard_degree, par.expert_shard
     shard = -(-dense // d) + -(-experts // de)
     over = f"{dense:,} / {d}" + (f" + {experts:,} / {de} (routed experts)" if experts else "") + \

@@ -123,11 +123,11 @@ def megatron_states(plan: Plan, rank: Rank | None = None) -> States:
     dense, experts = rank_params(plan, rank)
     par = plan.parallelism
     c = param_bytes(plan)
-    per, words = _optimizer_bytes(plan)
     if par.fsdp == "optim_grads_params":
         grid = par.expert * par.expert_tp(plan.tensor_parallel)
         units = [(own, -(-routed // grid)) for own, routed in decoder_params(plan, rank)]
-        return fsdp_states(plan, units, dense, experts, c, per, words)
+        return fsdp_states(plan, units, dense, experts, c)
+    per, words = _optimizer_bytes(plan)
     groups = [(dense, plan.shard_degree if par.distributed_optimizer else 1, "dp x cp", "")]
     if experts:
         groups.append((experts, par.expert_shard if par.distributed_optimizer else 1, "the expert data-parallel group",
