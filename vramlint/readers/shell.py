@@ -243,8 +243,11 @@ class _Walker:
             return (value == "") == (operator == "-z")
         if kind != "binary_expression":
             return None
-        operator = self.text(node.child_by_field_name("operator"))
+        found = node.child_by_field_name("operator")
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if found is None or left is None or right is None:
+            return None
+        operator = self.text(found)
         if operator in ("&&", "||", "-a", "-o"):
             a, b = self._truth(left), self._truth(right)
             if operator in ("&&", "-a"):
