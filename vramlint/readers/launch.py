@@ -76,7 +76,8 @@ PROFILERS = {"nsys": ("profile", "launch"), "ncu": ()}
 CONTAINERS = {"apptainer", "singularity"}          # ``apptainer run|exec [options] IMAGE command``
 # Commands an srun line runs: an unknown word before one of them is an option only the run knows.
 COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepspeed", "ray", "apptainer",
-            "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl", "litgpt", *RUNNERS}
+            "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl", "litgpt", "swift", "megatron",
+            "xtuner", "nemo", "oumi", "lmdeploy", *RUNNERS}
 PYTHONS = re.compile(r"^python(\d(\.\d+)?)?$")
 TRAINING, SERVING = "training", "serving"
 ONE_PROCESS = "a single python process"     # what states a plain ``python train.py``'s count (``_one_process``)
@@ -211,7 +212,25 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
                                per_node_by="" if one else launch.per_node_by)
     if name == "sglang" or (name == "ray" and any(w.text == "submit" for w in rest[:2])):
         return Launch(name, TRAINING, command, distributed=True, unread=f"{name} launches are not read yet")
+    if name in UNREAD_CLIS and rest and rest[0].text in UNREAD_CLIS[name][1]:
+        what = UNREAD_CLIS[name][0]
+        return Launch(name, TRAINING, command, distributed=True,
+                      unread=f"{what} jobs ({name} {rest[0].text}) are not read yet")
     return None
+
+
+# Command-line tools of other frameworks whose subcommands start GPU jobs vramlint does not read yet
+# (each a job, VL011, never a skip): ms-swift's ``swift`` and its Megatron front end ``megatron``
+# (ms-swift 4.6.0 swift/cli/main.py:14-27 and _megatron/main.py:6-11 ROUTE_MAPPING, less merge-lora and
+# web-ui), XTuner's ``xtuner train``, NeMo 2's ``nemo llm``, Oumi's CLI, LMDeploy's server.
+UNREAD_CLIS = {
+    "swift": ("ms-swift", {"sft", "pt", "rlhf", "infer", "deploy", "rollout", "sample", "app", "eval", "export"}),
+    "megatron": ("ms-swift's Megatron", {"sft", "pt", "rlhf", "export"}),
+    "xtuner": ("XTuner", {"train"}),
+    "nemo": ("NeMo 2", {"llm", "vlm"}),
+    "oumi": ("Oumi", {"train", "infer", "evaluate"}),
+    "lmdeploy": ("LMDeploy", {"serve"}),
+}
 
 
 def _trainer_after(words: list[Word]) -> Word | None:
