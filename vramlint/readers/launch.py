@@ -126,7 +126,8 @@ def launches(commands: list[Command]) -> list[Launch]:
 UNREAD_MODULES = (("verl.", "verl (but verl.trainer.main_ppo)"),
                   ("openrlhf.", "OpenRLHF (but train_sft, train_dpo, train_rm, train_ppo_ray)"),
                   ("torchtitan.", "torchtitan (but its TOML job files, --job.config_file)"),
-                  ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"))
+                  ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"),
+                  ("swift.", "ms-swift"), ("xtuner.", "XTuner"))
 UNREAD_SCRIPTS = (("pretrain_", "Megatron (but pretrain_gpt.py without --deepspeed)"), ("run_train", "nanotron"))
 # Modules of those frameworks that start no GPU job: OpenRLHF's rule-based reward verifiers
 # (``openrlhf.models.remote_rm.math_verifier``: an HTTP server that checks answers on the CPU).
