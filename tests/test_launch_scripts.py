@@ -368,7 +368,11 @@ def test_a_python_script_whose_name_says_ppo_is_a_job(tmp_path, script, job):
     ("NPROC_PER_NODE=8 megatron sft --model Qwen/Qwen3-30B-A3B --expert_model_parallel_size 8", "megatron"),
     ("xtuner train internlm2_chat_7b_qlora_oasst1_e3 --deepspeed deepspeed_zero2", "xtuner"),
     ("nemo llm finetune --factory llama3_8b", "nemo"),
-    ("swift build -c release", None),
+    ("composer -n 8 train/train.py yamls/pretrain/mpt-7b.yaml", "composer"),
+    ("colossalai run --nproc_per_node 8 train.py --plugin gemini", "colossalai"),
+    ("text-generation-launcher --model-id meta-llama/Llama-3.1-8B --num-shard 2", "text-generation-launcher"),
+    ("llamafactory-cli api examples/inference/llama3_vllm.yaml", "llamafactory-cli"),
+    ("swift build -c release", None), ("composer --version", None), ("text-generation-launcher --help", None),
 ])
 def test_another_frameworks_cli_job_is_not_estimated_never_skipped(line, launcher):
     """ms-swift's ``swift sft`` / ``megatron sft`` and the other frameworks' training CLIs: a job
@@ -380,6 +384,23 @@ def test_another_frameworks_cli_job_is_not_estimated_never_skipped(line, launche
     else:
         (launch,) = found
         assert launch.launcher == launcher and launch.distributed and "are not read yet" in launch.unread
+
+
+@pytest.mark.parametrize("line, per_node, nodes", [
+    ("mpirun -np 8 python train.py --lr 1e-5", 8, 1),
+    ("mpiexec -n 16 -ppn 8 python pretrain_gpt.py --num-layers 2", 8, 2),
+    ("mpirun --allow-run-as-root -np 16 --mca btl tcp,self -x NCCL_DEBUG=INFO --map-by ppr:8:node python train.py",
+     8, 2),
+    ("mpirun -N 4 --hostfile hosts python -u train.py", 4, 1),
+])
+def test_a_program_under_an_mpi_launcher_runs_once_a_rank(line, per_node, nodes):
+    """``mpirun -np N [-ppn M] python train.py`` (Open MPI, MPICH / Intel MPI's Hydra): the program's
+    job on the ranks the launcher states, its two-word options (--mca NAME VALUE) skipped whole, where
+    it was "starts no training job: skipped" with exit 0."""
+    (launch,) = launches(read_script(line + "\n").commands)
+    gpus = stated_gpus(launch, {})
+    assert (launch.launcher, launch.distributed, gpus.per_node, gpus.nodes) == ("python", True, per_node, nodes)
+    assert launch.program.text.endswith(".py")
 
 
 def test_a_sourced_file_sets_what_the_script_runs_placed_at_its_source_line(tmp_path):

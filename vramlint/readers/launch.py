@@ -74,10 +74,21 @@ RUNNERS = {
 # Systems; ``nsys launch`` alike), ``ncu [options] cmd`` (Nsight Compute)
 PROFILERS = {"nsys": ("profile", "launch"), "ncu": ()}
 CONTAINERS = {"apptainer", "singularity"}          # ``apptainer run|exec [options] IMAGE command``
+# MPI launchers (Open MPI's mpirun / orterun, MPICH and Intel MPI's mpiexec / Hydra): ``mpirun [options]
+# python train.py ...`` starts the program once a rank. Their options: two words after --mca / -genv /
+# -env (a name and its value), none after a flag, else one; -np / -n the ranks in all, -ppn / -npernode
+# / Open MPI's -N and --map-by ppr:N:node the ranks a node.
+MPI = {"mpirun", "mpiexec", "mpiexec.hydra", "orterun"}
+MPI_TWO = {"mca", "gmca", "genv", "env"}
+MPI_FLAGS = {"allow-run-as-root", "oversubscribe", "nooversubscribe", "tag-output", "timestamp-output",
+             "report-bindings", "display-map", "l", "label", "v", "verbose", "q", "quiet", "noprefix",
+             "print-rank-map", "prepend-rank", "use-hwthread-cpus", "genvall", "genvnone", "envall", "envnone",
+             "bind-to-core", "bind-to-socket", "enable-recovery"}
+MPI_TOTAL, MPI_PER_NODE = {"np", "n", "c"}, {"ppn", "npernode", "N"}
 # Commands an srun line runs: an unknown word before one of them is an option only the run knows.
 COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepspeed", "ray", "apptainer",
             "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl", "litgpt", "swift", "megatron",
-            "xtuner", "nemo", "oumi", "lmdeploy", *RUNNERS}
+            "xtuner", "nemo", "oumi", "lmdeploy", "composer", "colossalai", *RUNNERS, *MPI}
 PYTHONS = re.compile(r"^python(\d(\.\d+)?)?$")
 TRAINING, SERVING = "training", "serving"
 ONE_PROCESS = "a single python process"     # what states a plain ``python train.py``'s count (``_one_process``)
@@ -134,8 +145,67 @@ UNREAD_SCRIPTS = (("pretrain_", "Megatron (but pretrain_gpt.py without --deepspe
 NO_GPU_MODULES = ("openrlhf.models.remote_rm.",)
 
 
+
+
+def _mpi(words: list[Word]) -> tuple[Word | None, Word | None, list[Word]]:
+    """An MPI launcher's ranks in all and a node, and the command after its options."""
+    total = per_node = None
+    i = 1
+    while i < len(words):
+        text = words[i].head
+        if text is None or not text.startswith("-") or text in ("-", "--"):
+            break
+        key, eq, value = text.lstrip("-").partition("=")
+        if eq:
+            word, i = _after_equals(words[i], value), i + 1
+        elif key in MPI_FLAGS:
+            i += 1
+            continue
+        elif key in MPI_TWO:
+            i += 3
+            continue
+        else:
+            word, i = (words[i + 1] if i + 1 < len(words) else None), i + 2
+        if key in MPI_TOTAL:
+            total = word
+        elif key in MPI_PER_NODE:
+            per_node = word
+        elif key == "map-by" and word is not None and re.fullmatch(r"ppr:\d+:node", word.text or ""):
+            per_node = Word(word.text.split(":")[1], word.line, word.column)
+    if i < len(words) and words[i].text == "--":
+        i += 1
+    return total, per_node, words[i:]
+
+
+def _under_mpi(command: Command, words: list[Word]) -> Launch | None:
+    """The job ``mpirun -np N -ppn M python train.py`` starts: the program's, on the ranks the launcher
+    states (a one-process line's count is the launcher's: -ppn a node, else -np in all)."""
+    total, per_node, rest = _mpi(words)
+    if not rest:
+        return None
+    launch = read_command(Command(tuple(rest), command.prefix, command.variables, command.line, command.under))
+    if launch is None:
+        return None
+    name = words[0].text.rsplit("/", 1)[-1]
+    if launch.per_node_by in ("", ONE_PROCESS):
+        if per_node is not None:
+            nodes = None
+            if total is not None and (total.text or "").isdigit() and (per_node.text or "").isdigit() \
+                    and int(per_node.text) > 0 and int(total.text) % int(per_node.text) == 0:
+                nodes = Word(str(int(total.text) // int(per_node.text)), total.line, total.column)
+            launch = replace(launch, per_node=per_node, per_node_by=f"{name}'s ranks a node", nodes=nodes,
+                             total=False)
+        elif total is not None:
+            launch = replace(launch, per_node=total, per_node_by=f"{name} -np", nodes=None, total=True)
+        else:
+            launch = replace(launch, per_node=None, per_node_by="")
+    return replace(launch, distributed=True)
+
+
 def read_command(command: Command) -> Launch | None:
     words, prefix = list(command.words), dict(command.prefix)
+    if words and (words[0].text or "").rsplit("/", 1)[-1] in MPI:
+        return _under_mpi(command, words)
     srun = command.under == "srun" or (bool(words) and (words[0].text or "").rsplit("/", 1)[-1] == "srun")
     words = _unwrapped(words, prefix)
     if not words:
@@ -213,17 +283,22 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
                                per_node_by="" if one else launch.per_node_by)
     if name == "sglang" or (name == "ray" and any(w.text == "submit" for w in rest[:2])):
         return Launch(name, TRAINING, command, distributed=True, unread=f"{name} launches are not read yet")
-    if name in UNREAD_CLIS and rest and rest[0].text in UNREAD_CLIS[name][1]:
-        what = UNREAD_CLIS[name][0]
-        return Launch(name, TRAINING, command, distributed=True,
-                      unread=f"{what} jobs ({name} {rest[0].text}) are not read yet")
+    asks = bool(rest) and all(w.text in ("--help", "-h", "--version", "-V") for w in rest)      # no job: a question
+    script = name != "composer" or any((w.text or "").endswith(".py") for w in rest)         # composer runs a script
+    if name in UNREAD_CLIS and not asks and script and \
+            (UNREAD_CLIS[name][1] is None or rest and rest[0].text in UNREAD_CLIS[name][1]):
+        what, subcommands = UNREAD_CLIS[name]
+        called = f"{name} {rest[0].text}" if subcommands is not None else name
+        return Launch(name, TRAINING, command, distributed=True, unread=f"{what} jobs ({called}) are not read yet")
     return None
 
 
 # Command-line tools of other frameworks whose subcommands start GPU jobs vramlint does not read yet
 # (each a job, VL011, never a skip): ms-swift's ``swift`` and its Megatron front end ``megatron``
 # (ms-swift 4.6.0 swift/cli/main.py:14-27 and _megatron/main.py:6-11 ROUTE_MAPPING, less merge-lora and
-# web-ui), XTuner's ``xtuner train``, NeMo 2's ``nemo llm``, Oumi's CLI, LMDeploy's server.
+# web-ui), XTuner's ``xtuner train``, NeMo 2's ``nemo llm``, Oumi's CLI, LMDeploy's server, LLaMA-Factory's
+# servers, and launchers whose every run is a job (None: any subcommand): MosaicML Composer's (LLM
+# Foundry's train.py and YAML), ColossalAI's (its Booster plugins), Hugging Face TGI's, fairseq's.
 UNREAD_CLIS = {
     "swift": ("ms-swift", {"sft", "pt", "rlhf", "infer", "deploy", "rollout", "sample", "app", "eval", "export"}),
     "megatron": ("ms-swift's Megatron", {"sft", "pt", "rlhf", "export"}),
@@ -231,6 +306,12 @@ UNREAD_CLIS = {
     "nemo": ("NeMo 2", {"llm", "vlm"}),
     "oumi": ("Oumi", {"train", "infer", "evaluate"}),
     "lmdeploy": ("LMDeploy", {"serve"}),
+    "llamafactory-cli": ("LLaMA-Factory's inference", {"api", "chat", "webchat"}),
+    "composer": ("Composer (LLM Foundry)", None),
+    "colossalai": ("ColossalAI", {"run"}),
+    "text-generation-launcher": ("Hugging Face TGI", None),
+    "fairseq-train": ("fairseq", None),
+    "fairseq-hydra-train": ("fairseq", None),
 }
 
 
