@@ -403,6 +403,17 @@ def test_a_program_under_an_mpi_launcher_runs_once_a_rank(line, per_node, nodes)
     assert launch.program.text.endswith(".py")
 
 
+@pytest.mark.parametrize("header, per_node", [("#SBATCH --nodes=2\n#SBATCH --gres=gpu:8\n", 8), ("", None)])
+def test_a_python_program_under_srun_runs_once_a_task_not_once(header, per_node):
+    """``srun python pretrain_gpt.py`` (Megatron-LM's sbatch examples): srun starts it once a task, so
+    its processes a node are what the #SBATCH request allocates (or only the run knows: VL014 with
+    --gpus), never "a single python process" (it was VL007 against --gpus)."""
+    text = f"#!/bin/bash\n{header}srun --container-image img python pretrain_gpt.py --num-layers 2\n"
+    options = sbatch_options(sbatch_lines(text))
+    (launch,) = launches(read_script(text, known=slurm_variables(options)).commands)
+    assert launch.distributed and stated_gpus(launch, options).per_node == per_node
+
+
 def test_a_sourced_file_sets_what_the_script_runs_placed_at_its_source_line(tmp_path):
     """``source ./config.sh`` / ``. "${DIR}/conf/env.sh"``: the file's assignments and commands run
     here, as bash runs them, each word placed at the ``source`` line; a file that sources itself is

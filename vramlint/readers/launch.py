@@ -218,6 +218,10 @@ def read_command(command: Command) -> Launch | None:
         return None
     command = Command(tuple(words), prefix, command.variables, command.line, command.under)
     launch = _read(command, words)
+    if launch is not None and srun and launch.per_node_by == ONE_PROCESS:
+        # srun starts the program once a task: its processes are srun's tasks, which the #SBATCH request
+        # or CUDA_VISIBLE_DEVICES state (stated_gpus), or only the run knows; not one
+        launch = replace(launch, per_node=None, per_node_by="")
     if launch is not None and srun and not launch.distributed:
         launch = replace(launch, distributed=True)
     return launch
