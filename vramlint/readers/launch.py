@@ -29,66 +29,13 @@ import re
 from dataclasses import dataclass, field, replace
 
 from vramlint.readers.shell import Command, Word
+from vramlint.readers.wrappers import MPI, after_equals, launcher_options, mpi_ranks, option_key, unwrapped
 from vramlint.readers.openrlhf import MARKS as OPENRLHF_MARKS, trainer_of
 from vramlint.readers.megatron import BOOLEANS as MEGATRON_FLAGS, LISTS as MEGATRON_LISTS
 from vramlint.readers.megatron import PROGRAMS as MEGATRON_PROGRAMS
 from vramlint.readers.sglang import key_of as sglang_key
 from vramlint.readers.verl import PROGRAMS as VERL_PROGRAMS
 
-# Options that take no value, per launcher (all others take one: ``--opt v`` or ``--opt=v``); the
-# deepspeed launcher's are its parser's store_true options (0.19.8 ``launcher/runner.py``: its
-# ``--enable_each_rank_log DIR`` takes a value).
-FLAGS = {
-    "torchrun": {"standalone", "no_python", "run_path", "m", "module", "use_env", "no-python", "run-path"},
-    "accelerate": {"multi_gpu", "use_deepspeed", "use_fsdp", "use_megatron_lm", "use_xpu", "cpu", "m", "module",
-                   "no_python", "debug", "quiet", "q", "same_network", "tpu", "tpu_use_cluster", "tpu_use_sudo",
-                   "enable_cpu_affinity", "deepspeed_moe_layer_cls_names", "dynamo_use_fullgraph",
-                   "dynamo_use_dynamic", "dynamo_use_regional_compilation"},
-    "deepspeed": {"module", "no_python", "no_local_rank", "bind_cores_to_rank", "force_multi", "save_pid", "no_ssh",
-                  "no_ssh_check", "q", "quiet"},
-    "srun": {"exclusive", "overlap", "unbuffered", "u", "l", "label", "verbose", "v", "quiet", "Q", "K",
-             "kill-on-bad-exit", "no-kill", "pty", "x11"},
-}
-WRAPPERS = {"nohup", "exec", "time", "nice", "stdbuf", "setsid", "command", "builtin", "eval"}
-# Environment managers that run a command in their environment, after their own options (``uv run
-# --extra ssm python -m torch.distributed.run ...``, Megatron-LM's examples; ``conda run -n env
-# torchrun ...``); the value each needs is the word after a non-flag option. Their boolean options:
-# uv 0.9.0 (``uv run --help``); conda 25.x (docs.conda.io commands/run: -v, --dev,
-# --debug-wrapper-scripts, -s / --no-capture-output / --live-stream); micromamba 2.x adds --clean-env
-# and -d / --detach; poetry 2.x's run has only the global flags; pipenv's run has none.
-_CONDA_FLAGS = {"v", "verbose", "dev", "debug-wrapper-scripts", "s", "no-capture-output", "live-stream"}
-RUNNERS = {
-    "uv": {"all-extras", "no-dev", "no-default-groups", "all-groups", "m", "module", "only-dev", "no-editable",
-           "exact", "no-env-file", "isolated", "active", "no-sync", "locked", "frozen", "s", "script", "gui-script",
-           "all-packages", "no-project", "no-index", "U", "upgrade", "no-sources", "reinstall", "compile-bytecode",
-           "no-build-isolation", "no-build", "no-binary", "n", "no-cache", "refresh", "managed-python",
-           "no-managed-python", "no-python-downloads", "q", "quiet", "v", "verbose", "native-tls", "offline",
-           "no-progress", "no-config"},
-    "conda": _CONDA_FLAGS, "mamba": _CONDA_FLAGS | {"clean-env", "d", "detach"},
-    "micromamba": _CONDA_FLAGS | {"clean-env", "d", "detach"},
-    "poetry": {"q", "quiet", "v", "verbose", "vv", "vvv", "n", "no-interaction", "no-plugins", "no-cache", "ansi",
-               "no-ansi"},
-    "pipenv": set(),
-}
-# Profilers that run a command under them, after their options: ``nsys profile [options] cmd`` (Nsight
-# Systems; ``nsys launch`` alike), ``ncu [options] cmd`` (Nsight Compute)
-PROFILERS = {"nsys": ("profile", "launch"), "ncu": ()}
-CONTAINERS = {"apptainer", "singularity"}          # ``apptainer run|exec [options] IMAGE command``
-# MPI launchers (Open MPI's mpirun / orterun, MPICH and Intel MPI's mpiexec / Hydra): ``mpirun [options]
-# python train.py ...`` starts the program once a rank. Their options: two words after --mca / -genv /
-# -env (a name and its value), none after a flag, else one; -np / -n the ranks in all, -ppn / -npernode
-# / Open MPI's -N and --map-by ppr:N:node the ranks a node.
-MPI = {"mpirun", "mpiexec", "mpiexec.hydra", "orterun"}
-MPI_TWO = {"mca", "gmca", "genv", "env"}
-MPI_FLAGS = {"allow-run-as-root", "oversubscribe", "nooversubscribe", "tag-output", "timestamp-output",
-             "report-bindings", "display-map", "l", "label", "v", "verbose", "q", "quiet", "noprefix",
-             "print-rank-map", "prepend-rank", "use-hwthread-cpus", "genvall", "genvnone", "envall", "envnone",
-             "bind-to-core", "bind-to-socket", "enable-recovery"}
-MPI_TOTAL, MPI_PER_NODE = {"np", "n", "c"}, {"ppn", "npernode", "N"}
-# Commands an srun line runs: an unknown word before one of them is an option only the run knows.
-COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepspeed", "ray", "apptainer",
-            "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl", "litgpt", "swift", "megatron",
-            "xtuner", "nemo", "oumi", "lmdeploy", "composer", "colossalai", *RUNNERS, *MPI}
 PYTHONS = re.compile(r"^python(\d(\.\d+)?)?$")
 TRAINING, SERVING = "training", "serving"
 ONE_PROCESS = "a single python process"     # what states a plain ``python train.py``'s count (``_one_process``)
@@ -147,40 +94,10 @@ NO_GPU_MODULES = ("openrlhf.models.remote_rm.",)
 
 
 
-def _mpi(words: list[Word]) -> tuple[Word | None, Word | None, list[Word]]:
-    """An MPI launcher's ranks in all and a node, and the command after its options."""
-    total = per_node = None
-    i = 1
-    while i < len(words):
-        text = words[i].head
-        if text is None or not text.startswith("-") or text in ("-", "--"):
-            break
-        key, eq, value = text.lstrip("-").partition("=")
-        if eq:
-            word, i = _after_equals(words[i], value), i + 1
-        elif key in MPI_FLAGS:
-            i += 1
-            continue
-        elif key in MPI_TWO:
-            i += 3
-            continue
-        else:
-            word, i = (words[i + 1] if i + 1 < len(words) else None), i + 2
-        if key in MPI_TOTAL:
-            total = word
-        elif key in MPI_PER_NODE:
-            per_node = word
-        elif key == "map-by" and word is not None and re.fullmatch(r"ppr:\d+:node", word.text or ""):
-            per_node = Word(word.text.split(":")[1], word.line, word.column)
-    if i < len(words) and words[i].text == "--":
-        i += 1
-    return total, per_node, words[i:]
-
-
 def _under_mpi(command: Command, words: list[Word]) -> Launch | None:
     """The job ``mpirun -np N -ppn M python train.py`` starts: the program's, on the ranks the launcher
     states (a one-process line's count is the launcher's: -ppn a node, else -np in all)."""
-    total, per_node, rest = _mpi(words)
+    total, per_node, rest = mpi_ranks(words)
     if not rest:
         return None
     launch = read_command(Command(tuple(rest), command.prefix, command.variables, command.line, command.under))
@@ -207,7 +124,7 @@ def read_command(command: Command) -> Launch | None:
     if words and (words[0].text or "").rsplit("/", 1)[-1] in MPI:
         return _under_mpi(command, words)
     srun = command.under == "srun" or (bool(words) and (words[0].text or "").rsplit("/", 1)[-1] == "srun")
-    words = _unwrapped(words, prefix)
+    words = unwrapped(words, prefix)
     if not words:
         return None
     if words[0].text is None:
@@ -344,82 +261,6 @@ def _script_named(word: Word) -> Word | None:
     return Word(tail.lstrip("/"), word.line, word.column)
 
 
-def _unwrapped(words: list[Word], prefix: dict[str, Word]) -> list[Word]:
-    """The command under ``srun [options]``, ``env A=B``, ``nohup``, ``exec``, ``time``, ``timeout D``,
-    a profiler (``nsys profile [options]``)."""
-    while words and words[0].text is not None:
-        head = words[0].text.rsplit("/", 1)[-1]
-        if head in WRAPPERS:
-            words = words[1:]
-        elif head == "timeout" and len(words) > 2:
-            words = words[2:]
-        elif head == "env":
-            words = words[1:]
-            while words and words[0].text and re.match(r"^[A-Za-z_]\w*=", words[0].text):
-                key, value = words[0].text.split("=", 1)
-                prefix[key] = Word(value, words[0].line, words[0].column)
-                words = words[1:]
-        elif head == "srun":
-            _, words = _options(words[1:], "srun")
-            known = [i for i, w in enumerate(words) if (w.text or "").rsplit("/", 1)[-1] in COMMANDS]
-            if words and known and (words[0].text or "").rsplit("/", 1)[-1] not in COMMANDS:
-                words = words[known[0]:]          # ``srun $EXTRA_ARGS python ...``, ``srun env.sh apptainer ...``
-        elif head in RUNNERS and len(words) > 1 and words[1].text == "run":
-            words = _run_in_environment(words[2:], head)
-        elif head in PROFILERS and len(words) > 1 and (not PROFILERS[head] or words[1].text in PROFILERS[head]):
-            _, words = _options(words[2 if PROFILERS[head] else 1:], head)
-        elif head in CONTAINERS and len(words) > 1 and words[1].text in ("run", "exec"):
-            _, words = _options(words[2:], "srun")
-            words = words[1:]                     # the image
-        else:
-            break
-    return words
-
-
-def _run_in_environment(words: list[Word], runner: str) -> list[Word]:
-    """The command ``uv run`` / ``conda run`` / ``poetry run`` runs, after the runner's options and
-    an optional ``--``; ``uv run -m MODULE`` is ``python -m MODULE`` (uv's ``--module``)."""
-    options, words = _options(words, runner)
-    if words and words[0].text == "--":
-        words = words[1:]
-    if runner == "uv" and ("m" in options or "module" in options) and words:
-        words = [Word("python", words[0].line, words[0].column), Word("-m", words[0].line, words[0].column), *words]
-    return words
-
-
-def _options(words: list[Word], launcher: str) -> tuple[dict[str, Word | None], list[Word]]:
-    """A launcher's own options (until the first word that is not one) and the words after them."""
-    options: dict[str, Word | None] = {}
-    flags = FLAGS.get(launcher) or RUNNERS.get(launcher, set())
-    i = 0
-    while i < len(words):
-        text = words[i].head
-        if text is None or not text.startswith("-") or text in ("-", "--"):
-            break
-        key, eq, value = text.lstrip("-").partition("=")
-        if eq:
-            options[_key(key)] = _after_equals(words[i], value)
-            i += 1
-        elif key in flags or _key(key) in flags or i + 1 >= len(words) or (words[i + 1].head or "").startswith("--"):
-            options[_key(key)] = None
-            i += 1
-        else:
-            options[_key(key)] = words[i + 1]
-            i += 2
-    return options, words[i:]
-
-
-def _after_equals(word: Word, value: str) -> Word:
-    """The value of ``--key=value``: known, or what makes it unknown (``--nnodes=$N``)."""
-    if word.text is not None:
-        return Word(value, word.line, word.column)
-    return Word(None, word.line, word.column, unknown=word.unknown, parts=word.parts)
-
-
-def _key(key: str) -> str:
-    return key.replace("-", "_")
-
-
 def _values(words: list[Word], start: int) -> tuple[Word, int]:
     """An ``nargs='+'`` option's values (every word up to the next option) as one word, space-joined
     (unknown where one of them is), and the index after them."""
@@ -445,18 +286,18 @@ def _arguments(words: list[Word], lists: frozenset[str] = frozenset()) -> tuple[
         if text is not None and text.startswith("--") and len(text) > 2:
             key, eq, value = text[2:].partition("=")
             if eq:
-                pairs.append((_key(key), _after_equals(word, value), word))
+                pairs.append((option_key(key), after_equals(word, value), word))
                 i += 1
                 continue
             following = words[i + 1] if i + 1 < len(words) else None
             if following is None or (following.text is not None and following.text.startswith("--")):
-                pairs.append((_key(key), None, word))
+                pairs.append((option_key(key), None, word))
                 i += 1
-            elif _key(key) in lists:
+            elif option_key(key) in lists:
                 value, i = _values(words, i + 1)
-                pairs.append((_key(key), value, word))
+                pairs.append((option_key(key), value, word))
             else:
-                pairs.append((_key(key), following, word))
+                pairs.append((option_key(key), following, word))
                 i += 2
             continue
         positional.append(word)
@@ -724,7 +565,7 @@ def _program_and_words(rest: list[Word]) -> tuple[Word | None, list[Word]]:
 
 
 def _torchrun(command: Command, words: list[Word]) -> Launch:
-    options, rest = _options(words, "torchrun")
+    options, rest = launcher_options(words, "torchrun")
     program, rest = _program_and_words(rest)
     per_node = options.get("nproc_per_node")
     by = "--nproc_per_node"
@@ -740,7 +581,7 @@ def _torchrun(command: Command, words: list[Word]) -> Launch:
 
 
 def _accelerate(command: Command, words: list[Word]) -> Launch:
-    options, rest = _options(words, "accelerate")
+    options, rest = launcher_options(words, "accelerate")
     program, rest = _program_and_words(rest)
     processes = options.get("num_processes")
     return _program(command, "accelerate", program, rest, (processes, "accelerate launch --num_processes"), options,
@@ -748,7 +589,7 @@ def _accelerate(command: Command, words: list[Word]) -> Launch:
 
 
 def _deepspeed(command: Command, words: list[Word]) -> Launch:
-    options, rest = _options(words, "deepspeed")
+    options, rest = launcher_options(words, "deepspeed")
     program, rest = _program_and_words(rest)
     per_node, by = options.get("num_gpus"), "deepspeed --num_gpus"
     include = options.get("include")
@@ -839,12 +680,12 @@ def _verl(command: Command, module: Word, words: list[Word]) -> Launch:
         name, eq, value = head.partition("=")
         if name in HYDRA_VALUED:
             if eq:
-                options[HYDRA_VALUED[name]] = _after_equals(word, value)
+                options[HYDRA_VALUED[name]] = after_equals(word, value)
             elif i + 1 < len(words):
                 options[HYDRA_VALUED[name]] = words[i + 1]
                 i += 1
         elif eq and not name.startswith("-") and re.fullmatch(r"[+~]{0,2}[\w.\-/@]+", name):
-            arguments.append((name, _after_equals(word, value), word))
+            arguments.append((name, after_equals(word, value), word))
         i += 1
     config = _hydra_config(options, command)
     own = VERL_CONFIGS.get((config.text or "").rsplit("/", 1)[-1]) if config is not None else None
@@ -1057,7 +898,7 @@ def submitted_unknown(commands: list[Command]) -> list[tuple[str, int]]:
             continue
         if submitted([command]):
             continue
-        _, rest = _options(words[1:], "srun" if words[0].text.endswith("srun") else "")
+        _, rest = launcher_options(words[1:], "srun" if words[0].text.endswith("srun") else "")
         while rest and rest[0].text in ("bash", "sh"):
             rest = rest[1:]
         if rest and rest[0].text is None:
