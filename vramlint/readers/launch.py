@@ -20,7 +20,10 @@ Launchers, and the release whose parser their options come from:
 - OpenRLHF's ``openrlhf.cli.train_sft|train_dpo|train_rm`` (0.11.2, and the flat flags up to 0.10.1),
   whose flags are the recipe (``readers/openrlhf.py``), and ``train_ppo_ray``, on the actor's GPUs its
   flags state (``readers/openrlhf_ppo.py``);
-- ``python script.py`` (one process), behind ``srun``, ``env``, ``nohup``, ``exec``, ``time``, ``nsys profile``.
+- ``python script.py`` (one process; one a task under ``srun``, one a rank under ``mpirun``), behind the
+  wrappers readers/wrappers.py unwraps (``srun``, ``env``, ``nohup``, ``timeout``, ``nsys profile``,
+  ``uv run``, ``apptainer exec``, MPI launchers).
+Other frameworks' CLIs (``swift sft``, ``composer``, ...) and modules are jobs not read yet (VL011).
 """
 
 from __future__ import annotations
