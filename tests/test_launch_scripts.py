@@ -414,6 +414,17 @@ def test_a_python_program_under_srun_runs_once_a_task_not_once(header, per_node)
     assert launch.distributed and stated_gpus(launch, options).per_node == per_node
 
 
+@pytest.mark.parametrize("program, bridge", [("examples/recipes/llama/pretrain_llama3_8b.py", True),
+                                             ("scripts/training/run_recipe.py", True),
+                                             ("recipes/lora_finetune_distributed.py", False)])
+def test_a_megatron_bridge_recipe_script_says_what_is_read_instead(program, bridge):
+    """Megatron-Bridge's recipe scripts are a Python recipe function with overrides: VL011 naming
+    Bridge and the run_config.yaml it writes (which vramlint reads), not "Megatron (but
+    pretrain_gpt.py)"; torchtune's recipes/ are no Bridge script."""
+    (launch,) = launches(read_script(f"torchrun --nproc_per_node 8 {program} --config-file c.yaml\n").commands)
+    assert ("Megatron-Bridge recipe script" in launch.unread) == bridge
+
+
 def test_a_sourced_file_sets_what_the_script_runs_placed_at_its_source_line(tmp_path):
     """``source ./config.sh`` / ``. "${DIR}/conf/env.sh"``: the file's assignments and commands run
     here, as bash runs them, each word placed at the ``source`` line; a file that sources itself is

@@ -172,6 +172,19 @@ def test_megatrons_mixtral_example_is_priced_on_its_expert_grid():
     assert any(f["code"] == "VL210" and f["message"].startswith("dropless MoE routing") for f in entry["findings"])
 
 
+@pytest.mark.parametrize("extra, said", [("", True), ("--moe-router-force-load-balancing", False),
+                                         ("--moe-expert-capacity-factor 1.0", False)])
+def test_dropless_routing_is_said_unless_the_router_is_balanced_by_design(tmp_path, extra, said):
+    """A dropless router may send a rank's experts more than their share (VL210); one forced to balance
+    (--moe-router-force-load-balancing: random logits, TC:812, NVIDIA's DeepSeek-V3 FSDP example) or
+    capped by a capacity factor is what the estimate prices, and nothing is said."""
+    script = tmp_path / "train.sh"
+    script.write_text(LINE.format(extra=extra))
+    entry = _check(script, "--gpus", "8x80GB")
+    assert any(f["code"] == "VL210" and f["message"].startswith("dropless MoE routing")
+               for f in entry["findings"]) == said
+
+
 def test_a_bridge_qwen3_moe_dump_counts_the_embedding_and_loss_as_layers():
     """Bridge's Qwen3-235B-A22B dump (94 layers, PP 8, account_for_embedding / loss_in_pipeline_split):
     Megatron refused it as 94 layers over 8 stages; it is 96 slots, 11 layers on the first and the

@@ -90,6 +90,12 @@ UNREAD_MODULES = (("verl.", "verl (but verl.trainer.main_ppo)"),
                   ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"),
                   ("swift.", "ms-swift"), ("xtuner.", "XTuner"))
 UNREAD_SCRIPTS = (("pretrain_", "Megatron (but pretrain_gpt.py without --deepspeed)"), ("run_train", "nanotron"))
+# Megatron-Bridge's recipe scripts (examples/recipes/<family>/pretrain_<model>.py, finetune_<model>.py,
+# scripts/training/run_recipe.py): a Python recipe function with overrides; the ConfigContainer YAML a
+# run writes (run_config.yaml) is what vramlint reads (readers/megatron_bridge.py).
+BRIDGE_RECIPES = re.compile(r"(^|/)recipes/[\w.-]+/(pretrain|finetune)_[\w.-]+\.py$|(^|/)run_recipe\.py$")
+BRIDGE_UNREAD = ("Megatron-Bridge recipe script jobs are not read yet (the run_config.yaml a run writes, "
+                 "its ConfigContainer, is)")
 # Modules of those frameworks that start no GPU job: OpenRLHF's rule-based reward verifiers
 # (``openrlhf.models.remote_rm.math_verifier``: an HTTP server that checks answers on the CPU).
 NO_GPU_MODULES = ("openrlhf.models.remote_rm.",)
@@ -339,7 +345,8 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
         unread = f"the program it runs is {program.unknown if program else 'not named'}, known only when it runs"
     else:
         name = program.text.rsplit("/", 1)[-1].lower()
-        unread = "" if program.text.lower().startswith(NO_GPU_MODULES) else next(
+        unread = "" if program.text.lower().startswith(NO_GPU_MODULES) else \
+            BRIDGE_UNREAD if BRIDGE_RECIPES.search(program.text) else next(
             (f"{what} jobs are not read yet" for prefix, what in UNREAD_MODULES
              if program.text.lower().startswith(prefix)), "") or next(
             (f"{what} jobs are not read yet" for prefix, what in UNREAD_SCRIPTS if name.startswith(prefix)), "")

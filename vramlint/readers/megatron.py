@@ -54,7 +54,8 @@ BOOLEANS = frozenset({
     "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "optimizer_cpu_offload",
     "no_pad_vocab_size", "log_device_memory_used", "record_memory_history", "use_megatron_fsdp", "use_custom_fsdp",
     "use_torch_fsdp2", "fsdp_double_buffer", "use_nccl_ub", "megatron_fsdp_max_pool_double_buffer",
-    "init_model_with_meta_device", "fsdp_manual_registration", "defer_embedding_wgrad_compute"})
+    "init_model_with_meta_device", "fsdp_manual_registration", "defer_embedding_wgrad_compute",
+    "moe_router_force_load_balancing"})
 # Megatron's options that take several words (A: nargs '+' / '*', and TC's list fields the generated
 # parser gives nargs: --recompute-modules core_attn moe_act): each takes every word up to the next option
 LISTS = frozenset({
@@ -599,7 +600,8 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
         one_state = optimizer.value in ("muon", "dist_muon", "adaptive_muon", "lion")     # one momentum a parameter
         out.append(Feature(optimizer, f"--optimizer {optimizer.value}: its states priced as Adam's two fp32 moments",
                            "high" if one_state else "low"))
-    if layout.num_experts.count and layout.capacity.value is None:
+    forced = truthy(keys.raw("moe_router_force_load_balancing"))    # random logits, balanced by design (TC:812)
+    if layout.num_experts.count and layout.capacity.value is None and not forced:
         out.append(Feature(layout.num_experts, "dropless MoE routing (no expert capacity factor): priced at balanced "
                                                "load; a skewed router sends a rank's experts more tokens than their "
                                                "share"))
