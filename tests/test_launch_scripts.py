@@ -443,6 +443,22 @@ def test_a_sourced_file_sets_what_the_script_runs_placed_at_its_source_line(tmp_
     assert values["model_name_or_path"] == ("meta-llama/Llama-3.1-8B", 3) and values["learning_rate"] == ("2e-5", 2)
 
 
+@pytest.mark.parametrize("mode, status, warned", [("eval", "skipped", True), ("train", "estimated", False)])
+def test_a_job_only_in_a_branch_the_defaults_do_not_take_is_said(tmp_path, mode, status, warned):
+    """``MODE=${MODE:-eval}; if [ "$MODE" = train ]; then torchrun ...; fi``: with its own default the
+    script starts no job, but ``MODE=train ./run.sh`` does; that job is a VL011 warning at its line,
+    never a silent pass. Where the branch is taken the job is checked and nothing more is said."""
+    script = tmp_path / "run.sh"
+    script.write_text(f'MODE=${{MODE:-{mode}}}\nif [ "$MODE" = "train" ]; then\n  torchrun --nproc_per_node 8 train.py '
+                      "--model_name_or_path meta-llama/Llama-3.1-8B --per_device_train_batch_size 1\nelse\n"
+                      "  echo eval\nfi\n")
+    entry = _check(str(script), "--gpus", "8xH100")["files"][0]
+    found = [f for f in entry["findings"] if f["code"] == "VL011"]
+    assert entry["status"] == status and bool(found) == warned
+    if warned:
+        assert (found[0]["severity"], found[0]["line"]) == ("warning", 3)
+
+
 def test_bash_c_and_srun_are_read_through():
     text = '#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:8\nCMD="torchrun --nnodes $SLURM_NNODES ' \
            '--nproc_per_node $SLURM_GPUS_ON_NODE train.py"\nsrun --jobid $SLURM_JOB_ID bash -c "$CMD"\n'

@@ -42,6 +42,8 @@ def check(document: Document, result: FileResult, ctx: Context) -> list[FileResu
     options = sbatch_options(lines)
     script = read_script(text, result.path, known=slurm_variables(options), sourced=sourced_by(result.path))
     out = check_commands(script.commands, text, result, ctx, options)
+    if not any(one.job for one in out):
+        out[0].findings.extend(_untaken(launch, result.path) for launch in launches(script.untaken))
     out[0].findings.extend(sbatch_variable(result.path, option, line) for option, line in lines if "$" in option)
     return out
 
@@ -89,6 +91,16 @@ def check_commands(commands: list, text: str, result: FileResult, ctx: Context, 
                 else "starts no training or serving job (torchrun, accelerate launch, deepspeed, python, "
                 "llamafactory-cli, tune, axolotl, vllm serve): skipped")
     return [result]
+
+
+def _untaken(launch: Launch, path: str):
+    """A job in a branch the script's own values do not take (``[ "$MODE" = train ]`` after
+    ``MODE=${MODE:-eval}``): it runs when the environment sets them otherwise, so the script that
+    starts no job with its defaults does not pass without a word (VL011 at warning severity)."""
+    finding = not_estimated(Location(path, "$", launch.line, 1), f"line {launch.line} starts a job ({launch.launcher}) "
+                            "only in a branch the script's own values do not take: not checked",
+                            "set the values that take that branch in the script, or check it as a file of its own")
+    return replace(finding, severity=WARNING)
 
 
 def _handed_elsewhere(missing: list[tuple[str, int]], result: FileResult,

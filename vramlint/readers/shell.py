@@ -92,6 +92,9 @@ class Script:
     commands: list[Command] = field(default_factory=list)
     sbatch: list[tuple[str, int]] = field(default_factory=list)     # (the option text, line)
     errors: int = 0                                                 # parse error nodes
+    # the commands of branches the variables' values do not take (``[ "$MODE" = train ]`` after
+    # ``MODE=${MODE:-eval}``): what the script runs when the environment sets them otherwise
+    untaken: list[Command] = field(default_factory=list)
 
 
 RUNS_STDIN = ("sbatch", "bash", "sh")     # commands that run the script they read from a heredoc
@@ -204,18 +207,33 @@ class _Walker:
         variables so far (``[ "$USE_FSDP" = 1 ]`` after ``USE_FSDP=${USE_FSDP:-1}``) runs, as bash
         runs it, and those after it do not; one whose test only the run knows may run or not
         (``conditional``: it fills only what is unset), and so may every one after it."""
-        unsure = False
+        unsure, taken = False, False
         for test, body in _clauses(node):
+            if taken:
+                self.aside(body)
+                continue
             truth = True if test is None else self.truth(test)
             for part in test or ():
                 self.statement(part, conditional or unsure)
             if truth is False:
+                self.aside(body)
                 continue
             for part in body:
                 self.statement(part, conditional or unsure or truth is None)
-            if truth:
-                return
-            unsure = True
+            taken = bool(truth)
+            unsure = unsure or truth is None
+
+    def aside(self, body: list) -> None:
+        """A branch bash does not take with the values the script sets: its commands walked apart
+        (``Script.untaken``), leaving the variables, the written scripts and the commands as they were."""
+        saved = dict(self.variables), set(self.uncertain), dict(self.written), len(self.script.commands)
+        try:
+            for part in body:
+                self.statement(part, True)
+        finally:
+            self.script.untaken.extend(self.script.commands[saved[3]:])
+            del self.script.commands[saved[3]:]
+            self.variables, self.uncertain, self.written = saved[0], saved[1], saved[2]
 
     def truth(self, parts: list) -> bool | None:
         """A branch's test as bash would find it, where it is one ``[ ... ]`` / ``[[ ... ]]`` over
