@@ -459,6 +459,31 @@ def test_a_job_only_in_a_branch_the_defaults_do_not_take_is_said(tmp_path, mode,
         assert (found[0]["severity"], found[0]["line"]) == ("warning", 3)
 
 
+@pytest.mark.parametrize("line, launcher, program", [
+    ("docker run --gpus all --rm -v $PWD:/ws -it nvcr.io/nvidia/pytorch:24.05-py3 torchrun --nproc_per_node 8 "
+     "train.py", "torchrun", "train.py"),
+    ("docker exec -it trainer torchrun --nproc_per_node 8 train.py", "torchrun", "train.py"),
+    ("podman run --device nvidia.com/gpu=all --rm img python train.py", "python", "train.py"),
+    ("enroot start --rw --mount /data img torchrun --nproc_per_node 8 train.py", "torchrun", "train.py"),
+    ("docker run --gpus all --entrypoint python3 img train.py --lr 1e-5", "python", "train.py"),
+    ("docker run --runtime nvidia --gpus all -p 8000:8000 --ipc=host vllm/vllm-openai:latest --model "
+     "mistralai/Mistral-7B-v0.1", "vllm", "mistralai/Mistral-7B-v0.1"),
+    ("docker run -d -p 5432:5432 postgres", None, None),
+])
+def test_a_command_in_a_container_is_the_job(line, launcher, program):
+    """``docker run [options] IMAGE command`` / ``docker exec`` / podman / enroot: the command run in
+    the container is the job (its options' values not taken for the image: ``--rm -v X``); vLLM's
+    OpenAI image with no command is its entrypoint, the server; a database container is no job."""
+    found = launches(read_script(line + "\n").commands)
+    if launcher is None:
+        assert found == []
+    else:
+        (launch,) = found
+        named = launch.program.text if launch.program is not None else \
+            next(value.text for key, value, _ in launch.arguments if key == "model")
+        assert (launch.launcher, named) == (launcher, program)
+
+
 def test_bash_c_and_srun_are_read_through():
     text = '#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --gres=gpu:8\nCMD="torchrun --nnodes $SLURM_NNODES ' \
            '--nproc_per_node $SLURM_GPUS_ON_NODE train.py"\nsrun --jobid $SLURM_JOB_ID bash -c "$CMD"\n'

@@ -48,6 +48,21 @@ RUNNERS = {
 # Systems; ``nsys launch`` alike), ``ncu [options] cmd`` (Nsight Compute)
 PROFILERS = {"nsys": ("profile", "launch"), "ncu": ()}
 CONTAINERS = {"apptainer", "singularity"}          # ``apptainer run|exec [options] IMAGE command``
+# Container engines that run a command in an image (``docker run [options] IMAGE [command]``) or in a
+# running container (``docker exec [options] NAME command``): their subcommands and their boolean
+# options (docker 27 ``docker run --help``: -d, -i, -t, --init, --privileged, -P, --read-only, --rm,
+# --no-healthcheck, --oom-kill-disable, -q; podman and nerdctl take the same; enroot 3.5's start: -r /
+# --root, -w / --rw). Grouped short flags (``-it``, ``-dit``) are flags too.
+ENGINES = {"docker": ("run", "exec"), "podman": ("run", "exec"), "nerdctl": ("run", "exec"),
+           "enroot": ("start", "exec")}
+ENGINE_FLAGS = {"d", "detach", "i", "interactive", "t", "tty", "init", "privileged", "P", "publish-all",
+                "read-only", "rm", "no-healthcheck", "oom-kill-disable", "q", "quiet", "r", "root", "w", "rw",
+                "replace"}
+# Images whose entrypoint is the job when no command follows them: the arguments after the image are
+# its (vLLM's OpenAI image: ENTRYPOINT python3 -m vllm.entrypoints.openai.api_server, docker/Dockerfile;
+# TGI's image: text-generation-launcher)
+ENTRYPOINTS = ((re.compile(r"(^|/)vllm/vllm-openai(:|@|$)"), ("python3", "-m", "vllm.entrypoints.openai.api_server")),
+               (re.compile(r"(^|/)huggingface/text-generation-inference(:|@|$)"), ("text-generation-launcher",)))
 # MPI launchers (Open MPI's mpirun / orterun, MPICH and Intel MPI's mpiexec / Hydra): ``mpirun [options]
 # python train.py ...`` starts the program once a rank. Their options: two words after --mca / -genv /
 # -env (a name and its value), none after a flag, else one; -np / -n the ranks in all, -ppn / -npernode
@@ -62,7 +77,9 @@ MPI_TOTAL, MPI_PER_NODE = {"np", "n", "c"}, {"ppn", "npernode", "N"}
 # Commands an srun line runs: an unknown word before one of them is an option only the run knows.
 COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepspeed", "ray", "apptainer",
             "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl", "litgpt", "swift", "megatron",
-            "xtuner", "nemo", "oumi", "lmdeploy", "composer", "colossalai", *RUNNERS, *MPI}
+            "xtuner", "nemo", "oumi", "lmdeploy", "composer", "colossalai", *RUNNERS, *MPI, *ENGINES}
+
+
 def mpi_ranks(words: list[Word]) -> tuple[Word | None, Word | None, list[Word]]:
     """An MPI launcher's ranks in all and a node, and the command after its options."""
     total = per_node = None
@@ -117,6 +134,8 @@ def unwrapped(words: list[Word], prefix: dict[str, Word]) -> list[Word]:
             words = _run_in_environment(words[2:], head)
         elif head in PROFILERS and len(words) > 1 and (not PROFILERS[head] or words[1].text in PROFILERS[head]):
             _, words = launcher_options(words[2 if PROFILERS[head] else 1:], head)
+        elif head in ENGINES and len(words) > 1 and words[1].text in ENGINES[head]:
+            words = in_container(words[2:])
         elif head in CONTAINERS and len(words) > 1 and words[1].text in ("run", "exec"):
             _, words = launcher_options(words[2:], "srun")
             words = words[1:]                     # the image
@@ -134,6 +153,38 @@ def _run_in_environment(words: list[Word], runner: str) -> list[Word]:
     if runner == "uv" and ("m" in options or "module" in options) and words:
         words = [Word("python", words[0].line, words[0].column), Word("-m", words[0].line, words[0].column), *words]
     return words
+
+
+def in_container(words: list[Word]) -> list[Word]:
+    """The command a container engine runs, after its options and the image (or container): the
+    words after it, with ``--entrypoint X`` before them, or the image's own entrypoint where it is
+    one ``ENTRYPOINTS`` knows and no command follows (``docker run vllm/vllm-openai --model M``)."""
+    entry, i = None, 0
+    while i < len(words):
+        text = words[i].head
+        if text is None or not text.startswith("-") or text == "-":
+            break
+        key, eq, value = text.lstrip("-").partition("=")
+        grouped = not text.startswith("--") and len(key) > 1 and set(key) <= set("ditPq")
+        if eq or key in ENGINE_FLAGS or grouped:
+            if key == "entrypoint" and eq:
+                entry = after_equals(words[i], value)
+            i += 1
+        else:
+            if key == "entrypoint" and i + 1 < len(words):
+                entry = words[i + 1]
+            i += 2
+    if i >= len(words):
+        return []
+    image, rest = words[i], words[i + 1:]
+    if entry is not None:
+        return [entry, *rest]
+    if rest and not (rest[0].head or "").startswith("-"):
+        return rest
+    for pattern, command in ENTRYPOINTS:
+        if pattern.search(image.text or ""):
+            return [Word(w, image.line, image.column) for w in command] + rest
+    return []
 
 
 def launcher_options(words: list[Word], launcher: str) -> tuple[dict[str, Word | None], list[Word]]:
