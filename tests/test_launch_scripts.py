@@ -469,16 +469,24 @@ def test_a_job_only_in_a_branch_the_defaults_do_not_take_is_said(tmp_path, mode,
     ("docker run --runtime nvidia --gpus all -p 8000:8000 --ipc=host vllm/vllm-openai:latest --model "
      "mistralai/Mistral-7B-v0.1", "vllm", "mistralai/Mistral-7B-v0.1"),
     ("docker run -d -p 5432:5432 postgres", None, None),
+    ("apptainer exec --nv image.sif torchrun --nproc_per_node 8 train.py", "torchrun", "train.py"),
+    ("singularity exec --nv --cleanenv -B /data:/data image.sif python train.py", "python", "train.py"),
+    ("docker run --gpus all -e MODEL=m acme/trainer:1", "?", None),
 ])
 def test_a_command_in_a_container_is_the_job(line, launcher, program):
-    """``docker run [options] IMAGE command`` / ``docker exec`` / podman / enroot: the command run in
-    the container is the job (its options' values not taken for the image: ``--rm -v X``); vLLM's
-    OpenAI image with no command is its entrypoint, the server; a database container is no job."""
+    """``docker run [options] IMAGE command`` / ``docker exec`` / podman / enroot / apptainer: the command
+    run in the container is the job (its options' values not taken for the image: ``--rm -v X``,
+    apptainer's ``--nv``, which took the image for its value and skipped the job); vLLM's OpenAI image
+    with no command is its entrypoint, the server; a GPU run of an image whose entrypoint only the image
+    states is a job not read; a database container is no job."""
     found = launches(read_script(line + "\n").commands)
     if launcher is None:
         assert found == []
     else:
         (launch,) = found
+        if launcher == "?":               # a GPU run of an image whose entrypoint only the image states
+            assert launch.distributed and "the entrypoint of image acme/trainer:1" in launch.unread
+            return
         named = launch.program.text if launch.program is not None else \
             next(value.text for key, value, _ in launch.arguments if key == "model")
         assert (launch.launcher, named) == (launcher, program)

@@ -32,7 +32,8 @@ import re
 from dataclasses import dataclass, field, replace
 
 from vramlint.readers.shell import Command, Word
-from vramlint.readers.wrappers import MPI, after_equals, launcher_options, mpi_ranks, option_key, unwrapped
+from vramlint.readers.wrappers import (IMAGE_ENTRYPOINT, MPI, after_equals, launcher_options, mpi_ranks, option_key,
+                                       unwrapped)
 from vramlint.readers.openrlhf import MARKS as OPENRLHF_MARKS, trainer_of
 from vramlint.readers.megatron import BOOLEANS as MEGATRON_FLAGS, LISTS as MEGATRON_LISTS
 from vramlint.readers.megatron import PROGRAMS as MEGATRON_PROGRAMS
@@ -138,9 +139,11 @@ def read_command(command: Command) -> Launch | None:
         return None
     if words[0].text is None:
         script = _trainer_after(words)
-        if srun or script is not None:     # ``${LAUNCH_SCRIPT} ${DIR}/finetune.py ...``: a job, its launcher unknown
+        image = words[0].unknown.startswith(IMAGE_ENTRYPOINT)       # ``docker run --gpus all IMAGE``
+        if srun or image or script is not None:   # ``${LAUNCH_SCRIPT} ${DIR}/finetune.py ...``: its launcher unknown
+            known = "which only the image states" if image else "known only when it runs"
             return Launch("?", TRAINING, command, program=script, distributed=True,
-                          unread=f"the command is {words[0].unknown or 'unknown'}, known only when it runs")
+                          unread=f"the command is {words[0].unknown or 'unknown'}, {known}")
         return None
     command = Command(tuple(words), prefix, command.variables, command.line, command.under)
     launch = _read(command, words)

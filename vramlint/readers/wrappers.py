@@ -47,7 +47,12 @@ RUNNERS = {
 # Profilers that run a command under them, after their options: ``nsys profile [options] cmd`` (Nsight
 # Systems; ``nsys launch`` alike), ``ncu [options] cmd`` (Nsight Compute)
 PROFILERS = {"nsys": ("profile", "launch"), "ncu": ()}
-CONTAINERS = {"apptainer", "singularity"}          # ``apptainer run|exec [options] IMAGE command``
+# ``apptainer run|exec [options] IMAGE command`` (Apptainer 1.3 / SingularityCE 4 ``exec --help``: these
+# take no value; -B / --bind, --env, --home, --overlay, --pwd, --mount and the rest take one)
+CONTAINERS = {"apptainer", "singularity"}
+APPTAINER_FLAGS = {"nv", "nvccli", "rocm", "e", "cleanenv", "c", "contain", "C", "containall", "w", "writable",
+                   "writable-tmpfs", "f", "fakeroot", "no-home", "u", "userns", "p", "pid", "i", "ipc", "compat",
+                   "no-init", "no-privs", "no-https", "keep-privs", "no-nv", "unsquash"}
 # Container engines that run a command in an image (``docker run [options] IMAGE [command]``) or in a
 # running container (``docker exec [options] NAME command``): their subcommands and their boolean
 # options (docker 27 ``docker run --help``: -d, -i, -t, --init, --privileged, -P, --read-only, --rm,
@@ -74,6 +79,12 @@ MPI_FLAGS = {"allow-run-as-root", "oversubscribe", "nooversubscribe", "tag-outpu
              "print-rank-map", "prepend-rank", "use-hwthread-cpus", "genvall", "genvnone", "envall", "envnone",
              "bind-to-core", "bind-to-socket", "enable-recovery"}
 MPI_TOTAL, MPI_PER_NODE = {"np", "n", "c"}, {"ppn", "npernode", "N"}
+FLAGS.update({"mpi": MPI_FLAGS, "engine": ENGINE_FLAGS, "apptainer": APPTAINER_FLAGS})
+TWO_WORDS = {"mpi": MPI_TWO}              # options that take two words (a name and its value)
+GROUPED = {"engine": set("ditPq")}        # short flags that may be written together (``-it``)
+# An engine run of an image that asks for GPUs with no command: its entrypoint, which only the image knows
+IMAGE_ENTRYPOINT = "the entrypoint of image "
+GPU_REQUESTS = ("gpus", "runtime", "device")
 # Commands an srun line runs: an unknown word before one of them is an option only the run knows.
 COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepspeed", "ray", "apptainer",
             "singularity", "llamafactory-cli", "vllm", "tune", "axolotl", "trl", "litgpt", "swift", "megatron",
@@ -82,32 +93,13 @@ COMMANDS = {"bash", "sh", "python", "python3", "torchrun", "accelerate", "deepsp
 
 def mpi_ranks(words: list[Word]) -> tuple[Word | None, Word | None, list[Word]]:
     """An MPI launcher's ranks in all and a node, and the command after its options."""
-    total = per_node = None
-    i = 1
-    while i < len(words):
-        text = words[i].head
-        if text is None or not text.startswith("-") or text in ("-", "--"):
-            break
-        key, eq, value = text.lstrip("-").partition("=")
-        if eq:
-            word, i = after_equals(words[i], value), i + 1
-        elif key in MPI_FLAGS:
-            i += 1
-            continue
-        elif key in MPI_TWO:
-            i += 3
-            continue
-        else:
-            word, i = (words[i + 1] if i + 1 < len(words) else None), i + 2
-        if key in MPI_TOTAL:
-            total = word
-        elif key in MPI_PER_NODE:
-            per_node = word
-        elif key == "map-by" and word is not None and re.fullmatch(r"ppr:\d+:node", word.text or ""):
-            per_node = Word(word.text.split(":")[1], word.line, word.column)
-    if i < len(words) and words[i].text == "--":
-        i += 1
-    return total, per_node, words[i:]
+    options, rest = launcher_options(words[1:], "mpi")
+    total = next((options[k] for k in MPI_TOTAL if options.get(k) is not None), None)
+    per_node = next((options[k] for k in MPI_PER_NODE if options.get(k) is not None), None)
+    placed = options.get("map_by")
+    if per_node is None and placed is not None and re.fullmatch(r"ppr:\d+:node", placed.text or ""):
+        per_node = Word(placed.text.split(":")[1], placed.line, placed.column)
+    return total, per_node, rest[1:] if rest and rest[0].text == "--" else rest
 
 
 def unwrapped(words: list[Word], prefix: dict[str, Word]) -> list[Word]:
@@ -137,7 +129,7 @@ def unwrapped(words: list[Word], prefix: dict[str, Word]) -> list[Word]:
         elif head in ENGINES and len(words) > 1 and words[1].text in ENGINES[head]:
             words = in_container(words[2:])
         elif head in CONTAINERS and len(words) > 1 and words[1].text in ("run", "exec"):
-            _, words = launcher_options(words[2:], "srun")
+            _, words = launcher_options(words[2:], "apptainer")
             words = words[1:]                     # the image
         else:
             break
@@ -157,26 +149,16 @@ def _run_in_environment(words: list[Word], runner: str) -> list[Word]:
 
 def in_container(words: list[Word]) -> list[Word]:
     """The command a container engine runs, after its options and the image (or container): the
-    words after it, with ``--entrypoint X`` before them, or the image's own entrypoint where it is
-    one ``ENTRYPOINTS`` knows and no command follows (``docker run vllm/vllm-openai --model M``)."""
-    entry, i = None, 0
-    while i < len(words):
-        text = words[i].head
-        if text is None or not text.startswith("-") or text == "-":
-            break
-        key, eq, value = text.lstrip("-").partition("=")
-        grouped = not text.startswith("--") and len(key) > 1 and set(key) <= set("ditPq")
-        if eq or key in ENGINE_FLAGS or grouped:
-            if key == "entrypoint" and eq:
-                entry = after_equals(words[i], value)
-            i += 1
-        else:
-            if key == "entrypoint" and i + 1 < len(words):
-                entry = words[i + 1]
-            i += 2
-    if i >= len(words):
+    words after it, with ``--entrypoint X`` before them, or the image's own entrypoint where no
+    command follows: one ``ENTRYPOINTS`` knows (``docker run vllm/vllm-openai --model M``), else, where
+    the run asks for GPUs, a word only the image knows (a job, never a skip)."""
+    options, rest = launcher_options(words, "engine")
+    if rest and rest[0].text == "--":
+        rest = rest[1:]
+    if not rest:
         return []
-    image, rest = words[i], words[i + 1:]
+    image, rest = rest[0], rest[1:]
+    entry = options.get("entrypoint")
     if entry is not None:
         return [entry, *rest]
     if rest and not (rest[0].head or "").startswith("-"):
@@ -184,23 +166,32 @@ def in_container(words: list[Word]) -> list[Word]:
     for pattern, command in ENTRYPOINTS:
         if pattern.search(image.text or ""):
             return [Word(w, image.line, image.column) for w in command] + rest
+    if any(options.get(key) is not None for key in GPU_REQUESTS):
+        return [Word(None, image.line, image.column, unknown=IMAGE_ENTRYPOINT + (image.text or image.unknown))]
     return []
 
 
 def launcher_options(words: list[Word], launcher: str) -> tuple[dict[str, Word | None], list[Word]]:
-    """A launcher's own options (until the first word that is not one) and the words after them."""
+    """A launcher's own options (until the first word that is not one) and the words after them: a
+    flag (``FLAGS``, or a group of them, ``GROUPED``) takes no value, a ``TWO_WORDS`` option two, any
+    other one (``--opt v`` or ``--opt=v``), unless the next word is an option itself."""
     options: dict[str, Word | None] = {}
     flags = FLAGS.get(launcher) or RUNNERS.get(launcher, set())
+    two, grouped = TWO_WORDS.get(launcher, set()), GROUPED.get(launcher, set())
     i = 0
     while i < len(words):
         text = words[i].head
         if text is None or not text.startswith("-") or text in ("-", "--"):
             break
         key, eq, value = text.lstrip("-").partition("=")
+        together = grouped and not text.startswith("--") and len(key) > 1 and set(key) <= grouped
         if eq:
             options[option_key(key)] = after_equals(words[i], value)
             i += 1
-        elif key in flags or option_key(key) in flags or i + 1 >= len(words) or \
+        elif key in two:
+            options[option_key(key)] = words[i + 2] if i + 2 < len(words) else None
+            i += 3
+        elif together or key in flags or option_key(key) in flags or i + 1 >= len(words) or \
                 (words[i + 1].head or "").startswith("--"):
             options[option_key(key)] = None
             i += 1

@@ -22,8 +22,9 @@ from vramlint.memory.parts.allocator import Peaks
 from vramlint.memory.parts.components import ALLOCATOR, Component
 from vramlint.memory.parts.pipeline import Rank
 from vramlint.memory.runtimes.megatron import rl
-from vramlint.memory.runtimes.megatron.activations import (SOURCE as TERMS, dispatch_staging, embedding_mask,
-                                                           head_input, kept_per_token, rebuilt)
+from vramlint.memory.runtimes.megatron.activations import (SOURCE as TERMS, chunk_input, dispatch_staging,
+                                                           embedding_mask, head_input, kept_per_token, rebuilt,
+                                                           widths)
 from vramlint.memory.runtimes.megatron.layout import ranks
 from vramlint.memory.runtimes.megatron.states import SOURCE, megatron_states, rank_params
 from vramlint.plan import Plan
@@ -147,7 +148,7 @@ def _deferred(plan: Plan, tokens: int) -> tuple[Component, ...]:
     held = min(plan.parallelism.deferred_wgrad, plan.parallelism.microbatches - 1)
     if held <= 0:
         return ()
-    w = head_input(plan) // 2 + 2 * _shard(plan)
+    w = chunk_input(widths(plan)) + 2 * _shard(plan)       # the output layer's input (c h, split under SP)
     return (Component("deferred output-layer wgrad buffers", held * w * tokens, f"{held} micro-batch(es) x "
                       f"{w:,} B x {tokens:,} tokens (input + grad_output over the vocabulary shard)", DEFER_SOURCE),)
 
