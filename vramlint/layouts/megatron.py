@@ -184,8 +184,7 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
         out.append(Refusal(layout.global_batch, f"eval_global_batch_size ({wanted}) must be divisible by "
                                                 f"eval_micro_batch_size ({micro}) * data_parallel_size ({dp}) "
                                                 "(A:689-696)", f"a multiple of {micro * dp}"))
-    launched = own_model(recipe) and not recipe.vocabulary      # Megatron-LM's own flags: its validate_args ran
-    if launched and layout.loss_fusion.value and layout.loss_fusion_impl.value == "te":
+    if layout.launched and layout.loss_fusion.value and layout.loss_fusion_impl.value == "te":
         out.append(Refusal(layout.loss_fusion_impl, "Transformer Engine cross entropy loss fusion is disabled due to "
                                                     "stability issues. Use --cross-entropy-fusion-impl native, or omit "
                                                     "--cross-entropy-loss-fusion. (A:1642-1647)",

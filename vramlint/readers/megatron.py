@@ -115,6 +115,9 @@ class Layout:
     stage_layout: Fact = field(default_factory=lambda: Fact(None))   # --pipeline-model-parallel-layout
     # --use-megatron-fsdp's sharding strategy ("" off), its double buffers, its main parameters' bytes (0: none
     # apart, the compute weights are the optimizer's)
+    # Megatron-LM's own arguments (pretrain_gpt.py's line, its validate_args run on them), not another
+    # file's keys read as them (Megatron-Bridge's ConfigContainer, NeMo's model config: ``Arguments``)
+    launched: bool = True
     # --cross-entropy-loss-fusion and its --cross-entropy-fusion-impl (native, TC:325; te)
     # --defer-embedding-wgrad-compute and --wgrad-deferral-limit (MPC:415: 0, every micro-batch)
     deferred_wgrad: Fact = field(default_factory=lambda: Fact(False))
@@ -306,6 +309,7 @@ def read_layout(keys: Keys) -> Layout:
         capacity=keys.get("moe_expert_capacity_factor", default=None, why=f"{VERSION}: none, dropless (TC:888)"),
         aux_loss=_aux_loss(keys),
         stage_layout=keys.get("pipeline_model_parallel_layout", default=None, why=f"{VERSION}: none (A:2950)"),
+        launched=not isinstance(keys.document, Arguments),
         loss_fusion=_flag(keys, "cross_entropy_loss_fusion"),
         deferred_wgrad=_flag(keys, "defer_embedding_wgrad_compute"),
         deferral_limit=keys.get("wgrad_deferral_limit", default=0, why=f"{VERSION}: 0, every micro-batch (MPC:415)"),

@@ -85,6 +85,7 @@ def read_layout(keys: Keys, micro: Fact, total: Fact) -> Layout:
     flush holds."""
     count, value = keys.count, keys.value
     return Layout(
+        launched=False,                   # verl's worker builds Megatron-core itself: no validate_args
         tensor=count(f"{MEGATRON}.tensor_model_parallel_size"),
         pipeline=count(f"{MEGATRON}.pipeline_model_parallel_size"),
         context=count(f"{MEGATRON}.context_parallel_size"),
