@@ -428,12 +428,17 @@ def test_a_megatron_bridge_recipe_script_says_what_is_read_instead(program, brid
 def test_a_sourced_file_sets_what_the_script_runs_placed_at_its_source_line(tmp_path):
     """``source ./config.sh`` / ``. "${DIR}/conf/env.sh"``: the file's assignments and commands run
     here, as bash runs them, each word placed at the ``source`` line; a file that sources itself is
-    read once; a file that is not there is no error."""
+    read once; a file that is not there is no error, and one outside the repository (a machine's own)
+    is not read."""
     (tmp_path / "conf").mkdir()
+    (tmp_path / ".git").mkdir()           # the repository the script is in; files outside it are not read
     (tmp_path / "config.sh").write_text("NGPU=4\nLR=2e-5\nsource ./config.sh\n")
     (tmp_path / "conf" / "env.sh").write_text("MODEL=meta-llama/Llama-3.1-8B\n")
     script = tmp_path / "train.sh"
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.sh"
+    outside.write_text("NGPU=64\n")
     script.write_text('DIR=$(dirname "$0")\nsource ./config.sh\n. "${DIR}/conf/env.sh"\nsource missing.sh\n'
+                      f"source {outside}\n"
                       "torchrun --nproc_per_node $NGPU train.py --model_name_or_path $MODEL --learning_rate $LR\n")
     from vramlint.jobs.script import sourced_by
     commands = read_script(script.read_text(), str(script), sourced=sourced_by(str(script))).commands

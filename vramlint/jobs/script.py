@@ -24,7 +24,7 @@ from vramlint.readers.registry import RECIPES, detect
 from vramlint.readers.openrlhf_ppo import matters as openrlhf_matters
 from vramlint.readers.verl import matters as verl_matters
 from vramlint.readers.shell import Word, read_script, sbatch_lines
-from vramlint.repository import find_referenced, real, shown
+from vramlint.repository import find_referenced, real, root_of, shown
 from vramlint.rules.inputs import not_estimated
 from vramlint.rules.launch import missing_reference
 from vramlint.rules.scripts import gpus_contradict, sbatch_variable, value_unknown
@@ -51,10 +51,14 @@ def check(document: Document, result: FileResult, ctx: Context) -> list[FileResu
 def sourced_by(path: str):
     """The text of a file the script at ``path`` sources (``source conf/arguments.sh``), found as
     a file it names is (repository.find_referenced: the working directory, the script's folder and
-    those above it); None where there is none, or it cannot be read as text."""
+    those above it), inside the script's repository: a machine's own files (``source ~/.bashrc``,
+    ``/opt/conda/etc/profile.d/conda.sh``) would make the answer this machine's, not the files'. None
+    where there is none, or it cannot be read as text."""
+    root = real(root_of(path))
+
     def text_of(name: str) -> str | None:
         found = find_referenced(name, path)
-        if found is None:
+        if found is None or not real(found).is_relative_to(root):
             return None
         try:
             return read_text(found)
