@@ -609,19 +609,12 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
         out.append(Feature(layout.num_experts, "dropless MoE routing (no expert capacity factor): priced at balanced "
                                                "load; a skewed router sends a rank's experts more tokens than their "
                                                "share"))
-    strategy = keys.get("data_parallel_sharding_strategy", default="optim_grads_params",
-                        why=f"{VERSION}: optim_grads_params (A:3023)")
-    for name, what, unpriced in (("use_megatron_fsdp", f"Megatron FSDP ({strategy.value})",
-                                  strategy.value == "optim_grads"),        # optim_grads_params priced; optim as is
-                                 ("use_custom_fsdp", f"Megatron FSDP ({strategy.value})",
-                                  strategy.value == "optim_grads"),
-                                 ("use_torch_fsdp2", "PyTorch FSDP2 (--use-torch-fsdp2)", True)):
-        if truthy(keys.raw(name)) and unpriced:
-            out.append(Feature(keys.fact(name, True), f"{what}: its sharded gradients are priced as the distributed "
-                                                      "optimizer's whole ones" if name != "use_torch_fsdp2" else
-                               f"{what}: its sharded parameters and gradients are priced as the distributed "
-                               "optimizer's whole ones", "high"))
-            break
+    if layout.fsdp.value == "optim_grads":          # optim_grads_params is priced (fsdp.py), optim is as priced
+        out.append(Feature(layout.fsdp, "Megatron FSDP (optim_grads): its sharded gradients are priced as the "
+                                        "distributed optimizer's whole ones", "high"))
+    if truthy(keys.raw("use_torch_fsdp2")):
+        out.append(Feature(keys.fact("use_torch_fsdp2", True), "PyTorch FSDP2 (--use-torch-fsdp2): its sharded "
+                           "parameters and gradients are priced as the distributed optimizer's whole ones", "high"))
     mtp = keys.get("mtp_num_layers", default=None, convert=positive)
     if mtp.count:
         out.append(Feature(mtp, f"{mtp.count} multi-token prediction layer(s) and their output head"))
