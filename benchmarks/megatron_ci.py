@@ -1,7 +1,7 @@
 """Megatron-LM's own CI memory measurements against vramlint's estimate, case by case.
 
 Rows: tests/data/megatron/ci (dev/collect_megatron_ci.py; Megatron-LM core_v0.19.0): each H100 test
-case's pretrain_gpt.py arguments (model_config.yaml's MODEL_ARGS) on its recipe's nodes x GPUs, and
+case's pretrain_gpt.py / pretrain_hybrid.py arguments (model_config.yaml's MODEL_ARGS) on its recipe's nodes x GPUs, and
 its golden ``mem-max-allocated-bytes`` (torch's max allocated, the largest over the steps). Megatron
 writes those metrics from its last rank (the tensorboard writer is rank world_size - 1,
 megatron/training/global_vars.py:217): under pipeline parallelism the last stage's, so the estimate
@@ -31,23 +31,26 @@ sys.path.insert(0, os.path.dirname(HERE))
 from checked import first_estimate, without_context  # noqa: E402
 
 
-def recipes() -> dict[str, tuple[int, int]]:
-    """Each case's nodes and GPUs a node, from the H100 recipes its folder was collected by."""
+def recipes() -> dict[str, tuple[int, int, str]]:
+    """Each case's nodes, GPUs a node and program (the recipe's TRAINING_SCRIPT_PATH), from the H100
+    recipes its folder was collected by."""
     from dev.collect_megatron_ci import LEFT_OUT
     out = {}
     for name in sorted(os.listdir(os.path.join(CI, "recipes"))):
         with open(os.path.join(CI, "recipes", name)) as handle:
             data = yaml.safe_load(handle)
+        program = re.search(r"TRAINING_SCRIPT_PATH=([\w./]+)", data["spec"]["script"])
         for product in data.get("products", []):
             for case in product.get("test_case", []):
                 for run in product.get("products", [{}]):
                     if "dgx_h100" in str(run.get("platforms", "")) and not any(w in case for w in LEFT_OUT):
-                        out[case] = (run.get("nodes", data["spec"]["nodes"]), run.get("gpus", data["spec"]["gpus"]))
+                        out[case] = (run.get("nodes", data["spec"]["nodes"]), run.get("gpus", data["spec"]["gpus"]),
+                                     program.group(1) if program else "pretrain_gpt.py")
     return out
 
 
-def line(case: str, gpus: int) -> str:
-    """The pretrain_gpt.py line the CI runs: MODEL_ARGS, ``true`` a bare flag, each value one word
+def line(case: str, gpus: int, program: str = "pretrain_gpt.py") -> str:
+    """The program's line the CI runs: MODEL_ARGS, ``true`` a bare flag, each value one word
     (the harness passes them as an array: ``([0]*1+[1]*15)`` is no subshell), the CI's own folders
     (``${DATA_PATH}``) as their names."""
     with open(os.path.join(CI, case, "model_config.yaml")) as handle:
@@ -61,7 +64,7 @@ def line(case: str, gpus: int) -> str:
             words += [key, *(shlex.quote(str(item).strip()) for item in items)]
         elif value is not False and value is not None:
             words += [key, shlex.quote(str(value).replace("${", "").replace("}", ""))]
-    return f"torchrun --nproc_per_node {gpus} pretrain_gpt.py " + " ".join(words) + "\n"
+    return f"torchrun --nproc_per_node {gpus} {program} " + " ".join(words) + "\n"
 
 
 def measured(case: str) -> float | None:
@@ -92,14 +95,14 @@ def last_rank(text: str, gpus: str, entry: dict) -> int:
 def main() -> None:
     clean, flagged, missing = [], [], 0
     print(f"{'measured':>9} {'estimate':>9} {'error':>7}  case (last rank; GB)")
-    for case, (nodes, per_node) in sorted(recipes().items()):
+    for case, (nodes, per_node, program) in sorted(recipes().items()):
         if not os.path.exists(os.path.join(CI, case, "model_config.yaml")):
             continue
         value = measured(case)
         if value is None:
             continue
         gpus = f"{nodes}x{per_node}xH100" if nodes > 1 else f"{per_node}xH100"
-        text = line(case, per_node)
+        text = line(case, per_node, program)
         entry = first_estimate("train.sh", text, gpus)
         if entry is None:
             missing += 1

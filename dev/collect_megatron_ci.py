@@ -1,9 +1,10 @@
 """Copy Megatron-LM's own CI memory measurements into tests/data/megatron/ci (byte-exact, with
 SOURCES.tsv): for each test case its H100 recipe lists on dgx_h100 (tests/test_utils/recipes/h100/
-gpt.yaml and moe.yaml: the nodes and GPUs it runs on), the case's model_config.yaml (its
-pretrain_gpt.py arguments) and golden_values_dev_dgx_h100.json (``mem-max-allocated-bytes`` a step,
-torch's max allocated on the last rank: Megatron's tensorboard writer is rank world_size - 1,
-global_vars.py:217). Inference and RL cases, and the long "release" runs, are left out.
+gpt.yaml, moe.yaml and mamba.yaml: the nodes and GPUs it runs on, the program: TRAINING_SCRIPT_PATH),
+the case's model_config.yaml (its program's arguments) and golden_values_dev_dgx_h100.json
+(``mem-max-allocated-bytes`` a step, torch's max allocated on the last rank: Megatron's tensorboard
+writer is rank world_size - 1, global_vars.py:217). Inference, RL and quantization-aware distillation
+cases, and the long "release" runs, are left out.
 
     python dev/collect_megatron_ci.py /path/to/Megatron-LM.git [COMMIT]
 """
@@ -18,8 +19,9 @@ import yaml
 
 COMMIT = "5be9626709af2722333bf54797c954c09edeada3"     # core_v0.19.0
 OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "data", "megatron", "ci")
-RECIPES = ("tests/test_utils/recipes/h100/gpt.yaml", "tests/test_utils/recipes/h100/moe.yaml")
-LEFT_OUT = ("inference", "grpo", "release", "rl_", "_rl")
+RECIPES = ("tests/test_utils/recipes/h100/gpt.yaml", "tests/test_utils/recipes/h100/moe.yaml",
+           "tests/test_utils/recipes/h100/mamba.yaml")     # the hybrid stack's cases (pretrain_hybrid.py)
+LEFT_OUT = ("inference", "grpo", "release", "rl_", "_rl", "_QAD")    # QAD: NVFP4 distillation, student + teacher
 
 
 def git(repo: str, *args: str) -> bytes:

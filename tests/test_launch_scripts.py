@@ -305,6 +305,19 @@ def test_a_branch_whose_test_the_variables_decide_runs_as_bash_runs_it(test, tak
     assert words[-1] == {"fsdp": "--fsdp", "ddp": "--ddp", None: "1"}[taken]
 
 
+@pytest.mark.parametrize("scale, taken", [
+    ("8B", "4"), ("800M", "1"), ("small", "1"), ("70B-long", "8"), ("13B", None), ("$1", "1"),
+])
+def test_a_case_whose_word_the_variables_decide_runs_the_item_bash_runs(scale, taken):
+    """``case "${MODEL_SCALE}" in "800M") TP=1 ;; "8B") TP=4 ;; ...`` (Megatron-LM's examples/mamba/
+    train.sh): the item whose pattern matches runs, the others do not; each was read as a branch that
+    may run, so the first item's values stood for every scale (the 8B job priced as the 800M one).
+    No match: none runs (the default ``*)`` exits); a word only the run knows: the first fills."""
+    text = (f'MODEL_SCALE="{scale}"\ncase "${{MODEL_SCALE}}" in\n  "800M"|small)\n    TP=1\n    ;;\n'
+            '  "8B") TP=4 ;;\n  70B*) TP=8 ;;\nesac\npython train.py --tp ${TP:-none}\n')
+    assert _words(text)[-1][-1] == (taken or "none")
+
+
 @pytest.mark.parametrize("text, program", [
     ("$LAUNCHER train.py --lr 1e-5\n", "train.py"),
     ("${LAUNCH_SCRIPT} ${SCRIPT_DIR}/finetune.py --tensor-model-parallel-size ${TP}\n", "finetune.py"),
@@ -423,6 +436,20 @@ def test_a_megatron_bridge_recipe_script_says_what_is_read_instead(program, brid
     pretrain_gpt.py)"; torchtune's recipes/ are no Bridge script."""
     (launch,) = launches(read_script(f"torchrun --nproc_per_node 8 {program} --config-file c.yaml\n").commands)
     assert ("Megatron-Bridge recipe script" in launch.unread) == bridge
+
+
+@pytest.mark.parametrize("program, unread", [
+    ("examples/mimo/train.py", "Megatron MIMO"), ("-m examples.mimo.pretrain_mimo", "Megatron MIMO"),
+    ("-m tools.pretrain_bert", "Megatron (but pretrain_gpt.py"), ("pretrain_hybrid.py --hybrid-layer-pattern M*", ""),
+    ("pretrain_hybrid.py --num-layers 8", "pretrain_hybrid.py without --hybrid-layer-pattern"),
+])
+def test_megatron_programs_other_than_its_gpt_and_hybrid_ones_are_said_not_read(program, unread):
+    """Megatron-LM's MIMO trainers take its flags, but train encoders beside the language model on
+    rank groups of their own: read as pretrain_gpt.py they priced the language model alone. A module
+    (``-m pkg.pretrain_x``) is named by its last part as a script is; pretrain_hybrid.py is read where
+    its pattern states the layers."""
+    (launch,) = launches(read_script(f"torchrun --nproc_per_node 8 {program} --micro-batch-size 1\n").commands)
+    assert launch.unread.startswith(unread) if unread else launch.unread == ""
 
 
 def test_a_sourced_file_sets_what_the_script_runs_placed_at_its_source_line(tmp_path):

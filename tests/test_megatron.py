@@ -222,13 +222,14 @@ def test_a_megatron_job_the_tool_cannot_read_is_not_estimated_never_skipped(tmp_
 
 
 @pytest.mark.parametrize("flags, words", [
-    ("--hybrid-layer-pattern M-M*-M-M*", "--hybrid-layer-pattern"),
-    ("--hybrid-override-pattern M-M*-M-M*", "--hybrid-override-pattern"),
+    ("--hybrid-layer-pattern M-G*-M-G*", "Gated DeltaNet (G)"),
+    ("--hybrid-override-pattern M-M+M-M+", "multi-latent attention (+)"),
+    ("--hybrid-layer-pattern M-M*-M-X*", "'X', not a layer symbol"),
     ("--heterogeneous-layers-config-path nemotron_super.json", "--heterogeneous-layers-config-path"),
 ])
 def test_layers_other_than_the_gpt_layer_are_not_priced_as_it(tmp_path, flags, words):
-    """A hybrid pattern's Mamba layers, or a shape per layer, are not the GPT layer the other
-    arguments state: VL011, never a silent GPT estimate."""
+    """A hybrid pattern's layers not priced (Gated DeltaNet, latent attention), or a shape per layer,
+    are not the GPT layer the other arguments state: VL011, never a silent GPT estimate."""
     script = tmp_path / "train.sh"
     script.write_text("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --hidden-size 2048 "
                       f"--num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 --vocab-size 32000 {flags}\n")
@@ -237,14 +238,17 @@ def test_layers_other_than_the_gpt_layer_are_not_priced_as_it(tmp_path, flags, w
     assert any(f["code"] == "VL011" and words in f["message"] for f in entry["findings"])
 
 
-def test_megatrons_hybrid_nemotron_example_under_uv_run_says_its_mamba_layers_are_not_priced():
+def test_megatrons_mimo_nemotron_example_under_uv_run_is_not_read_as_pretrain_gpt():
     """Megatron-LM's examples/mimo/scripts/run_hetero_nemotron_20l_mock_train.sh (core_v0.19.0,
-    byte-exact): ``uv run --extra ssm python -m torch.distributed.run`` over a Nemotron pattern
-    ``MEMEM*EMEMEM*EMEMEM*``. It was skipped (exit 0); it is VL011 for its hybrid layers."""
+    byte-exact): ``uv run --extra ssm python -m torch.distributed.run -m examples.mimo.pretrain_mimo``
+    over a Nemotron pattern, its language model and vision encoder on rank groups of their own
+    (--llm-tp 2 --llm-ep 4 --encoder-tp 2). It was skipped (exit 0), then VL011 for its hybrid layers;
+    with those priced, MIMO's program is what is not read (VL011), never pretrain_gpt.py's layout
+    (TP 1, EP 1) over its flags."""
     entry = _check(SCRIPTS / "NVIDIA__Megatron-LM/examples/mimo/scripts/run_hetero_nemotron_20l_mock_train.sh",
                    "--gpus", "8xH100")["files"][0]
     assert entry["via"] == "torchrun, line 25" and entry["status"] == "not estimated"
-    assert any(f["code"] == "VL011" and "--hybrid-layer-pattern" in f["message"] for f in entry["findings"])
+    assert any(f["code"] == "VL011" and "Megatron MIMO" in f["message"] for f in entry["findings"])
 
 
 def test_where_no_layout_fits_the_hint_stays_in_megatrons_vocabulary():

@@ -50,11 +50,11 @@ def test_megatrons_ci_runs_are_estimated_within_ten_percent_of_max_allocated():
     wgrad (1.89 GB), latent attention beside a plain GELU MLP (1.25 GB), and two 7B runs (57 and 61 GB)."""
     ci = _ci()
     priced = {}
-    for case, (nodes, per_node) in ci.recipes().items():
+    for case, (nodes, per_node, program) in ci.recipes().items():
         if not (CI / case / "model_config.yaml").exists() or ci.measured(case) is None:
             continue
         gpus = f"{nodes}x{per_node}xH100" if nodes > 1 else f"{per_node}xH100"
-        text = ci.line(case, per_node)
+        text = ci.line(case, per_node, program)
         entry = ci.first_estimate("train.sh", text, gpus)
         if entry is None or any(f["code"] in ("VL210", "VL211") for f in entry["findings"]):
             continue

@@ -16,7 +16,7 @@ from importlib import import_module
 from vramlint.errors import UnplannableError
 from vramlint.hardware import Cluster
 from vramlint.layouts import Refusal, own_model, whole
-from vramlint.models.shape import ModelShape
+from vramlint.models.shape import LINEAR, NONE, ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
 from vramlint.readers.megatron import METHODS, MODULES, RECOMPUTE, VERSION, WAY_ON, Layout
 from vramlint.readers.recipe import Recipe
@@ -106,10 +106,61 @@ def _stage_layout_refused(layout: Layout, model: ModelShape, pp: int) -> list[Re
 
 
 def stage_layers(layout: Layout) -> tuple[int, ...]:
-    """Decoder layers of each stage a --pipeline-model-parallel-layout states (none without one)."""
+    """Decoder layers of each stage a --pipeline-model-parallel-layout states, or a hybrid pattern's
+    ``|`` segments (hybrid_layer_allocation.py select_pipeline_segment: segment vp x pp + rank on
+    pipeline rank ``rank``, the interleaved order); none without either."""
+    if segments(layout):
+        return tuple(len(segment) for segment in segments(layout))
     if layout.stage_layout.value is None:
         return ()
     return tuple(stage.count("t") for stage in stage_layout(str(layout.stage_layout.value)))
+
+
+def segments(layout: Layout) -> list[str]:
+    """A hybrid pattern's pipeline segments where it has ``|`` (none where it has no pipes)."""
+    main = str(layout.hybrid.value).split("/")[0] if layout.hybrid.value is not None else ""
+    return main.split("|") if "|" in main else []
+
+
+# What validate_args asserts beside a hybrid pattern (A:772-811), each in its words: (the layout's
+# field, whether only a pattern with pipes is refused, the message)
+HYBRID_ASSERTS = (
+    ("first_layers", True, "If --hybrid-layer-pattern contains pipe separators, --decoder-first-pipeline-num-layers "
+                           "should not be specified as the pipeline layout is explicitly defined. (A:778)"),
+    ("last_layers", True, "If --hybrid-layer-pattern contains pipe separators, --decoder-last-pipeline-num-layers "
+                          "should not be specified as the pipeline layout is explicitly defined. (A:783)"),
+    ("virtual_layers", False, "--num-layers-per-virtual-pipeline-stage should not be used with --hybrid-layer-pattern. "
+                              "To specify virtual pipelining, describe a number of pipeline segments in "
+                              "--hybrid-layer-pattern that is a multiple of --pipeline-model-parallel-size greater "
+                              "than 1 (A:788)"),
+    ("virtual_stages", False, "--num-virtual-stages-per-pipeline-rank should not be used with --hybrid-layer-pattern. "
+                              "Virtual pipeline stages are derived from the number of | segments in the pattern. "
+                              "(A:794)"),
+    ("stage_layout", False, "--pipeline-model-parallel-layout should not be used with --hybrid-layer-pattern. "
+                            "Pipeline stage layout is defined by | separators in the pattern. (A:799)"),
+    ("embedding_slot", False, "--account-for-embedding-in-pipeline-split should not be used with "
+                              "--hybrid-layer-pattern. Pipeline stage layout is defined by | separators in the "
+                              "pattern. (A:803)"),
+    ("loss_slot", False, "--account-for-loss-in-pipeline-split should not be used with --hybrid-layer-pattern. "
+                         "Pipeline stage layout is defined by | separators in the pattern. (A:808)"),
+)
+
+
+def _hybrid_refused(layout: Layout, pp: int, dp: int) -> list[Refusal] | None:
+    """validate_args' asserts on a hybrid pattern's pipeline (A:772-829); None where the job has no
+    pattern with pipes (its layers then split as --num-layers' would be: select_pipeline_segment)."""
+    piped = segments(layout)
+    for name, with_pipes, message in HYBRID_ASSERTS:
+        fact = getattr(layout, name)
+        if fact.value not in (None, False) and (piped or not with_pipes):
+            return [Refusal(fact, message, "state the pipeline stages with | in --hybrid-layer-pattern")]
+    if not piped:
+        return None
+    if len(piped) % pp:
+        return [Refusal(layout.hybrid, "The number of hybrid pipeline segments described by --hybrid-layer-pattern "
+                        f"must be evenly divisible by --pipeline-model-parallel-size. Got {len(piped)} segments and "
+                        f"{pp} pipeline parallel size. (A:823)", f"a multiple of {pp} segments")]
+    return _interleaved(layout, len(piped) // pp, pp, dp)
 
 
 def slots(layout: Layout) -> tuple[bool, bool]:
@@ -163,17 +214,9 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
         return [Refusal(layout.tensor if layout.tensor.from_file else layout.pipeline,
                         f"world size ({world}) is not divisible by total_model_size (total_model_size={size}) "
                         "(A:428)", f"a GPU count that is a multiple of {size}, or smaller model-parallel sizes")]
-    out = []
-    att = model.layers[0].attention
     tp = d["tensor"]
-    if att.num_heads % tp:
-        out.append(Refusal(layout.tensor, f"num_attention_heads ({att.num_heads}) must be a multiple of "
-                                          f"tensor_model_parallel_size ({tp}). (TC:1323)",
-                           "a --tensor-model-parallel-size that divides the heads"))
-    elif att.num_kv_heads % tp and tp % att.num_kv_heads:
-        out.append(Refusal(layout.tensor, f"num_query_groups ({att.num_kv_heads}) must be a multiple or divisor of "
-                                          f"tensor_model_parallel_size ({tp}). (TC:1338)",
-                           "a --tensor-model-parallel-size that divides the query groups"))
+    refused = tp_refused(model, tp)
+    out = [Refusal(getattr(layout, refused[2]), *refused[:2])] if refused else []
     seq, cp = whole(recipe.seq_len, 0), d["context"]
     if cp > 1 and seq % (2 * cp):
         out.append(Refusal(recipe.seq_len, "seq-length should be a multiple of 2 * context-parallel-size if "
@@ -195,6 +238,27 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
                                                  "reuses the code path of this flag. (A:1803-1806)",
                            "--use-precision-aware-optimizer"))
     return out + _experts(layout, d, world, model)
+
+
+def tp_refused(model: ModelShape, tp: int) -> tuple[str, str, str] | None:
+    """What Megatron asserts of the TP size against the model, the way on, and the layout's fact it
+    is about; None where it holds: the attention heads (TC:1323) and query groups (TC:1338) of its
+    first attention layer, and a hybrid stack's Mamba heads and groups (mamba_mixer.py:260-272)."""
+    att = next((layer.attention for layer in model.layers if layer.attention.kind not in (LINEAR, NONE)), None)
+    ssm = next((layer.ssm for layer in model.layers if layer.ssm is not None), None)
+    if att is not None and att.num_heads % tp:
+        return (f"num_attention_heads ({att.num_heads}) must be a multiple of tensor_model_parallel_size ({tp}). "
+                "(TC:1323)", "a --tensor-model-parallel-size that divides the heads", "tensor")
+    if att is not None and att.num_kv_heads % tp and tp % att.num_kv_heads:
+        return (f"num_query_groups ({att.num_kv_heads}) must be a multiple or divisor of tensor_model_parallel_size "
+                f"({tp}). (TC:1338)", "a --tensor-model-parallel-size that divides the query groups", "tensor")
+    if ssm is not None and (ssm.heads % tp or ssm.groups % tp or ssm.heads % ssm.groups):
+        what = ("nheads must be evenly divisble by tp_size" if ssm.heads % tp else "ngroups must be evenly divisible "
+                "by tp_size" if ssm.groups % tp else "nheads must be evenly divisible by ngroups")
+        return (f"{what} (Mamba: {ssm.heads} heads, {ssm.groups} groups; mamba_mixer.py:260-272)",
+                "a --tensor-model-parallel-size that divides --mamba-num-heads and --mamba-num-groups",
+                "hybrid" if ssm.heads % ssm.groups and not (ssm.heads % tp or ssm.groups % tp) else "tensor")
+    return None
 
 
 def _experts(layout: Layout, d: dict[str, int], world: int, model: ModelShape) -> list[Refusal]:
@@ -224,6 +288,10 @@ def _experts(layout: Layout, d: dict[str, int], world: int, model: ModelShape) -
 
 def _pipeline(layout: Layout, model: ModelShape, pp: int, dp: int) -> list[Refusal]:
     """The layers' split over the stages and the interleaved schedule's needs (A:894-975, schedules.py)."""
+    if layout.hybrid.value is not None:
+        hybrid = _hybrid_refused(layout, pp, dp)
+        if hybrid is not None:
+            return hybrid
     if layout.stage_layout.value is not None:
         return _stage_layout_refused(layout, model, pp) or _interleaved(layout, len(stage_layers(layout)) // pp,
                                                                        pp, dp)

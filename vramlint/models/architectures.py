@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from vramlint.models.config import HfConfig
-from vramlint.models.shape import (CHUNKED, FULL, LINEAR, MLA, SLIDING, Attention, Block, Layer, Mlp,
-                                   ModelShape)
+from vramlint.models.shape import (CHUNKED, FULL, LINEAR, MLA, NONE, SLIDING, Attention, Block, Layer, Mlp,
+                                   ModelShape, Ssm)
 
 
 @dataclass(frozen=True)
@@ -614,6 +614,62 @@ def gemma4_text(c: HfConfig) -> ModelShape:
                    model_linears=(("per_layer_model_projection", h, count * per_layer),))
 
 
+# ---------------------------------------------------------------------------------------------
+# Megatron-core's hybrid stack: the layers readers/megatron.py reads from --hybrid-layer-pattern
+
+
+HYBRID_SYMBOLS = "M*-E"           # Mamba, self-attention, MLP, MoE (hybrid_layer_allocation.py Symbols)
+NO_MLP, NO_MIXER = Mlp("none", 0), Attention(NONE, 0, 0, 0)
+
+
+def megatron_hybrid(c: HfConfig) -> ModelShape:
+    """Megatron-core's hybrid stack (Megatron-LM core_v0.19.0 megatron/core/models/hybrid/
+    hybrid_layer_specs.py ``hybrid_stack_spec``): one layer a symbol of ``hybrid_layer_pattern``, each
+    one sub-block whose norm is fused into its first linear (TELayerNormColumnParallelLinear: a
+    LayerNorm's weight and bias, RMSNorm's weight alone):
+
+    - ``M`` a Mamba-2 mixer (ssm/mamba_mixer.py): in_proj h -> z, x, B, C, dt and out_proj d_inner -> h
+      without biases, the depthwise conv1d over x, B and C with its bias, dt_bias, A_log and D (a
+      value a head) and the gated RMSNorm's d_inner weight: all split over TP (the norm fused into
+      in_proj replicated);
+    - ``*`` self-attention: the fused qkv and the output projection (biases with --add-bias-linear);
+    - ``-`` an MLP (fc1 gated under --swiglu), ``E`` an MoE layer (TENorm, router, experts).
+
+    Not Hugging Face's ``nemotron_h`` (its norms and fused layouts differ; it is built by transformers)."""
+    h, nh, nkv, hd = heads(c)
+    ln_bias, bias = c.flag("norm_bias"), c.flag("attention_bias")
+    inner, groups = c.int("mamba_num_heads") * c.int("mamba_head_dim"), c.int("mamba_num_groups")
+    ssm = Ssm(inner, c.int("mamba_num_heads"), groups, c.int("mamba_state_dim"), c.int("mamba_conv", default=4))
+    layers = []
+    for symbol in str(c.get("hybrid_layer_pattern")):
+        modules = [norm("norm", h, ln_bias)]
+        if symbol == "M":
+            modules += [linear("in_proj", "attention", h, ssm.projection),
+                        Module("conv1d", "attention", ssm.conv_channels * (ssm.conv + 1),
+                               (ssm.conv_channels * ssm.conv, ssm.conv_channels)),
+                        Module("dt_bias+A_log+D", "attention", 3 * ssm.heads, (ssm.heads,) * 3),
+                        Module("mixer_norm", "attention", inner), linear("out_proj", "attention", inner, h)]
+            layers.append(replace(layer(Attention(LINEAR, ssm.heads, groups, c.int("mamba_head_dim")), NO_MLP,
+                                        modules), ssm=ssm))
+        elif symbol == "*":
+            modules += [linear("linear_qkv", "attention", h, (nh + 2 * nkv) * hd, bias),
+                        linear("linear_proj", "attention", nh * hd, h, bias)]
+            layers.append(layer(Attention(FULL, nh, nkv, hd), NO_MLP, modules))
+        elif symbol == "E":
+            mlp, experts_ = routed(h, c.int("num_experts"), c.int("num_experts_per_tok"),
+                                   c.int("moe_intermediate_size"), shared=c.int("shared_expert_intermediate_size",
+                                                                                  default=0),
+                                   gated=gated_linear_unit(c))
+            layers.append(layer(NO_MIXER, mlp, modules + experts_))
+        else:
+            width = c.int("intermediate_size")
+            gated = gated_linear_unit(c)
+            modules += gated_mlp(h, width, bias=bias) if gated else plain_mlp(h, width, bias)
+            layers.append(layer(NO_MIXER, Mlp("gated" if gated else "plain", width), modules))
+    positions = c.int("learned_positions", default=0) * h
+    return decoder(c, layers, h, final_norm=h * (2 if ln_bias else 1), positions=positions)
+
+
 # The registry: model_type -> (builder, transformers defaults to fill from).
 FAMILIES: dict[str, tuple[Callable[[HfConfig], ModelShape], str]] = {
     "llama": (llama, "llama"),
@@ -643,4 +699,5 @@ FAMILIES: dict[str, tuple[Callable[[HfConfig], ModelShape], str]] = {
     "gpt_oss": (gpt_oss, "gpt_oss"),
     "llama4_text": (llama4_text, "llama4_text"),
     "gemma4_text": (gemma4_text, "gemma4_text"),
+    "megatron_hybrid": (megatron_hybrid, "megatron_hybrid"),     # readers/megatron.py's alone: no transformers type
 }

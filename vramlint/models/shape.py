@@ -13,8 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-# Attention kinds. "linear" layers (Gated DeltaNet, Mamba-like) keep a fixed-size state, no KV.
-FULL, SLIDING, CHUNKED, MLA, LINEAR = "full", "sliding", "chunked", "mla", "linear"
+# Attention kinds. "linear" layers (Gated DeltaNet, Mamba-like) keep a fixed-size state, no KV; "none": a
+# layer with no token mixer of its own (Megatron hybrid's MLP-only and MoE-only layers).
+FULL, SLIDING, CHUNKED, MLA, LINEAR, NONE = "full", "sliding", "chunked", "mla", "linear", "none"
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Params:
 class Mlp:
     """The feed-forward block: dense (gated or plain) or mixture-of-experts."""
 
-    kind: str                      # "gated", "plain" or "moe"
+    kind: str                      # "gated", "plain", "moe" or "none" (a layer without one: Megatron hybrid's)
     intermediate: int              # dense width, or one expert's width for MoE
     experts: int = 0
     experts_per_token: int = 0
@@ -82,6 +83,29 @@ class Mlp:
     peft_converted: bool = False   # experts transformers 5 fused from v4 nn.Linear ones (mixtral, qwen3_moe,
                                    # qwen3_next, deepseek): PEFT maps LoRA targets onto them (router too)
     gated_experts: bool = True     # the experts' MLPs gated (gate and up); False: plain up / down (Megatron's GELU)
+
+
+@dataclass(frozen=True)
+class Ssm:
+    """A Mamba-2 mixer's widths (Megatron-LM core_v0.19.0 megatron/core/ssm/mamba_mixer.py): ``inner``
+    = heads x head_dim (d_inner, expand x hidden by default), B and C of ``state`` elements for each
+    of ``groups``, a depthwise causal convolution of ``conv`` taps over x, B and C."""
+
+    inner: int
+    heads: int
+    groups: int
+    state: int
+    conv: int = 4
+
+    @property
+    def projection(self) -> int:
+        """in_proj's output a token: z and x (inner each), B and C (groups x state each), dt (one a head)."""
+        return 2 * self.inner + 2 * self.groups * self.state + self.heads
+
+    @property
+    def conv_channels(self) -> int:
+        """The channels the convolution runs over: x, B and C."""
+        return self.inner + 2 * self.groups * self.state
 
 
 @dataclass(frozen=True)
@@ -99,6 +123,7 @@ class Layer:
                                    # per-layer input gate and projection)
     linear_table: tuple[tuple[str, int, int, int], ...] = ()   # (short name, d_in, d_out, copies) of every
                                    # linear, where the module tree says them (``models/meta.py``)
+    ssm: Ssm | None = None         # a Mamba-2 mixer in the attention's place (Megatron's hybrid stack)
 
     @property
     def parameter_tensors(self) -> tuple[tuple[str, int], ...]:

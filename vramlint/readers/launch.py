@@ -36,7 +36,7 @@ from vramlint.readers.wrappers import (IMAGE_ENTRYPOINT, MPI, after_equals, laun
                                        unwrapped)
 from vramlint.readers.openrlhf import MARKS as OPENRLHF_MARKS, trainer_of
 from vramlint.readers.megatron import BOOLEANS as MEGATRON_FLAGS, LISTS as MEGATRON_LISTS
-from vramlint.readers.megatron import PROGRAMS as MEGATRON_PROGRAMS
+from vramlint.readers.megatron import HYBRID as MEGATRON_HYBRID, PROGRAMS as MEGATRON_PROGRAMS
 from vramlint.readers.sglang import key_of as sglang_key
 from vramlint.readers.verl import PROGRAMS as VERL_PROGRAMS
 
@@ -90,13 +90,19 @@ UNREAD_MODULES = (("verl.", "verl (but verl.trainer.main_ppo)"),
                   ("torchtitan.", "torchtitan (but its TOML job files, --job.config_file)"),
                   ("sglang.", "SGLang"), ("nanotron", "nanotron"), ("megatron", "Megatron"), ("olmo", "OLMo"),
                   ("swift.", "ms-swift"), ("xtuner.", "XTuner"))
-UNREAD_SCRIPTS = (("pretrain_", "Megatron (but pretrain_gpt.py without --deepspeed)"), ("run_train", "nanotron"))
+UNREAD_SCRIPTS = (("pretrain_", "Megatron (but pretrain_gpt.py / pretrain_hybrid.py without --deepspeed)"),
+                  ("run_train", "nanotron"))
 # Megatron-Bridge's recipe scripts (examples/recipes/<family>/pretrain_<model>.py, finetune_<model>.py,
 # scripts/training/run_recipe.py): a Python recipe function with overrides; the ConfigContainer YAML a
 # run writes (run_config.yaml) is what vramlint reads (readers/megatron_bridge.py).
 BRIDGE_RECIPES = re.compile(r"(^|/)recipes/[\w.-]+/(pretrain|finetune)_[\w.-]+\.py$|(^|/)run_recipe\.py$")
 BRIDGE_UNREAD = ("Megatron-Bridge recipe script jobs are not read yet (the run_config.yaml a run writes, "
                  "its ConfigContainer, is)")
+# Megatron-LM's MIMO programs (examples/mimo/train.py, ``-m examples.mimo.pretrain_mimo``): a vision or
+# audio encoder beside the language model, on rank groups of their own (--encoder-tp, --llm-tp), over
+# Megatron's flags that read as pretrain_gpt.py's would price the language model alone.
+MIMO = re.compile(r"(^|[/.])mimo[/.]")
+MIMO_UNREAD = "Megatron MIMO jobs (encoders beside the language model) are not read yet"
 # Modules of those frameworks that start no GPU job: OpenRLHF's rule-based reward verifiers
 # (``openrlhf.models.remote_rm.math_verifier``: an HTTP server that checks answers on the CPU).
 NO_GPU_MODULES = ("openrlhf.models.remote_rm.",)
@@ -347,9 +353,10 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
     if program is None or program.text is None:
         unread = f"the program it runs is {program.unknown if program else 'not named'}, known only when it runs"
     else:
-        name = program.text.rsplit("/", 1)[-1].lower()
+        name = program.text.rsplit("/", 1)[-1].lower().removesuffix(".py").rsplit(".", 1)[-1]   # a module's too
         unread = "" if program.text.lower().startswith(NO_GPU_MODULES) else \
-            BRIDGE_UNREAD if BRIDGE_RECIPES.search(program.text) else next(
+            BRIDGE_UNREAD if BRIDGE_RECIPES.search(program.text) else \
+            MIMO_UNREAD if MIMO.search(program.text) else next(
             (f"{what} jobs are not read yet" for prefix, what in UNREAD_MODULES
              if program.text.lower().startswith(prefix)), "") or next(
             (f"{what} jobs are not read yet" for prefix, what in UNREAD_SCRIPTS if name.startswith(prefix)), "")
@@ -369,7 +376,8 @@ def _program(command: Command, launcher: str, program: Word | None, words: list[
                       count[0], count[1], nodes, total, job_file, True, "", None, "torchtitan")
     if _megatron(program, arguments):       # pretrain_gpt.py: its arguments are the job (readers/megatron.py)
         return Launch(launcher, TRAINING, command, program, options or {}, _bare_flags(arguments, MEGATRON_FLAGS),
-                      positional, count[0], count[1], nodes, total, None, True, "", None, "megatron")
+                      positional, count[0], count[1], nodes, total, None, True, _unstated_hybrid(program, arguments),
+                      None, "megatron")
     launch = Launch(launcher, TRAINING, command, program, options or {}, arguments, positional, count[0], count[1],
                     nodes, total, recipe, distributed, unread, trainer, reads_as if trainer is not None else "")
     return _ray_placement(launch) if trainer is not None and trainer.text == "ppo" else launch
@@ -442,6 +450,16 @@ def _bare(key: str, value: Word | None, flags: frozenset[str]) -> bool:
     true / false of its own: that word is not its value."""
     return key.rsplit(".", 1)[-1] in flags and value is not None and (value.text or "").lower() not in (
         "true", "false")
+
+
+def _unstated_hybrid(program: Word, arguments: tuple) -> str:
+    """Why a hybrid-stack program's line is not read: its layers stated by no pattern (the deprecated
+    ratios, or a checkpoint's arguments, decide them); "" where the line states one."""
+    if not (program.text or "").endswith(("pretrain_hybrid.py", "pretrain_mamba.py")) or \
+            any(key in MEGATRON_HYBRID for key, _, _ in arguments):
+        return ""
+    return (f"{program.text.rsplit('/', 1)[-1]} without --hybrid-layer-pattern: its layers (Mamba, attention, MLP) "
+            "are stated by no argument the line gives")
 
 
 def _megatron(program: Word | None, arguments: tuple) -> bool:

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from vramlint.documents import Document, Location
+from vramlint.models.architectures import HYBRID_SYMBOLS
 from vramlint.readers.deepspeed import Fact
 from vramlint.readers.recipe import TRAIN, Feature, Keys, Recipe, positive, truthy
 
 VERSION = "Megatron-LM core_v0.19.0"
 # The training scripts whose arguments this reader reads (Megatron-LM's GPT pretraining entry point,
 # which its Llama, Mixtral and GPT-3 examples launch).
-PROGRAMS = ("pretrain_gpt.py",)
+PROGRAMS = ("pretrain_gpt.py", "pretrain_hybrid.py", "pretrain_mamba.py")   # the last two: the hybrid stack
 SPELLING = {"micro_batch": "--micro-batch-size", "seq_len": "--seq-length", "grad_accum": "--global-batch-size",
             "grad_checkpointing": "--recompute-granularity", "tensor_parallel": "--tensor-model-parallel-size",
             "sequence_split": "--context-parallel-size", "optimizer": "--optimizer", "model": "--num-layers",
@@ -113,6 +114,7 @@ class Layout:
     host_fraction: Fact = field(default_factory=lambda: Fact(0.0))
     host_main: Fact = field(default_factory=lambda: Fact(False))
     stage_layout: Fact = field(default_factory=lambda: Fact(None))   # --pipeline-model-parallel-layout
+    hybrid: Fact = field(default_factory=lambda: Fact(None))         # --hybrid-layer-pattern ("|": its segments)
     # --use-megatron-fsdp's sharding strategy ("" off), its double buffers, its main parameters' bytes (0: none
     # apart, the compute weights are the optimizer's)
     # Megatron-LM's own arguments (pretrain_gpt.py's line, its validate_args run on them), not another
@@ -309,6 +311,7 @@ def read_layout(keys: Keys) -> Layout:
         capacity=keys.get("moe_expert_capacity_factor", default=None, why=f"{VERSION}: none, dropless (TC:888)"),
         aux_loss=_aux_loss(keys),
         stage_layout=keys.get("pipeline_model_parallel_layout", default=None, why=f"{VERSION}: none (A:2950)"),
+        hybrid=hybrid_pattern(keys),
         launched=not isinstance(keys.document, Arguments),
         loss_fusion=_flag(keys, "cross_entropy_loss_fusion"),
         deferred_wgrad=_flag(keys, "defer_embedding_wgrad_compute"),
@@ -396,25 +399,34 @@ WAY_ON = {"shape": "state the model's --num-layers, --hidden-size and --num-atte
           "unpriced": "no estimate until these layers are priced; --warn VL011 reports this as a warning"}
 
 
-# Layers the arguments build other than the GPT layer they otherwise state (A:3462-3495): a hybrid
-# model's Mamba / GDN / MLP-only / MoE-only layers in a pattern (its layer count the pattern's, not
-# --num-layers: A:761-767), or per-layer shapes from a Hugging Face heterogeneous config.
+# Layers the arguments build other than the GPT layer they otherwise state (A:3462-3495): per-layer
+# shapes from a Hugging Face heterogeneous config. (A hybrid pattern's layers: ``_hybrid``.)
 UNPRICED_LAYERS = (
-    ("hybrid_layer_pattern", "hybrid Mamba / attention / MoE layers (--hybrid-layer-pattern) are not priced yet"),
-    ("hybrid_override_pattern", "hybrid Mamba / attention / MoE layers (--hybrid-override-pattern) are not priced yet"),
     ("heterogeneous_layers_config_path", "heterogeneous layers (--heterogeneous-layers-config-path: a shape per "
                                          "layer) are not priced yet"),
     ("heterogeneous_layers_config_encoded_json", "heterogeneous layers (a shape per layer) are not priced yet"),
 )
 
 
+HYBRID = ("hybrid_layer_pattern", "hybrid_override_pattern")     # the second deprecated, forwarded (A:719-731)
+
+
+def hybrid_pattern(keys: Keys) -> Fact:
+    """--hybrid-layer-pattern (or the deprecated --hybrid-override-pattern): the hybrid stack's layers."""
+    return keys.get(*HYBRID, default=None, why=f"{VERSION}: none, a GPT model (A:3485)")
+
+
 def model_config(keys: Keys, tp: int) -> tuple[dict | None, str, str]:
     """The model the arguments state, as the Hugging Face config of the same shapes (llama for
     SwiGLU, starcoder2 for a plain GELU MLP with grouped or rotary attention, gpt2 for Megatron's
-    GPT-3 layout with learned positions), and its description; None, why and the way on
-    (``WAY_ON``) where a shape or the vocabulary is missing or the layers are not priced."""
+    GPT-3 layout with learned positions; the hybrid stack as ``megatron_hybrid``, ours), and its
+    description; None, why and the way on (``WAY_ON``) where a shape or the vocabulary is missing or
+    the layers are not priced."""
+    pattern = hybrid_pattern(keys).value
     shape = {name: keys.get(name, convert=positive).count for name in ("num_layers", "hidden_size",
                                                                           "num_attention_heads")}
+    if pattern is not None:             # the layer count is the pattern's, --num-layers ignored (A:761-770)
+        shape["num_layers"] = len(str(pattern).split("/")[0].replace("|", "")) or None
     missing = [f"--{name.replace('_', '-')}" for name, value in shape.items() if value is None]
     if missing:
         return None, f"the model's {', '.join(missing)} not stated", WAY_ON["shape"]
@@ -442,6 +454,14 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str, str]:
              "num_key_value_heads": groups, "head_dim": head_dim, "intermediate_size": ffn, "hidden_act": "silu",
              "attention_bias": bias, "mlp_bias": bias, "max_position_embeddings": positions}
     mlp_words = f"FFN {ffn}{' SwiGLU' if swiglu else ''}"
+    if pattern is not None:
+        config, hybrid_words = _hybrid(keys, str(pattern), ffn, swiglu)
+        if config is None:
+            return None, hybrid_words, WAY_ON["unpriced"]
+        config = {**gated, "attention_bias": bias, "learned_positions": 0 if rope else positions, **config}
+        return config, (f"Megatron hybrid: {hybrid_words}, hidden {hidden}, {heads} heads" + (
+            f" ({groups} query groups)" if groups != heads else "") + f", {mlp_words}, vocabulary {vocab_words}"
+            + ("" if tied else ", untied output layer")), ""
     if truthy(keys.raw("multi_latent_attention")):
         config, attention_words = _latent(keys, layers, ffn, swiglu)
         if config is None:
@@ -470,6 +490,45 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str, str]:
              if groups != heads else "") + f", {mlp_words}, vocabulary {vocab_words}"
              + ("" if tied else ", untied output layer"))
     return config, words, ""
+
+
+# The hybrid stack's symbols (core_v0.19.0 hybrid_layer_allocation.py Symbols): priced, and the others'
+HYBRID_NAMES = {"M": "Mamba", "*": "attention", "-": "MLP", "E": "MoE", "G": "Gated DeltaNet",
+                "D": "DeepSeek sparse attention", "+": "multi-latent attention"}
+
+
+def _hybrid(keys: Keys, pattern: str, ffn: int, swiglu: bool) -> tuple[dict | None, str]:
+    """The hybrid stack's keys (``architectures.megatron_hybrid``) and its layers in words: the main
+    pattern (before any ``/``: multi-token prediction's, said as VL210 by ``_features``; ``|``
+    separates pipeline segments, ``layouts/megatron.py``'s), the Mamba mixer's widths (TC:1179-1190:
+    state 128, head 64, 8 groups, heads d_inner / head_dim with d_inner = 2 x hidden: MambaMixer's
+    expand 2) and the MoE layers' experts (``_moe``). None and why for a symbol not priced."""
+    main = pattern.split("/")[0].replace("|", "")
+    unknown = sorted(set(main) - set(HYBRID_SYMBOLS))
+    if unknown:
+        named = ", ".join(f"{HYBRID_NAMES[s]} ({s})" if s in HYBRID_NAMES else f"{s!r}, not a layer symbol"
+                          for s in unknown)
+        return None, f"hybrid layers {named} in --hybrid-layer-pattern are not priced yet"
+    hidden = keys.get("hidden_size", convert=positive).count
+    head_dim = keys.get("mamba_head_dim", convert=positive).count or 64
+    out = {"model_type": "megatron_hybrid", "architectures": ["HybridModel"], "hybrid_layer_pattern": main,
+           "mamba_head_dim": head_dim, "mamba_num_heads": keys.get("mamba_num_heads", convert=positive).count or
+           2 * hidden // head_dim, "mamba_num_groups": keys.get("mamba_num_groups", convert=positive).count or 8,
+           "mamba_state_dim": keys.get("mamba_state_dim", convert=positive).count or 128,
+           "norm_bias": str(keys.raw("normalization") or "LayerNorm") == "LayerNorm"}
+    if not swiglu:
+        out["gated_linear_unit"] = False
+    counts = {symbol: main.count(symbol) for symbol in "M*-E" if symbol in main}
+    words = ", ".join(f"{n} {HYBRID_NAMES[s]}" for s, n in counts.items())
+    if "E" in main:
+        moe, moe_words = _moe(keys, len(main), ffn, swiglu)
+        if moe is None:
+            return None, moe_words
+        out.update({key: moe[key] for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size")},
+                   shared_expert_intermediate_size=moe.get("shared_expert_intermediate_size", 0))
+        words += f" ({moe_words.split(', ')[0]}, top-{moe['num_experts_per_tok']})"
+    return out, f"{len(main)} layers ({words}; Mamba {out['mamba_num_heads']} heads x {head_dim}, " \
+                f"{out['mamba_num_groups']} groups, state {out['mamba_state_dim']})"
 
 
 def moe_layers(freq: Any, layers: int) -> list[int] | None:
@@ -616,8 +675,12 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
         out.append(Feature(keys.fact("use_torch_fsdp2", True), "PyTorch FSDP2 (--use-torch-fsdp2): its sharded "
                            "parameters and gradients are priced as the distributed optimizer's whole ones", "high"))
     mtp = keys.get("mtp_num_layers", default=None, convert=positive)
+    depths = str(layout.hybrid.value).split("/")[1:] if layout.hybrid.value is not None else []
     if mtp.count:
         out.append(Feature(mtp, f"{mtp.count} multi-token prediction layer(s) and their output head"))
+    elif any(depths):           # a hybrid pattern's "/": one MTP depth a repeat (A:839-860)
+        out.append(Feature(layout.hybrid, f"{len(depths)} multi-token prediction depth(s) of layers "
+                                          f"{depths[0]!r} and their output head"))
     offloaded = keys.get("cpu_offloading_num_layers", default=0, convert=positive)
     if isinstance(offloaded.value, int) and offloaded.value > 0:
         out.append(Feature(offloaded, "activation CPU offloading: estimated on the GPU", "high"))
@@ -638,7 +701,8 @@ def read_megatron(document: Document) -> Recipe:
     return Recipe(
         document=document, framework="megatron", title="Megatron-LM", task=TRAIN,
         stage=Fact("pt", None, "Megatron-LM pretrains"),
-        model=Fact(words if config is not None else f"Megatron GPT ({words})", where.location or
+        model=Fact(words if config is not None else f"Megatron {'hybrid' if layout.hybrid.value else 'GPT'} ({words})",
+                   where.location or
                    document.locate("$"), where.default),
         revision=Fact("main"), micro_batch=layout.micro_batch,
         grad_accum=Fact(1, None, "--global-batch-size's (layouts/megatron.py)"),

@@ -194,7 +194,9 @@ class _Walker:
             return                       # a function's commands run where it is called: not followed
         elif kind == "if_statement":
             self.branches(node, conditional)
-        elif kind in ("elif_clause", "else_clause", "case_statement", "case_item", "while_statement",
+        elif kind == "case_statement":
+            self.cases(node, conditional)
+        elif kind in ("elif_clause", "else_clause", "case_item", "while_statement",
                       "for_statement", "c_style_for_statement", "do_group"):
             self.statements(node, conditional=True)
         elif kind in ("heredoc_body", "comment", "test_command"):
@@ -222,6 +224,42 @@ class _Walker:
                 self.statement(part, conditional or unsure or truth is None)
             taken = bool(truth)
             unsure = unsure or truth is None
+
+    def cases(self, node, conditional: bool) -> None:
+        """``case WORD in PATTERN) ...;; esac``: bash runs the first item a pattern of which matches
+        the word (glob patterns, ``|`` between them; a quoted one literal), the others not; where the
+        word or a pattern before the match only the run knows, every item from there may run
+        (``conditional``), as an ``if`` whose test is unknown. ``;&`` / ``;;&`` fall-throughs run on too."""
+        value = node.child_by_field_name("value")
+        word = self._known(value) if value is not None else None
+        unsure, taken = word is None, False
+        for item in (c for c in node.children if c.type == "case_item"):
+            body = [c for c in item.children if c.type not in (";;", ";&", ";;&", ")", "|", "(")
+                    and c not in item.children_by_field_name("value")]
+            if taken:
+                self.aside(body)
+                continue
+            match = None if unsure else self._matches(word, item.children_by_field_name("value"))
+            if match is False:
+                self.aside(body)
+                continue
+            for part in body:
+                self.statement(part, conditional or unsure or match is None)
+            falls = any(c.type in (";&", ";;&") for c in item.children)
+            taken = bool(match) and not falls
+            unsure = unsure or match is None or falls
+
+    def _matches(self, word: str, patterns: list) -> bool | None:
+        """Whether one of a case item's patterns matches ``word``; None where one is unknown."""
+        import fnmatch
+        for pattern in patterns:
+            text = self._known(pattern)
+            if text is None:
+                return None
+            glob = pattern.type in ("word", "extglob_pattern", "concatenation")
+            if (fnmatch.fnmatchcase(word, text) if glob else word == text):
+                return True
+        return False
 
     def aside(self, body: list) -> None:
         """A branch bash does not take with the values the script sets: its commands walked apart

@@ -86,10 +86,9 @@ def _grid_holds(plan: Plan, tp: int, pp: int) -> bool:
 def _tp_degrees(plan: Plan) -> list[int]:
     """TP degrees within a node that divide the node and the heads (query groups a multiple or divisor),
     and leave an expert grid that divides the GPUs."""
-    att = plan.model.layers[0].attention
+    from vramlint.layouts.megatron import tp_refused
     per = plan.cluster.per_node
-    return [tp for tp in range(1, per + 1) if not (per % tp or att.num_heads % tp)
-            and not (att.num_kv_heads % tp and tp % att.num_kv_heads)
+    return [tp for tp in range(1, per + 1) if not per % tp and tp_refused(plan.model, tp) is None
             and _grid_holds(plan, tp, plan.parallelism.pipeline)]
 
 
@@ -115,13 +114,18 @@ def _tensor_parallel(plan: Plan, budget: int) -> list[Change]:
 
 
 def _pipeline(plan: Plan, budget: int) -> list[Change]:
-    """The least pipeline size above the job's that divides the layers and the GPUs and fits."""
+    """The least pipeline size above the job's that divides the layers (the stages its layout or hybrid
+    pattern states: their count over pp chunks a rank, A:823) and the GPUs, and fits."""
     par, layers = plan.parallelism, plan.model.num_layers
+    stated = par.stage_layers
     for pp in range(par.pipeline + 1, min(layers, plan.cluster.world_size // plan.tensor_parallel) + 1):
-        if (layers + sum(par.slots)) % pp or plan.cluster.world_size % (pp * plan.tensor_parallel * par.context) or \
+        if (len(stated) if stated else layers + sum(par.slots)) % pp or \
+                plan.cluster.world_size % (pp * plan.tensor_parallel * par.context) or \
                 not _grid_holds(plan, plan.tensor_parallel, pp):
             continue
-        changed = _with(plan, pipeline=pp, stages_per_rank=1, schedule="1F1B", first_layers=0, last_layers=0)
+        v = len(stated) // pp if stated else 1
+        changed = _with(plan, pipeline=pp, stages_per_rank=v, schedule="Interleaved1F1B" if v > 1 else "1F1B",
+                        first_layers=0, last_layers=0)
         if fits(changed, budget):
             return [Change(_say(plan, "pipeline", pp), peak(changed))]
     return []

@@ -54,6 +54,17 @@ The permutation and the all-to-all keep no tensor of their own for backward (ind
 collective's autograd functions save indices or nothing); their buffers are the dispatch moment's
 (``dispatch_staging``).
 
+A **hybrid** stack's layer (megatron/core/models/hybrid, ``models/architectures.megatron_hybrid``) is
+one sub-block: self-attention alone, an MLP or MoE alone, or a **Mamba-2 mixer** (ssm/mamba_layer.py,
+mamba_mixer.py ``_ssm_training``: mamba_ssm's ``mamba_split_conv1d_scan_combined``, its memory-efficient
+path, then the gated RMSNorm and out_proj). Each sub-block keeps its own norm's input and output and
+its dropout mask in the sequence part (a GPT layer is two); a Mamba mixer keeps in the head part,
+with d_inner i, g groups of state n and m heads (P = 2i + 2gn + m, in_proj's output): the
+combined kernel's input (its contiguous copy of zxBCdt, cP) and its out_x (the scan's output before
+the z gate, ci: the kernel's save_for_backward; the convolution's output, dt and the chunk states it
+recomputes), the gated norm's input and its reciprocal std (ci + 4g, fp32 a group) and out_proj's
+input (ci): c(P + 3i) + 4g.
+
 Recompute (megatron/core/recompute.py, transformer_layer.py): **selective** drops what the named
 modules rebuild — core_attn the log-sum-exp or the scores (q, k, v and the output stay: the checkpoint's inputs
 and the projection's input), mlp the MLP's inner tensors (dense layers only: transformer_layer.py:512-514),
@@ -67,7 +78,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramlint.models.shape import MLA, Attention
+from vramlint.models.shape import LINEAR, MLA, NONE, Attention, Ssm
 from vramlint.plan import Plan
 
 SOURCE = ("Korthikanti et al. 2022 Table 2, term by term for Megatron-LM core_v0.19.0's TE layer "
@@ -117,6 +128,9 @@ class Widths:
     experts: Experts | None = None     # an MoE layer's routed side; None: a dense MLP of width f
     v: int = 0                     # the value and the attention output (0: k and q, as without MLA)
     latent: Latent | None = None   # multi-latent attention's latents; None: GQA
+    attends: bool = True           # the layer has self-attention (a hybrid stack's Mamba / MLP / MoE layer: no)
+    mlp: bool = True               # the layer has an MLP or MoE (a hybrid stack's Mamba / attention layer: no)
+    ssm: Ssm | None = None         # a Mamba-2 mixer (a hybrid stack's M layer)
 
 
 def _attention(att: Attention) -> tuple[int, int, int, Latent | None]:
@@ -144,7 +158,8 @@ def widths(plan: Plan, index: int = 0) -> Widths:
     return Widths(m.hidden_size, q, k, mlp.intermediate, att.num_heads, mlp.kind == "gated" or
                   (mlp.kind == "moe" and mlp.gated_experts),
                   plan.tensor_parallel, par.sequence_parallel, 1 if par.dropout else 0,
-                  4 if plan.precision == "fp32" else 2, par.scores, plan.seq_len, experts, v, latent)
+                  4 if plan.precision == "fp32" else 2, par.scores, plan.seq_len, experts, v, latent,
+                  att.kind not in (LINEAR, NONE), mlp.kind != "none", m.layers[index].ssm)
 
 
 def _sequence(w: Widths, bytes_: int) -> int:
@@ -187,15 +202,28 @@ def _latents(w: Widths, dropped: tuple[str, ...]) -> tuple[int, int]:
     return w.c * (2 * lat.q + 2 * lat.kv + lat.rope), 0
 
 
-def layer(w: Widths, dropped: tuple[str, ...] = ()) -> int:
-    """Bytes per token one layer keeps, less what the selective modules in ``dropped`` rebuild."""
-    norms_out = 0 if "layernorm" in dropped else 2 * w.c * w.h
-    latents, gathered = _latents(w, dropped)
-    sequence = 2 * w.c * w.h + norms_out + 2 * w.mask * w.h + latents
-    dense = 0 if w.experts or "mlp" in dropped else (3 if w.gated else 2) * w.c * w.f
+def _attended(w: Widths, dropped: tuple[str, ...]) -> int:
+    """Self-attention's head part: q, k, v, the output, and the log-sum-exp or the scores."""
+    if not w.attends:
+        return 0
     core = 0 if "core_attn" in dropped else (w.scores * w.a * w.keys if w.scores else 4 * w.a)
     qkv = 0 if w.latent and "mla_up_proj" in dropped else w.c * (w.q + w.k + (w.v or w.k))
-    heads = qkv + w.c * (w.v or w.q) + dense + core
+    return qkv + w.c * (w.v or w.q) + core
+
+
+def _mixer(ssm: Ssm | None, c: int) -> int:
+    """A Mamba-2 mixer's head part: c(P + 3i) + 4g (the module docstring)."""
+    return 0 if ssm is None else c * (ssm.projection + 3 * ssm.inner) + 4 * ssm.groups
+
+
+def layer(w: Widths, dropped: tuple[str, ...] = ()) -> int:
+    """Bytes per token one layer keeps, less what the selective modules in ``dropped`` rebuild."""
+    blocks = w.attends + (w.ssm is not None) + w.mlp      # sub-blocks: a norm's input and output, a mask each
+    norms_out = 0 if "layernorm" in dropped else blocks * w.c * w.h
+    latents, gathered = _latents(w, dropped)
+    sequence = blocks * (w.c * w.h + w.mask * w.h) + norms_out + latents
+    dense = 0 if w.experts or not w.mlp or "mlp" in dropped else (3 if w.gated else 2) * w.c * w.f
+    heads = _attended(w, dropped) + _mixer(w.ssm, w.c) + dense
     return _sequence(w, sequence) + _head(w, heads) + gathered + (_moe(w, dropped) if w.experts else 0)
 
 
@@ -216,10 +244,10 @@ def dispatch_staging(plan: Plan) -> int:
 
 
 def _kinds(plan: Plan) -> tuple[int, ...]:
-    """One layer index of each kind (dense, MoE) the model has."""
+    """One layer index of each kind (``_kind``) the model has."""
     seen: dict[str, int] = {}
-    for i, layer_ in enumerate(plan.model.layers):
-        seen.setdefault(layer_.mlp.kind, i)
+    for i in range(plan.model.num_layers):
+        seen.setdefault(_kind(plan, i), i)
     return tuple(seen.values())
 
 
@@ -233,11 +261,20 @@ def _summed(plan: Plan, indices: tuple[int, ...], dropped: tuple[str, ...]) -> t
     per = [layer(widths(plan, i), dropped) for i in indices]
     kinds = {}
     for i, value in zip(indices, per):
-        kinds.setdefault((plan.model.layers[i].mlp.kind == "moe", value), []).append(i)
+        kinds.setdefault((_kind(plan, i), value), []).append(i)
     if len(kinds) == 1:
         return sum(per), f"{per[0]:,} B/token x {len(per)} layers" if per else "0 layers"
-    return sum(per), " + ".join(f"{value:,} B/token x {len(ids)} {'MoE' if moe else 'dense'} layers"
-                                for (moe, value), ids in kinds.items())
+    return sum(per), " + ".join(f"{value:,} B/token x {len(ids)} {kind} layers" for (kind, value), ids in kinds.items())
+
+
+def _kind(plan: Plan, index: int) -> str:
+    """A layer's kind in words: MoE, dense (attention and MLP), or a hybrid stack's one sub-block."""
+    layer_ = plan.model.layers[index]
+    if layer_.ssm is not None:
+        return "Mamba"
+    if layer_.mlp.kind == "moe":
+        return "MoE"
+    return "MLP" if layer_.attention.kind == NONE else "attention" if layer_.mlp.kind == "none" else "dense"
 
 
 def kept_per_token(plan: Plan, indices: tuple[int, ...]) -> tuple[int, str]:
