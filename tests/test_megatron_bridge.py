@@ -108,17 +108,33 @@ def test_a_mixed_precision_recipe_by_name_states_the_same_job(tmp_path):
     assert without_context(same["estimate"]) == without_context(logged["estimate"])
 
 
-@pytest.mark.parametrize("key, value", [("hybrid_override_pattern", "M-M-M*-M-M-M*-M-")])
-def test_a_provider_whose_layers_are_not_priced_is_not_estimated_as_a_dense_gpt(tmp_path, key, value):
-    """The logged run's config with a Nemotron-H-style hybrid pattern: VL011 at that key, never the
-    estimate of the dense GPT the other keys describe."""
+@pytest.mark.parametrize("key, value, words", [
+    ("hybrid_override_pattern", "M-G-M*-M-M-M*-M-", "Gated DeltaNet (G)"),
+    ("heterogeneous_layers_config_path", "nemotron_super.json", "heterogeneous layers"),
+])
+def test_a_provider_whose_layers_are_not_priced_is_not_estimated_as_a_dense_gpt(tmp_path, key, value, words):
+    """The logged run's config with a hybrid pattern of Gated DeltaNet layers, or a shape per layer:
+    VL011 at that key, never the estimate of the dense GPT the other keys describe."""
     data = yaml.safe_load((DATA / "llama32_1b_run_config.yaml").read_text())
     data["model"][key] = value
     changed = tmp_path / "run_config.yaml"
     changed.write_text(yaml.safe_dump(data))
     entry = _check(changed, "--gpus", "8x80GB")
     assert not entry.get("estimate")
-    assert any(c == "VL011" and key in m for c, m in _codes(entry))
+    assert any(f["code"] == "VL011" and words in f["message"] for f in entry["findings"])
+
+
+def test_a_mamba_providers_pattern_is_priced_as_megatron_lms_hybrid_stack(tmp_path):
+    """A Nemotron-H-style ``model.hybrid_override_pattern`` (with the dump's ``mamba_num_heads: null``,
+    TransformerConfig's d_inner / head_dim: 2 x 2048 / 64) is the hybrid stack pretrain_hybrid.py builds
+    from the same flags: its Mamba, attention and MLP layers, estimated (it was VL011)."""
+    data = yaml.safe_load((DATA / "llama32_1b_run_config.yaml").read_text())
+    data["model"]["hybrid_override_pattern"] = "M-M-M*-M-M-M*-M-"
+    changed = tmp_path / "run_config.yaml"
+    changed.write_text(yaml.safe_dump(data))
+    entry = _check(changed, "--gpus", "8x80GB")
+    assert entry["model"].startswith("Megatron hybrid: 16 layers (7 Mamba, 2 attention, 7 MLP; Mamba 64 heads x 64")
+    assert entry["status"] == "estimated"
 
 
 def test_a_config_that_states_no_precision_is_fp32_said_in_its_keys(tmp_path):

@@ -508,7 +508,7 @@ def _hybrid(keys: Keys, pattern: str, ffn: int, swiglu: bool) -> tuple[dict | No
     if unknown:
         named = ", ".join(f"{HYBRID_NAMES[s]} ({s})" if s in HYBRID_NAMES else f"{s!r}, not a layer symbol"
                           for s in unknown)
-        return None, f"hybrid layers {named} in --hybrid-layer-pattern are not priced yet"
+        return None, f"hybrid layers {named} in the layer pattern are not priced yet"
     hidden = keys.get("hidden_size", convert=positive).count
     head_dim = keys.get("mamba_head_dim", convert=positive).count or 64
     out = {"model_type": "megatron_hybrid", "architectures": ["HybridModel"], "hybrid_layer_pattern": main,
@@ -692,7 +692,7 @@ def read_megatron(document: Document) -> Recipe:
     layout = read_layout(keys)
     tp = layout.tensor.count or 1
     config, words, way_on = model_config(keys, tp)
-    where = keys.get("num_layers")
+    where = layout.hybrid if layout.hybrid.value is not None else keys.get("num_layers")
     bf16, fp16 = truthy(keys.raw("bf16")), truthy(keys.raw("fp16"))
     precision = keys.fact("bf16", "bf16") if bf16 else keys.fact("fp16", "fp16") if fp16 else \
         Fact("no", None, f"{VERSION}: fp32 parameters without --bf16 / --fp16 (A:1171-1183)")

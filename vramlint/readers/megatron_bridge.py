@@ -57,7 +57,8 @@ ARGUMENTS: dict[str, tuple[str, ...]] = {
         "qk_layernorm", "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
         "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
         "mtp_num_layers", "cross_entropy_loss_fusion", "cross_entropy_fusion_impl", "defer_embedding_wgrad_compute",
-        "wgrad_deferral_limit")},
+        "wgrad_deferral_limit", "hybrid_layer_pattern", "hybrid_override_pattern", "mamba_num_heads",
+        "mamba_head_dim", "mamba_state_dim", "mamba_num_groups", "normalization")},
     "num_virtual_stages_per_pipeline_rank": ("model.virtual_pipeline_model_parallel_size",),
     "pipeline_model_parallel_layout": ("model.pipeline_model_parallel_layout",),
     "decoder_first_pipeline_num_layers": ("model.num_layers_in_first_pipeline_stage",),
@@ -220,10 +221,9 @@ def _fine_tuning(keys: Keys, args: Arguments) -> tuple[Fact, Fact] | None:
 
 
 # Model kinds whose layers the Megatron runtime does not price (a provider's key that says it): no
-# estimate (VL011), never a dense GPT's in their place
-UNPRICED = (("model.hybrid_override_pattern", "hybrid Mamba layers (hybrid_override_pattern)"),
-            ("model.hybrid_layer_pattern", "hybrid Mamba layers (hybrid_layer_pattern)"),
-            ("model.heterogeneous_layers_config_path", "heterogeneous layers (a shape per layer)"))
+# estimate (VL011), never a dense GPT's in their place. (A Mamba provider's hybrid_override_pattern is
+# priced: readers/megatron.py's ``_hybrid`` reads it and the mamba_* widths as the flags they are.)
+UNPRICED = (("model.heterogeneous_layers_config_path", "heterogeneous layers (a shape per layer)"),)
 
 
 def _unpriced(recipe: Recipe, keys: Keys, args: Arguments) -> Recipe:
