@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from vramlint.memory.runtimes.megatron.states import megatron_states
@@ -216,3 +217,17 @@ def test_what_the_megatron_reader_says_is_said_in_nemos_keys_and_bad_values_neve
     off = _check(_changed(tmp_path / "off", "launcher_llama3_8b.yaml", cpu_offloading=True, num_layers="x"),
                  "--gpus", "H100")
     assert all(f["code"] != "VL003" for f in off["findings"]) and off["status"] == "not estimated"
+
+
+@pytest.mark.parametrize("key, value", [("hybrid_override_pattern", "M-M-M*-M-M-M*-M-"),
+                                        ("hybrid_attention_ratio", 0.08), ("mamba_ssm_ngroups", 8)])
+def test_a_mamba_models_config_is_not_estimated_as_the_dense_gpt_its_other_keys_state(tmp_path, key, value):
+    """NeMo's megatron_gpt_config.yaml with a key of its Mamba model (megatron_mamba_model.py): VL011
+    at that key, where it was priced silently as the 12-layer GPT the other keys describe."""
+    data = yaml.safe_load((DATA / "megatron_gpt_config.yaml").read_text())
+    data["model"][key] = value
+    changed = tmp_path / "megatron_mamba_config.yaml"
+    changed.write_text(yaml.safe_dump(data))
+    entry = _check(changed, "--gpus", "1x80GB")
+    assert entry["status"] == "not estimated"
+    assert any(f["code"] == "VL011" and f"model.{key}" in f["message"] for f in entry["findings"])

@@ -38,7 +38,7 @@ from typing import Any
 
 from vramlint.documents import Document
 from vramlint.readers.deepspeed import Fact
-from vramlint.readers.megatron import TOKENIZER_VOCAB, Arguments, laid_out, read_megatron, spelled
+from vramlint.readers.megatron import TOKENIZER_VOCAB, WAY_ON, Arguments, laid_out, read_megatron, spelled
 from vramlint.readers.recipe import Feature, Keys, Recipe, Refusal, truthy
 
 VERSION = "NeMo v2.4.0"
@@ -366,6 +366,21 @@ def _not_estimated(recipe: Recipe, keys: Keys, args: Arguments, unresolved: dict
     return {}
 
 
+# A config of NeMo's Mamba model (megatron_mamba_model.py: its hybrid pattern or ratios, the Mamba
+# groups) states layers the GPT config's keys do not: not estimated, never the dense GPT's
+MAMBA_KEYS = ("model.hybrid_override_pattern", "model.hybrid_attention_ratio", "model.hybrid_mlp_ratio",
+              "model.mamba_ssm_ngroups")
+
+
+def _mamba(keys: Keys, args: Arguments) -> dict:
+    path = next((p for p in MAMBA_KEYS if keys.raw(p) not in (None, "", 0, 0.0, False)), None)
+    if path is None:
+        return {}
+    return {"model_config": None, "model_hint": WAY_ON["unpriced"],
+            "model": Fact(f"NeMo Mamba (hybrid) model ({path}): NeMo's megatron_mamba_model.py configs are not read "
+                          "yet", args.locate(f"$.{path}"))}
+
+
 def _gpus(keys: Keys) -> tuple[Fact, Fact] | None:
     """trainer.devices x trainer.num_nodes (Lightning's defaults: 1 node; "auto" / -1: every GPU the
     run sees, the count --gpus gives)."""
@@ -393,7 +408,8 @@ def read_nemo(document: Document) -> Recipe:
     weights = recipe.weights_dtype if switches.o2 or switches.dtype not in ("bf16", "fp16") else Fact(
         "float32", args.locate("$.model.megatron_amp_O2"), f"{VERSION}: fp32 parameters under autocast")
     _, vocabulary = _vocabulary(keys)
-    changes = {"model_hint": in_keys(recipe.model_hint), **_not_estimated(recipe, keys, args, unresolved, vocabulary)}
+    changes = {"model_hint": in_keys(recipe.model_hint), **_not_estimated(recipe, keys, args, unresolved, vocabulary),
+               **_mamba(keys, args)}
     return replace(recipe, document=document, title="NeMo", keys=SPELLING, vocabulary="nemo",
                    release=f"{VERSION} (Megatron-core's runtime: {recipe.release})",
                    weights_dtype=weights, layout=_layout(recipe, keys, args, switches), gpus=_gpus(keys),
