@@ -75,8 +75,11 @@ def test_moe_states_equal_megatrons_own_estimator(tmp_path):
 def test_plain_gelu_experts_equal_megatrons_own_estimator(tmp_path):
     """Without --swiglu the experts, the shared experts and the dense layer are plain up / down GELU
     MLPs (Megatron's CI runs its 4- and 8-expert tests so; they were VL011): Megatron's
-    weight-and-optimizer bytes (its gated_linear_multiplier 1) equal vramlint's to the byte, and a
-    routed token keeps FC1's output and GELU's, 2 x 512 / ETP a token in place of SwiGLU's 3."""
+    weight-and-optimizer bytes (its gated_linear_multiplier 1) equal vramlint's to the byte. A routed
+    token keeps three expert widths either way (experts.py bias_act_func): GELU's input and output and
+    the weighted cast FC2 reads, or the fused weighted SwiGLU's input (2) and output; unfused
+    (--no-bias-swiglu-fusion) SwiGLU keeps SiLU's output and the product too, 5. The shared experts, a
+    dense MLP, keep 2 x 1024 against SwiGLU's 3."""
     line = LINE.format(extra="").replace("--swiglu ", "")
     assert line != LINE.format(extra="")
     plan = _plan(tmp_path, line, "8x80GB")
@@ -93,7 +96,10 @@ def test_plain_gelu_experts_equal_megatrons_own_estimator(tmp_path):
     received = 4 * 2                  # top-4 x ETP 2 tokens a token of the rank, each one expert's inner tensors
     routed = received * 2 * 512 // 2 // 2          # c x w / ETP each, sequence-split over TP 2
     shared = 2 * 1024 // 2                         # c x the shared width, over TP 2 (head part)
-    assert layer(gated) - layer(plain) == routed + shared
+    assert layer(gated) - layer(plain) == shared
+    unfused = widths(_plan(tmp_path, LINE.format(extra="--no-bias-swiglu-fusion"), "8x80GB"), 1)
+    assert (gated.experts.kept, plain.experts.kept, unfused.experts.kept) == (3, 3, 5)
+    assert layer(unfused) - layer(gated) == 2 * routed
 
 
 def test_an_moe_layer_keeps_its_routed_tokens_and_recompute_drops_them(tmp_path):

@@ -216,6 +216,8 @@ class Parallelism:
     dispatcher: str = "allgather"
     capacity: float = 1.0
     aux_loss: bool = False
+    expert_act: int = 3                    # widths of one expert's FFN a routed token keeps through the weighted
+                                           # activation (activations.py ``WEIGHTED``)
 
     def expert_tp(self, tp: int) -> int:
         """The routed experts' TP size: the job's, else the TP size ``tp`` (A:569-570)."""

@@ -429,8 +429,22 @@ def _expert_grid(layout: Layout, model: ModelShape, d: dict[str, int], distribut
                  + (f"at most {factor:g} x the balanced share of routed tokens (the capacity factor)"
                     if factor != 1.0 else "the balanced share of routed tokens"))
     etp = d["expert_tensor"] if layout.expert_tensor.value is not None else 0
+    gated = next(layer.mlp.gated_experts for layer in model.layers if layer.mlp.kind == "moe")
     return {"expert": d["expert"], "expert_tensor": etp, "expert_shard": shard,
-            "dispatcher": str(layout.dispatcher.value), "capacity": factor, "aux_loss": bool(layout.aux_loss.value)}
+            "dispatcher": str(layout.dispatcher.value), "capacity": factor, "aux_loss": bool(layout.aux_loss.value),
+            "expert_act": expert_activation(layout, gated)}
+
+
+def expert_activation(layout: Layout, gated: bool) -> int:
+    """Widths of one expert's FFN (its TP share) a routed token keeps through TEGroupedMLP's weighted
+    activation (experts.py:807-885 ``bias_act_func``): fused SwiGLU (weighted_bias_swiglu_impl, the
+    default) FC1's output and its output, 2 + 1; unfused SwiGLU (--no-bias-swiglu-fusion) FC1's output,
+    SiLU's, the product's and the weighted cast fc2 reads, 2 + 1 + 1 + 1; a plain activation (GELU;
+    Megatron refuses its fusion) FC1's output or ReLU's, the activation's and the weighted cast, 3; the
+    fused weighted squared ReLU (--use-fused-weighted-squared-relu) FC1's output and its output, 2."""
+    if gated:
+        return 3 if layout.glu_fusion.value else 5
+    return 2 if layout.srelu_fusion.value else 3
 
 
 def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster, origins: dict,

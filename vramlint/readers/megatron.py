@@ -56,7 +56,8 @@ BOOLEANS = frozenset({
     "no_pad_vocab_size", "log_device_memory_used", "record_memory_history", "use_megatron_fsdp", "use_custom_fsdp",
     "use_torch_fsdp2", "fsdp_double_buffer", "use_nccl_ub", "megatron_fsdp_max_pool_double_buffer",
     "init_model_with_meta_device", "fsdp_manual_registration", "defer_embedding_wgrad_compute",
-    "moe_router_force_load_balancing"})
+    "moe_router_force_load_balancing", "no_bias_swiglu_fusion", "squared_relu", "use_fused_weighted_squared_relu",
+    "moe_permute_fusion", "moe_router_enable_expert_bias", "moe_shared_expert_overlap"})
 # Megatron's options that take several words (A: nargs '+' / '*', and TC's list fields the generated
 # parser gives nargs: --recompute-modules core_attn moe_act): each takes every word up to the next option
 LISTS = frozenset({
@@ -126,6 +127,9 @@ class Layout:
     deferral_limit: Fact = field(default_factory=lambda: Fact(0))
     loss_fusion: Fact = field(default_factory=lambda: Fact(False))
     loss_fusion_impl: Fact = field(default_factory=lambda: Fact("native"))
+    # --no-bias-swiglu-fusion (the experts' weighted SwiGLU unfused) and --use-fused-weighted-squared-relu
+    glu_fusion: Fact = field(default_factory=lambda: Fact(True))
+    srelu_fusion: Fact = field(default_factory=lambda: Fact(False))
     fsdp: Fact = field(default_factory=lambda: Fact(""))
     fsdp_double_buffer: Fact = field(default_factory=lambda: Fact(False))
     fsdp_main_bytes: Fact = field(default_factory=lambda: Fact(4))
@@ -183,6 +187,15 @@ def looks_like_megatron(data: Any) -> bool:
 
 def _flag(keys: Keys, *names: str) -> Fact:
     return keys.get(*names, default=False, convert=truthy, why=f"{VERSION}: off (store_true)")
+
+
+def _glu_fusion(keys: Keys) -> Fact:
+    """bias_swiglu_fusion: on unless --no-bias-swiglu-fusion (store_false, A:2758-2761), or a file's
+    own ``bias_activation_fusion`` key says it (Megatron-Bridge / NeMo: TransformerConfig's)."""
+    off = keys.get("no_bias_swiglu_fusion", default=None, convert=truthy)
+    if off.value is not None:
+        return Fact(not off.value, off.location)
+    return keys.get("bias_activation_fusion", default=True, convert=truthy, why=f"{VERSION}: on (A:2758-2761)")
 
 
 def _recompute(keys: Keys) -> tuple[Fact, Fact, Fact]:
@@ -314,6 +327,8 @@ def read_layout(keys: Keys) -> Layout:
         hybrid=hybrid_pattern(keys),
         launched=not isinstance(keys.document, Arguments),
         loss_fusion=_flag(keys, "cross_entropy_loss_fusion"),
+        glu_fusion=_glu_fusion(keys),
+        srelu_fusion=_flag(keys, "use_fused_weighted_squared_relu"),
         deferred_wgrad=_flag(keys, "defer_embedding_wgrad_compute"),
         deferral_limit=keys.get("wgrad_deferral_limit", default=0, why=f"{VERSION}: 0, every micro-batch (MPC:415)"),
         loss_fusion_impl=keys.get("cross_entropy_fusion_impl", default="native", why=f"{VERSION}: native (TC:325)"),

@@ -29,8 +29,10 @@ runs with sequence parallelism), with E experts, top-k routing, one expert's FFN
 - **the routed tokens**: the rank's experts receive k x ETP of its tokens when the router is
   balanced (each of the EP ranks sends k per token over E / EP experts apiece; the expert TP group
   all-gathers them), ``capacity`` x that at most under --moe-expert-capacity-factor; each keeps its
-  FC1 input (ch: the dispatched tokens), FC1's output and the weighted SwiGLU's (2ce/ETP + ce/ETP),
-  and its routing probability (4 B, fp32, for the weighted activation's backward);
+  FC1 input (ch: the dispatched tokens), what the weighted activation keeps (``layouts/megatron.
+  expert_activation``: the fused SwiGLU FC1's output and its own, 2ce/ETP + ce/ETP; a plain GELU or
+  ReLU² its input or output, its output and the weighted cast FC2 reads, 3ce/ETP; 5ce/ETP unfused
+  SwiGLU), and its routing probability (4 B, fp32, for the weighted activation's backward);
 - **the router**: the top-k indices and the permutation's sorted indices (int64, 8k each), the top-k
   softmax (fp32, 4k), the routing map (1 B an expert), and with --moe-aux-loss-coeff > 0 the full
   fp32 softmax the load-balancing loss is made of (4E);
@@ -98,7 +100,8 @@ class Experts:
     capacity: float                # the received tokens over the balanced share (1: dropless, balanced)
     aux_loss: bool
     dispatcher: str
-    gated: bool = True             # gated experts (SwiGLU: FC1 2w, its output w); plain ones (GELU) w and w
+    gated: bool = True             # gated experts and shared experts (SwiGLU: FC1 2w, its output w); plain (GELU) w, w
+    kept: int = 3                  # widths w a routed token keeps through the weighted activation (expert_act)
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,7 @@ def widths(plan: Plan, index: int = 0) -> Widths:
     if mlp.kind == "moe":
         experts = Experts(mlp.experts, mlp.experts_per_token, mlp.intermediate, mlp.shared_intermediate,
                           par.expert_tp(plan.tensor_parallel), par.expert, par.capacity, par.aux_loss,
-                          par.dispatcher, mlp.gated_experts)
+                          par.dispatcher, mlp.gated_experts, par.expert_act)
     q, k, v, latent = _attention(att)
     return Widths(m.hidden_size, q, k, mlp.intermediate, att.num_heads, mlp.kind == "gated" or
                   (mlp.kind == "moe" and mlp.gated_experts),
@@ -182,8 +185,8 @@ def _moe(w: Widths, dropped: tuple[str, ...]) -> int:
     e = w.experts
     if "moe" in dropped:
         return 0
-    fc1 = 3 if e.gated else 2                   # FC1's output and the activation's: SwiGLU 2w + w, GELU w + w
-    inner = -(-(fc1 - ("moe_act" in dropped)) * w.c * e.width // e.etp)
+    fc1 = 3 if e.gated else 2                   # a dense MLP's: FC1's output and the activation's (shared experts)
+    inner = -(-(e.kept - ("moe_act" in dropped)) * w.c * e.width // e.etp)
     routed = round(_received(e) * (w.c * w.h + inner + 4))
     router = 20 * e.top_k + e.count + (4 * e.count if e.aux_loss else 0)
     shared = 0 if "shared_experts" in dropped else _head(w, fc1 * w.c * e.shared)
