@@ -123,12 +123,17 @@ def test_the_patterns_segments_are_the_pipeline_stages(tmp_path):
     assert [[stage.layers for stage in rank.stages] for rank in ranks(even)] == [[(0, 1, 2, 3)], [(4, 5, 6, 7)]]
 
 
-def test_multi_token_prediction_in_the_pattern_is_said_and_a_hybrid_program_without_one_is_not_read(tmp_path):
+def test_multi_token_prediction_in_the_pattern_is_priced_and_a_hybrid_program_without_one_is_not_read(tmp_path):
+    """``/*-/*-``: two depths of an attention and an MLP layer each (A:839-860), on the last stage with
+    their losses; a pretrain_mamba.py line stating no pattern is VL011."""
     script = tmp_path / "train.sh"
     script.write_text(LINE.format(pattern="M-M*-/*-/*-", extra=""))
     entry = _check(script, "--gpus", "8xH100")
-    assert entry["status"] == "estimated"
-    assert any(f["code"] == "VL210" and "2 multi-token prediction depth(s)" in f["message"] for f in entry["findings"])
+    assert entry["status"] == "estimated" and not [f for f in entry["findings"] if f["code"] == "VL210"]
+    parts = {c["name"]: c for c in entry["estimate"]["components"]}
+    assert parts["multi-token prediction layers"]["formula"].startswith("2 depth(s)")
+    plan = _plan(tmp_path, LINE.format(pattern="M-M*-/*-/*-", extra=""))
+    assert (plan.model.mtp_depths, [one.attention.kind for one in plan.model.mtp]) == (2, ["full", "none"])
     script.write_text(LINE.format(pattern="x", extra="").replace("--hybrid-layer-pattern 'x' ", "--num-layers 8 ")
                       .replace("pretrain_hybrid.py", "pretrain_mamba.py"))
     entry = _check(script, "--gpus", "8xH100")

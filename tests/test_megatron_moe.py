@@ -205,3 +205,31 @@ def test_a_bridge_qwen3_moe_dump_counts_the_embedding_and_loss_as_layers():
     refused = next(f for f in _check(QWEN3, "--gpus", "8xH100")["findings"] if f["code"] == "VL313")
     assert "expert_tensor_model_pipeline_parallel size (64)" in refused["message"]
     assert refused["hint"].endswith("or a smaller model.expert_model_parallel_size")     # the file's own key
+
+
+def test_multi_token_prediction_depths_are_the_last_layers_kind_on_the_last_stage(tmp_path):
+    """--mtp-num-layers 2 over LINE (its last layer MoE): each depth is an MoE layer on the last stage
+    (gpt_layer_specs.py's MTP spec: the decoder's last layer's). Megatron's theoretical_memory_usage
+    counts each as that layer's parameters, its estimator's weight-and-optimizer bytes grow by exactly
+    vramlint's but for what it leaves out: each depth's eh_proj (2h x h, split over TP) and its three
+    RMSNorms (enorm, hnorm, final_layernorm). On the last stage each depth keeps its embedding, the
+    concatenation and its layer, and its loss's fp32 softmax over the vocabulary shard (4 B a logit)."""
+    h, depths = 1024, 2
+    base, mtp = (_plan(tmp_path, LINE.format(extra=extra), "8x80GB")
+                 for extra in ("", f"--mtp-num-layers {depths}"))
+    estimator = _megatron_estimator()["compute_weight_and_optimizer_memory"]
+    grown = estimator(Namespace(**{**vars(_line_args(swiglu=True)), "mtp_num_layers": depths})) - \
+        estimator(_line_args(swiglu=True))
+
+    def states(plan):
+        local = plan.with_changes(model=plan.model.tp_local(2, plan.tp_split))
+        return megatron_states(local, ranks(local)[0])
+    ours = sum(c.bytes for c in states(mtp).resting + states(mtp).gradients) - \
+        sum(c.bytes for c in states(base).resting + states(base).gradients)
+    left_out = depths * (2 * h * h // 2 + 3 * h)          # eh_proj over TP 2, three RMSNorm weights
+    assert ours - grown == left_out * (2 + 4 + 12 / 4)      # bf16 weight, fp32 gradient, optimizer over dp 4
+    from vramlint.memory.runtimes.megatron.step import moments
+    peak = {c.name: c for name, parts in moments(mtp) if name == "forward at the loss" for c in parts}
+    softmax = peak["multi-token prediction losses (fp32 softmax)"]
+    assert softmax.bytes == 4 * depths * 2048 * 32000 // 2
+    assert peak["multi-token prediction layers"].bytes > depths * layer(widths(mtp, 7)) * 2048

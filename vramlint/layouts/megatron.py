@@ -16,6 +16,7 @@ from importlib import import_module
 from vramlint.errors import UnplannableError
 from vramlint.hardware import Cluster
 from vramlint.layouts import Refusal, own_model, whole
+from vramlint.models.architectures import mtp_depth
 from vramlint.models.shape import LINEAR, NONE, ModelShape
 from vramlint.plan import Flags, Origin, Parallelism, Plan
 from vramlint.readers.megatron import METHODS, MODULES, RECOMPUTE, VERSION, WAY_ON, Layout
@@ -447,6 +448,21 @@ def expert_activation(layout: Layout, gated: bool) -> int:
     return 2 if layout.srelu_fusion.value else 3
 
 
+def _with_mtp(model: ModelShape, depths: int, notes: list[str]) -> ModelShape:
+    """The model with its multi-token prediction depths: GPT's a copy of the decoder's last layer each
+    (gpt_layer_specs.py get_gpt_mtp_block_spec: the decoder's layer spec, its last layer's for a MoE
+    pattern), a hybrid pattern's its ``/`` layers (the builder's); on the last pipeline stage."""
+    if not depths:
+        return model
+    if not model.mtp:
+        h = model.hidden_size
+        model = replace(model, mtp=mtp_depth((model.layers[-1],), h, model.final_norm_params == 2 * h),
+                        mtp_depths=depths)
+    notes.append(f"multi-token prediction: {depths} depth(s) of {len(model.mtp)} layer(s) on the last pipeline "
+                 "stage, each with its loss over the vocabulary")
+    return model
+
+
 def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cluster, origins: dict,
          notes: list[str]) -> Plan:
     """The Plan of a Megatron job: bf16 parameters and the DDP gradient buffer whole on every rank of
@@ -459,6 +475,7 @@ def plan(recipe: Recipe, job: dict, flags: Flags, model: ModelShape, cluster: Cl
                                "modelled yet (vramlint prices full training on this layout)")
     d = degrees(layout, cluster.world_size)
     pp, tp, cp, dp = d["pipeline"], d["tensor"], d["context"], d["data"]
+    model = _with_mtp(model, whole(layout.mtp, 0), notes)
     stated = stage_layers(layout)
     v = len(stated) // pp if stated else virtual_stages(layout, model.num_layers + sum(slots(layout)), pp)
     m = microbatches(layout, dp)

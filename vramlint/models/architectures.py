@@ -614,6 +614,20 @@ def gemma4_text(c: HfConfig) -> ModelShape:
                    model_linears=(("per_layer_model_projection", h, count * per_layer),))
 
 
+def mtp_depth(layers: tuple[Layer, ...], h: int, norm_bias: bool) -> tuple[Layer, ...]:
+    """One Megatron multi-token-prediction depth (megatron/core/transformer/multi_token_prediction.py
+    MultiTokenPredictionLayer, core_v0.19.0 :897-1050): its enorm and hnorm (the shifted tokens'
+    embedding and the hidden states), eh_proj (a column-parallel 2h -> h, no bias) and its final
+    norm, on the first of its decoder layers (GPT: the decoder's last layer's kind; a hybrid
+    pattern's MTP symbols)."""
+    extra = [norm("enorm", h, norm_bias), norm("hnorm", h, norm_bias), linear("eh_proj", "attention", 2 * h, h),
+             norm("final_layernorm", h, norm_bias)]
+    first = layers[0]
+    mods = first.modules + tuple((m.group, m.params) for m in extra)
+    tensors = first.parameter_tensors + tuple((m.group, size) for m in extra for size in m.parts)
+    return (replace(first, modules=mods, tensors=tensors), *layers[1:])
+
+
 # ---------------------------------------------------------------------------------------------
 # Megatron-core's hybrid stack: the layers readers/megatron.py reads from --hybrid-layer-pattern
 
@@ -636,20 +650,32 @@ def megatron_hybrid(c: HfConfig) -> ModelShape:
     - ``-`` an MLP (fc1 gated under --swiglu), ``E`` an MoE layer (TENorm, router, experts).
 
     Not Hugging Face's ``nemotron_h`` (its norms and fused layouts differ; it is built by transformers)."""
-    h, nh, nkv, hd = heads(c)
+    h, ln_bias = c.int("hidden_size"), c.flag("norm_bias")
+    inner = c.int("mamba_num_heads") * c.int("mamba_head_dim")
+    ssm = Ssm(inner, c.int("mamba_num_heads"), c.int("mamba_num_groups"), c.int("mamba_state_dim"),
+              c.int("mamba_conv", default=4))
+    layers = _hybrid_layers(c, str(c.get("hybrid_layer_pattern")), h, ssm)
+    depths = c.int("mtp_depths", default=0)
+    mtp = mtp_depth(_hybrid_layers(c, str(c.get("mtp_pattern")), h, ssm), h, ln_bias) if depths else ()
+    positions = c.int("learned_positions", default=0) * h
+    shape = decoder(c, layers, h, final_norm=h * (2 if ln_bias else 1), positions=positions)
+    return replace(shape, mtp=mtp, mtp_depths=depths)
+
+
+def _hybrid_layers(c: HfConfig, pattern: str, h: int, ssm: Ssm) -> list[Layer]:
+    """A hybrid pattern's layers, one a symbol (``megatron_hybrid``)."""
+    nh, nkv, hd = heads(c)[1:]
     ln_bias, bias = c.flag("norm_bias"), c.flag("attention_bias")
-    inner, groups = c.int("mamba_num_heads") * c.int("mamba_head_dim"), c.int("mamba_num_groups")
-    ssm = Ssm(inner, c.int("mamba_num_heads"), groups, c.int("mamba_state_dim"), c.int("mamba_conv", default=4))
     layers = []
-    for symbol in str(c.get("hybrid_layer_pattern")):
+    for symbol in pattern:
         modules = [norm("norm", h, ln_bias)]
         if symbol == "M":
             modules += [linear("in_proj", "attention", h, ssm.projection),
                         Module("conv1d", "attention", ssm.conv_channels * (ssm.conv + 1),
                                (ssm.conv_channels * ssm.conv, ssm.conv_channels)),
                         Module("dt_bias+A_log+D", "attention", 3 * ssm.heads, (ssm.heads,) * 3),
-                        Module("mixer_norm", "attention", inner), linear("out_proj", "attention", inner, h)]
-            layers.append(replace(layer(Attention(LINEAR, ssm.heads, groups, c.int("mamba_head_dim")), NO_MLP,
+                        Module("mixer_norm", "attention", ssm.inner), linear("out_proj", "attention", ssm.inner, h)]
+            layers.append(replace(layer(Attention(LINEAR, ssm.heads, ssm.groups, c.int("mamba_head_dim")), NO_MLP,
                                         modules), ssm=ssm))
         elif symbol == "*":
             modules += [linear("linear_qkv", "attention", h, (nh + 2 * nkv) * hd, bias),
@@ -666,8 +692,7 @@ def megatron_hybrid(c: HfConfig) -> ModelShape:
             gated = gated_linear_unit(c)
             modules += gated_mlp(h, width, bias=bias) if gated else plain_mlp(h, width, bias)
             layers.append(layer(NO_MIXER, Mlp("gated" if gated else "plain", width), modules))
-    positions = c.int("learned_positions", default=0) * h
-    return decoder(c, layers, h, final_norm=h * (2 if ln_bias else 1), positions=positions)
+    return layers
 
 
 # The registry: model_type -> (builder, transformers defaults to fill from).

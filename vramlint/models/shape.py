@@ -302,6 +302,8 @@ class ModelShape:
     family: str = ""               # the builder family it was read as (``models/tp_plans.py`` looks it up)
     resolved_by: str = ""          # where the config came from: path, catalog, cache, hub
     shape_by: str = "hand-modelled"   # how the layers were read: hand-modelled, transformers, generic
+    mtp: tuple[Layer, ...] = ()    # one multi-token-prediction depth's layers (Megatron: its norms and eh_proj on the
+    mtp_depths: int = 0            # first), built ``mtp_depths`` times after the decoder (architectures.mtp_depth)
 
     def tp_local(self, tp: int, split: frozenset[str]) -> ModelShape:
         """The parameters one tensor-parallel rank of the whole model holds: the groups in
@@ -318,9 +320,12 @@ class ModelShape:
         def split_items(items: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
             return tuple((group, cut(group, size)) for group, size in items)
 
-        layers = tuple(replace(layer, modules=split_items(layer.modules), tensors=split_items(layer.tensors))
-                       for layer in self.layers)
-        return replace(self, layers=layers, embedding_params=cut("embedding", self.embedding_params),
+        def split_layers(layers: tuple[Layer, ...]) -> tuple[Layer, ...]:
+            return tuple(replace(layer, modules=split_items(layer.modules), tensors=split_items(layer.tensors))
+                         for layer in layers)
+
+        return replace(self, layers=split_layers(self.layers), mtp=split_layers(self.mtp),
+                       embedding_params=cut("embedding", self.embedding_params),
                        head_params=cut("head", self.head_params), extra_params=cut("extra", self.extra_params),
                        extra_largest=cut("extra", self.extra_largest), tensor_parallel=tp)
 

@@ -116,6 +116,7 @@ class Layout:
     host_main: Fact = field(default_factory=lambda: Fact(False))
     stage_layout: Fact = field(default_factory=lambda: Fact(None))   # --pipeline-model-parallel-layout
     hybrid: Fact = field(default_factory=lambda: Fact(None))         # --hybrid-layer-pattern ("|": its segments)
+    mtp: Fact = field(default_factory=lambda: Fact(0))               # multi-token prediction depths
     # --use-megatron-fsdp's sharding strategy ("" off), its double buffers, its main parameters' bytes (0: none
     # apart, the compute weights are the optimizer's)
     # Megatron-LM's own arguments (pretrain_gpt.py's line, its validate_args run on them), not another
@@ -187,6 +188,16 @@ def looks_like_megatron(data: Any) -> bool:
 
 def _flag(keys: Keys, *names: str) -> Fact:
     return keys.get(*names, default=False, convert=truthy, why=f"{VERSION}: off (store_true)")
+
+
+def _mtp_depths(keys: Keys) -> Fact:
+    """Multi-token prediction depths: --mtp-num-layers, or a hybrid pattern's ``/`` repeats (A:839-860:
+    mtp_num_layers inferred from the unified pattern)."""
+    stated = keys.get("mtp_num_layers", default=0, convert=positive, why=f"{VERSION}: none (TC:68)")
+    pattern = hybrid_pattern(keys)
+    if stated.count or pattern.value is None or "/" not in str(pattern.value):
+        return Fact(stated.count or 0, stated.location, stated.default)
+    return Fact(len(str(pattern.value).split("/")) - 1, pattern.location)
 
 
 def _glu_fusion(keys: Keys) -> Fact:
@@ -324,7 +335,7 @@ def read_layout(keys: Keys) -> Layout:
         capacity=keys.get("moe_expert_capacity_factor", default=None, why=f"{VERSION}: none, dropless (TC:888)"),
         aux_loss=_aux_loss(keys),
         stage_layout=keys.get("pipeline_model_parallel_layout", default=None, why=f"{VERSION}: none (A:2950)"),
-        hybrid=hybrid_pattern(keys),
+        hybrid=hybrid_pattern(keys), mtp=_mtp_depths(keys),
         launched=not isinstance(keys.document, Arguments),
         loss_fusion=_flag(keys, "cross_entropy_loss_fusion"),
         glu_fusion=_glu_fusion(keys),
@@ -518,8 +529,9 @@ def _hybrid(keys: Keys, pattern: str, ffn: int, swiglu: bool) -> tuple[dict | No
     separates pipeline segments, ``layouts/megatron.py``'s), the Mamba mixer's widths (TC:1179-1190:
     state 128, head 64, 8 groups, heads d_inner / head_dim with d_inner = 2 x hidden: MambaMixer's
     expand 2) and the MoE layers' experts (``_moe``). None and why for a symbol not priced."""
-    main = pattern.split("/")[0].replace("|", "")
-    unknown = sorted(set(main) - set(HYBRID_SYMBOLS))
+    main, *depths = pattern.split("/")
+    main = main.replace("|", "")
+    unknown = sorted(set(main + "".join(depths)) - set(HYBRID_SYMBOLS))
     if unknown:
         named = ", ".join(f"{HYBRID_NAMES[s]} ({s})" if s in HYBRID_NAMES else f"{s!r}, not a layer symbol"
                           for s in unknown)
@@ -527,6 +539,7 @@ def _hybrid(keys: Keys, pattern: str, ffn: int, swiglu: bool) -> tuple[dict | No
     hidden = keys.get("hidden_size", convert=positive).count
     head_dim = keys.get("mamba_head_dim", convert=positive).count or 64
     out = {"model_type": "megatron_hybrid", "architectures": ["HybridModel"], "hybrid_layer_pattern": main,
+           "mtp_pattern": depths[0] if depths else "", "mtp_depths": len(depths) if depths and depths[0] else 0,
            "mamba_head_dim": head_dim, "mamba_num_heads": keys.get("mamba_num_heads", convert=positive).count or
            2 * hidden // head_dim, "mamba_num_groups": keys.get("mamba_num_groups", convert=positive).count or 8,
            "mamba_state_dim": keys.get("mamba_state_dim", convert=positive).count or 128,
@@ -689,13 +702,6 @@ def _features(keys: Keys, layout: Layout) -> tuple[Feature, ...]:
     if truthy(keys.raw("use_torch_fsdp2")):
         out.append(Feature(keys.fact("use_torch_fsdp2", True), "PyTorch FSDP2 (--use-torch-fsdp2): its sharded "
                            "parameters and gradients are priced as the distributed optimizer's whole ones", "high"))
-    mtp = keys.get("mtp_num_layers", default=None, convert=positive)
-    depths = str(layout.hybrid.value).split("/")[1:] if layout.hybrid.value is not None else []
-    if mtp.count:
-        out.append(Feature(mtp, f"{mtp.count} multi-token prediction layer(s) and their output head"))
-    elif any(depths):           # a hybrid pattern's "/": one MTP depth a repeat (A:839-860)
-        out.append(Feature(layout.hybrid, f"{len(depths)} multi-token prediction depth(s) of layers "
-                                          f"{depths[0]!r} and their output head"))
     offloaded = keys.get("cpu_offloading_num_layers", default=0, convert=positive)
     if isinstance(offloaded.value, int) and offloaded.value > 0:
         out.append(Feature(offloaded, "activation CPU offloading: estimated on the GPU", "high"))

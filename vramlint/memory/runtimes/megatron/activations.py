@@ -80,7 +80,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramlint.models.shape import LINEAR, MLA, NONE, Attention, Ssm
+from vramlint.models.shape import LINEAR, MLA, NONE, Attention, Layer, Ssm
 from vramlint.plan import Plan
 
 SOURCE = ("Korthikanti et al. 2022 Table 2, term by term for Megatron-LM core_v0.19.0's TE layer "
@@ -147,10 +147,11 @@ def _attention(att: Attention) -> tuple[int, int, int, Latent | None]:
                                                        att.rope_dim)
 
 
-def widths(plan: Plan, index: int = 0) -> Widths:
-    """Layer ``index``'s widths."""
+def widths(plan: Plan, index: int = 0, of: Layer | None = None) -> Widths:
+    """Layer ``index``'s widths (or those of the layer ``of``: a multi-token prediction depth's)."""
     m = plan.model
-    att, mlp = m.layers[index].attention, m.layers[index].mlp
+    one = of or m.layers[index]
+    att, mlp = one.attention, one.mlp
     par = plan.parallelism
     experts = None
     if mlp.kind == "moe":
@@ -162,7 +163,7 @@ def widths(plan: Plan, index: int = 0) -> Widths:
                   (mlp.kind == "moe" and mlp.gated_experts),
                   plan.tensor_parallel, par.sequence_parallel, 1 if par.dropout else 0,
                   4 if plan.precision == "fp32" else 2, par.scores, plan.seq_len, experts, v, latent,
-                  att.kind not in (LINEAR, NONE), mlp.kind != "none", m.layers[index].ssm)
+                  att.kind not in (LINEAR, NONE), mlp.kind != "none", one.ssm)
 
 
 def _sequence(w: Widths, bytes_: int) -> int:
@@ -295,6 +296,28 @@ def kept_per_token(plan: Plan, indices: tuple[int, ...]) -> tuple[int, str]:
     dropped = tuple(arg.split(",")) if policy == "selective" else ()
     per, words = _summed(plan, indices, dropped)
     return per, f"{words} ({mode})"
+
+
+def mtp_kept(plan: Plan) -> tuple[int, str]:
+    """Bytes per token the multi-token prediction depths keep on the last stage, and in words
+    (multi_token_prediction.py:1056-1232): each depth its shifted tokens' embedding (enorm's input,
+    ch), the concatenation eh_proj reads (2ch), its layers' own tensors under the job's recompute
+    (full: the checkpointed depth's inputs, 2ch) and its final norm's input (ch), all sequence part;
+    and the main and every depth's hidden states concatenated (torch.cat, (1 + D) ch: the output
+    layer's inputs are views of it)."""
+    m = plan.model
+    if not m.mtp_depths:
+        return 0, ""
+    w = widths(plan)
+    policy, _, arg = plan.parallelism.checkpointing.partition(":")
+    dropped = tuple(arg.split(",")) if policy == "selective" else ()
+    if policy in ("uniform", "block"):
+        depth = _sequence(w, 2 * w.c * w.h)
+    else:
+        depth = _sequence(w, 4 * w.c * w.h) + sum(layer(widths(plan, of=one), dropped) for one in m.mtp)
+    joined = _sequence(w, (1 + m.mtp_depths) * w.c * w.h)
+    return m.mtp_depths * depth + joined, (f"{m.mtp_depths} depth(s) x {depth:,} B + the concatenated hidden "
+                                          f"states {joined:,} B")
 
 
 def rebuilt(plan: Plan) -> int:

@@ -42,23 +42,25 @@ def rank_params(plan: Plan, rank: Rank) -> tuple[int, int]:
     experts = sum(routed for _, routed in layers)
     for stage in rank.stages:
         params += m.embedding_params if stage.embedding else 0
-        if stage.head:
-            tied_copy = m.embedding_params if not m.head_params and not stage.embedding else 0
-            params += m.head_params + m.final_norm_params + tied_copy
+        if stage.head:              # the word embeddings again where tied, or where MTP embeds the shifted tokens
+            copy = m.embedding_params if (not m.head_params or m.mtp_depths) and not stage.embedding else 0
+            params += m.head_params + m.final_norm_params + copy
     par = plan.parallelism
     return params, -(-experts // (par.expert * par.expert_tp(plan.tensor_parallel)))
 
 
 def decoder_params(plan: Plan, rank: Rank) -> list[tuple[int, int]]:
     """Each decoder layer of the rank's chunks: its TP-local parameters but the routed experts, and
-    those experts whole (a rank holds 1 / (EP x ETP) of them)."""
+    those experts whole (a rank holds 1 / (EP x ETP) of them); on the last stage each multi-token
+    prediction depth's layers too (multi_token_prediction.py: built where the output layer is)."""
     m = plan.model
     out = []
     for stage in rank.stages:
-        for i in stage.layers:
-            layer = m.layers[i].params
-            own = layer.total - layer.experts + duplicated(m.layers[i].attention, m.hidden_size, m.tensor_parallel)
-            out.append((own, layer.experts))
+        layers = [m.layers[i] for i in stage.layers] + (list(m.mtp) * m.mtp_depths if stage.head else [])
+        for layer in layers:
+            own = layer.params.total - layer.params.experts + duplicated(layer.attention, m.hidden_size,
+                                                                         m.tensor_parallel)
+            out.append((own, layer.params.experts))
     return out
 
 

@@ -23,8 +23,8 @@ from vramlint.memory.parts.components import ALLOCATOR, Component
 from vramlint.memory.parts.pipeline import Rank
 from vramlint.memory.runtimes.megatron import rl
 from vramlint.memory.runtimes.megatron.activations import (SOURCE as TERMS, chunk_input, dispatch_staging,
-                                                           embedding_mask, head_input, kept_per_token, rebuilt,
-                                                           widths)
+                                                           embedding_mask, head_input, kept_per_token, mtp_kept,
+                                                           rebuilt, widths)
 from vramlint.memory.runtimes.megatron.layout import ranks
 from vramlint.memory.runtimes.megatron.states import SOURCE, megatron_states, rank_params
 from vramlint.plan import Plan
@@ -112,7 +112,7 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     if any(stage.head for stage in rank.stages):
         per = head_input(plan)
         head = (Component("final norm + output layer input", per * tokens, f"{per:,} B x {tokens:,} tokens", TERMS),)
-        head += _deferred(plan, tokens)
+        head += _deferred(plan, tokens) + _mtp(plan, tokens)
         out.append((f"forward at the loss{name}", rest + kept + head + (_loss(plan, "forward", tokens),)))
         out.append((f"backward at the loss{name}", back + kept + head + (_loss(plan, "backward", tokens),)))
     if autocast == "cache":         # the region ends at the output layer's 16-bit logits, before the loss
@@ -134,6 +134,24 @@ def _rank_moments(plan: Plan, rank: Rank) -> list[tuple[str, tuple[Component, ..
     if states.ending:                           # Megatron-FSDP's layers' gradients, made as backward frees layers
         out.append((f"end of backward{name}", back + tuple(states.ending)))
     return out
+
+
+MTP_SOURCE = ("Megatron-LM core_v0.19.0 transformer/multi_token_prediction.py:760-895 process_mtp_loss (each depth's "
+              "logits and loss made before the main loss; its cross-entropy's fp32 softmax saved until its backward, "
+              "which follows the main loss's) and :1056-1232 (a depth's embedding, concatenation, layer and norm)")
+
+
+def _mtp(plan: Plan, tokens: int) -> tuple[Component, ...]:
+    """Multi-token prediction on the last stage: its depths' kept tensors (``activations.mtp_kept``)
+    and each depth's loss softmax over the vocabulary shard (fp32, 4 B a logit), alive from its
+    forward through the main loss's forward and backward."""
+    per, words = mtp_kept(plan)
+    if not per:
+        return ()
+    depths = plan.model.mtp_depths
+    return (Component("multi-token prediction layers", per * tokens, f"{words} x {tokens:,} tokens", MTP_SOURCE),
+            Component("multi-token prediction losses (fp32 softmax)", 4 * depths * tokens * _shard(plan),
+                      f"4 B x {depths} depth(s) x {tokens:,} tokens x {_shard(plan):,} (vocabulary shard)", MTP_SOURCE))
 
 
 DEFER_SOURCE = ("Megatron-LM core_v0.19.0 tensor_parallel/layers.py:604-607 (the output layer's grad_output "
