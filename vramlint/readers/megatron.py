@@ -548,7 +548,9 @@ def _hybrid(keys: Keys, pattern: str, ffn: int, swiglu: bool) -> tuple[dict | No
         out["gated_linear_unit"] = False
     counts = {symbol: main.count(symbol) for symbol in "M*-E" if symbol in main}
     words = ", ".join(f"{n} {HYBRID_NAMES[s]}" for s, n in counts.items())
-    if "E" in main:
+    if "E" in main + "".join(depths):
+        if not keys.get("num_experts", convert=positive).count:
+            return None, "MoE layers (E) in the layer pattern without --num-experts (the MoE spec needs it)"
         moe, moe_words = _moe(keys, len(main), ffn, swiglu)
         if moe is None:
             return None, moe_words
