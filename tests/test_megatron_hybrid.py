@@ -5,13 +5,13 @@ parameters and kept tensors from mamba_mixer.py's shapes, and the layouts valida
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from test_megatron import _plan as _megatron_plan
+from test_megatron_moe import _check
 from vramlint.memory.runtimes.megatron.activations import layer, widths
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,20 +25,8 @@ LINE = ("torchrun --nproc_per_node 8 pretrain_hybrid.py --hybrid-layer-pattern '
         "--bf16 --use-distributed-optimizer {extra}\n")
 
 
-def _check(path, *args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", str(path), "--format", "json", *args],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode in (0, 1), proc.stderr
-    return json.loads(proc.stdout)["files"][0]
-
-
 def _plan(tmp_path, line: str, gpus: str = "8xH100"):
-    from vramlint.checker import check_file
-    from vramlint.hardware import parse_gpus
-    from vramlint.jobs.result import Context
-    script = tmp_path / "train.sh"
-    script.write_text(line)
-    return check_file(str(script), Context(parse_gpus(gpus)))[0].plan
+    return _megatron_plan(tmp_path, line, gpus)
 
 
 def _ci():
