@@ -226,6 +226,7 @@ def test_a_megatron_job_the_tool_cannot_read_is_not_estimated_never_skipped(tmp_
     ("--hybrid-override-pattern M-M+M-M+", "multi-latent attention (+)"),
     ("--hybrid-layer-pattern M-M*-M-X*", "'X', not a layer symbol"),
     ("--hybrid-layer-pattern M-M*-M-E*", "MoE layers (E) in the layer pattern without --num-experts"),
+    ("--hybrid-layer-pattern M-M*/*-/M-", "All MTP patterns must be identical"),
     ("--heterogeneous-layers-config-path nemotron_super.json", "--heterogeneous-layers-config-path"),
 ])
 def test_layers_other_than_the_gpt_layer_are_not_priced_as_it(tmp_path, flags, words):

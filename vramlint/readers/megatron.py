@@ -195,9 +195,10 @@ def _mtp_depths(keys: Keys) -> Fact:
     mtp_num_layers inferred from the unified pattern)."""
     stated = keys.get("mtp_num_layers", default=0, convert=positive, why=f"{VERSION}: none (TC:68)")
     pattern = hybrid_pattern(keys)
-    if stated.count or pattern.value is None or "/" not in str(pattern.value):
+    depths = [part for part in str(pattern.value).split("/")[1:] if part] if pattern.value is not None else []
+    if stated.count or not depths:
         return Fact(stated.count or 0, stated.location, stated.default)
-    return Fact(len(str(pattern.value).split("/")) - 1, pattern.location)
+    return Fact(len(depths), pattern.location)
 
 
 def _glu_fusion(keys: Keys) -> Fact:
@@ -525,12 +526,17 @@ HYBRID_NAMES = {"M": "Mamba", "*": "attention", "-": "MLP", "E": "MoE", "G": "Ga
 
 def _hybrid(keys: Keys, pattern: str, ffn: int, swiglu: bool) -> tuple[dict | None, str]:
     """The hybrid stack's keys (``architectures.megatron_hybrid``) and its layers in words: the main
-    pattern (before any ``/``: multi-token prediction's, said as VL210 by ``_features``; ``|``
-    separates pipeline segments, ``layouts/megatron.py``'s), the Mamba mixer's widths (TC:1179-1190:
+    pattern (``|`` separates pipeline segments, ``layouts/megatron.py``'s) and after each ``/`` a
+    multi-token prediction depth's layers (all alike: hybrid_layer_allocation.py parse_hybrid_pattern,
+    which raises otherwise), the Mamba mixer's widths (TC:1179-1190:
     state 128, head 64, 8 groups, heads d_inner / head_dim with d_inner = 2 x hidden: MambaMixer's
     expand 2) and the MoE layers' experts (``_moe``). None and why for a symbol not priced."""
     main, *depths = pattern.split("/")
     main = main.replace("|", "")
+    if len(set(depths)) > 1:
+        return None, (f"All MTP patterns must be identical. Pattern 1 is '{depths[0]}', but pattern "
+                      f"{next(i for i, d in enumerate(depths, 1) if d != depths[0])} is '"
+                      f"{next(d for d in depths if d != depths[0])}' (hybrid_layer_allocation.py parse_hybrid_pattern)")
     unknown = sorted(set(main + "".join(depths)) - set(HYBRID_SYMBOLS))
     if unknown:
         named = ", ".join(f"{HYBRID_NAMES[s]} ({s})" if s in HYBRID_NAMES else f"{s!r}, not a layer symbol"
@@ -539,7 +545,7 @@ def _hybrid(keys: Keys, pattern: str, ffn: int, swiglu: bool) -> tuple[dict | No
     hidden = keys.get("hidden_size", convert=positive).count
     head_dim = keys.get("mamba_head_dim", convert=positive).count or 64
     out = {"model_type": "megatron_hybrid", "architectures": ["HybridModel"], "hybrid_layer_pattern": main,
-           "mtp_pattern": depths[0] if depths else "", "mtp_depths": len(depths) if depths and depths[0] else 0,
+           "mtp_pattern": depths[0] if depths else "", "mtp_depths": len([d for d in depths if d]),
            "mamba_head_dim": head_dim, "mamba_num_heads": keys.get("mamba_num_heads", convert=positive).count or
            2 * hidden // head_dim, "mamba_num_groups": keys.get("mamba_num_groups", convert=positive).count or 8,
            "mamba_state_dim": keys.get("mamba_state_dim", convert=positive).count or 128,
