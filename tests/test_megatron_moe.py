@@ -233,3 +233,23 @@ def test_multi_token_prediction_depths_are_the_last_layers_kind_on_the_last_stag
     softmax = peak["multi-token prediction losses (fp32 softmax)"]
     assert softmax.bytes == 4 * depths * 2048 * 32000 // 2
     assert peak["multi-token prediction layers"].bytes > depths * layer(widths(mtp, 7)) * 2048
+
+
+@pytest.mark.parametrize("extra, refused", [("", True), ("--no-bias-gelu-fusion", False),
+                                            ("--disable-bias-linear", False), ("--swiglu", False)])
+def test_gelu_experts_with_their_bias_fused_are_refused_as_te_grouped_mlp_raises(tmp_path, extra, refused):
+    """TEGroupedMLP fuses the weighted activation of SwiGLU and quick-GELU experts only: GELU experts
+    under --moe-grouped-gemm with bias_gelu_fusion on (Megatron's default where linears have biases)
+    raise at the first forward (experts.py:847); Megatron's own CI runs every GELU MoE case with
+    --no-bias-gelu-fusion. Off, or under --disable-bias-linear, or SwiGLU: estimated."""
+    line = ("torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 512 --num-attention-heads 8 "
+            "--num-experts 8 --moe-router-topk 2 --moe-grouped-gemm --expert-model-parallel-size 2 "
+            f"--seq-length 1024 --micro-batch-size 1 --vocab-size 32000 --bf16 {extra}\n")
+    script = tmp_path / "train.sh"
+    script.write_text(line)
+    entry = _check(script, "--gpus", "8xH100")
+    said = [f for f in entry["findings"] if f["code"] == "VL313"]
+    assert bool(said) == refused
+    if refused:
+        assert "Only support fusion of swiglu and quick_gelu in TEGroupedMLP" in said[0]["message"]
+        assert said[0]["hint"].startswith("add --no-bias-gelu-fusion")

@@ -284,6 +284,11 @@ def _experts(layout: Layout, d: dict[str, int], world: int, model: ModelShape) -
         return [Refusal(layout.sequence_parallel, "During training, performance may degrade if MoE and tensor "
                         "parallelismare enabled without also enabling sequence parallelism. (moe_layer.py:631)",
                         "add --sequence-parallel")]
+    plain = not next((layer.mlp.gated_experts for layer in model.layers if layer.mlp.kind == "moe"), True)
+    if layout.launched and plain and layout.grouped_gemm.value and layout.gelu_fusion.value:
+        return [Refusal(layout.grouped_gemm, "Only support fusion of swiglu and quick_gelu in TEGroupedMLP. "
+                        "(experts.py:847: GELU experts with bias_gelu_fusion, at the first forward)",
+                        "add --no-bias-gelu-fusion (or --swiglu)")]
     return []
 
 

@@ -128,9 +128,12 @@ class Layout:
     deferral_limit: Fact = field(default_factory=lambda: Fact(0))
     loss_fusion: Fact = field(default_factory=lambda: Fact(False))
     loss_fusion_impl: Fact = field(default_factory=lambda: Fact("native"))
-    # --no-bias-swiglu-fusion (the experts' weighted SwiGLU unfused) and --use-fused-weighted-squared-relu
+    # --no-bias-swiglu-fusion (the experts' weighted SwiGLU unfused) and --use-fused-weighted-squared-relu;
+    # bias_gelu_fusion (on unless --no-bias-gelu-fusion or --disable-bias-linear: A:1550-1551), --moe-grouped-gemm
     glu_fusion: Fact = field(default_factory=lambda: Fact(True))
     srelu_fusion: Fact = field(default_factory=lambda: Fact(False))
+    gelu_fusion: Fact = field(default_factory=lambda: Fact(False))
+    grouped_gemm: Fact = field(default_factory=lambda: Fact(False))
     fsdp: Fact = field(default_factory=lambda: Fact(""))
     fsdp_double_buffer: Fact = field(default_factory=lambda: Fact(False))
     fsdp_main_bytes: Fact = field(default_factory=lambda: Fact(4))
@@ -208,6 +211,15 @@ def _glu_fusion(keys: Keys) -> Fact:
     if off.value is not None:
         return Fact(not off.value, off.location)
     return keys.get("bias_activation_fusion", default=True, convert=truthy, why=f"{VERSION}: on (A:2758-2761)")
+
+
+def _gelu_fusion(keys: Keys) -> Fact:
+    """bias_gelu_fusion, what a plain (GELU, ReLU²) MLP's bias_activation_fusion is (argument_utils.py:
+    319): on unless --no-bias-gelu-fusion (A:2757), or --disable-bias-linear turns it off (A:1550-1551)."""
+    for name in ("no_bias_gelu_fusion", "disable_bias_linear"):
+        if truthy(keys.raw(name)):
+            return Fact(False, keys.fact(name, True).location)
+    return Fact(True, None, f"{VERSION}: bias_gelu_fusion on (A:2755-2757)")
 
 
 def _recompute(keys: Keys) -> tuple[Fact, Fact, Fact]:
@@ -341,6 +353,7 @@ def read_layout(keys: Keys) -> Layout:
         loss_fusion=_flag(keys, "cross_entropy_loss_fusion"),
         glu_fusion=_glu_fusion(keys),
         srelu_fusion=_flag(keys, "use_fused_weighted_squared_relu"),
+        gelu_fusion=_gelu_fusion(keys), grouped_gemm=_flag(keys, "moe_grouped_gemm"),
         deferred_wgrad=_flag(keys, "defer_embedding_wgrad_compute"),
         deferral_limit=keys.get("wgrad_deferral_limit", default=0, why=f"{VERSION}: 0, every micro-batch (MPC:415)"),
         loss_fusion_impl=keys.get("cross_entropy_fusion_impl", default="native", why=f"{VERSION}: native (TC:325)"),
