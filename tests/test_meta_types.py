@@ -50,3 +50,29 @@ def test_an_unmodelled_type_is_read_through_transformers(tmp_path):
     shape = read_model(str(path))
     assert shape.shape_by == "transformers" and shape.params == TYPES["granite"]["params"]
     assert {"q", "k", "v", "o", "gate", "up", "down"} <= set(shape.layers[0].linears(shape.hidden_size, shape.block))
+
+
+def test_a_hybrid_types_mixer_layers_are_said_to_be_priced_as_decoder_layers(tmp_path):
+    """nemotron_h (Mamba-2, MLP-only and attention layers) from its default config, trained with TRL on one
+    H100: estimated, and the estimate says that its layers without attention of their own are priced as
+    decoder layers (their kernels' saved tensors are modelled for Megatron's hybrid stack alone); granite,
+    every layer attention, says nothing of it."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    notes = {}
+    for model_type in ("nemotron_h", "granite"):
+        folder = tmp_path / model_type
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(default_config(model_type)))
+        recipe = folder / "sft.yaml"
+        recipe.write_text(f"model_name_or_path: {folder}\nper_device_train_batch_size: 1\nmax_length: 1024\n"
+                          "learning_rate: 2.0e-5\nbf16: true\n")
+        proc = subprocess.run([sys.executable, "-m", "vramlint", "check", str(recipe), "--gpus", "1xH100",
+                               "--format", "json"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+        entry = json.loads(proc.stdout)["files"][0]
+        notes[model_type] = [a for a in entry["estimate"]["assumptions"] if "no attention of their own" in a]
+    layers = default_config("nemotron_h")["layers_block_type"]
+    assert len(notes["nemotron_h"]) == 1 and notes["granite"] == []
+    mixers = sum(kind not in ("attention", "full_attention") for kind in layers)
+    assert notes["nemotron_h"][0].startswith(f"nemotron_h: {mixers} of its {len(layers)} layers")

@@ -11,6 +11,7 @@ from vramlint.memory.parts.fixed import fixed_costs, workspaces
 from vramlint.memory.inference import inference_components
 from vramlint.memory.reserve import headroom, wanted
 from vramlint.memory.parts.adapters import refused_targets
+from vramlint.models.shape import LINEAR
 from vramlint.models.tp_plans import autotp_refusal, hf_refusal
 from vramlint.memory.runtimes import runtime
 from vramlint.memory.training import training_peak
@@ -90,6 +91,11 @@ LIMITS = (
      lambda p: "MXFP4 experts counted as stored: transformers keeps them so only with the `kernels` package "
                "(which gpt-oss's model card installs) on a GPU of compute capability 7.5 or newer; without it, it "
                f"dequantizes them to bf16 as it loads, {_dequantized_extra(p) / 2**30:.1f} GiB more"),
+    (lambda p: p.runtime != "megatron" and p.model.shape_by == "transformers" and _mixers(p.model),
+     lambda p: f"{p.model.model_type}: {_mixers(p.model)} of its {p.model.num_layers} layers have no attention of "
+               "their own (Mamba / SSM / linear-attention mixers, or MLP-only layers); their activations are priced "
+               "as a decoder layer's of the config's heads and widths, not from their kernels' saved tensors "
+               "(modelled for Megatron's hybrid stack alone)"),
     (lambda p: (p.model.max_position_embeddings or p.seq_len) < p.seq_len,
      lambda p: f"sequences of {p.seq_len:,} tokens, past the model's {p.model.max_position_embeddings:,} positions "
                "(max_position_embeddings): " + ("its learned position embeddings have no rows past them, so the "
@@ -127,6 +133,12 @@ def _tp_words(plan: Plan) -> str:
     return (f"{who} tp_plan for {m.family or m.model_type}: "
             + (", ".join(split) + " split" if split else "nothing split")
             + (f"; {', '.join(whole)} whole on every rank" if whole else ""))
+
+
+def _mixers(model) -> int:
+    """Layers of a transformers-built model with no attention of their own (``models/meta.py`` reads
+    them as linear attention)."""
+    return sum(layer.attention.kind == LINEAR for layer in model.layers)
 
 
 def band(plan: Plan) -> tuple[float, list[str]]:
