@@ -16,18 +16,21 @@ from pathlib import PurePosixPath
 from vramlint.documents import Document, ParseError, parse
 from vramlint.packaged import data_path
 
-# (folder, file) as recipes write them -> (framework, path inside data/shipped/<framework>/)
+# The folder as recipes write it (its last component, or its last two where one would be too common a
+# name) -> (framework, path inside data/shipped/<framework>/). ms-swift's ``--deepspeed zero3`` names
+# swift/config/zero3.json (readers/swift.py spells it so).
 FRAMEWORKS = {"deepspeed": ("llamafactory", "examples/deepspeed"), "deepspeed_configs": ("axolotl", "deepspeed_configs"),
-              "accelerate_configs": ("trl", "trl/accelerate_configs")}
+              "accelerate_configs": ("trl", "trl/accelerate_configs"), "swift/config": ("ms-swift", "swift/config")}
 
 
 def shipped_copy(written: str) -> tuple[str, Document] | None:
     """The framework's own copy of the file a recipe names (``written``), as (what it is, the
     parsed document), or None where no framework ships a file of that name."""
     path = PurePosixPath(str(written).replace("\\", "/"))
-    if len(path.parts) < 2 or path.parent.name not in FRAMEWORKS:
+    key = next((k for k in FRAMEWORKS if "/" in k and path.parent.as_posix().endswith(k)), path.parent.name)
+    if len(path.parts) < 2 or key not in FRAMEWORKS:
         return None
-    framework, folder = FRAMEWORKS[path.parent.name]
+    framework, folder = FRAMEWORKS[key]
     source = data_path(f"shipped/{framework}/{folder}/{path.name}")
     if not source.is_file():
         return None

@@ -198,6 +198,8 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
         return _deepspeed(command, rest)
     if name == "llamafactory-cli" and rest and rest[0].text == "train":
         return _llamafactory(command, rest[1:])
+    if name == "swift" and rest and rest[0].text in SWIFT_TRAINERS:
+        return _swift(command, rest[0], rest[1:])
     if name == "vllm" and rest and rest[0].text == "serve":
         return _vllm(command, rest[2:], rest[1] if len(rest) > 1 else None)
     if name == "tune" and rest and rest[0].text == "run":
@@ -239,7 +241,7 @@ def _read(command: Command, words: list[Word]) -> Launch | None:
 # servers, and launchers whose every run is a job (None: any subcommand): MosaicML Composer's (LLM
 # Foundry's train.py and YAML), ColossalAI's (its Booster plugins), Hugging Face TGI's, fairseq's.
 UNREAD_CLIS = {
-    "swift": ("ms-swift", {"sft", "pt", "rlhf", "infer", "deploy", "rollout", "sample", "app", "eval", "export"}),
+    "swift": ("ms-swift", {"rlhf", "infer", "deploy", "rollout", "sample", "app", "eval", "export"}),
     "megatron": ("ms-swift's Megatron", {"sft", "pt", "rlhf", "export"}),
     "xtuner": ("XTuner", {"train"}),
     "nemo": ("NeMo 2", {"llm", "vlm"}),
@@ -656,6 +658,28 @@ def _llamafactory(command: Command, words: list[Word]) -> Launch:
             overrides.append(word)
     return _program(command, "llamafactory-cli", command.words[0], overrides, (per_node, by), {},
                     variables.get("NNODES"))
+
+
+SWIFT_TRAINERS = ("sft", "pt")      # ms-swift's subcommands read as a recipe (readers/swift.py)
+
+
+def _swift(command: Command, verb: Word, words: list[Word]) -> Launch:
+    """``swift sft|pt [config.yaml] --key value ...`` (ms-swift 4.6.0 swift/cli/main.py): torchrun over
+    ``NPROC_PER_NODE`` processes a node where it or ``NNODES`` is set (``use_torchrun``); else one
+    process, which spreads the model over every GPU ``CUDA_VISIBLE_DEVICES`` names when it names
+    several (device_map: its ``is_mp``), a layout vramlint does not price."""
+    variables = {**command.variables, **command.prefix}
+    per_node, nodes = variables.get("NPROC_PER_NODE"), variables.get("NNODES")
+    torchrun = per_node is not None or nodes is not None
+    count = (per_node, "NPROC_PER_NODE") if per_node is not None else _one_process(command)
+    launch = _program(command, "swift", command.words[0], list(words), count, {}, nodes)
+    launch = replace(launch, reads_as="swift", trainer=verb, distributed=torchrun)
+    visible = variables.get("CUDA_VISIBLE_DEVICES")
+    spread = visible is not None and visible.text is not None and len([d for d in visible.text.split(",") if d]) > 1
+    if not torchrun and spread:
+        return replace(launch, unread=f"swift {verb.text} without NPROC_PER_NODE spreads the model over the GPUs "
+                                      f"CUDA_VISIBLE_DEVICES={visible.text} names (device_map), which is not modelled")
+    return launch
 
 
 def _vllm(command: Command, words: list[Word], model: Word | None) -> Launch:

@@ -54,6 +54,8 @@ FORMATS: tuple[Format, ...] = (
            _lazy("vramlint.readers.megatron", "read_megatron")),
     Format("litgpt", "recipe", _lazy("vramlint.readers.litgpt", "looks_like_litgpt"), "recipe",
            _lazy("vramlint.readers.litgpt", "read_litgpt")),
+    Format("swift", "recipe", _lazy("vramlint.readers.swift", "looks_like_swift"), "recipe",
+           _lazy("vramlint.readers.swift", "read_swift")),
     Format("trl", "recipe", trl.looks_like_trl, "recipe", trl.read_trl),
     Format("deepspeed", "launcher", deepspeed.looks_like_deepspeed, "deepspeed"),
     Format("accelerate", "launcher", _lazy("vramlint.readers.accelerate", "looks_like_accelerate"), "accelerate"),
