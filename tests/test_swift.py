@@ -7,23 +7,15 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from test_megatron_moe import _check       # vramlint check --format json, the first file's entry
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "swift"
 GIB = 2 ** 30
-
-
-def _check(path, *args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "vramlint", "check", str(path), "--format", "json", *args],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode in (0, 1), proc.stderr
-    return json.loads(proc.stdout)["files"][0]
 
 
 def _plan(tmp_path, line: str, gpus: str = "1xA100-80GB"):
