@@ -95,3 +95,20 @@ def test_packing_without_flash_attention_is_refused_and_rlhf_stays_unread(tmp_pa
     script.write_text("swift rlhf --rlhf_type dpo --model Qwen/Qwen2.5-7B-Instruct --dataset d\n")
     entry = _check(script, "--gpus", "1xA100-80GB")
     assert any(f["code"] == "VL011" and "ms-swift jobs (swift rlhf)" in f["message"] for f in entry["findings"])
+
+
+def test_sequence_parallel_splits_the_tokens_and_unpriced_bits_are_said(tmp_path):
+    """``--sequence_parallel_size 2`` keeps each rank's half of the 8,192 tokens' activations and logits
+    (the shared split, as a recipe's context / sequence parallel degree); hqq at 2 bits, which the
+    estimate cannot store, is priced as a 16-bit base and said (VL211); a stated ``--fp16 true`` beside
+    ``--torch_dtype bfloat16`` is the precision, located at that flag."""
+    base = "NPROC_PER_NODE=2 swift sft --model Qwen/Qwen2.5-7B-Instruct --dataset d --max_length 8192 {extra}\n"
+    whole = _plan(tmp_path, base.format(extra="")).plan
+    split = _plan(tmp_path, base.format(extra="--sequence_parallel_size 2")).plan
+    assert (whole.seq_len, split.seq_len) == (8192, 4096)
+    script = tmp_path / "q.sh"
+    script.write_text(base.format(extra="--quant_method hqq --quant_bits 2"))
+    found = _check(script, "--gpus", "2xA100-80GB")["findings"]
+    assert any(f["code"] == "VL211" and "hqq quantization to 2 bits" in f["message"] for f in found)
+    mixed = _plan(tmp_path, base.format(extra="--torch_dtype bfloat16 --fp16 true")).plan
+    assert mixed.precision == "fp16"

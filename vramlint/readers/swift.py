@@ -17,7 +17,8 @@ swift/cli/main.py ``parse_yaml_args``) into ``SftArguments`` over the HF ``Seq2S
   ``get_quantization_config``: without ``quant_method`` nothing is);
 - ``deepspeed`` a file, or the name of a config ms-swift ships (``zero0`` ... ``zero3_offload``:
   swift/config, byte copies in data/shipped); ``fsdp`` the HF Trainer's;
-- ``packing`` / ``padding_free`` need flash attention (sft_args.py ``_check_padding_free``).
+- ``packing`` / ``padding_free`` need flash attention (sft_args.py ``_check_padding_free``);
+- ``sequence_parallel_size`` splits each sequence's tokens over that many ranks (Ulysses / ring).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ OWN_KEYS = ("tuner_type", "train_type", "quant_bits", "attn_impl", "target_modul
 SPELLING = {"micro_batch": "per_device_train_batch_size", "grad_accum": "gradient_accumulation_steps",
             "seq_len": "max_length", "grad_checkpointing": "gradient_checkpointing", "mixed_precision": "torch_dtype",
             "weights_dtype": "torch_dtype", "optimizer": "optim", "lora_rank": "lora_rank",
-            "lora_targets": "target_modules", "attn": "attn_impl", "load_in_4bit": "quant_bits", "model": "model"}
+            "lora_targets": "target_modules", "attn": "attn_impl", "load_in_4bit": "quant_bits", "model": "model",
+            "sequence_split": "sequence_parallel_size"}
 # Tuners priced as LoRA of lora_rank on target_modules (their own adapters are that size or smaller)
 LORA_LIKE = ("lora", "longlora", "adalora")
 FLASH = ("flash_attn", "flash_attention_2", "flash_attention_3", "flash_attention_4")
@@ -71,16 +73,16 @@ def _precision(keys: Keys) -> tuple[Fact, Fact]:
         why = f"{VERSION}: torch_dtype unset, the checkpoint's dtype (model_args.py:120-125)"
         return Fact("auto", None, why), Fact("auto", None, why)
     name = dtype_name(dtype.value)
-    mixed = "bf16" if name == "bfloat16" else "fp16"
-    for flag in ("bf16", "fp16"):               # stated beside it, the Trainer's flag wins (model_args.py:139-142)
-        if truthy(keys.raw(flag)):
-            mixed = flag
-    return Fact(name, dtype.location), Fact(mixed, dtype.location)
+    stated = next((flag for flag in ("bf16", "fp16") if truthy(keys.raw(flag))), None)
+    if stated:                                  # the Trainer's own flag, stated, stands (model_args.py:139-142)
+        return Fact(name, dtype.location), keys.fact(stated, stated)
+    return Fact(name, dtype.location), Fact("bf16" if name == "bfloat16" else "fp16", dtype.location)
 
 
-# The methods that quantize the base as it loads (quant_args.py:48-50; awq / gptq checkpoints are
-# pre-quantized, read from their config)
-ON_THE_FLY = ("bnb", "hqq", "eetq", "quanto")
+# The methods that quantize the base as it loads (quant_args.py:33-36; awq / gptq checkpoints are
+# pre-quantized, read from their config); priced at 4 or 8 bits, as bitsandbytes stores them
+ON_THE_FLY = ("bnb", "hqq", "eetq", "quanto", "fp8")
+PRICED_BITS = ("4", "8")
 
 
 def _quantized(keys: Keys) -> tuple[Fact, Fact]:
@@ -120,14 +122,13 @@ def _features(keys: Keys) -> tuple[Feature, ...]:
     if str(keys.raw("tuner_backend") or "").lower() == "unsloth":
         out.append(Feature(keys.fact("tuner_backend", "unsloth"), "Unsloth's kernels and offloaded checkpoints",
                            "high"))
-    method = str(keys.raw("quant_method") or "").lower()
-    if method in ON_THE_FLY and method != "bnb":
+    method, bits = str(keys.raw("quant_method") or "").lower(), str(keys.raw("quant_bits"))
+    if method in ON_THE_FLY and bits not in PRICED_BITS:
+        out.append(Feature(keys.fact("quant_method", method), f"{method} quantization to {bits} bits: priced as a "
+                                                               "16-bit base", "high"))
+    elif method in ON_THE_FLY and method != "bnb":
         out.append(Feature(keys.fact("quant_method", method), f"{method} quantization: priced as bitsandbytes' "
-                                                               "storage of the same bits", "low"))
-    sp = keys.get("sequence_parallel_size", default=1, convert=positive)
-    if isinstance(sp.value, int) and sp.value > 1:
-        out.append(Feature(sp, f"sequence parallel {sp.value} (Ulysses / ring): each rank's share of the tokens",
-                           "high"))
+                                                               f"storage of {bits} bits", "low"))
     return tuple(out)
 
 
@@ -142,7 +143,7 @@ def _refusals(keys: Keys) -> tuple[Refusal, ...]:
     return ()
 
 
-# Tasks whose head is no vocabulary (swift/arguments task_type): a classification, reranking or
+# Tasks whose head is no vocabulary (model_args.py:72 task_type): a classification, reranking or
 # embedding head, priced as a one-output head with no logits (ModelShape.as_value_model)
 HEADLESS = ("seq_cls", "reranker", "embedding")
 
@@ -188,6 +189,8 @@ def read_swift(document: Document, trainer: Fact | None = None) -> Recipe:
         max_grad_norm=keys.get("max_grad_norm", default=1.0, why="HF TrainingArguments default"),
         keys=SPELLING, features=tuned + _features(keys), refusals=_refusals(keys), release=VERSION,
         switches=_switches(keys), value_head=str(keys.raw("task_type") or "causal_lm") in HEADLESS,
+        sequence_split=keys.get("sequence_parallel_size", default=1, convert=positive,
+                                why=f"{VERSION}: 1 (template_args.py:141)"),
     )
 
 
