@@ -90,6 +90,7 @@ def test_a_mamba_layer_keeps_its_kernels_input_out_x_and_the_norms_and_projectio
     ("M-M-M*M-", "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2",
      "--num-layers-per-virtual-pipeline-stage should not be used with --hybrid-layer-pattern"),
     ("M-M-M*M-", "--mamba-num-groups 3", "nheads must be evenly divisible by ngroups"),
+    ("M-M-M*M-", "--mamba-head-dim 48", "d_inner must be evenly divisible by headdim"),
     ("M-M-M*M-", "--tensor-model-parallel-size 8 --mamba-num-groups 4", "ngroups must be evenly divisible by tp_size"),
 ])
 def test_layouts_validate_args_and_the_mixer_refuse_are_refused_in_their_words(tmp_path, pattern, extra, words):
@@ -97,7 +98,7 @@ def test_layouts_validate_args_and_the_mixer_refuse_are_refused_in_their_words(t
     script.write_text(LINE.format(pattern=pattern, extra=extra))
     entry = _check(script, "--gpus", "8xH100")
     assert entry["status"] == "not estimated"
-    assert any(f["code"] == "VL313" and words in f["message"] for f in entry["findings"]), entry["findings"]
+    assert any(f["code"] in ("VL313", "VL011") and words in f["message"] for f in entry["findings"]), entry["findings"]
 
 
 def test_the_patterns_segments_are_the_pipeline_stages(tmp_path):
@@ -113,15 +114,20 @@ def test_the_patterns_segments_are_the_pipeline_stages(tmp_path):
 
 def test_multi_token_prediction_in_the_pattern_is_priced_and_a_hybrid_program_without_one_is_not_read(tmp_path):
     """``/*-/*-``: two depths of an attention and an MLP layer each (A:839-860), on the last stage with
-    their losses; a pretrain_mamba.py line stating no pattern is VL011."""
+    their losses, the pattern's count over a stated --mtp-num-layers (A:843-852); with the default learned
+    positions Megatron refuses MTP (A:855-859); a pretrain_mamba.py line stating no pattern is VL011."""
     script = tmp_path / "train.sh"
-    script.write_text(LINE.format(pattern="M-M*-/*-/*-", extra=""))
+    rope = "--position-embedding-type rope --mtp-num-layers 3"
+    script.write_text(LINE.format(pattern="M-M*-/*-/*-", extra=rope))
     entry = _check(script, "--gpus", "8xH100")
     assert entry["status"] == "estimated" and not [f for f in entry["findings"] if f["code"] == "VL210"]
     parts = {c["name"]: c for c in entry["estimate"]["components"]}
     assert parts["multi-token prediction layers"]["formula"].startswith("2 depth(s)")
-    plan = _plan(tmp_path, LINE.format(pattern="M-M*-/*-/*-", extra=""))
+    plan = _plan(tmp_path, LINE.format(pattern="M-M*-/*-/*-", extra=rope))
     assert (plan.model.mtp_depths, [one.attention.kind for one in plan.model.mtp]) == (2, ["full", "none"])
+    script.write_text(LINE.format(pattern="M-M*-/*-/*-", extra=""))
+    refused = [f["message"] for f in _check(script, "--gpus", "8xH100")["findings"] if f["code"] == "VL313"]
+    assert any("not supported with learned_absolute position embedding type" in m for m in refused)
     script.write_text(LINE.format(pattern="x", extra="").replace("--hybrid-layer-pattern 'x' ", "--num-layers 8 ")
                       .replace("pretrain_hybrid.py", "pretrain_mamba.py"))
     entry = _check(script, "--gpus", "8xH100")

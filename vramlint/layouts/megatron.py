@@ -233,6 +233,10 @@ def _mesh(layout: Layout, recipe: Recipe, model: ModelShape, world: int) -> list
                                                     "stability issues. Use --cross-entropy-fusion-impl native, or omit "
                                                     "--cross-entropy-loss-fusion. (A:1642-1647)",
                            "--cross-entropy-fusion-impl native"))
+    if layout.launched and whole(layout.mtp, 0) and layout.positions.value not in ("rope", "none"):
+        out.append(Refusal(layout.mtp, f"Multi-Token Prediction (MTP) is not supported with {layout.positions.value} "
+                                       "position embedding type.The supported position embedding types are rope and "
+                                       "none. (A:855-859)", "--position-embedding-type rope"))
     if own_model(recipe) and layout.host_fraction.value and not layout.host_main.value:
         out.append(Refusal(layout.host_fraction, "The optimizer cpu offload must be used in conjunction with "
                                                  "`--use-precision-aware-optimizer`, as the hybrid device optimizer "
@@ -253,12 +257,13 @@ def tp_refused(model: ModelShape, tp: int) -> tuple[str, str, str] | None:
     if att is not None and att.num_kv_heads % tp and tp % att.num_kv_heads:
         return (f"num_query_groups ({att.num_kv_heads}) must be a multiple or divisor of tensor_model_parallel_size "
                 f"({tp}). (TC:1338)", "a --tensor-model-parallel-size that divides the query groups", "tensor")
-    if ssm is not None and (ssm.heads % tp or ssm.groups % tp or ssm.heads % ssm.groups):
-        what = ("nheads must be evenly divisble by tp_size" if ssm.heads % tp else "ngroups must be evenly divisible "
-                "by tp_size" if ssm.groups % tp else "nheads must be evenly divisible by ngroups")
-        return (f"{what} (Mamba: {ssm.heads} heads, {ssm.groups} groups; mamba_mixer.py:260-272)",
-                "a --tensor-model-parallel-size that divides --mamba-num-heads and --mamba-num-groups",
-                "hybrid" if ssm.heads % ssm.groups and not (ssm.heads % tp or ssm.groups % tp) else "tensor")
+    checks = () if ssm is None else ((ssm.heads % tp, "nheads must be evenly divisble by tp_size", "tensor"),
+                                     (ssm.groups % tp, "ngroups must be evenly divisible by tp_size", "tensor"),
+                                     (ssm.heads % ssm.groups, "nheads must be evenly divisible by ngroups", "hybrid"))
+    for broken, what, fact in checks:
+        if broken:
+            return (f"{what} (Mamba: {ssm.heads} heads, {ssm.groups} groups; mamba_mixer.py:260-272)",
+                    "a --tensor-model-parallel-size that divides --mamba-num-heads and --mamba-num-groups", fact)
     return None
 
 

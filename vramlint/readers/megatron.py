@@ -117,6 +117,7 @@ class Layout:
     stage_layout: Fact = field(default_factory=lambda: Fact(None))   # --pipeline-model-parallel-layout
     hybrid: Fact = field(default_factory=lambda: Fact(None))         # --hybrid-layer-pattern ("|": its segments)
     mtp: Fact = field(default_factory=lambda: Fact(0))               # multi-token prediction depths
+    positions: Fact = field(default_factory=lambda: Fact("learned_absolute"))   # --position-embedding-type
     # --use-megatron-fsdp's sharding strategy ("" off), its double buffers, its main parameters' bytes (0: none
     # apart, the compute weights are the optimizer's)
     # Megatron-LM's own arguments (pretrain_gpt.py's line, its validate_args run on them), not another
@@ -194,14 +195,14 @@ def _flag(keys: Keys, *names: str) -> Fact:
 
 
 def _mtp_depths(keys: Keys) -> Fact:
-    """Multi-token prediction depths: --mtp-num-layers, or a hybrid pattern's ``/`` repeats (A:839-860:
-    mtp_num_layers inferred from the unified pattern)."""
+    """Multi-token prediction depths: a hybrid pattern's ``/`` repeats (A:839-852: inferred from the unified
+    pattern, over --mtp-num-layers where both say), else --mtp-num-layers."""
     stated = keys.get("mtp_num_layers", default=0, convert=positive, why=f"{VERSION}: none (TC:68)")
     pattern = hybrid_pattern(keys)
     depths = [part for part in str(pattern.value).split("/")[1:] if part] if pattern.value is not None else []
-    if stated.count or not depths:
+    if not depths:
         return Fact(stated.count or 0, stated.location, stated.default)
-    return Fact(len(depths), pattern.location)
+    return Fact(len(depths), pattern.location)      # the pattern's count wins over a stated one (A:843-852)
 
 
 def _glu_fusion(keys: Keys) -> Fact:
@@ -211,6 +212,14 @@ def _glu_fusion(keys: Keys) -> Fact:
     if off.value is not None:
         return Fact(not off.value, off.location)
     return keys.get("bias_activation_fusion", default=True, convert=truthy, why=f"{VERSION}: on (A:2758-2761)")
+
+
+def position_type(keys: Keys) -> Fact:
+    """--position-embedding-type, rope where the legacy --use-rotary-position-embeddings says so
+    (A:1571-1572); learned_absolute by default."""
+    if truthy(keys.raw("use_rotary_position_embeddings")):
+        return keys.fact("use_rotary_position_embeddings", "rope")
+    return keys.get("position_embedding_type", default="learned_absolute", why=f"{VERSION}: learned_absolute")
 
 
 def _gelu_fusion(keys: Keys) -> Fact:
@@ -348,7 +357,7 @@ def read_layout(keys: Keys) -> Layout:
         capacity=keys.get("moe_expert_capacity_factor", default=None, why=f"{VERSION}: none, dropless (TC:888)"),
         aux_loss=_aux_loss(keys),
         stage_layout=keys.get("pipeline_model_parallel_layout", default=None, why=f"{VERSION}: none (A:2950)"),
-        hybrid=hybrid_pattern(keys), mtp=_mtp_depths(keys),
+        hybrid=hybrid_pattern(keys), mtp=_mtp_depths(keys), positions=position_type(keys),
         launched=not isinstance(keys.document, Arguments),
         loss_fusion=_flag(keys, "cross_entropy_loss_fusion"),
         glu_fusion=_glu_fusion(keys),
@@ -485,8 +494,7 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str, str]:
     head_dim = keys.get("kv_channels", convert=positive).count or hidden // heads
     tied = not truthy(keys.raw("untie_embeddings_and_output_weights"))
     bias = not truthy(keys.raw("disable_bias_linear"))
-    rope = str(keys.raw("position_embedding_type") or "learned_absolute") in ("rope", "yarn", "mrope") or \
-        truthy(keys.raw("use_rotary_position_embeddings"))
+    rope = str(position_type(keys).value) in ("rope", "yarn", "mrope")
     positions = keys.get("max_position_embeddings", convert=positive).count or \
         keys.get("seq_length", convert=positive).count or 2048
     common = {"vocab_size": vocab, "tie_word_embeddings": tied, "torch_dtype": "bfloat16"}
@@ -557,6 +565,9 @@ def _hybrid(keys: Keys, pattern: str, ffn: int, swiglu: bool) -> tuple[dict | No
         return None, f"hybrid layers {named} in the layer pattern are not priced yet"
     hidden = keys.get("hidden_size", convert=positive).count
     head_dim = keys.get("mamba_head_dim", convert=positive).count or 64
+    if not keys.get("mamba_num_heads", convert=positive).count and (2 * hidden) % head_dim:
+        return None, (f"d_inner must be evenly divisible by headdim (d_inner 2 x {hidden}, --mamba-head-dim "
+                      f"{head_dim}: mamba_mixer.py:248)")
     out = {"model_type": "megatron_hybrid", "architectures": ["HybridModel"], "hybrid_layer_pattern": main,
            "mtp_pattern": depths[0] if depths else "", "mtp_depths": len([d for d in depths if d]),
            "mamba_head_dim": head_dim, "mamba_num_heads": keys.get("mamba_num_heads", convert=positive).count or
