@@ -678,7 +678,8 @@ def _swift(command: Command, verb: Word, words: list[Word]) -> Launch:
     spread = visible is not None and visible.text is not None and len([d for d in visible.text.split(",") if d]) > 1
     if not torchrun and spread:
         return replace(launch, unread=f"swift {verb.text} without NPROC_PER_NODE spreads the model over the GPUs "
-                                      f"CUDA_VISIBLE_DEVICES={visible.text} names (device_map), which is not modelled")
+                                      f"CUDA_VISIBLE_DEVICES={visible.text} names (device_map), which is not modelled; "
+                                      "NPROC_PER_NODE, one process a GPU, is")
     return launch
 
 

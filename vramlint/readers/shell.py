@@ -21,6 +21,7 @@ script runs, are kept apart.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -251,7 +252,6 @@ class _Walker:
 
     def _matches(self, word: str, patterns: list) -> bool | None:
         """Whether one of a case item's patterns matches ``word``; None where one is unknown."""
-        import fnmatch
         for pattern in patterns:
             text = self._known(pattern)
             if text is None:
