@@ -90,8 +90,8 @@ def _quantized(keys: Keys) -> tuple[Fact, Fact]:
     for the others); ``quant_bits`` alone quantizes nothing (``get_quantization_config`` returns None)."""
     method, bits = keys.get("quant_method", default=None), keys.get("quant_bits", default=None)
     on = str(method.value).lower() in ON_THE_FLY
-    return (Fact(on and str(bits.value) == "4", bits.location or method.location),
-            Fact(on and str(bits.value) == "8", bits.location or method.location))
+    where, why = bits.location or method.location, f"{VERSION}: quant_method unset, no quantization (quant_args.py:33)"
+    return Fact(on and str(bits.value) == "4", where, why), Fact(on and str(bits.value) == "8", where, why)
 
 
 # The DeepSpeed configs ms-swift ships, named by ``--deepspeed`` (sft_args.py ``_init_deepspeed``)
