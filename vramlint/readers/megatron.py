@@ -506,7 +506,7 @@ def model_config(keys: Keys, tp: int) -> tuple[dict | None, str, str]:
         config, hybrid_words = _hybrid(keys, str(pattern), ffn, swiglu)
         if config is None:
             return None, hybrid_words, WAY_ON["unpriced"]
-        config = {**gated, "attention_bias": bias, "learned_positions": 0 if rope else positions, **config}
+        config = {**gated, "learned_positions": 0 if rope else positions, **config}
         return config, (f"Megatron hybrid: {hybrid_words}, hidden {hidden}, {heads} heads" + (
             f" ({groups} query groups)" if groups != heads else "") + f", {mlp_words}, vocabulary {vocab_words}"
             + ("" if tied else ", untied output layer")), ""
@@ -576,7 +576,7 @@ def _hybrid(keys: Keys, pattern: str, ffn: int, swiglu: bool) -> tuple[dict | No
            "norm_bias": str(keys.raw("normalization") or "LayerNorm") == "LayerNorm"}
     if not swiglu:
         out["gated_linear_unit"] = False
-    counts = {symbol: main.count(symbol) for symbol in "M*-E" if symbol in main}
+    counts = {symbol: main.count(symbol) for symbol in HYBRID_SYMBOLS if symbol in main}
     words = ", ".join(f"{n} {HYBRID_NAMES[s]}" for s, n in counts.items())
     if "E" in main + "".join(depths):
         if not keys.get("num_experts", convert=positive).count:
