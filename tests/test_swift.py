@@ -36,7 +36,11 @@ def test_the_examples_and_the_shipped_configs_are_ms_swifts_bytes():
     shipped = ROOT / "vramlint" / "data" / "shipped"
     copies = [r for r in csv.DictReader((shipped / "SOURCES.tsv").open(), delimiter="\t")
               if r["local_path"].startswith("ms-swift/")]
-    assert len(copies) == 6 and all((shipped / r["local_path"]).is_file() for r in copies)
+    assert len(copies) == 6
+    for row in copies:                         # each the blob its note names, at the commit it names
+        data = (shipped / row["local_path"]).read_bytes()
+        blob = row["notes"].split("git blob ")[1].split(";")[0]
+        assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob, row["local_path"]
 
 
 @pytest.mark.parametrize("example, stated, gpus", [
